@@ -1,0 +1,13 @@
+// One bind_<area>() per public-header group; module.cc calls them in dependency order.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+namespace accelsim::bindings {
+
+void bind_graph(nanobind::module_& m);     // dtype.h, tensor.h, graph.h, op_catalog.h
+void bind_device(nanobind::module_& m);    // device.h
+void bind_simulate(nanobind::module_& m);  // cost_model.h, memory.h, simulate.h
+void bind_report(nanobind::module_& m);    // breakdown.h, advice.h
+
+}  // namespace accelsim::bindings

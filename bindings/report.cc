@@ -1,0 +1,77 @@
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "accelsim/advice.h"
+#include "accelsim/breakdown.h"
+#include "accelsim/regression.h"
+#include "bindings.h"
+
+namespace nb = nanobind;
+
+namespace accelsim::bindings {
+
+void bind_report(nb::module_& m) {
+  nb::enum_<GroupBy>(m, "GroupBy")
+      .value("op", GroupBy::op)
+      .value("op_class", GroupBy::op_class)
+      .value("module", GroupBy::module)
+      .value("layer", GroupBy::layer)
+      .value("module_type", GroupBy::module_type);
+
+  nb::class_<Group>(m, "Group")
+      .def_ro("name", &Group::name)
+      .def_ro("count", &Group::count)
+      .def_ro("time_s", &Group::time_s)
+      .def_ro("fraction", &Group::fraction)
+      .def_ro("flops", &Group::flops)
+      .def_ro("bytes", &Group::bytes)
+      .def_ro("compute_bound_time_s", &Group::compute_bound_time_s)
+      .def_ro("memory_bound_time_s", &Group::memory_bound_time_s)
+      .def_ro("dominant_bound", &Group::dominant_bound);
+  m.def("group_ops", &group_ops, nb::arg("graph"), nb::arg("result"), nb::arg("by"));
+  m.def("layer_of", &layer_of, nb::arg("module_path"));
+
+  nb::enum_<HintKind>(m, "HintKind")
+      .value("out_of_memory", HintKind::out_of_memory)
+      .value("fuse_memory_bound", HintKind::fuse_memory_bound)
+      .value("use_flash_attention", HintKind::use_flash_attention)
+      .value("matmul_dominated", HintKind::matmul_dominated)
+      .value("low_precision_available", HintKind::low_precision_available)
+      .value("launch_bound", HintKind::launch_bound)
+      .value("peak_fallback", HintKind::peak_fallback)
+      .value("uncovered_ops", HintKind::uncovered_ops);
+
+  nb::class_<Hint>(m, "Hint")
+      .def_ro("kind", &Hint::kind)
+      .def_ro("fraction", &Hint::fraction)
+      .def_ro("value", &Hint::value)
+      .def_ro("subject", &Hint::subject);
+  m.def("advise", &advise, nb::arg("graph"), nb::arg("result"), nb::arg("device"));
+
+  nb::class_<DeviceVerdict>(m, "DeviceVerdict")
+      .def_ro("device_id", &DeviceVerdict::device_id)
+      .def_ro("fits", &DeviceVerdict::fits)
+      .def_ro("dominant_bound", &DeviceVerdict::dominant_bound)
+      .def_ro("cost_per_run_usd", &DeviceVerdict::cost_per_run_usd)
+      .def_ro("speedup_vs_slowest", &DeviceVerdict::speedup_vs_slowest)
+      .def_ro("overkill", &DeviceVerdict::overkill)
+      .def_ro("overkill_reason", &DeviceVerdict::overkill_reason);
+  nb::class_<Comparison>(m, "Comparison")
+      .def_ro("devices", &Comparison::devices)
+      .def_ro("fastest_index", &Comparison::fastest_index)
+      .def_ro("best_value_index", &Comparison::best_value_index);
+  m.def("compare_devices", &compare_devices, nb::arg("results"), nb::arg("devices"));
+
+  nb::class_<MetricCheck>(m, "MetricCheck")
+      .def_ro("metric", &MetricCheck::metric)
+      .def_ro("baseline", &MetricCheck::baseline)
+      .def_ro("current", &MetricCheck::current)
+      .def_ro("change_fraction", &MetricCheck::change_fraction)
+      .def_ro("max_increase_fraction", &MetricCheck::max_increase_fraction)
+      .def_ro("exceeded", &MetricCheck::exceeded);
+  m.def("check_metric", &check_metric, nb::arg("metric"), nb::arg("baseline"),
+        nb::arg("current"), nb::arg("max_increase_fraction"));
+}
+
+}  // namespace accelsim::bindings

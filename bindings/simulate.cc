@@ -1,0 +1,93 @@
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "accelsim/cost_model.h"
+#include "accelsim/memory.h"
+#include "accelsim/simulate.h"
+#include "bindings.h"
+
+namespace nb = nanobind;
+
+namespace accelsim::bindings {
+
+void bind_simulate(nb::module_& m) {
+  nb::enum_<Bound>(m, "Bound")
+      .value("none", Bound::none)
+      .value("compute", Bound::compute)
+      .value("memory", Bound::memory);
+
+  nb::class_<CostOptions>(m, "CostOptions")
+      .def(nb::init<>())
+      .def_rw("allow_tf32", &CostOptions::allow_tf32)
+      .def_rw("include_launch_overhead", &CostOptions::include_launch_overhead);
+
+  nb::class_<OpCost>(m, "OpCost")
+      .def_ro("time_s", &OpCost::time_s)
+      .def_ro("compute_time_s", &OpCost::compute_time_s)
+      .def_ro("memory_time_s", &OpCost::memory_time_s)
+      .def_ro("launch_overhead_s", &OpCost::launch_overhead_s)
+      .def_ro("peak_flops_per_s", &OpCost::peak_flops_per_s)
+      .def_ro("bound", &OpCost::bound)
+      .def_ro("peak_fallback", &OpCost::peak_fallback);
+
+  m.def("cost_model_names", &cost_model_names);
+
+  nb::class_<MemoryProfile>(m, "MemoryProfile")
+      .def_ro("parameter_bytes", &MemoryProfile::parameter_bytes)
+      .def_ro("buffer_bytes", &MemoryProfile::buffer_bytes)
+      .def_ro("input_bytes", &MemoryProfile::input_bytes)
+      .def_ro("resident_bytes", &MemoryProfile::resident_bytes)
+      .def_ro("peak_bytes", &MemoryProfile::peak_bytes)
+      .def_ro("peak_activation_bytes", &MemoryProfile::peak_activation_bytes)
+      .def_ro("peak_node", &MemoryProfile::peak_node)
+      .def_ro("live_bytes", &MemoryProfile::live_bytes)
+      .def_ro("live_bytes_after", &MemoryProfile::live_bytes_after);
+  m.def("compute_memory_profile", &compute_memory_profile, nb::arg("graph"));
+
+  nb::class_<SimulateOptions>(m, "SimulateOptions")
+      .def(nb::init<>())
+      .def_rw("cost_model", &SimulateOptions::cost_model)
+      .def_rw("cost", &SimulateOptions::cost);
+
+  nb::class_<OpResult>(m, "OpResult")
+      .def_ro("node", &OpResult::node)
+      .def_ro("count", &OpResult::count)
+      .def_ro("cost", &OpResult::cost)
+      .def_ro("start_s", &OpResult::start_s)
+      .def_ro("end_s", &OpResult::end_s);
+
+  nb::class_<UncoveredOp>(m, "UncoveredOp")
+      .def_ro("op", &UncoveredOp::op)
+      .def_ro("count", &UncoveredOp::count)
+      .def_ro("time_s", &UncoveredOp::time_s);
+
+  nb::class_<SimulationResult>(m, "SimulationResult")
+      .def_ro("device_id", &SimulationResult::device_id)
+      .def_ro("latency_s", &SimulationResult::latency_s)
+      .def_ro("total_flops", &SimulationResult::total_flops)
+      .def_ro("total_bytes", &SimulationResult::total_bytes)
+      .def_ro("compute_bound_time_s", &SimulationResult::compute_bound_time_s)
+      .def_ro("memory_bound_time_s", &SimulationResult::memory_bound_time_s)
+      .def_ro("launch_overhead_time_s", &SimulationResult::launch_overhead_time_s)
+      .def_ro("num_kernels", &SimulationResult::num_kernels)
+      .def_ro("compute_utilization", &SimulationResult::compute_utilization)
+      .def_ro("bandwidth_utilization", &SimulationResult::bandwidth_utilization)
+      .def_ro("reference_peak_flops_per_s", &SimulationResult::reference_peak_flops_per_s)
+      .def_ro("memory", &SimulationResult::memory)
+      .def_ro("memory_capacity_bytes", &SimulationResult::memory_capacity_bytes)
+      .def_ro("fits", &SimulationResult::fits)
+      .def_ro("used_peak_fallback", &SimulationResult::used_peak_fallback)
+      .def_ro("ops", &SimulationResult::ops)
+      .def_ro("uncovered_ops", &SimulationResult::uncovered_ops);
+
+  m.def(
+      "simulate",
+      [](const Graph& graph, const DeviceSpec& device, const SimulateOptions& options) {
+        nb::gil_scoped_release release;
+        return simulate(graph, device, options);
+      },
+      nb::arg("graph"), nb::arg("device"), nb::arg("options") = SimulateOptions{});
+}
+
+}  // namespace accelsim::bindings

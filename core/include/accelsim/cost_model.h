@@ -1,0 +1,69 @@
+// CostModel: the time of one op on one device.
+//
+// Layer 2 of DESIGN.md is the roofline, time = max(flops / peak, bytes / bandwidth) plus the
+// device's kernel launch overhead. Higher-fidelity models (kernel realism, calibration) implement
+// the same interface and are chosen by name with make_cost_model().
+//
+//   auto model = make_cost_model("roofline");
+//   OpCost c = model->cost(count_op(graph, node), device, CostOptions{});
+//
+// Thread safety: cost models are immutable; cost() may be called concurrently.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "accelsim/device.h"
+#include "accelsim/op_catalog.h"
+
+namespace accelsim {
+
+// What limits an op's time.
+enum class Bound : uint8_t { none, compute, memory };
+
+std::string_view bound_name(Bound bound);
+
+struct CostOptions {
+  // Run fp32 matmuls on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32). Default: off,
+  // as in PyTorch.
+  bool allow_tf32 = false;
+  // Add the device's per-kernel launch overhead to every op that launches a kernel. Default: on.
+  bool include_launch_overhead = true;
+};
+
+struct OpCost {
+  double time_s = 0.0;          // total: max(compute, memory) + launch overhead
+  double compute_time_s = 0.0;  // flops / peak
+  double memory_time_s = 0.0;   // bytes / bandwidth
+  double launch_overhead_s = 0.0;
+  double peak_flops_per_s = 0.0;  // the peak used for compute_time_s
+  Bound bound = Bound::none;
+  bool peak_fallback = false;  // the device had no rate for this op's unit
+};
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  virtual std::string_view name() const = 0;
+  // REQUIRES: device.validate() passes.
+  virtual OpCost cost(const OpCount& count, const DeviceSpec& device,
+                      const CostOptions& options) const = 0;
+};
+
+// Roofline with launch overhead (layer 2).
+class RooflineCostModel final : public CostModel {
+ public:
+  std::string_view name() const override { return "roofline"; }
+  OpCost cost(const OpCount& count, const DeviceSpec& device,
+              const CostOptions& options) const override;
+};
+
+// Makes a cost model by name. Throws ConfigError listing the known names.
+std::unique_ptr<CostModel> make_cost_model(std::string_view name);
+
+// Names make_cost_model() accepts.
+std::vector<std::string> cost_model_names();
+
+}  // namespace accelsim

@@ -1,0 +1,60 @@
+// DeviceSpec: the numbers of one accelerator that the cost model needs.
+//
+// A DeviceSpec is plain data, filled from a device file (python/accel_sim/data/devices/*.yaml,
+// format in docs/formats/device.md) or built in code. Rates are dense (no sparsity) peaks in
+// FLOP/s; a rate of 0 means the device has no such unit or it is not known. Every number's
+// source lives in the device file, not here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "accelsim/dtype.h"
+
+namespace accelsim {
+
+struct DeviceSpec {
+  std::string id;    // file stem, e.g. "h100_sxm"
+  std::string name;  // display name
+  std::string vendor;
+
+  double memory_bytes = 0.0;
+  double memory_bandwidth_bytes_per_s = 0.0;
+
+  // Dense peak rates, FLOP/s (int8: op/s). Vector = SIMD/CUDA cores; matrix = tensor/matrix units.
+  double fp64_flops_per_s = 0.0;
+  double fp64_matrix_flops_per_s = 0.0;
+  double fp32_flops_per_s = 0.0;
+  double fp32_matrix_flops_per_s = 0.0;
+  double tf32_matrix_flops_per_s = 0.0;
+  double fp16_matrix_flops_per_s = 0.0;
+  double bf16_matrix_flops_per_s = 0.0;
+  double fp8_matrix_flops_per_s = 0.0;
+  double int8_matrix_ops_per_s = 0.0;
+
+  double kernel_launch_overhead_s = 0.0;  // host-side cost per kernel launch
+  int num_compute_units = 0;              // SMs / CUs / cores; 0 = unknown
+  double clock_hz = 0.0;
+  double l2_cache_bytes = 0.0;
+  double tdp_w = 0.0;
+  double price_usd_per_hour = 0.0;  // 0 = unknown
+
+  // Throws ConfigError naming the device and field when a required number is missing or
+  // negative: memory, bandwidth and at least one peak rate must be positive.
+  void validate() const;
+};
+
+// The peak rate an op of `dtype` runs at, and whether it had to fall back to another unit.
+struct PeakRate {
+  double flops_per_s = 0.0;
+  std::string unit;       // "bf16_matrix", "fp32", "tf32_matrix", ...
+  bool fallback = false;  // true when the device has no rate for the requested unit
+};
+
+// Selects the peak for an op: matrix ops use the dtype's matrix unit (fp32 uses TF32 only when
+// `allow_tf32`, as PyTorch does with allow_tf32); other ops use the vector fp32 (fp64) rate.
+// When the device has no rate for that unit, falls back along a fixed chain (see device.cc)
+// and sets `fallback`, so reports can say which number was used.
+PeakRate peak_rate(const DeviceSpec& device, DType dtype, bool matrix_op, bool allow_tf32);
+
+}  // namespace accelsim

@@ -1,0 +1,66 @@
+// The op catalogue: from an op and the shapes of its tensors to the work it does.
+//
+// count_op() is layer 1 of the cost model (DESIGN.md): arithmetic (FLOPs) and memory traffic
+// (bytes read and written, the accessed footprint of each tensor) of one node, plus its class.
+// It knows the ATen ops that appear when capturing HF GPT-2, BERT, Llama, Mistral, Mixtral and
+// Qwen models, common vision ops, and `accel_sim::attention`. An op it does not know is counted
+// as memory-bound on the bytes of its inputs and outputs with `known = false`, never as zero.
+//
+// Counting conventions (docs/models/counting.md): a multiply-add is 2 FLOPs; attention counts
+// its two matmuls only (QK^T and PV), over the unmasked score elements when causal; pointwise
+// ops count 1 FLOP per output element; views cost nothing and launch no kernel.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "accelsim/dtype.h"
+#include "accelsim/graph.h"
+
+namespace accelsim {
+
+enum class OpClass : uint8_t {
+  view,           // metadata only: no kernel, no traffic
+  allocation,     // empty/empty_like: memory, no kernel
+  matmul,         // mm, bmm, addmm, grouped GEMMs
+  attention,      // fused attention (SDPA backends, accel_sim::attention)
+  convolution,
+  normalization,  // layer/rms/batch/group norm
+  softmax,
+  elementwise,
+  reduction,
+  indexing,       // embedding, gather, scatter, index_put
+  copy,           // casts, clones, cat, padding
+  fill,           // zeros, ones, full, arange
+  unknown,
+};
+
+std::string_view op_class_name(OpClass op_class);
+
+// True for classes that run on matrix units (tensor cores) at the dtype's matrix peak.
+bool uses_matrix_units(OpClass op_class);
+
+struct OpCount {
+  double flops = 0.0;
+  double bytes_read = 0.0;
+  double bytes_written = 0.0;
+  OpClass op_class = OpClass::unknown;
+  DType compute_dtype = DType::fp32;  // dtype whose peak applies (operands for matmuls)
+  bool launches_kernel = true;
+  bool known = true;  // false: not in the catalogue, counted conservatively on bytes
+
+  double bytes() const { return bytes_read + bytes_written; }
+};
+
+// Counts one node of `graph`. Never throws for an unknown op; throws ConfigError when a known
+// op has the wrong number or rank of tensors.
+OpCount count_op(const Graph& graph, const Node& node);
+
+// True if `op` (a Node::op spelling) is in the catalogue.
+bool is_known_op(std::string_view op);
+
+// Every op the catalogue knows, sorted.
+std::vector<std::string> known_ops();
+
+}  // namespace accelsim

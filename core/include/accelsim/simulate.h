@@ -1,0 +1,69 @@
+// simulate(): one device, one graph, executed op by op in order on a single stream.
+//
+//   SimulationResult r = simulate(graph, device, SimulateOptions{});
+//   r.latency_s, r.memory.peak_bytes, r.fits, r.ops[i].cost.time_s ...
+//
+// Each op is counted by the op catalogue and timed by the chosen cost model; ops run back to
+// back, so an op starts when the previous one ends. Memory comes from the liveness analysis
+// (memory.h) and is compared against the device's capacity.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "accelsim/cost_model.h"
+#include "accelsim/device.h"
+#include "accelsim/graph.h"
+#include "accelsim/memory.h"
+#include "accelsim/op_catalog.h"
+
+namespace accelsim {
+
+struct SimulateOptions {
+  std::string cost_model = "roofline";  // a name make_cost_model() knows
+  CostOptions cost;
+};
+
+struct OpResult {
+  NodeId node = kNoNode;
+  OpCount count;
+  OpCost cost;
+  double start_s = 0.0;
+  double end_s = 0.0;
+};
+
+// An op the catalogue does not know: how often it ran and the time it was charged.
+struct UncoveredOp {
+  std::string op;
+  int64_t count = 0;
+  double time_s = 0.0;
+};
+
+struct SimulationResult {
+  std::string device_id;
+  double latency_s = 0.0;
+  double total_flops = 0.0;
+  double total_bytes = 0.0;
+  double compute_bound_time_s = 0.0;  // time of ops whose bound is compute
+  double memory_bound_time_s = 0.0;   // time of ops whose bound is memory
+  double launch_overhead_time_s = 0.0;
+  int64_t num_kernels = 0;
+  // Achieved rates over the whole run relative to the device's peak for the graph's dominant
+  // matmul dtype (compute) and its memory bandwidth.
+  double compute_utilization = 0.0;
+  double bandwidth_utilization = 0.0;
+  double reference_peak_flops_per_s = 0.0;  // the peak compute_utilization is relative to
+  MemoryProfile memory;
+  double memory_capacity_bytes = 0.0;
+  bool fits = true;
+  bool used_peak_fallback = false;
+  std::vector<OpResult> ops;  // one per node, in execution order
+  std::vector<UncoveredOp> uncovered_ops;
+};
+
+// REQUIRES: device.validate() passes (checked; throws ConfigError otherwise).
+SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
+                          const SimulateOptions& options);
+
+}  // namespace accelsim

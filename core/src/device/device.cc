@@ -1,0 +1,107 @@
+#include "accelsim/device.h"
+
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "accelsim/error.h"
+
+namespace accelsim {
+namespace {
+
+using Rate = double DeviceSpec::*;
+
+struct Unit {
+  const char* name;
+  Rate rate;
+};
+
+constexpr Unit kFp64{"fp64", &DeviceSpec::fp64_flops_per_s};
+constexpr Unit kFp64Matrix{"fp64_matrix", &DeviceSpec::fp64_matrix_flops_per_s};
+constexpr Unit kFp32{"fp32", &DeviceSpec::fp32_flops_per_s};
+constexpr Unit kFp32Matrix{"fp32_matrix", &DeviceSpec::fp32_matrix_flops_per_s};
+constexpr Unit kTf32Matrix{"tf32_matrix", &DeviceSpec::tf32_matrix_flops_per_s};
+constexpr Unit kFp16Matrix{"fp16_matrix", &DeviceSpec::fp16_matrix_flops_per_s};
+constexpr Unit kBf16Matrix{"bf16_matrix", &DeviceSpec::bf16_matrix_flops_per_s};
+constexpr Unit kFp8Matrix{"fp8_matrix", &DeviceSpec::fp8_matrix_flops_per_s};
+constexpr Unit kInt8Matrix{"int8_matrix", &DeviceSpec::int8_matrix_ops_per_s};
+
+// Walks `preferred` first, then `fallbacks`; the first unit with a positive rate wins.
+PeakRate pick(const DeviceSpec& d, std::initializer_list<Unit> preferred,
+              std::initializer_list<Unit> fallbacks) {
+  for (const Unit& u : preferred) {
+    if (d.*u.rate > 0) return {d.*u.rate, u.name, false};
+  }
+  for (const Unit& u : fallbacks) {
+    if (d.*u.rate > 0) return {d.*u.rate, u.name, true};
+  }
+  return {};
+}
+
+}  // namespace
+
+void DeviceSpec::validate() const {
+  const std::string who = "device '" + (id.empty() ? name : id) + "'";
+  ACCELSIM_CHECK(memory_bytes > 0, who + ": memory capacity must be positive");
+  ACCELSIM_CHECK(memory_bandwidth_bytes_per_s > 0, who + ": memory bandwidth must be positive");
+  const std::pair<const char*, double> rates[] = {
+      {"fp64", fp64_flops_per_s},          {"fp64_matrix", fp64_matrix_flops_per_s},
+      {"fp32", fp32_flops_per_s},          {"fp32_matrix", fp32_matrix_flops_per_s},
+      {"tf32", tf32_matrix_flops_per_s},   {"fp16", fp16_matrix_flops_per_s},
+      {"bf16", bf16_matrix_flops_per_s},   {"fp8", fp8_matrix_flops_per_s},
+      {"int8", int8_matrix_ops_per_s},
+  };
+  bool any = false;
+  for (const auto& [field, value] : rates) {
+    ACCELSIM_CHECK(value >= 0, who + ": peak rate " + field + " is negative");
+    any = any || value > 0;
+  }
+  ACCELSIM_CHECK(any, who + ": needs at least one positive peak rate");
+  ACCELSIM_CHECK(kernel_launch_overhead_s >= 0, who + ": launch overhead is negative");
+  ACCELSIM_CHECK(price_usd_per_hour >= 0, who + ": price is negative");
+}
+
+PeakRate peak_rate(const DeviceSpec& d, DType dtype, bool matrix_op, bool allow_tf32) {
+  // Fallback chains: a dtype without its own unit runs where frameworks run it — bf16 on a part
+  // without bf16 tensor cores (V100, T4) at the fp32 rate, fp8/int8 without such units upcast to
+  // 16-bit — and a device file that lacks a rate entirely (a chip on paper given one number)
+  // uses the nearest rate it has, flagged as a fallback.
+  PeakRate r;
+  if (matrix_op) {
+    switch (dtype) {
+      case DType::fp64:
+        r = pick(d, {kFp64Matrix, kFp64}, {kFp32Matrix, kFp32, kBf16Matrix, kFp16Matrix});
+        break;
+      case DType::fp32:
+      case DType::complex64:
+      case DType::complex128:
+        r = allow_tf32 ? pick(d, {kTf32Matrix, kFp32Matrix, kFp32}, {kBf16Matrix, kFp16Matrix})
+                       : pick(d, {kFp32Matrix, kFp32}, {kTf32Matrix, kBf16Matrix, kFp16Matrix});
+        break;
+      case DType::fp16:
+        r = pick(d, {kFp16Matrix}, {kBf16Matrix, kFp32Matrix, kFp32});
+        break;
+      case DType::bf16:
+        r = pick(d, {kBf16Matrix}, {kFp32Matrix, kFp32, kFp16Matrix});
+        break;
+      case DType::fp8_e4m3:
+      case DType::fp8_e5m2:
+        r = pick(d, {kFp8Matrix}, {kFp16Matrix, kBf16Matrix, kFp32Matrix, kFp32});
+        break;
+      case DType::int8:
+      case DType::uint8:
+        r = pick(d, {kInt8Matrix}, {kFp16Matrix, kBf16Matrix, kFp32Matrix, kFp32});
+        break;
+      default:
+        r = pick(d, {kFp32}, {kFp32Matrix, kBf16Matrix, kFp16Matrix});
+        break;
+    }
+  } else if (dtype == DType::fp64 || dtype == DType::complex128) {
+    r = pick(d, {kFp64}, {kFp32, kFp32Matrix, kBf16Matrix, kFp16Matrix});
+  } else {
+    r = pick(d, {kFp32}, {kFp32Matrix, kBf16Matrix, kFp16Matrix, kTf32Matrix});
+  }
+  return r;
+}
+
+}  // namespace accelsim

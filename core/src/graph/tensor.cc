@@ -1,0 +1,48 @@
+#include "accelsim/tensor.h"
+
+#include <string>
+
+#include "accelsim/error.h"
+
+namespace accelsim {
+
+std::string_view storage_kind_name(StorageKind kind) {
+  switch (kind) {
+    case StorageKind::parameter: return "parameter";
+    case StorageKind::buffer: return "buffer";
+    case StorageKind::input: return "input";
+    case StorageKind::activation: return "activation";
+  }
+  return "activation";
+}
+
+StorageKind parse_storage_kind(std::string_view name) {
+  if (name == "parameter") return StorageKind::parameter;
+  if (name == "buffer") return StorageKind::buffer;
+  if (name == "input") return StorageKind::input;
+  if (name == "activation") return StorageKind::activation;
+  throw ConfigError("unknown storage kind '" + std::string(name) +
+                    "' (known: parameter, buffer, input, activation)");
+}
+
+int64_t TensorMeta::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t TensorMeta::logical_bytes() const { return numel() * size_bytes(dtype); }
+
+int64_t TensorMeta::accessed_bytes() const {
+  // Broadcast dimensions (stride 0) repeat the same elements: count them once, as PyTorch's
+  // torch/utils/_runtime_estimation.py get_num_bytes does.
+  int64_t n = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0) return 0;
+    if (!strides.empty() && strides[i] == 0) continue;
+    n *= shape[i];
+  }
+  return n * size_bytes(dtype);
+}
+
+}  // namespace accelsim

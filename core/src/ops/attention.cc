@@ -1,0 +1,97 @@
+// Fused attention: accel_sim::attention (the capture's op) and PyTorch's SDPA backend ops.
+#include <algorithm>
+#include <string>
+
+#include "accelsim/error.h"
+#include "op_families.h"
+
+namespace accelsim::ops {
+namespace {
+
+// Unmasked (query, key) pairs of one head. Causal masks follow torch SDPA's is_causal, which
+// aligns the mask to the top-left corner: query i sees keys 0..i.
+double score_pairs(int64_t sq, int64_t skv, bool causal) {
+  const double q = static_cast<double>(sq);
+  const double k = static_cast<double>(skv);
+  if (!causal) return q * k;
+  if (sq <= skv) return q * (q + 1.0) / 2.0;
+  return k * (k + 1.0) / 2.0 + (q - k) * k;
+}
+
+struct AttentionShape {
+  double heads = 0;  // batch * query heads
+  int64_t sq = 0, skv = 0, d = 0, dv = 0;
+  DType dtype = DType::fp32;
+};
+
+AttentionShape shape_of(const Graph& g, const Node& n, size_t q_index) {
+  const TensorMeta& q = input(g, n, q_index);
+  const TensorMeta& k = input(g, n, q_index + 1);
+  const TensorMeta& v = input(g, n, q_index + 2);
+  require_rank(n, q, 2, "query", true);
+  require_rank(n, k, 2, "key", true);
+  require_rank(n, v, 2, "value", true);
+  AttentionShape s;
+  s.sq = q.shape[q.shape.size() - 2];
+  s.d = q.shape.back();
+  s.skv = k.shape[k.shape.size() - 2];
+  s.dv = v.shape.back();
+  ACCELSIM_CHECK(k.shape.back() == s.d, "op '" + n.op + "': query and key head dims differ");
+  const double per_head = static_cast<double>(s.sq) * static_cast<double>(s.d);
+  s.heads = per_head > 0 ? static_cast<double>(q.numel()) / per_head : 0.0;
+  s.dtype = q.dtype;
+  return s;
+}
+
+// Forward: S = Q K^T and O = P V, 2 FLOPs per multiply-add, over the unmasked pairs only
+// (FlashAttention skips fully masked tiles; Dao 2023, FlashAttention-2, sec. 3.1).
+OpCount count_attention_forward(const Graph& g, const Node& n) {
+  const AttentionShape s = shape_of(g, n, 0);
+  const double pairs = s.heads * score_pairs(s.sq, s.skv, n.attr_bool("is_causal", false));
+  OpCount c;
+  c.op_class = OpClass::attention;
+  c.compute_dtype = s.dtype;
+  c.flops = 2.0 * pairs * static_cast<double>(s.d) + 2.0 * pairs * static_cast<double>(s.dv);
+  c.bytes_read = read_inputs(g, n);
+  c.bytes_written = write_outputs(g, n);
+  return c;
+}
+
+// Backward: five matmuls over the score pairs (recompute S, dV = P^T dO, dP = dO V^T,
+// dQ = dS K, dK = dS^T Q) against the forward's two (FlashAttention-2 paper, sec. 3.2).
+// Inputs start with grad_out, then query, key, value.
+OpCount count_attention_backward(const Graph& g, const Node& n) {
+  const AttentionShape s = shape_of(g, n, 1);
+  const double pairs = s.heads * score_pairs(s.sq, s.skv, n.attr_bool("is_causal", false));
+  OpCount c;
+  c.op_class = OpClass::attention;
+  c.compute_dtype = s.dtype;
+  c.flops = 2.0 * pairs * (3.0 * static_cast<double>(s.d) + 2.0 * static_cast<double>(s.dv));
+  c.bytes_read = read_inputs(g, n);
+  c.bytes_written = write_outputs(g, n);
+  return c;
+}
+
+}  // namespace
+
+// All ops below take [..., heads, seq, head_dim] tensors. The varlen kernels
+// (_flash_attention_forward, _efficient_attention_forward) take [batch, seq, heads, head_dim]
+// and are deliberately absent: they are counted as unknown rather than miscounted.
+void add_attention_ops(OpTable& t) {
+  for (const char* op : {"accel_sim::attention", "scaled_dot_product_attention",
+                         "_scaled_dot_product_flash_attention_for_cpu",
+                         "_scaled_dot_product_flash_attention",
+                         "_scaled_dot_product_efficient_attention",
+                         "_scaled_dot_product_cudnn_attention",
+                         "_scaled_dot_product_fused_attention_overrideable"}) {
+    t[op] = count_attention_forward;
+  }
+  for (const char* op : {"_scaled_dot_product_flash_attention_for_cpu_backward",
+                         "_scaled_dot_product_flash_attention_backward",
+                         "_scaled_dot_product_efficient_attention_backward",
+                         "_scaled_dot_product_cudnn_attention_backward"}) {
+    t[op] = count_attention_backward;
+  }
+}
+
+}  // namespace accelsim::ops

@@ -1,0 +1,103 @@
+// Matrix multiplications: mm, bmm, addmm, baddbmm, matmul, mv, dot, grouped and scaled GEMMs.
+#include <string>
+
+#include "accelsim/error.h"
+#include "op_families.h"
+
+namespace accelsim::ops {
+namespace {
+
+// A product of a [..., M, K] by a [..., K, N] operand costs one multiply-add (2 FLOPs) per
+// output element per K: 2 * numel(out) * K (the standard GEMM count, e.g. Kaplan et al. 2020).
+OpCount count_product(const Graph& g, const Node& n, size_t a_index, size_t b_index,
+                      bool adds_bias) {
+  const TensorMeta& a = input(g, n, a_index);
+  const TensorMeta& b = input(g, n, b_index);
+  require_rank(n, a, 1, "first matrix operand", true);
+  require_rank(n, b, 1, "second matrix operand", true);
+  const int64_t k = a.shape.back();
+  const int64_t b_k = b.shape.size() == 1 ? b.shape[0] : b.shape[b.shape.size() - 2];
+  ACCELSIM_CHECK(k == b_k, "op '" + n.op + "': inner dimensions differ (" + std::to_string(k) +
+                               " vs " + std::to_string(b_k) + ")");
+  const double out = static_cast<double>(output_numel(g, n));
+  OpCount c;
+  c.op_class = OpClass::matmul;
+  c.compute_dtype = a.dtype;
+  // The bias/accumulator add (addmm, baddbmm) is one more FLOP per output element.
+  c.flops = 2.0 * out * static_cast<double>(k) + (adds_bias ? out : 0.0);
+  c.bytes_read = read_inputs(g, n);
+  c.bytes_written = write_outputs(g, n);
+  return c;
+}
+
+OpCount count_mm(const Graph& g, const Node& n) {
+  require_rank(n, input(g, n, 0), 2, "self");
+  require_rank(n, input(g, n, 1), 2, "mat2");
+  return count_product(g, n, 0, 1, false);
+}
+
+OpCount count_addmm(const Graph& g, const Node& n) {
+  require_rank(n, input(g, n, 1), 2, "mat1");
+  require_rank(n, input(g, n, 2), 2, "mat2");
+  return count_product(g, n, 1, 2, true);
+}
+
+OpCount count_bmm(const Graph& g, const Node& n) {
+  require_rank(n, input(g, n, 0), 3, "self");
+  require_rank(n, input(g, n, 1), 3, "mat2");
+  return count_product(g, n, 0, 1, false);
+}
+
+OpCount count_baddbmm(const Graph& g, const Node& n) {
+  require_rank(n, input(g, n, 1), 3, "batch1");
+  require_rank(n, input(g, n, 2), 3, "batch2");
+  return count_product(g, n, 1, 2, true);
+}
+
+OpCount count_matmul(const Graph& g, const Node& n) { return count_product(g, n, 0, 1, false); }
+
+OpCount count_addmv(const Graph& g, const Node& n) { return count_product(g, n, 1, 2, true); }
+
+// torch._grouped_mm(mat_a, mat_b, offs, bias, out_dtype): one GEMM per group (MoE experts).
+//   2-D x 3-D: tokens [T, K] against per-group weights [G, K, N] -> [T, N]: 2*T*K*N.
+//   3-D x 3-D: [G, M, K] x [G, K, N] -> [G, M, N]: 2*G*M*N*K.
+//   2-D x 2-D: [M, Ktot] x [Ktot, N] split along K by offs -> [G, M, N]: 2*M*N*Ktot.
+OpCount count_grouped_mm(const Graph& g, const Node& n) {
+  const TensorMeta& a = input(g, n, 0);
+  const TensorMeta& b = input(g, n, 1);
+  require_rank(n, a, 2, "mat_a", true);
+  require_rank(n, b, 2, "mat_b", true);
+  OpCount c;
+  c.op_class = OpClass::matmul;
+  c.compute_dtype = a.dtype;
+  if (a.shape.size() == 2 && b.shape.size() == 2) {
+    c.flops = 2.0 * static_cast<double>(a.shape[0]) * static_cast<double>(b.shape[1]) *
+              static_cast<double>(a.shape[1]);
+  } else {
+    c.flops = 2.0 * static_cast<double>(output_numel(g, n)) * static_cast<double>(a.shape.back());
+  }
+  c.bytes_read = read_inputs(g, n);
+  c.bytes_written = write_outputs(g, n);
+  return c;
+}
+
+}  // namespace
+
+void add_matmul_ops(OpTable& t) {
+  t["mm"] = count_mm;
+  t["addmm"] = count_addmm;
+  t["_addmm_activation"] = count_addmm;
+  t["bmm"] = count_bmm;
+  t["baddbmm"] = count_baddbmm;
+  t["matmul"] = count_matmul;
+  t["mv"] = count_matmul;
+  t["dot"] = count_matmul;
+  t["vdot"] = count_matmul;
+  t["addmv"] = count_addmv;
+  t["_int_mm"] = count_mm;      // int8 x int8 -> int32
+  t["_scaled_mm"] = count_mm;   // fp8 GEMM with scales (extra scale inputs are read)
+  t["_grouped_mm"] = count_grouped_mm;
+  t["_scaled_grouped_mm"] = count_grouped_mm;
+}
+
+}  // namespace accelsim::ops

@@ -1,0 +1,66 @@
+#include <algorithm>
+#include <vector>
+
+#include "accelsim/memory.h"
+
+namespace accelsim {
+
+MemoryProfile compute_memory_profile(const Graph& graph) {
+  MemoryProfile p;
+  const auto storages = graph.storages();
+  const auto tensors = graph.tensors();
+  const auto nodes = graph.nodes();
+  const NodeId never = static_cast<NodeId>(nodes.size());  // "until the end"
+
+  for (const Storage& s : storages) {
+    switch (s.kind) {
+      case StorageKind::parameter: p.parameter_bytes += s.size_bytes; break;
+      case StorageKind::buffer: p.buffer_bytes += s.size_bytes; break;
+      case StorageKind::input: p.input_bytes += s.size_bytes; break;
+      case StorageKind::activation: break;
+    }
+  }
+  p.resident_bytes = p.parameter_bytes + p.buffer_bytes + p.input_bytes;
+
+  // First and last node touching each activation storage.
+  std::vector<NodeId> first(storages.size(), kNoNode);
+  std::vector<NodeId> last(storages.size(), kNoNode);
+  auto touch = [&](TensorId t, NodeId n) {
+    const StorageId s = tensors[t].storage;
+    if (first[s] == kNoNode) first[s] = n;
+    last[s] = std::max(last[s], n);
+  };
+  for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
+    for (TensorId t : nodes[n].inputs) touch(t, n);
+    for (TensorId t : nodes[n].outputs) touch(t, n);
+  }
+  for (TensorId t : graph.outputs()) last[tensors[t].storage] = never;
+
+  // Allocation and free events per node, for activation storages only.
+  std::vector<int64_t> allocated_at(nodes.size() + 1, 0);
+  std::vector<int64_t> freed_after(nodes.size() + 1, 0);
+  for (size_t s = 0; s < storages.size(); ++s) {
+    if (storages[s].kind != StorageKind::activation || first[s] == kNoNode) continue;
+    allocated_at[first[s]] += storages[s].size_bytes;
+    freed_after[last[s]] += storages[s].size_bytes;
+  }
+
+  p.live_bytes.resize(nodes.size());
+  p.live_bytes_after.resize(nodes.size());
+  int64_t live = p.resident_bytes;
+  p.peak_bytes = p.resident_bytes;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    live += allocated_at[n];
+    p.live_bytes[n] = live;
+    if (p.peak_node == kNoNode || live > p.peak_bytes) {  // the first node reaching the peak
+      p.peak_bytes = live;
+      p.peak_node = static_cast<NodeId>(n);
+    }
+    live -= freed_after[n];
+    p.live_bytes_after[n] = live;
+  }
+  p.peak_activation_bytes = p.peak_bytes - p.resident_bytes;
+  return p;
+}
+
+}  // namespace accelsim

@@ -1,0 +1,223 @@
+#include "accelsim/op_catalog.h"
+
+#include <gtest/gtest.h>
+
+#include "accelsim/error.h"
+#include "testing/graph_builder.h"
+
+namespace accelsim {
+namespace {
+
+using testing::add;
+using testing::new_tensor;
+using testing::view_of;
+
+OpCount count_last(const Graph& g) { return count_op(g, g.nodes().back()); }
+
+TEST(MatmulTest, MmCountsTwoFlopsPerMultiplyAdd) {
+  // [128, 256] x [256, 512] fp32: 2*128*256*512 FLOPs; reads both operands, writes [128, 512].
+  Graph g;
+  TensorId a = new_tensor(g, {128, 256});
+  TensorId b = new_tensor(g, {256, 512});
+  TensorId c = new_tensor(g, {128, 512});
+  add(g, "mm", {a, b}, {c});
+  const OpCount n = count_last(g);
+  EXPECT_DOUBLE_EQ(n.flops, 33554432.0);
+  EXPECT_DOUBLE_EQ(n.bytes_read, (128 * 256 + 256 * 512) * 4.0);  // 655360
+  EXPECT_DOUBLE_EQ(n.bytes_written, 128 * 512 * 4.0);             // 262144
+  EXPECT_EQ(n.op_class, OpClass::matmul);
+  EXPECT_EQ(n.compute_dtype, DType::fp32);
+}
+
+TEST(MatmulTest, AddmmAddsTheBiasOncePerOutput) {
+  Graph g;
+  TensorId bias = new_tensor(g, {512});
+  TensorId a = new_tensor(g, {128, 256}, DType::bf16);
+  TensorId b = new_tensor(g, {256, 512}, DType::bf16);
+  TensorId c = new_tensor(g, {128, 512}, DType::bf16);
+  add(g, "addmm", {bias, a, b}, {c});
+  EXPECT_DOUBLE_EQ(count_last(g).flops, 33554432.0 + 128 * 512);
+  EXPECT_EQ(count_last(g).compute_dtype, DType::bf16);
+}
+
+TEST(MatmulTest, BmmAndShapeErrors) {
+  Graph g;
+  TensorId a = new_tensor(g, {8, 16, 32});
+  TensorId b = new_tensor(g, {8, 32, 64});
+  TensorId c = new_tensor(g, {8, 16, 64});
+  add(g, "bmm", {a, b}, {c});
+  EXPECT_DOUBLE_EQ(count_last(g).flops, 2.0 * 8 * 16 * 32 * 64);  // 524288
+  add(g, "bmm", {a, a}, {c});  // inner dims 32 vs 16
+  EXPECT_THROW(count_last(g), ConfigError);
+  add(g, "mm", {a, b}, {c});  // rank 3 into mm
+  EXPECT_THROW(count_last(g), ConfigError);
+}
+
+TEST(MatmulTest, GroupedMmCountsEachTokenAgainstOneExpert) {
+  // 96 routed tokens of width 64 against 4 experts of [64, 128]: 2*96*64*128.
+  Graph g;
+  TensorId x = new_tensor(g, {96, 64}, DType::bf16);
+  TensorId w = new_tensor(g, {4, 64, 128}, DType::bf16);
+  TensorId offs = new_tensor(g, {4}, DType::int32);
+  TensorId y = new_tensor(g, {96, 128}, DType::bf16);
+  add(g, "_grouped_mm", {x, w, offs}, {y});
+  EXPECT_DOUBLE_EQ(count_last(g).flops, 1572864.0);
+  // All experts' weights are read: 4*64*128*2 bytes, plus tokens and offsets.
+  EXPECT_DOUBLE_EQ(count_last(g).bytes_read, 96 * 64 * 2 + 4 * 64 * 128 * 2 + 4 * 4);
+}
+
+TEST(AttentionTest, CausalCountsOnlyUnmaskedPairs) {
+  // B=2, H=4, S=8, D=16. Causal: each head has 8*9/2 = 36 visible pairs; 8 heads -> 288 pairs;
+  // QK^T and PV each 2*pairs*16 FLOPs -> 4*288*16 = 18432. Non-causal: 64 pairs -> 32768.
+  Graph g;
+  TensorId q = new_tensor(g, {2, 4, 8, 16}, DType::bf16);
+  TensorId k = new_tensor(g, {2, 4, 8, 16}, DType::bf16);
+  TensorId v = new_tensor(g, {2, 4, 8, 16}, DType::bf16);
+  TensorId o = new_tensor(g, {2, 4, 8, 16}, DType::bf16);
+  add(g, "accel_sim::attention", {q, k, v}, {o}, {{"is_causal", true}});
+  EXPECT_DOUBLE_EQ(count_last(g).flops, 18432.0);
+  EXPECT_EQ(count_last(g).op_class, OpClass::attention);
+  EXPECT_DOUBLE_EQ(count_last(g).bytes_read, 3 * 2 * 4 * 8 * 16 * 2.0);
+  add(g, "accel_sim::attention", {q, k, v}, {o}, {{"is_causal", false}});
+  EXPECT_DOUBLE_EQ(count_last(g).flops, 32768.0);
+}
+
+TEST(AttentionTest, GroupedQueryAttentionUsesQueryHeads) {
+  // 8 query heads sharing 2 KV heads, S=4, D=8: 8 heads * 16 pairs * 4 * 8 = 4096 FLOPs;
+  // the smaller K and V are what is read.
+  Graph g;
+  TensorId q = new_tensor(g, {1, 8, 4, 8}, DType::fp16);
+  TensorId k = new_tensor(g, {1, 2, 4, 8}, DType::fp16);
+  TensorId v = new_tensor(g, {1, 2, 4, 8}, DType::fp16);
+  TensorId o = new_tensor(g, {1, 8, 4, 8}, DType::fp16);
+  add(g, "_scaled_dot_product_flash_attention_for_cpu", {q, k, v}, {o});
+  EXPECT_DOUBLE_EQ(count_last(g).flops, 4096.0);
+  EXPECT_DOUBLE_EQ(count_last(g).bytes_read, (256 + 64 + 64) * 2.0);
+}
+
+TEST(AttentionTest, DecodeStepWithCausalMaskSeesTheWholeCache) {
+  // One query against 100 cached keys with top-left causal alignment sees 1 key; a decode
+  // step is recorded non-causal and sees all 100.
+  Graph g;
+  TensorId q = new_tensor(g, {1, 1, 1, 4});
+  TensorId k = new_tensor(g, {1, 1, 100, 4});
+  TensorId v = new_tensor(g, {1, 1, 100, 4});
+  TensorId o = new_tensor(g, {1, 1, 1, 4});
+  add(g, "accel_sim::attention", {q, k, v}, {o});
+  EXPECT_DOUBLE_EQ(count_last(g).flops, 4.0 * 100 * 4);
+}
+
+TEST(ConvolutionTest, DirectConvolution) {
+  // x [1,3,32,32], w [16,3,3,3] -> y [1,16,30,30]: 2 * (16*30*30) * (3*3*3) = 777600.
+  Graph g;
+  TensorId x = new_tensor(g, {1, 3, 32, 32});
+  TensorId w = new_tensor(g, {16, 3, 3, 3});
+  TensorId y = new_tensor(g, {1, 16, 30, 30});
+  add(g, "convolution", {x, w}, {y}, {{"transposed", false}, {"groups", int64_t{1}}});
+  EXPECT_DOUBLE_EQ(count_last(g).flops, 777600.0);
+  EXPECT_EQ(count_last(g).op_class, OpClass::convolution);
+}
+
+TEST(NormalizationTest, LayerNormAndSoftmax) {
+  // [4, 10] fp32 with weight and bias: 7 FLOPs/element = 280; reads x, weight, bias;
+  // writes y plus mean and rstd [4, 1].
+  Graph g;
+  TensorId x = new_tensor(g, {4, 10});
+  TensorId w = new_tensor(g, {10});
+  TensorId b = new_tensor(g, {10});
+  TensorId y = new_tensor(g, {4, 10});
+  TensorId mean = new_tensor(g, {4, 1});
+  TensorId rstd = new_tensor(g, {4, 1});
+  add(g, "native_layer_norm", {x, w, b}, {y, mean, rstd});
+  EXPECT_DOUBLE_EQ(count_last(g).flops, 280.0);
+  EXPECT_DOUBLE_EQ(count_last(g).bytes_read, 160.0 + 40.0 + 40.0);
+  EXPECT_DOUBLE_EQ(count_last(g).bytes_written, 160.0 + 16.0 + 16.0);
+  add(g, "_softmax", {x}, {y});
+  EXPECT_DOUBLE_EQ(count_last(g).flops, 200.0);
+  EXPECT_EQ(count_last(g).op_class, OpClass::softmax);
+}
+
+TEST(IndexingTest, EmbeddingReadsOnlyTheGatheredRows) {
+  // A 1000 x 64 fp32 table, 16 int64 indices: reads 16 rows (4096 B) + indices (128 B).
+  Graph g;
+  TensorId table = new_tensor(g, {1000, 64}, DType::fp32, StorageKind::parameter);
+  TensorId idx = new_tensor(g, {2, 8}, DType::int64, StorageKind::input);
+  TensorId out = new_tensor(g, {2, 8, 64});
+  add(g, "embedding", {table, idx}, {out});
+  EXPECT_DOUBLE_EQ(count_last(g).bytes_read, 4096.0 + 128.0);
+  EXPECT_DOUBLE_EQ(count_last(g).bytes_written, 4096.0);
+  EXPECT_DOUBLE_EQ(count_last(g).flops, 0.0);
+}
+
+TEST(PointwiseTest, BroadcastOperandIsReadOnce) {
+  // x [4, 8] + b expanded to [4, 8] with stride 0: reads 128 + 32 bytes, writes 128.
+  Graph g;
+  TensorId x = new_tensor(g, {4, 8});
+  TensorId row = new_tensor(g, {8});
+  TensorMeta expanded{.shape = {4, 8}, .strides = {0, 1}, .dtype = DType::fp32,
+                      .storage = g.tensor(row).storage};
+  TensorId b = g.add_tensor(expanded);
+  TensorId y = new_tensor(g, {4, 8});
+  add(g, "add", {x, b}, {y});
+  EXPECT_DOUBLE_EQ(count_last(g).bytes_read, 160.0);
+  EXPECT_DOUBLE_EQ(count_last(g).bytes_written, 128.0);
+  EXPECT_DOUBLE_EQ(count_last(g).flops, 32.0);
+}
+
+TEST(PointwiseTest, InPlaceVariantIsCountedLikeItsFunctionalOp) {
+  Graph g;
+  TensorId x = new_tensor(g, {4, 8});
+  TensorId y = view_of(g, x, {4, 8});
+  add(g, "mul_", {x, x}, {y});
+  EXPECT_TRUE(is_known_op("mul_"));
+  EXPECT_DOUBLE_EQ(count_last(g).flops, 32.0);
+  EXPECT_DOUBLE_EQ(count_last(g).bytes_read, 256.0);
+  EXPECT_DOUBLE_EQ(count_last(g).bytes_written, 128.0);
+}
+
+TEST(DataMovementTest, ViewsCostNothingAndLaunchNoKernel) {
+  Graph g;
+  TensorId x = new_tensor(g, {4, 8});
+  TensorId y = view_of(g, x, {32});
+  add(g, "view", {x}, {y});
+  const OpCount n = count_last(g);
+  EXPECT_FALSE(n.launches_kernel);
+  EXPECT_DOUBLE_EQ(n.bytes(), 0.0);
+  EXPECT_EQ(n.op_class, OpClass::view);
+}
+
+TEST(DataMovementTest, CastReadsAndWritesEverything) {
+  Graph g;
+  TensorId x = new_tensor(g, {1024});
+  TensorId y = new_tensor(g, {1024}, DType::bf16);
+  add(g, "_to_copy", {x}, {y}, {{"dtype", std::string("bf16")}});
+  EXPECT_DOUBLE_EQ(count_last(g).bytes_read, 4096.0);
+  EXPECT_DOUBLE_EQ(count_last(g).bytes_written, 2048.0);
+}
+
+TEST(CatalogueTest, UnknownOpIsCountedOnItsBytesAndFlagged) {
+  Graph g;
+  TensorId x = new_tensor(g, {100});
+  TensorId y = new_tensor(g, {50});
+  add(g, "my_custom_op", {x}, {y});
+  const OpCount n = count_last(g);
+  EXPECT_FALSE(n.known);
+  EXPECT_TRUE(n.launches_kernel);
+  EXPECT_DOUBLE_EQ(n.bytes_read, 400.0);
+  EXPECT_DOUBLE_EQ(n.bytes_written, 200.0);
+  EXPECT_FALSE(is_known_op("my_custom_op"));
+}
+
+TEST(CatalogueTest, KnowsTheOpsOfCapturedTransformers) {
+  for (const char* op : {"mm", "addmm", "bmm", "embedding", "native_layer_norm", "_softmax",
+                         "gelu", "silu", "mul", "add", "pow", "mean", "rsqrt", "cat", "neg",
+                         "slice", "_to_copy", "clone", "accel_sim::attention", "topk",
+                         "_grouped_mm", "convolution", "max_pool2d_with_indices",
+                         "_native_batch_norm_legit_no_training", "tanh", "where"}) {
+    EXPECT_TRUE(is_known_op(op)) << op;
+  }
+  EXPECT_GT(known_ops().size(), 300u);
+}
+
+}  // namespace
+}  // namespace accelsim

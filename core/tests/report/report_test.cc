@@ -1,0 +1,125 @@
+#include <gtest/gtest.h>
+
+#include "accelsim/advice.h"
+#include "accelsim/breakdown.h"
+#include "accelsim/error.h"
+#include "testing/graph_builder.h"
+#include "testing/round_device.h"
+
+namespace accelsim {
+namespace {
+
+using testing::new_tensor;
+
+TEST(BreakdownTest, LayerOfCutsAfterTheFirstIndex) {
+  EXPECT_EQ(layer_of("model.layers.3.mlp.up_proj"), "model.layers.3");
+  EXPECT_EQ(layer_of("h.11.attn"), "h.11");
+  EXPECT_EQ(layer_of("lm_head"), "lm_head");
+  EXPECT_EQ(layer_of("0"), "0");
+}
+
+// Eager attention in a layer: scores = bmm(q, k^T); scaled; softmax; bmm with v.
+Graph eager_attention_graph() {
+  Graph g;
+  TensorId q = new_tensor(g, {8, 256, 64}, DType::fp32, StorageKind::input);
+  TensorId kt = new_tensor(g, {8, 64, 256}, DType::fp32, StorageKind::input);
+  TensorId v = new_tensor(g, {8, 256, 64}, DType::fp32, StorageKind::input);
+  TensorId s = new_tensor(g, {8, 256, 256});
+  TensorId s2 = new_tensor(g, {8, 256, 256});
+  TensorId p = new_tensor(g, {8, 256, 256});
+  TensorId o = new_tensor(g, {8, 256, 64});
+  auto node = [&](std::string op, std::vector<TensorId> in, std::vector<TensorId> out,
+                  std::string module) {
+    g.add_node(Node{.op = op, .inputs = in, .outputs = out, .module_path = module,
+                    .module_type = "Attention"});
+  };
+  node("bmm", {q, kt}, {s}, "blocks.0.attn");
+  node("mul", {s}, {s2}, "blocks.0.attn");
+  node("_softmax", {s2}, {p}, "blocks.0.attn");
+  node("bmm", {p, v}, {o}, "blocks.1.attn");
+  return g;
+}
+
+TEST(BreakdownTest, GroupsSumTheirOpsAndSortByTime) {
+  const Graph g = eager_attention_graph();
+  const SimulationResult r = simulate(g, testing::round_device(), {});
+  const std::vector<Group> by_op = group_ops(g, r, GroupBy::op);
+  ASSERT_EQ(by_op.size(), 3u);
+  // Two bmm of 2*8*256*64*256 = 67.1 MFLOP each at 1 TFLOP/s (fp32, no TF32) lead.
+  EXPECT_EQ(by_op[0].name, "bmm");
+  EXPECT_EQ(by_op[0].count, 2);
+  EXPECT_NEAR(by_op[0].time_s, r.ops[0].cost.time_s + r.ops[3].cost.time_s, 1e-15);
+  double total = 0;
+  for (const Group& grp : by_op) total += grp.fraction;
+  EXPECT_NEAR(total, 1.0, 1e-12);
+  const std::vector<Group> by_layer = group_ops(g, r, GroupBy::layer);
+  ASSERT_EQ(by_layer.size(), 2u);
+  EXPECT_EQ(by_layer[0].name, "blocks.0");
+  EXPECT_EQ(by_layer[0].count, 3);
+}
+
+TEST(AdviceTest, FlagsEagerAttentionAndFp32Matmuls) {
+  const Graph g = eager_attention_graph();
+  const DeviceSpec d = testing::round_device();
+  const SimulationResult r = simulate(g, d, {});
+  bool flash = false, low_precision = false;
+  for (const Hint& h : advise(g, r, d)) {
+    if (h.kind == HintKind::use_flash_attention) {
+      flash = true;
+      EXPECT_DOUBLE_EQ(h.value, 1.0);
+      EXPECT_EQ(h.subject, "blocks.0.attn");
+    }
+    if (h.kind == HintKind::low_precision_available) {
+      low_precision = true;
+      EXPECT_DOUBLE_EQ(h.value, 100.0);  // 100 TFLOP/s bf16 vs 1 TFLOP/s fp32
+    }
+  }
+  EXPECT_TRUE(flash);
+  EXPECT_TRUE(low_precision);
+}
+
+TEST(CompareTest, FastestBestValueAndOverkill) {
+  // Three devices; hand-set results. a: 10 ms at $4/h; b: 12 ms at $1/h; c: 5 ms, OOM.
+  std::vector<DeviceSpec> devices(3, testing::round_device());
+  devices[0].id = "a";
+  devices[0].price_usd_per_hour = 4.0;
+  devices[1].id = "b";
+  devices[1].price_usd_per_hour = 1.0;
+  devices[2].id = "c";
+  std::vector<SimulationResult> results(3);
+  results[0].latency_s = 0.010;
+  results[1].latency_s = 0.012;
+  results[2].latency_s = 0.005;
+  results[2].fits = false;
+  const Comparison c = compare_devices(results, devices);
+  EXPECT_EQ(c.fastest_index, 0);     // c is faster but does not fit
+  EXPECT_EQ(c.best_value_index, 1);  // 0.012 s * $1/h < 0.010 s * $4/h
+  EXPECT_NEAR(c.devices[0].cost_per_run_usd, 0.010 * 4.0 / 3600.0, 1e-15);
+  EXPECT_DOUBLE_EQ(c.devices[2].speedup_vs_slowest, 0.012 / 0.005);
+  EXPECT_TRUE(c.devices[0].overkill);  // b is cheaper and only 20% slower
+  EXPECT_EQ(c.devices[0].overkill_reason, "b");
+  EXPECT_FALSE(c.devices[1].overkill);
+  EXPECT_THROW(compare_devices(results, {}), ConfigError);
+}
+
+}  // namespace
+}  // namespace accelsim
+
+#include "accelsim/regression.h"
+
+namespace accelsim {
+namespace {
+
+TEST(RegressionTest, GrowthBeyondTheAllowedFractionIsExceeded) {
+  // 10 ms -> 10.6 ms is +6%: over a 5% budget, within a 10% one.
+  const MetricCheck c = check_metric("latency_s", 0.010, 0.0106, 0.05);
+  EXPECT_NEAR(c.change_fraction, 0.06, 1e-12);
+  EXPECT_TRUE(c.exceeded);
+  EXPECT_FALSE(check_metric("latency_s", 0.010, 0.0106, 0.10).exceeded);
+  EXPECT_FALSE(check_metric("peak_memory_bytes", 100, 80, 0.0).exceeded);  // shrinking is fine
+  EXPECT_TRUE(check_metric("peak_memory_bytes", 0, 1, 0.5).exceeded);
+  EXPECT_THROW(check_metric("x", -1, 1, 0.1), ConfigError);
+}
+
+}  // namespace
+}  // namespace accelsim

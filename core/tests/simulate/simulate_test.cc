@@ -1,0 +1,87 @@
+#include "accelsim/simulate.h"
+
+#include <gtest/gtest.h>
+
+#include "accelsim/error.h"
+#include "testing/graph_builder.h"
+#include "testing/round_device.h"
+
+namespace accelsim {
+namespace {
+
+using testing::add;
+using testing::new_tensor;
+using testing::view_of;
+
+// x [1000, 1000] bf16 input; W [1000, 1000] bf16 parameter.
+//   n0: y = mm(x, W): 2e9 FLOPs / 100 TFLOP/s = 20 us; bytes 6e6 / 1 TB/s = 6 us -> compute, 21 us
+//   n1: v = view(y): no kernel, 0 s
+//   n2: z = gelu(v): 1e6 FLOPs / 1 TFLOP/s = 1 us; 4e6 B / 1 TB/s = 4 us -> memory, 5 us
+//   n3: u = frobnicate(z): unknown, 4e6 B -> 4 us + 1 us = 5 us
+// latency = 31 us; FLOPs = 2.001e9; bytes = 1.4e7.
+Graph sample_graph() {
+  Graph g;
+  TensorId x = new_tensor(g, {1000, 1000}, DType::bf16, StorageKind::input);
+  TensorId w = new_tensor(g, {1000, 1000}, DType::bf16, StorageKind::parameter);
+  TensorId y = new_tensor(g, {1000, 1000}, DType::bf16);
+  TensorId v = view_of(g, y, {1000000});
+  TensorId z = new_tensor(g, {1000000}, DType::bf16);
+  TensorId u = new_tensor(g, {1000000}, DType::bf16);
+  add(g, "mm", {x, w}, {y});
+  add(g, "view", {y}, {v});
+  add(g, "gelu", {v}, {z});
+  add(g, "frobnicate", {z}, {u});
+  g.add_output(u);
+  return g;
+}
+
+TEST(SimulateTest, OpsRunBackToBack) {
+  const SimulationResult r = simulate(sample_graph(), testing::round_device(), {});
+  ASSERT_EQ(r.ops.size(), 4u);
+  EXPECT_NEAR(r.ops[0].cost.time_s, 21e-6, 1e-15);
+  EXPECT_EQ(r.ops[0].cost.bound, Bound::compute);
+  EXPECT_DOUBLE_EQ(r.ops[1].cost.time_s, 0.0);
+  EXPECT_NEAR(r.ops[2].cost.time_s, 5e-6, 1e-15);
+  EXPECT_EQ(r.ops[2].cost.bound, Bound::memory);
+  EXPECT_NEAR(r.latency_s, 31e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(r.ops[2].start_s, r.ops[1].end_s);
+  EXPECT_EQ(r.num_kernels, 3);
+  EXPECT_DOUBLE_EQ(r.total_flops, 2.001e9);
+  EXPECT_DOUBLE_EQ(r.total_bytes, 1.4e7);
+  EXPECT_NEAR(r.launch_overhead_time_s, 3e-6, 1e-15);
+  // Utilization against the bf16 matrix peak and the bandwidth over 31 us.
+  EXPECT_NEAR(r.compute_utilization, 2.001e9 / (31e-6 * 100e12), 1e-12);
+  EXPECT_NEAR(r.bandwidth_utilization, 1.4e7 / (31e-6 * 1e12), 1e-12);
+}
+
+TEST(SimulateTest, UnknownOpsAreListed) {
+  const SimulationResult r = simulate(sample_graph(), testing::round_device(), {});
+  ASSERT_EQ(r.uncovered_ops.size(), 1u);
+  EXPECT_EQ(r.uncovered_ops[0].op, "frobnicate");
+  EXPECT_EQ(r.uncovered_ops[0].count, 1);
+  EXPECT_NEAR(r.uncovered_ops[0].time_s, 5e-6, 1e-15);
+}
+
+TEST(SimulateTest, MemoryVerdictAgainstCapacity) {
+  // resident 4 MB; y (2 MB) lives n0..n2; z (2 MB) n2..n3; u (2 MB) from n3 to the end.
+  // Peak at n2: 4 + 2 + 2 = 8 MB.
+  DeviceSpec d = testing::round_device();
+  SimulationResult r = simulate(sample_graph(), d, {});
+  EXPECT_EQ(r.memory.peak_bytes, 8000000);
+  EXPECT_EQ(r.memory.peak_node, 2);
+  EXPECT_TRUE(r.fits);
+  d.memory_bytes = 7.9e6;
+  r = simulate(sample_graph(), d, {});
+  EXPECT_FALSE(r.fits);
+}
+
+TEST(SimulateTest, RejectsInvalidDeviceAndCostModel) {
+  DeviceSpec d = testing::round_device();
+  d.memory_bandwidth_bytes_per_s = 0;
+  EXPECT_THROW(simulate(sample_graph(), d, {}), ConfigError);
+  EXPECT_THROW(simulate(sample_graph(), testing::round_device(), {.cost_model = "nope"}),
+               ConfigError);
+}
+
+}  // namespace
+}  // namespace accelsim
