@@ -1,0 +1,279 @@
+"""The Python API: simulate a model, a captured graph or a graph file on one or more devices.
+
+    import accel_sim
+    r = accel_sim.simulate(model, example_inputs, device="h100")
+    r.latency_s, r.peak_memory_bytes, r.fits, r.ops
+    c = accel_sim.compare(model, example_inputs, devices=["v100", "a100", "h100"])
+
+Every figure comes from the C++ core (`accel_sim._core`); this module wires capture, files and
+devices to it and keeps the results in report objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Sequence
+
+from accel_sim import _core
+from accel_sim.device import Device, resolve_device
+from accel_sim.errors import UsageError
+from accel_sim.io.graph_file import load_graph, to_core
+
+_GROUPINGS = {
+    "op": _core.GroupBy.op,
+    "op_class": _core.GroupBy.op_class,
+    "module": _core.GroupBy.module,
+    "layer": _core.GroupBy.layer,
+    "module_type": _core.GroupBy.module_type,
+}
+
+
+@dataclass(frozen=True)
+class OpRow:
+    """One op of a simulated graph, in execution order."""
+
+    index: int
+    op: str
+    module: str
+    module_type: str
+    source: str
+    op_class: str
+    bound: str
+    flops: float
+    bytes_read: float
+    bytes_written: float
+    time_s: float
+    start_s: float
+    compute_time_s: float
+    memory_time_s: float
+    launch_overhead_s: float
+    known: bool
+    input_shapes: list[list[int]]
+    output_shapes: list[list[int]]
+    dtype: str
+
+
+def capture(model: Any, example_inputs: Any = (), *, dtype: str | None = None, name: str | None = None) -> dict:
+    """Captures one forward call of `model` as a graph dict (needs PyTorch)."""
+    try:
+        from accel_sim.capture import capture_model
+    except ImportError as e:
+        raise UsageError(
+            f"capturing a PyTorch model needs torch ({e}); install it with: pip install torch==2.13.0"
+        ) from None
+    return capture_model(model, example_inputs, dtype=dtype, name=name)
+
+
+def load_target(target: str | Path, *, dtype: str | None = None) -> dict:
+    """A graph dict from a script with get_model() (captured) or from a graph .json file."""
+    path = Path(target)
+    if path.suffix == ".json":
+        if dtype is not None:
+            raise UsageError(f"--dtype applies when capturing a script, not to the saved graph {path}")
+        return load_graph(path)
+    if path.suffix != ".py":
+        raise UsageError(f"{path}: expected a Python script with get_model() or a graph .json file")
+    try:
+        from accel_sim.capture import load_script
+    except ImportError as e:
+        raise UsageError(
+            f"running {path} needs torch ({e}); install it with: pip install torch==2.13.0"
+        ) from None
+    model, example_inputs = load_script(str(path))
+    return capture(model, example_inputs, dtype=dtype, name=path.stem)
+
+
+def _as_graph(model_or_graph: Any, example_inputs: Any, dtype: str | None) -> tuple[Any, dict]:
+    """(core graph, metadata) from a module, a graph dict, a core Graph or a file path."""
+    if isinstance(model_or_graph, _core.Graph):
+        return model_or_graph, {}
+    if isinstance(model_or_graph, (str, Path)):
+        graph = load_target(model_or_graph, dtype=dtype)
+        return to_core(graph, str(model_or_graph)), graph.get("metadata", {})
+    if isinstance(model_or_graph, dict):
+        return to_core(model_or_graph), model_or_graph.get("metadata", {})
+    graph = capture(model_or_graph, example_inputs if example_inputs is not None else (), dtype=dtype)
+    return to_core(graph), graph.get("metadata", {})
+
+
+def _options(cost_model: str, tf32: bool, launch_overhead: bool) -> Any:
+    options = _core.SimulateOptions()
+    if cost_model not in _core.cost_model_names():
+        known = ", ".join(_core.cost_model_names())
+        raise UsageError(f"unknown cost model '{cost_model}' (known: {known})")
+    options.cost_model = cost_model
+    options.cost.allow_tf32 = tf32
+    options.cost.include_launch_overhead = launch_overhead
+    return options
+
+
+class SimulationReport:
+    """The simulation of one graph on one device. Figures are in SI units (s, bytes, FLOP)."""
+
+    def __init__(self, graph: Any, device: Device, result: Any, options: Any, metadata: dict):
+        self.graph = graph
+        self.device = device
+        self.result = result
+        self.options = options
+        self.metadata = metadata
+
+    @property
+    def name(self) -> str:
+        return self.graph.name
+
+    @property
+    def latency_s(self) -> float:
+        return self.result.latency_s
+
+    @property
+    def peak_memory_bytes(self) -> int:
+        return self.result.memory.peak_bytes
+
+    @property
+    def memory_capacity_bytes(self) -> float:
+        return self.result.memory_capacity_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.result.fits
+
+    @property
+    def flops(self) -> float:
+        return self.result.total_flops
+
+    @property
+    def bytes(self) -> float:
+        return self.result.total_bytes
+
+    @property
+    def memory(self) -> Any:
+        return self.result.memory
+
+    @property
+    def peak_op(self) -> OpRow | None:
+        n = self.result.memory.peak_node
+        return self.ops[n] if n >= 0 else None
+
+    @property
+    def uncovered_ops(self) -> list[dict]:
+        return [{"op": u.op, "count": u.count, "time_s": u.time_s} for u in self.result.uncovered_ops]
+
+    @cached_property
+    def ops(self) -> list[OpRow]:
+        rows = []
+        g = self.graph
+        for r in self.result.ops:
+            node = g.node(r.node)
+            rows.append(
+                OpRow(
+                    index=r.node,
+                    op=node.op,
+                    module=node.module_path,
+                    module_type=node.module_type,
+                    source=node.source,
+                    op_class=r.count.op_class.name,
+                    bound=r.cost.bound.name,
+                    flops=r.count.flops,
+                    bytes_read=r.count.bytes_read,
+                    bytes_written=r.count.bytes_written,
+                    time_s=r.cost.time_s,
+                    start_s=r.start_s,
+                    compute_time_s=r.cost.compute_time_s,
+                    memory_time_s=r.cost.memory_time_s,
+                    launch_overhead_s=r.cost.launch_overhead_s,
+                    known=r.count.known,
+                    input_shapes=[list(g.tensor(t).shape) for t in node.inputs],
+                    output_shapes=[list(g.tensor(t).shape) for t in node.outputs],
+                    dtype=_core.dtype_name(r.count.compute_dtype),
+                )
+            )
+        return rows
+
+    def groups(self, by: str = "op") -> list[Any]:
+        """Time grouped by `op`, `op_class`, `module`, `layer` or `module_type`, largest first."""
+        if by not in _GROUPINGS:
+            raise UsageError(f"unknown grouping '{by}' (known: {', '.join(_GROUPINGS)})")
+        return _core.group_ops(self.graph, self.result, _GROUPINGS[by])
+
+    @cached_property
+    def hints(self) -> list[Any]:
+        return _core.advise(self.graph, self.result, self.device.spec)
+
+    def to_dict(self, include_ops: bool = True) -> dict:
+        from accel_sim.report.json_report import simulation_to_dict
+
+        return simulation_to_dict(self, include_ops=include_ops)
+
+
+class CompareReport:
+    """One graph simulated on several devices, with the core's verdict."""
+
+    def __init__(self, reports: list[SimulationReport], comparison: Any):
+        self.reports = reports
+        self.comparison = comparison
+
+    @property
+    def fastest(self) -> SimulationReport | None:
+        i = self.comparison.fastest_index
+        return self.reports[i] if i >= 0 else None
+
+    @property
+    def best_value(self) -> SimulationReport | None:
+        i = self.comparison.best_value_index
+        return self.reports[i] if i >= 0 else None
+
+    def to_dict(self, include_ops: bool = False) -> dict:
+        from accel_sim.report.json_report import comparison_to_dict
+
+        return comparison_to_dict(self, include_ops=include_ops)
+
+
+def simulate(
+    model_or_graph: Any,
+    example_inputs: Any = None,
+    *,
+    device: Any = "h100",
+    dtype: str | None = None,
+    tf32: bool = False,
+    cost_model: str = "roofline",
+    launch_overhead: bool = True,
+    device_files: Sequence[str] = (),
+) -> SimulationReport:
+    """Simulates `model_or_graph` (an nn.Module with example inputs, a graph dict, a graph file
+    or a script path) on `device` (a name, a Device, or a DeviceProfile)."""
+    dev = resolve_device(device, list(device_files))
+    options = _options(cost_model, tf32, launch_overhead)
+    graph, metadata = _as_graph(model_or_graph, example_inputs, dtype)
+    result = _core.simulate(graph, dev.spec, options)
+    return SimulationReport(graph, dev, result, options, metadata)
+
+
+def compare(
+    model_or_graph: Any,
+    example_inputs: Any = None,
+    *,
+    devices: Sequence[Any],
+    dtype: str | None = None,
+    tf32: bool = False,
+    cost_model: str = "roofline",
+    launch_overhead: bool = True,
+    device_files: Sequence[str] = (),
+) -> CompareReport:
+    """Captures once, simulates on every device and returns the core's comparison."""
+    if not devices:
+        raise UsageError("compare needs at least one device")
+    devs = [resolve_device(d, list(device_files)) for d in devices]
+    options = _options(cost_model, tf32, launch_overhead)
+    graph, metadata = _as_graph(model_or_graph, example_inputs, dtype)
+    reports = [SimulationReport(graph, d, _core.simulate(graph, d.spec, options), options, metadata) for d in devs]
+    comparison = _core.compare_devices([r.result for r in reports], [d.spec for d in devs])
+    return CompareReport(reports, comparison)
+
+
+def list_devices() -> list[Device]:
+    """Every shipped device, sorted by id."""
+    from accel_sim.device import catalog
+
+    return [Device.from_entry(e) for e in catalog().entries]

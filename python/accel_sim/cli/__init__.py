@@ -1,0 +1,1 @@
+"""The `accel-sim` command line."""

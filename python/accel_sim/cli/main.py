@@ -1,0 +1,263 @@
+"""`accel-sim`: simulate, compare, check, capture, devices.
+
+Usage errors (bad file, unknown device, a script without get_model(), ...) print one line on
+stderr and exit with status 2; `--debug` shows the traceback instead. `check` exits 1 when a
+metric regressed past its limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+_DTYPES = ("fp32", "bf16", "fp16")
+
+
+def _percent(text: str) -> float:
+    """'5%' -> 0.05; '0.05' -> 0.05."""
+    try:
+        value = float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage such as 5% (got {text!r})") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a regression limit must not be negative (got {text!r})")
+    return value
+
+
+def _add_simulation_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", help="a Python script with get_model() -> (model, example_inputs), or a graph .json")
+    p.add_argument("--dtype", choices=_DTYPES, help="cast the model and its float inputs before capture (half precision)")
+    p.add_argument("--tf32", action="store_true", help="run fp32 matmuls on TF32 tensor cores (off by default, as in PyTorch)")
+    p.add_argument("--cost-model", default="roofline", help="cost model (default: roofline)")
+    p.add_argument("--no-launch-overhead", action="store_true", help="leave out the per-kernel launch overhead")
+    p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file (docs/formats/device.md); repeatable")
+    p.add_argument("--json", action="store_true", help="print the result as JSON (docs/formats/report.md)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="accel-sim",
+        description="Predict latency and memory of PyTorch models on accelerators you do not have.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("simulate", help="latency, memory and bottlenecks on one device")
+    _add_simulation_args(p)
+    p.add_argument("--device", default="h100", help="device name or alias (default: h100); see `accel-sim devices`")
+    p.add_argument("--top", type=int, default=10, help="rows per breakdown table (default: 10)")
+    p.add_argument("--no-ops", action="store_true", help="with --json: leave out the per-op rows")
+
+    p = sub.add_parser("compare", help="the same model on several devices, with a verdict")
+    _add_simulation_args(p)
+    p.add_argument("--devices", required=True, help="comma-separated device names, e.g. v100,a100,h100")
+
+    p = sub.add_parser("check", help="CI gate: fail when latency or peak memory grew past a limit")
+    _add_simulation_args(p)
+    p.add_argument("--device", default="h100", help="device name or alias (default: h100)")
+    p.add_argument("--baseline", required=True, metavar="FILE", help="baseline JSON (written by --write-baseline)")
+    p.add_argument("--max-regression", type=_percent, default=0.05, metavar="PCT", help="allowed growth of latency and peak memory (default: 5%%)")
+    p.add_argument("--max-latency-regression", type=_percent, metavar="PCT", help="allowed latency growth (overrides --max-regression)")
+    p.add_argument("--max-memory-regression", type=_percent, metavar="PCT", help="allowed peak-memory growth (overrides --max-regression)")
+    p.add_argument("--write-baseline", action="store_true", help="write the baseline file from this run and exit 0")
+
+    p = sub.add_parser("capture", help="capture a script's model into a graph .json (needs torch)")
+    p.add_argument("script", help="a Python script with get_model()")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="graph file to write")
+    p.add_argument("--dtype", choices=_DTYPES, help="cast the model and its float inputs before capture")
+
+    p = sub.add_parser("devices", help="list the known devices and their numbers")
+    p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="also list this device file")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    return parser
+
+
+def _status(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _common(args: argparse.Namespace) -> dict:
+    return {
+        "dtype": args.dtype,
+        "tf32": args.tf32,
+        "cost_model": args.cost_model,
+        "launch_overhead": not args.no_launch_overhead,
+        "device_files": args.device_file,
+    }
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from accel_sim.api import load_target
+    from accel_sim.device import resolve_device
+
+    if Path(args.target).suffix == ".py":
+        _status(f"capturing {args.target} ...")
+    # Resolve devices before a possibly long capture so a typo fails at once.
+    names = args.devices.split(",") if getattr(args, "devices", None) else [getattr(args, "device", "h100")]
+    for name in names:
+        resolve_device(name.strip(), args.device_file)
+    return load_target(args.target, dtype=args.dtype)
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    import accel_sim
+    from accel_sim.report.tables import simulation_text
+
+    graph = _load(args)
+    common = _common(args)
+    common.pop("dtype")
+    report = accel_sim.simulate(graph, device=args.device, **common)
+    if args.json:
+        print(json.dumps(report.to_dict(include_ops=not args.no_ops), indent=1))
+    else:
+        print(simulation_text(report, top=args.top))
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    import accel_sim
+    from accel_sim.report.tables import comparison_text
+
+    devices = [d.strip() for d in args.devices.split(",") if d.strip()]
+    graph = _load(args)
+    common = _common(args)
+    common.pop("dtype")
+    result = accel_sim.compare(graph, devices=devices, **common)
+    print(json.dumps(result.to_dict(), indent=1) if args.json else comparison_text(result))
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    import accel_sim
+    from accel_sim import _core
+    from accel_sim.errors import UsageError
+    from accel_sim.report.tables import table
+
+    graph = _load(args)
+    common = _common(args)
+    common.pop("dtype")
+    report = accel_sim.simulate(graph, device=args.device, **common)
+    current = report.to_dict(include_ops=False)
+    baseline_path = Path(args.baseline)
+    if args.write_baseline:
+        baseline_path.write_text(json.dumps(current, indent=1), encoding="utf-8")
+        print(f"wrote baseline {baseline_path}: latency {current['latency_s'] * 1e3:.3f} ms, "
+              f"peak memory {current['peak_memory_bytes'] / 1024**3:.3f} GiB on {report.device.id}")
+        return 0
+    if not baseline_path.is_file():
+        raise UsageError(f"baseline {baseline_path} not found; create it with --write-baseline")
+    try:
+        baseline = json.loads(baseline_path.read_text(encoding="utf-8"))
+        base_latency = float(baseline["latency_s"])
+        base_memory = float(baseline["peak_memory_bytes"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+        raise UsageError(f"{baseline_path}: not an accel-sim baseline ({type(e).__name__}: {e})") from None
+    base_device = (baseline.get("device") or {}).get("id")
+    if base_device and base_device != report.device.id:
+        raise UsageError(f"{baseline_path} was written for device '{base_device}', not '{report.device.id}'")
+    latency_limit = args.max_latency_regression if args.max_latency_regression is not None else args.max_regression
+    memory_limit = args.max_memory_regression if args.max_memory_regression is not None else args.max_regression
+    checks = [
+        _core.check_metric("latency_s", base_latency, report.latency_s, latency_limit),
+        _core.check_metric("peak_memory_bytes", base_memory, float(report.peak_memory_bytes), memory_limit),
+    ]
+    if args.json:
+        print(json.dumps({
+            "schema": "accel-sim/check",
+            "schema_version": 1,
+            "passed": not any(c.exceeded for c in checks),
+            "checks": [
+                {"metric": c.metric, "baseline": c.baseline, "current": c.current,
+                 "change_fraction": c.change_fraction, "max_increase_fraction": c.max_increase_fraction,
+                 "exceeded": c.exceeded} for c in checks
+            ],
+        }, indent=1))
+    else:
+        fmt = {"latency_s": lambda v: f"{v * 1e3:,.3f} ms", "peak_memory_bytes": lambda v: f"{v / 1024**3:,.3f} GiB"}
+        rows = [(c.metric, fmt[c.metric](c.baseline), fmt[c.metric](c.current), f"{c.change_fraction * 100:+.1f}%",
+                 f"{c.max_increase_fraction * 100:.1f}%", "FAIL" if c.exceeded else "ok") for c in checks]
+        print(table(["metric", "baseline", "current", "change", "limit", "result"], rows,
+                    [False, True, True, True, True, False]))
+    failed = [c for c in checks if c.exceeded]
+    for c in failed:
+        what = "latency" if c.metric == "latency_s" else "peak memory"
+        print(f"accel-sim check: {what} grew {c.change_fraction * 100:.1f}%, over the "
+              f"{c.max_increase_fraction * 100:.1f}% limit", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _cmd_capture(args: argparse.Namespace) -> int:
+    from accel_sim.api import load_target
+    from accel_sim.errors import UsageError
+    from accel_sim.io.graph_file import save_graph
+
+    if Path(args.script).suffix != ".py":
+        raise UsageError(f"{args.script}: capture takes a Python script with get_model()")
+    _status(f"capturing {args.script} ...")
+    graph = load_target(args.script, dtype=args.dtype)
+    save_graph(graph, args.output)
+    print(f"wrote {args.output}: {len(graph['nodes'])} ops, {len(graph['tensors'])} tensors")
+    return 0
+
+
+def _cmd_devices(args: argparse.Namespace) -> int:
+    from accel_sim.device import Device, catalog
+    from accel_sim.io.device_file import DeviceCatalog, load_device_file
+    from accel_sim.report.tables import devices_text
+
+    entries = catalog().entries + [load_device_file(p) for p in args.device_file]
+    DeviceCatalog(entries)  # names must stay unambiguous
+    devices = [Device.from_entry(e) for e in entries]
+    if args.json:
+        print(json.dumps([
+            {
+                "id": d.spec.id,
+                "name": d.spec.name,
+                "vendor": d.spec.vendor,
+                "aliases": list(d.entry.aliases),
+                "memory_bytes": d.spec.memory_bytes,
+                "memory_bandwidth_bytes_per_s": d.spec.memory_bandwidth_bytes_per_s,
+                "peak_tflops": d.entry.peak_tflops,
+                "kernel_launch_overhead_s": d.spec.kernel_launch_overhead_s,
+                "price_usd_per_hour": d.spec.price_usd_per_hour or None,
+                "file": d.entry.path,
+            }
+            for d in devices
+        ], indent=1))
+    else:
+        print(devices_text(devices))
+        print(f"\n  {len(devices)} devices · peaks are dense TFLOP/s · sources in each device file")
+    return 0
+
+
+_COMMANDS = {
+    "simulate": _cmd_simulate,
+    "compare": _cmd_compare,
+    "check": _cmd_check,
+    "capture": _cmd_capture,
+    "devices": _cmd_devices,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        from accel_sim import _core
+        from accel_sim.errors import UsageError
+
+        return _COMMANDS[args.command](args)
+    except Exception as e:  # noqa: BLE001 - usage errors become one line; the rest keeps its traceback
+        from accel_sim import _core
+        from accel_sim.errors import UsageError
+
+        if args.debug or not isinstance(e, (UsageError, _core.ConfigError)):
+            raise
+        print(f"accel-sim: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Device profiles in the spelling of the original accel-sim (`accel_sim.devices.profiles`)."""

@@ -1,0 +1,187 @@
+"""Device files (docs/formats/device.md) -> `_core.DeviceSpec`, and device-name resolution.
+
+Units are converted here, at the edge: GiB, GB/s, TFLOP/s, MHz, MiB and microseconds in the file
+become bytes, bytes/s, FLOP/s, Hz and seconds in the core.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from accel_sim import _core
+from accel_sim.errors import UsageError
+
+_GIB = 1024.0**3
+_MIB = 1024.0**2
+
+# peak_tflops key -> DeviceSpec field
+_PEAK_FIELDS = {
+    "fp64": "fp64_flops_per_s",
+    "fp64_matrix": "fp64_matrix_flops_per_s",
+    "fp32": "fp32_flops_per_s",
+    "fp32_matrix": "fp32_matrix_flops_per_s",
+    "tf32": "tf32_matrix_flops_per_s",
+    "fp16": "fp16_matrix_flops_per_s",
+    "bf16": "bf16_matrix_flops_per_s",
+    "fp8": "fp8_matrix_flops_per_s",
+    "int8": "int8_matrix_ops_per_s",
+    "fp4": None,  # accepted and kept in the file; no fp4 op is costed yet
+}
+_REQUIRED = ("id", "name", "vendor", "memory_gib", "memory_bandwidth_gbs", "peak_tflops", "sources")
+_NUMBERS = {
+    "memory_gib",
+    "memory_bandwidth_gbs",
+    "compute_units",
+    "clock_mhz",
+    "l2_cache_mib",
+    "tdp_w",
+    "kernel_launch_overhead_us",
+    "price_usd_per_hour",
+    "scaleup_bandwidth_gbs",
+}
+_TEXT = {"id", "name", "vendor", "architecture", "compute_unit_kind", "notes"}
+_KNOWN = set(_REQUIRED) | _NUMBERS | _TEXT | {"aliases", "sources", "peak_tflops"}
+
+
+@dataclass(frozen=True)
+class DeviceEntry:
+    """A device as read from its file: the core spec plus what only reports need."""
+
+    spec: Any  # _core.DeviceSpec
+    aliases: tuple[str, ...] = ()
+    architecture: str = ""
+    path: str = ""
+    sources: dict[str, str] = field(default_factory=dict)
+    peak_tflops: dict[str, float] = field(default_factory=dict)
+
+
+def normalize_name(name: str) -> str:
+    """The lookup key of a device id or alias: lowercase, '-' -> '_', no surrounding spaces."""
+    return name.strip().lower().replace("-", "_")
+
+
+def _number(data: dict, key: str, where: str) -> float:
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageError(f"{where}: '{key}' must be a number, got {value!r}")
+    if value < 0:
+        raise UsageError(f"{where}: '{key}' must not be negative, got {value}")
+    return float(value)
+
+
+def parse_device(data: Any, where: str, expected_id: str | None = None) -> DeviceEntry:
+    """Validates one parsed device file and converts it to a DeviceEntry.
+
+    `where` names the file in error messages; `expected_id` is the file stem, which must equal
+    the `id` key.
+    """
+    if not isinstance(data, dict):
+        raise UsageError(f"{where}: a device file must be a YAML mapping of keys to values")
+    for key in data:
+        if key not in _KNOWN:
+            raise UsageError(f"{where}: unknown key '{key}' (see docs/formats/device.md)")
+    for key in _REQUIRED:
+        if key not in data:
+            raise UsageError(f"{where}: missing required key '{key}'")
+    for key in _TEXT & data.keys():
+        if not isinstance(data[key], str):
+            raise UsageError(f"{where}: '{key}' must be a string")
+    if expected_id is not None and data["id"] != expected_id:
+        raise UsageError(f"{where}: id '{data['id']}' must equal the file name '{expected_id}'")
+    peaks = data["peak_tflops"]
+    if not isinstance(peaks, dict) or not peaks:
+        raise UsageError(f"{where}: 'peak_tflops' must map dtypes (bf16, fp32, ...) to TFLOP/s")
+    if not isinstance(data["sources"], dict):
+        raise UsageError(f"{where}: 'sources' must map field names to where each number comes from")
+    aliases = data.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, (str, int)) for a in aliases):
+        raise UsageError(f"{where}: 'aliases' must be a list of names")
+
+    spec = _core.DeviceSpec()
+    spec.id = data["id"]
+    spec.name = data["name"]
+    spec.vendor = data["vendor"]
+    spec.memory_bytes = _number(data, "memory_gib", where) * _GIB
+    spec.memory_bandwidth_bytes_per_s = _number(data, "memory_bandwidth_gbs", where) * 1e9
+    for key in peaks:
+        if key not in _PEAK_FIELDS:
+            known = ", ".join(_PEAK_FIELDS)
+            raise UsageError(f"{where}: unknown dtype 'peak_tflops.{key}' (known: {known})")
+        value = _number(peaks, key, f"{where}: peak_tflops")
+        if _PEAK_FIELDS[key] is not None:
+            setattr(spec, _PEAK_FIELDS[key], value * 1e12)
+    for key in _NUMBERS & data.keys():
+        _number(data, key, where)
+    spec.kernel_launch_overhead_s = float(data.get("kernel_launch_overhead_us", 0.0)) * 1e-6
+    spec.num_compute_units = int(data.get("compute_units", 0))
+    spec.clock_hz = float(data.get("clock_mhz", 0.0)) * 1e6
+    spec.l2_cache_bytes = float(data.get("l2_cache_mib", 0.0)) * _MIB
+    spec.tdp_w = float(data.get("tdp_w", 0.0))
+    spec.price_usd_per_hour = float(data.get("price_usd_per_hour", 0.0))
+    try:
+        spec.validate()
+    except ValueError as e:
+        raise UsageError(f"{where}: {e}") from None
+    return DeviceEntry(
+        spec=spec,
+        aliases=tuple(str(a) for a in aliases),
+        architecture=data.get("architecture", ""),
+        path=where,
+        sources={str(k): str(v) for k, v in data["sources"].items()},
+        peak_tflops={str(k): float(v) for k, v in peaks.items()},
+    )
+
+
+def load_device_file(path: str | Path) -> DeviceEntry:
+    """Reads and validates one device file. Errors name the file (and key) in one line."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"device file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or "invalid YAML"
+        raise UsageError(f"{p}:{at} is not valid YAML ({problem})") from None
+    return parse_device(data, str(p), expected_id=p.stem)
+
+
+def builtin_device_files() -> list[Path]:
+    """The device files shipped with the package, sorted by id."""
+    root = importlib.resources.files("accel_sim") / "data" / "devices"
+    return sorted(Path(str(p)) for p in root.iterdir() if p.name.endswith(".yaml"))
+
+
+class DeviceCatalog:
+    """The known devices by id and alias; names resolve as in docs/formats/device.md."""
+
+    def __init__(self, entries: list[DeviceEntry]):
+        self.entries = list(entries)
+        self._by_name: dict[str, DeviceEntry] = {}
+        for entry in self.entries:
+            names = {normalize_name(entry.spec.id)} | {normalize_name(a) for a in entry.aliases}
+            for name in names:
+                other = self._by_name.get(name)
+                if other is not None and other.spec.id != entry.spec.id:
+                    raise UsageError(
+                        f"{entry.path}: name '{name}' also names device '{other.spec.id}' ({other.path})"
+                    )
+                self._by_name[name] = entry
+
+    @classmethod
+    def builtin(cls, extra_files: list[str | Path] = ()) -> DeviceCatalog:
+        return cls([load_device_file(p) for p in builtin_device_files()] +
+                   [load_device_file(p) for p in extra_files])
+
+    def resolve(self, name: str) -> DeviceEntry:
+        entry = self._by_name.get(normalize_name(name))
+        if entry is None:
+            known = ", ".join(sorted(e.spec.id for e in self.entries))
+            raise UsageError(f"unknown device '{name}' (known: {known}; or pass --device-file FILE)")
+        return entry

@@ -1,0 +1,1 @@
+"""Rendering of results: terminal tables, JSON objects, hint sentences. No arithmetic on costs."""

@@ -1,0 +1,106 @@
+"""The `--json` objects of each command (schema: docs/formats/report.md)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from accel_sim.report.hints import hint_message
+
+SCHEMA_VERSION = 1
+
+
+def _device(report: Any) -> dict:
+    spec = report.device.spec
+    return {
+        "id": spec.id,
+        "name": spec.name,
+        "memory_bytes": spec.memory_bytes,
+        "memory_bandwidth_bytes_per_s": spec.memory_bandwidth_bytes_per_s,
+        "price_usd_per_hour": spec.price_usd_per_hour or None,
+    }
+
+
+def _group(g: Any) -> dict:
+    return {
+        "name": g.name,
+        "count": g.count,
+        "time_s": g.time_s,
+        "fraction": g.fraction,
+        "flops": g.flops,
+        "bytes": g.bytes,
+        "bound": g.dominant_bound.name,
+    }
+
+
+def simulation_to_dict(report: Any, include_ops: bool = True) -> dict:
+    r = report.result
+    m = r.memory
+    peak = report.peak_op
+    out = {
+        "schema": "accel-sim/simulate",
+        "schema_version": SCHEMA_VERSION,
+        "model": report.name,
+        "device": _device(report),
+        "cost_model": report.options.cost_model,
+        "tf32": report.options.cost.allow_tf32,
+        "capture": report.metadata,
+        "latency_s": r.latency_s,
+        "peak_memory_bytes": m.peak_bytes,
+        "memory_capacity_bytes": r.memory_capacity_bytes,
+        "fits": r.fits,
+        "peak_op": None if peak is None else {"index": peak.index, "op": peak.op, "module": peak.module},
+        "memory": {
+            "parameter_bytes": m.parameter_bytes,
+            "buffer_bytes": m.buffer_bytes,
+            "input_bytes": m.input_bytes,
+            "peak_activation_bytes": m.peak_activation_bytes,
+        },
+        "flops": r.total_flops,
+        "bytes": r.total_bytes,
+        "num_kernels": r.num_kernels,
+        "compute_bound_time_s": r.compute_bound_time_s,
+        "memory_bound_time_s": r.memory_bound_time_s,
+        "launch_overhead_time_s": r.launch_overhead_time_s,
+        "compute_utilization": r.compute_utilization,
+        "bandwidth_utilization": r.bandwidth_utilization,
+        "reference_peak_flops_per_s": r.reference_peak_flops_per_s,
+        "uncovered_ops": report.uncovered_ops,
+        "breakdown": {
+            "op": [_group(g) for g in report.groups("op")],
+            "op_class": [_group(g) for g in report.groups("op_class")],
+            "layer": [_group(g) for g in report.groups("layer")],
+            "module_type": [_group(g) for g in report.groups("module_type")],
+        },
+        "hints": [
+            {"kind": h.kind.name, "fraction": h.fraction, "message": hint_message(h, report)}
+            for h in report.hints
+        ],
+    }
+    if include_ops:
+        out["ops"] = [asdict(row) for row in report.ops]
+    return out
+
+
+def comparison_to_dict(compare: Any, include_ops: bool = False) -> dict:
+    c = compare.comparison
+    devices = []
+    for report, verdict in zip(compare.reports, c.devices):
+        d = simulation_to_dict(report, include_ops=include_ops)
+        d["verdict"] = {
+            "bound": verdict.dominant_bound.name,
+            "cost_per_run_usd": verdict.cost_per_run_usd or None,
+            "speedup_vs_slowest": verdict.speedup_vs_slowest,
+            "overkill": verdict.overkill,
+            "overkill_because": verdict.overkill_reason or None,
+        }
+        devices.append(d)
+    pick = lambda i: compare.reports[i].device.id if i >= 0 else None  # noqa: E731
+    return {
+        "schema": "accel-sim/compare",
+        "schema_version": SCHEMA_VERSION,
+        "model": compare.reports[0].name if compare.reports else "",
+        "fastest": pick(c.fastest_index),
+        "best_value": pick(c.best_value_index),
+        "devices": devices,
+    }

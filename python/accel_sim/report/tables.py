@@ -1,0 +1,162 @@
+"""Terminal rendering: aligned tables and the summary of each command."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+from accel_sim.report.hints import hint_message
+
+_GIB = 1024.0**3
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.3f} ms" if seconds < 10 else f"{seconds:,.2f} s"
+
+
+def gib(n: float) -> str:
+    return f"{n / _GIB:,.2f} GiB"
+
+
+def si(n: float, unit: str) -> str:
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= factor:
+            return f"{n / factor:,.2f} {prefix}{unit}"
+    return f"{n:,.0f} {unit}"
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], right: Sequence[bool] | None = None) -> str:
+    """Aligned plain-text table; `right` marks right-aligned columns (numbers)."""
+    rows = [[str(c) for c in row] for row in rows]
+    right = right or [False] * len(headers)
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if right[i] else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    out = [line(headers), line(["-" * w for w in widths])]
+    out += [line(r) for r in rows]
+    return "\n".join("  " + o for o in out)
+
+
+def _groups_table(groups: list[Any], top: int) -> str:
+    rows = [
+        (g.name, g.count, f"{g.time_s * 1e3:,.3f}", f"{g.fraction * 100:.1f}", g.dominant_bound.name)
+        for g in groups[:top]
+    ]
+    return table(["name", "ops", "time ms", "%", "bound"], rows, [False, True, True, True, False])
+
+
+def simulation_text(report: Any, top: int = 10) -> str:
+    r = report.result
+    m = r.memory
+    spec = report.device.spec
+    lines = [f"accel-sim · {report.name or 'graph'} on {spec.name} ({report.options.cost_model})", ""]
+    total = r.latency_s or 1.0
+    lines.append(
+        f"  latency      {ms(r.latency_s)}   (compute-bound ops {r.compute_bound_time_s / total * 100:.0f}% · "
+        f"memory-bound ops {r.memory_bound_time_s / total * 100:.0f}% · of which launch overhead "
+        f"{r.launch_overhead_time_s / total * 100:.0f}%)"
+    )
+    verdict = "✓ fits" if r.fits else "✗ OOM"
+    peak = report.peak_op
+    where = f"   peak during op #{peak.index} {peak.op}" + (f" in {peak.module}" if peak.module else "") if peak else ""
+    lines.append(f"  peak memory  {gib(m.peak_bytes)} of {gib(r.memory_capacity_bytes)}  {verdict}{where}")
+    lines.append(
+        f"               weights {gib(m.parameter_bytes)} · buffers {gib(m.buffer_bytes)} · inputs "
+        f"{gib(m.input_bytes)} · activations at peak {gib(m.peak_activation_bytes)}"
+    )
+    lines.append(f"  work         {si(r.total_flops, 'FLOP')} · {si(r.total_bytes, 'B')} moved · {r.num_kernels} kernels")
+    lines.append(
+        f"  utilization  compute {r.compute_utilization * 100:.1f}% of {si(r.reference_peak_flops_per_s, 'FLOP/s')} · "
+        f"bandwidth {r.bandwidth_utilization * 100:.1f}% of {si(spec.memory_bandwidth_bytes_per_s, 'B/s')}"
+    )
+    lines += ["", "Time by op type", _groups_table(report.groups("op"), top)]
+    layers = report.groups("layer")
+    if any(g.name != "(top level)" for g in layers):
+        lines += ["", "Time by layer / module", _groups_table(layers, top)]
+    if r.uncovered_ops:
+        lines += ["", "Uncovered ops (not in the catalogue; costed as memory-bound on their bytes)"]
+        lines.append(
+            table(
+                ["op", "count", "time ms"],
+                [(u.op, u.count, f"{u.time_s * 1e3:,.3f}") for u in r.uncovered_ops],
+                [False, True, True],
+            )
+        )
+    if report.hints:
+        lines += ["", "Hints"]
+        lines += [f"  • {hint_message(h, report)}" for h in report.hints]
+    return "\n".join(lines)
+
+
+def comparison_text(compare: Any) -> str:
+    c = compare.comparison
+    name = compare.reports[0].name if compare.reports else ""
+    lines = [f"accel-sim · {name or 'graph'} on {len(compare.reports)} devices", ""]
+    rows = []
+    for report, v in zip(compare.reports, c.devices):
+        r = report.result
+        rows.append(
+            (
+                report.device.id,
+                ms(r.latency_s),
+                f"{v.speedup_vs_slowest:.2f}x",
+                gib(r.memory.peak_bytes),
+                gib(r.memory_capacity_bytes),
+                "✓" if r.fits else "✗ OOM",
+                v.dominant_bound.name,
+                f"{r.compute_utilization * 100:.0f}%",
+                f"${v.cost_per_run_usd * 1e6:,.2f}" if v.cost_per_run_usd else "-",
+            )
+        )
+    lines.append(
+        table(
+            ["device", "latency", "speed-up", "peak mem", "capacity", "fits", "bound", "compute util", "$ per 1M runs"],
+            rows,
+            [False, True, True, True, True, False, False, True, True],
+        )
+    )
+    lines.append("")
+    fastest, best = compare.fastest, compare.best_value
+    lines.append(f"  fastest:    {fastest.device.id} ({ms(fastest.latency_s)})" if fastest else "  fastest:    none fits")
+    if best is not None:
+        lines.append(f"  best value: {best.device.id} (lowest cost per run at list price)")
+    memory_bound = [r.device.id for r, v in zip(compare.reports, c.devices) if v.dominant_bound.name == "memory"]
+    compute_bound = [r.device.id for r, v in zip(compare.reports, c.devices) if v.dominant_bound.name == "compute"]
+    if memory_bound:
+        lines.append(f"  memory-bound on: {', '.join(memory_bound)}")
+    if compute_bound:
+        lines.append(f"  compute-bound on: {', '.join(compute_bound)}")
+    for report, v in zip(compare.reports, c.devices):
+        if v.overkill:
+            lines.append(f"  overkill: {report.device.id} — {v.overkill_reason} is smaller and within 25% of its latency")
+    oom = [r.device.id for r in compare.reports if not r.fits]
+    if oom:
+        lines.append(f"  out of memory on: {', '.join(oom)}")
+    return "\n".join(lines)
+
+
+def devices_text(devices: list[Any]) -> str:
+    rows = []
+    for d in devices:
+        s, e = d.spec, d.entry
+        p = e.peak_tflops
+        rows.append(
+            (
+                s.id,
+                ", ".join(e.aliases),
+                s.vendor,
+                f"{s.memory_bytes / _GIB:,.0f}",
+                f"{s.memory_bandwidth_bytes_per_s / 1e9:,.0f}",
+                f"{p['bf16']:,.1f}" if "bf16" in p else "-",
+                f"{p['fp16']:,.1f}" if "fp16" in p else "-",
+                f"{p['fp8']:,.1f}" if "fp8" in p else "-",
+                f"{p['fp32']:,.1f}" if "fp32" in p else "-",
+                f"{s.price_usd_per_hour:,.2f}" if s.price_usd_per_hour else "-",
+            )
+        )
+    return table(
+        ["id", "aliases", "vendor", "mem GiB", "GB/s", "bf16 TF", "fp16 TF", "fp8 TF", "fp32 TF", "$/h"],
+        rows,
+        [False, False, False, True, True, True, True, True, True, True],
+    )

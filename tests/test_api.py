@@ -1,0 +1,92 @@
+"""The Python API on hand-built graphs (no PyTorch needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+import accel_sim
+from accel_sim import _core
+from conftest import mlp_graph
+
+MIB = 1024**2
+
+
+def round_device(memory_gb: float = 1.0) -> accel_sim.Device:
+    # 10 TFLOP/s fp32 vector, 100 TFLOP/s bf16, 1 TB/s, no launch overhead.
+    return accel_sim.Device(name="round", fp32_tflops=10, bf16_tflops=100, memory_bandwidth_gbs=1000, memory_gb=memory_gb)
+
+
+def test_mlp_latency_is_the_sum_of_hand_worked_op_times():
+    r = accel_sim.simulate(mlp_graph(), device=round_device())
+    # mm: 2*512*1024*4096 FLOPs at 1e13 FLOP/s (compute-bound: 27.3 MB at 1e12 B/s is faster)
+    mm_s = 2 * 512 * 1024 * 4096 / 1e13
+    # relu: reads and writes 512*4096 fp32 at 1e12 B/s (memory-bound)
+    relu_s = 2 * 512 * 4096 * 4 / 1e12
+    assert r.latency_s == pytest.approx(2 * mm_s + relu_s, rel=1e-12)
+    assert [op.bound for op in r.ops] == ["compute", "memory", "compute"]
+    assert r.flops == 2 * 2 * 512 * 1024 * 4096 + 512 * 4096
+
+
+def test_mlp_peak_memory_and_oom():
+    # resident: x 2 MiB + W1 16 MiB + W2 16 MiB; at relu, h (8 MiB) and a (8 MiB) are both live.
+    r = accel_sim.simulate(mlp_graph(), device=round_device())
+    assert r.peak_memory_bytes == 50 * MIB
+    assert r.peak_op.op == "relu"
+    assert r.fits
+    small = accel_sim.simulate(mlp_graph(), device=round_device(memory_gb=0.04))
+    assert not small.fits
+    assert any(h.kind.name == "out_of_memory" for h in small.hints)
+
+
+def test_tf32_speeds_up_fp32_matmuls_only_when_asked():
+    h100 = accel_sim.Device("h100")
+    slow = accel_sim.simulate(mlp_graph(), device=h100)
+    fast = accel_sim.simulate(mlp_graph(), device=h100, tf32=True)
+    assert fast.latency_s < slow.latency_s
+    assert slow.ops[0].compute_time_s == pytest.approx(2 * 512 * 1024 * 4096 / 66.9e12)
+    assert fast.ops[0].compute_time_s == pytest.approx(2 * 512 * 1024 * 4096 / 494.7e12)
+
+
+def test_breakdowns_cover_the_whole_latency():
+    r = accel_sim.simulate(mlp_graph(), device="a100")
+    for by in ("op", "op_class", "module", "layer", "module_type"):
+        groups = r.groups(by)
+        assert sum(g.time_s for g in groups) == pytest.approx(r.latency_s)
+    assert r.groups("op")[0].name == "mm"
+    with pytest.raises(accel_sim.UsageError):
+        r.groups("nonsense")
+
+
+def test_json_has_the_documented_fields():
+    d = accel_sim.simulate(mlp_graph(), device="a100").to_dict()
+    for key in ("latency_s", "peak_memory_bytes", "fits", "flops", "bytes", "uncovered_ops", "ops", "hints", "breakdown"):
+        assert key in d
+    assert len(d["ops"]) == 3
+    assert d["ops"][0]["op"] == "mm" and d["ops"][0]["module"] == "fc1"
+
+
+def test_unknown_op_is_costed_and_listed():
+    g = mlp_graph()
+    g["nodes"][1]["op"] = "my_fancy_activation"
+    r = accel_sim.simulate(g, device=round_device())
+    assert r.uncovered_ops == [{"op": "my_fancy_activation", "count": 1, "time_s": pytest.approx(2 * 512 * 4096 * 4 / 1e12)}]
+    assert r.ops[1].time_s > 0
+
+
+def test_compare_picks_the_fastest_device():
+    c = accel_sim.compare(mlp_graph(), devices=["v100", "a100", "h100"])
+    assert c.fastest.device.id == "h100_sxm"
+    assert [r.device.id for r in c.reports] == ["v100_sxm2_16gb", "a100_80gb", "h100_sxm"]
+    d = c.to_dict()
+    assert d["fastest"] == "h100_sxm" and len(d["devices"]) == 3
+
+
+def test_malformed_graph_is_a_usage_error():
+    g = mlp_graph()
+    g["nodes"][0]["inputs"] = [0, 99]
+    with pytest.raises((accel_sim.UsageError, _core.ConfigError), match="unknown tensor 99"):
+        accel_sim.simulate(g, device="a100")
+    g = mlp_graph()
+    g["version"] = 7
+    with pytest.raises(accel_sim.UsageError, match="version"):
+        accel_sim.simulate(g, device="a100")
