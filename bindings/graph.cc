@@ -70,7 +70,8 @@ void bind_graph(nb::module_& m) {
 
   nb::class_<Storage>(m, "Storage")
       .def_ro("size_bytes", &Storage::size_bytes)
-      .def_ro("kind", &Storage::kind);
+      .def_ro("kind", &Storage::kind)
+      .def_ro("released_after", &Storage::released_after);
 
   nb::class_<TensorMeta>(m, "TensorMeta")
       .def_ro("shape", &TensorMeta::shape)
@@ -102,10 +103,11 @@ void bind_graph(nb::module_& m) {
       .def_rw("name", &Graph::name)
       .def(
           "add_storage",
-          [](Graph& g, int64_t size_bytes, StorageKind kind) {
-            return g.add_storage({.size_bytes = size_bytes, .kind = kind});
+          [](Graph& g, int64_t size_bytes, StorageKind kind, NodeId released_after) {
+            return g.add_storage(
+                {.size_bytes = size_bytes, .kind = kind, .released_after = released_after});
           },
-          nb::arg("size_bytes"), nb::arg("kind"))
+          nb::arg("size_bytes"), nb::arg("kind"), nb::arg("released_after") = kNoNode)
       .def(
           "add_tensor",
           [](Graph& g, StorageId storage, DType dtype, std::vector<int64_t> shape,

@@ -33,6 +33,10 @@ void bind_simulate(nb::module_& m) {
 
   m.def("cost_model_names", &cost_model_names);
 
+  nb::enum_<ReleasePolicy>(m, "ReleasePolicy")
+      .value("recorded", ReleasePolicy::recorded)
+      .value("last_use", ReleasePolicy::last_use);
+
   nb::class_<MemoryProfile>(m, "MemoryProfile")
       .def_ro("parameter_bytes", &MemoryProfile::parameter_bytes)
       .def_ro("buffer_bytes", &MemoryProfile::buffer_bytes)
@@ -43,12 +47,14 @@ void bind_simulate(nb::module_& m) {
       .def_ro("peak_node", &MemoryProfile::peak_node)
       .def_ro("live_bytes", &MemoryProfile::live_bytes)
       .def_ro("live_bytes_after", &MemoryProfile::live_bytes_after);
-  m.def("compute_memory_profile", &compute_memory_profile, nb::arg("graph"));
+  m.def("compute_memory_profile", &compute_memory_profile, nb::arg("graph"),
+        nb::arg("policy") = ReleasePolicy::recorded);
 
   nb::class_<SimulateOptions>(m, "SimulateOptions")
       .def(nb::init<>())
       .def_rw("cost_model", &SimulateOptions::cost_model)
-      .def_rw("cost", &SimulateOptions::cost);
+      .def_rw("cost", &SimulateOptions::cost)
+      .def_rw("release_policy", &SimulateOptions::release_policy);
 
   nb::class_<OpResult>(m, "OpResult")
       .def_ro("node", &OpResult::node)

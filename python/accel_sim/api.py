@@ -98,8 +98,9 @@ def _as_graph(model_or_graph: Any, example_inputs: Any, dtype: str | None) -> tu
     return to_core(graph), graph.get("metadata", {})
 
 
-def _options(cost_model: str, tf32: bool, launch_overhead: bool) -> Any:
+def _options(cost_model: str, tf32: bool, launch_overhead: bool, free_at_last_use: bool = False) -> Any:
     options = _core.SimulateOptions()
+    options.release_policy = _core.ReleasePolicy.last_use if free_at_last_use else _core.ReleasePolicy.recorded
     if cost_model not in _core.cost_model_names():
         known = ", ".join(_core.cost_model_names())
         raise UsageError(f"unknown cost model '{cost_model}' (known: {known})")
@@ -239,12 +240,18 @@ def simulate(
     tf32: bool = False,
     cost_model: str = "roofline",
     launch_overhead: bool = True,
+    free_at_last_use: bool = False,
     device_files: Sequence[str] = (),
 ) -> SimulationReport:
     """Simulates `model_or_graph` (an nn.Module with example inputs, a graph dict, a graph file
-    or a script path) on `device` (a name, a Device, or a DeviceProfile)."""
+    or a script path) on `device` (a name, a Device, or a DeviceProfile).
+
+    Memory follows the captured program's own lifetimes (a tensor held by a local variable stays
+    live until its function returns, as in eager PyTorch); `free_at_last_use=True` frees every
+    activation after its last use instead, as a memory-planning compiler would.
+    """
     dev = resolve_device(device, list(device_files))
-    options = _options(cost_model, tf32, launch_overhead)
+    options = _options(cost_model, tf32, launch_overhead, free_at_last_use)
     graph, metadata = _as_graph(model_or_graph, example_inputs, dtype)
     result = _core.simulate(graph, dev.spec, options)
     return SimulationReport(graph, dev, result, options, metadata)
@@ -259,13 +266,14 @@ def compare(
     tf32: bool = False,
     cost_model: str = "roofline",
     launch_overhead: bool = True,
+    free_at_last_use: bool = False,
     device_files: Sequence[str] = (),
 ) -> CompareReport:
     """Captures once, simulates on every device and returns the core's comparison."""
     if not devices:
         raise UsageError("compare needs at least one device")
     devs = [resolve_device(d, list(device_files)) for d in devices]
-    options = _options(cost_model, tf32, launch_overhead)
+    options = _options(cost_model, tf32, launch_overhead, free_at_last_use)
     graph, metadata = _as_graph(model_or_graph, example_inputs, dtype)
     reports = [SimulationReport(graph, d, _core.simulate(graph, d.spec, options), options, metadata) for d in devs]
     comparison = _core.compare_devices([r.result for r in reports], [d.spec for d in devs])

@@ -5,6 +5,10 @@
 // writes any tensor on it (so views and in-place results keep their base alive), unless one of
 // its tensors is a graph output, which keeps it to the end. During a node, its inputs, its
 // outputs and everything still needed later are live; that is where the peak is measured.
+//
+// Two release policies: `recorded` (default) keeps a storage at least until its recorded
+// Storage::released_after node, as the captured eager program does; `last_use` frees every
+// activation right after its last use, as a compiler that plans memory (torch.compile) would.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +30,9 @@ struct MemoryProfile {
   std::vector<int64_t> live_bytes_after;  // per node: bytes live after its dead storages are freed
 };
 
-MemoryProfile compute_memory_profile(const Graph& graph);
+enum class ReleasePolicy : uint8_t { recorded, last_use };
+
+MemoryProfile compute_memory_profile(const Graph& graph,
+                                     ReleasePolicy policy = ReleasePolicy::recorded);
 
 }  // namespace accelsim

@@ -23,6 +23,8 @@ namespace accelsim {
 struct SimulateOptions {
   std::string cost_model = "roofline";  // a name make_cost_model() knows
   CostOptions cost;
+  // How activations are released (memory.h). Default: as the captured program released them.
+  ReleasePolicy release_policy = ReleasePolicy::recorded;
 };
 
 struct OpResult {

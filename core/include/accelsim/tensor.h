@@ -33,6 +33,10 @@ StorageKind parse_storage_kind(std::string_view name);  // throws ConfigError
 struct Storage {
   int64_t size_bytes = 0;
   StorageKind kind = StorageKind::activation;
+  // The node after which the captured program dropped its last reference to this storage
+  // (an eager PyTorch run frees memory then, not after the last use: a tensor held by a local
+  // variable lives until its function returns). kNoNode: not recorded.
+  NodeId released_after = kNoNode;
 };
 
 struct TensorMeta {

@@ -69,6 +69,8 @@ std::vector<int64_t> Node::attr_ints(std::string_view name) const {
 StorageId Graph::add_storage(const Storage& storage) {
   ACCELSIM_CHECK(storage.size_bytes >= 0,
                  "storage " + std::to_string(storages_.size()) + " has negative size_bytes");
+  ACCELSIM_CHECK(storage.released_after >= kNoNode,
+                 "storage " + std::to_string(storages_.size()) + " has a negative released_after");
   storages_.push_back(storage);
   return static_cast<StorageId>(storages_.size() - 1);
 }

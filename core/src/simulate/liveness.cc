@@ -5,7 +5,7 @@
 
 namespace accelsim {
 
-MemoryProfile compute_memory_profile(const Graph& graph) {
+MemoryProfile compute_memory_profile(const Graph& graph, ReleasePolicy policy) {
   MemoryProfile p;
   const auto storages = graph.storages();
   const auto tensors = graph.tensors();
@@ -33,6 +33,14 @@ MemoryProfile compute_memory_profile(const Graph& graph) {
   for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
     for (TensorId t : nodes[n].inputs) touch(t, n);
     for (TensorId t : nodes[n].outputs) touch(t, n);
+  }
+  if (policy == ReleasePolicy::recorded) {
+    for (size_t s = 0; s < storages.size(); ++s) {
+      const NodeId released = storages[s].released_after;
+      if (first[s] != kNoNode && released != kNoNode) {
+        last[s] = std::max(last[s], std::min(released, never - 1));
+      }
+    }
   }
   for (TensorId t : graph.outputs()) last[tensors[t].storage] = never;
 

@@ -76,7 +76,7 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
         r.total_bytes / (r.latency_s * device.memory_bandwidth_bytes_per_s);
   }
 
-  r.memory = compute_memory_profile(graph);
+  r.memory = compute_memory_profile(graph, options.release_policy);
   r.memory_capacity_bytes = device.memory_bytes;
   r.fits = static_cast<double>(r.memory.peak_bytes) <= device.memory_bytes;
   return r;

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "accelsim/error.h"
 #include "accelsim/memory.h"
 #include "testing/graph_builder.h"
 
@@ -58,6 +59,29 @@ TEST(LivenessTest, TemporariesDieAfterTheirLastUse) {
   EXPECT_EQ(m.live_bytes_after, (std::vector<int64_t>{80, 80, 80}));
   EXPECT_EQ(m.peak_bytes, 120);
   EXPECT_EQ(m.peak_node, 1);
+}
+
+TEST(LivenessTest, RecordedReleasePointsKeepStoragesPastTheirLastUse) {
+  // The same chain, but the program held t1 in a local variable until after n2 (released_after
+  // = 2): under the recorded policy t1 stays live through n2; under last_use it does not.
+  Graph g;
+  TensorId x = new_tensor(g, {10}, DType::fp32, StorageKind::input);
+  TensorMeta t1m{.shape = {10}, .strides = {1}, .dtype = DType::fp32};
+  t1m.storage = g.add_storage({.size_bytes = 40, .released_after = 2});
+  TensorId t1 = g.add_tensor(t1m);
+  TensorId t2 = new_tensor(g, {10});
+  TensorId t3 = new_tensor(g, {10});
+  add(g, "exp", {x}, {t1});
+  add(g, "exp", {t1}, {t2});
+  add(g, "exp", {t2}, {t3});
+  g.add_output(t3);
+  const MemoryProfile recorded = compute_memory_profile(g, ReleasePolicy::recorded);
+  EXPECT_EQ(recorded.live_bytes, (std::vector<int64_t>{80, 120, 160}));
+  EXPECT_EQ(recorded.peak_bytes, 160);
+  EXPECT_EQ(recorded.peak_node, 2);
+  const MemoryProfile last_use = compute_memory_profile(g, ReleasePolicy::last_use);
+  EXPECT_EQ(last_use.live_bytes, (std::vector<int64_t>{80, 120, 120}));
+  EXPECT_THROW(g.add_storage({.size_bytes = 1, .released_after = -2}), ConfigError);
 }
 
 TEST(LivenessTest, UnusedResultIsFreedRightAway) {

@@ -33,6 +33,8 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tf32", action="store_true", help="run fp32 matmuls on TF32 tensor cores (off by default, as in PyTorch)")
     p.add_argument("--cost-model", default="roofline", help="cost model (default: roofline)")
     p.add_argument("--no-launch-overhead", action="store_true", help="leave out the per-kernel launch overhead")
+    p.add_argument("--free-at-last-use", action="store_true",
+                   help="free activations right after their last use (as torch.compile plans memory) instead of when the eager program drops them")
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file (docs/formats/device.md); repeatable")
     p.add_argument("--json", action="store_true", help="print the result as JSON (docs/formats/report.md)")
 
@@ -85,6 +87,7 @@ def _common(args: argparse.Namespace) -> dict:
         "tf32": args.tf32,
         "cost_model": args.cost_model,
         "launch_overhead": not args.no_launch_overhead,
+        "free_at_last_use": args.free_at_last_use,
         "device_files": args.device_file,
     }
 

@@ -65,7 +65,7 @@ def to_core(graph: dict, where: str = "graph") -> Any:
             kind = _KINDS.get(s["kind"])
             if kind is None:
                 raise UsageError(f"{where}: storages[{index}]: unknown kind {s['kind']!r}")
-            g.add_storage(int(s["size_bytes"]), kind)
+            g.add_storage(int(s["size_bytes"]), kind, int(s.get("released_after", -1)))
         section = "tensors"
         for index, t in enumerate(graph["tensors"]):
             if t["id"] != index:

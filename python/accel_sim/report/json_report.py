@@ -44,6 +44,7 @@ def simulation_to_dict(report: Any, include_ops: bool = True) -> dict:
         "device": _device(report),
         "cost_model": report.options.cost_model,
         "tf32": report.options.cost.allow_tf32,
+        "release_policy": report.options.release_policy.name,
         "capture": report.metadata,
         "latency_s": r.latency_s,
         "peak_memory_bytes": m.peak_bytes,

@@ -1,0 +1,13 @@
+"""Capture of PyTorch programs into accel-sim graphs (fake tensors, make_fx; no weights or compute).
+
+- `load_script(path)`: run a user's script; `(model, example_inputs)` from its get_model().
+- `capture_model(model, example_inputs, dtype=None, name=None)`: the "accel-sim-graph" dict of
+  one forward call (format described in `graph_export.py`).
+"""
+
+from __future__ import annotations
+
+from accel_sim.capture.fx_capture import capture_model
+from accel_sim.capture.script import load_script
+
+__all__ = ["capture_model", "load_script"]
