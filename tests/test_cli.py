@@ -87,3 +87,45 @@ def test_check_without_baseline_is_a_usage_error(tmp_path: Path, mlp_graph_file:
     result = run_cli("check", str(mlp_graph_file), "--device", "a100", "--baseline", str(tmp_path / "none.json"))
     assert result.returncode == 2
     assert "--write-baseline" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "script, message",
+    [
+        ("import torch\n", "defines no get_model()"),
+        ("def get_model():\n    raise RuntimeError('no weights here')\n", "RuntimeError: no weights here"),
+    ],
+)
+def test_bad_scripts_are_one_line_exit_2(tmp_path: Path, script: str, message: str):
+    path = tmp_path / "model.py"
+    path.write_text(script)
+    result = run_cli("simulate", str(path), "--device", "a100")
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("accel-sim: error:")]
+    assert len(errors) == 1
+
+
+def test_debug_shows_the_traceback(tmp_path: Path):
+    path = tmp_path / "model.py"
+    path.write_text("import torch\n")
+    result = run_cli("--debug", "simulate", str(path))
+    assert result.returncode != 0 and "Traceback" in result.stderr
+
+
+@pytest.mark.parametrize("example", ["transformer_block.py", "gpt2.py", "bert_base.py", "llama3_8b.py"])
+def test_examples_simulate_end_to_end(example: str):
+    result = run_cli("simulate", f"examples/{example}", "--device", "h100", "--json", "--no-ops")
+    assert result.returncode == 0, result.stderr
+    d = json.loads(result.stdout)
+    assert d["latency_s"] > 0 and d["uncovered_ops"] == []
+
+
+def test_capture_then_simulate_the_saved_graph(tmp_path: Path):
+    graph = tmp_path / "block.json"
+    assert run_cli("capture", "examples/transformer_block.py", "-o", str(graph)).returncode == 0
+    direct = json.loads(run_cli("simulate", "examples/transformer_block.py", "--device", "a100", "--json").stdout)
+    saved = json.loads(run_cli("simulate", str(graph), "--device", "a100", "--json").stdout)
+    assert saved["latency_s"] == direct["latency_s"]
+    assert saved["peak_memory_bytes"] == direct["peak_memory_bytes"]

@@ -129,7 +129,7 @@ def comparison_text(compare: Any) -> str:
         lines.append(f"  compute-bound on: {', '.join(compute_bound)}")
     for report, v in zip(compare.reports, c.devices):
         if v.overkill:
-            lines.append(f"  overkill: {report.device.id} — {v.overkill_reason} is smaller and within 25% of its latency")
+            lines.append(f"  overkill: {report.device.id} — {v.overkill_reason} costs less per hour (or is smaller) and runs within 25% of its latency")
     oom = [r.device.id for r in compare.reports if not r.fits]
     if oom:
         lines.append(f"  out of memory on: {', '.join(oom)}")
