@@ -43,33 +43,33 @@ AttentionShape shape_of(const Graph& g, const Node& n, size_t q_index) {
   return s;
 }
 
-// Forward: S = Q K^T and O = P V, 2 FLOPs per multiply-add, over the unmasked pairs only
-// (FlashAttention skips fully masked tiles; Dao 2023, FlashAttention-2, sec. 3.1).
-OpCount count_attention_forward(const Graph& g, const Node& n) {
-  const AttentionShape s = shape_of(g, n, 0);
+// FLOPs over the unmasked score pairs: `d_matmuls` products with head dim D and `dv_matmuls`
+// with value dim Dv, 2 FLOPs per multiply-add. Tensor inputs start with q at `q_index`.
+OpCount count_attention(const Graph& g, const Node& n, size_t q_index, double d_matmuls,
+                        double dv_matmuls) {
+  const AttentionShape s = shape_of(g, n, q_index);
   const double pairs = s.heads * score_pairs(s.sq, s.skv, n.attr_bool("is_causal", false));
   OpCount c;
   c.op_class = OpClass::attention;
   c.compute_dtype = s.dtype;
-  c.flops = 2.0 * pairs * static_cast<double>(s.d) + 2.0 * pairs * static_cast<double>(s.dv);
+  c.flops = 2.0 * pairs *
+            (d_matmuls * static_cast<double>(s.d) + dv_matmuls * static_cast<double>(s.dv));
   c.bytes_read = read_inputs(g, n);
   c.bytes_written = write_outputs(g, n);
   return c;
 }
 
-// Backward: five matmuls over the score pairs (recompute S, dV = P^T dO, dP = dO V^T,
-// dQ = dS K, dK = dS^T Q) against the forward's two (FlashAttention-2 paper, sec. 3.2).
-// Inputs start with grad_out, then query, key, value.
+// Forward: S = Q K^T and O = P V over the unmasked pairs only (FlashAttention skips fully
+// masked tiles; Dao 2023, FlashAttention-2, sec. 3.1).
+OpCount count_attention_forward(const Graph& g, const Node& n) {
+  return count_attention(g, n, 0, 1.0, 1.0);
+}
+
+// Backward: five matmuls over the score pairs against the forward's two (FlashAttention-2
+// paper, sec. 3.2): recompute S = Q K^T, dQ = dS K and dK = dS^T Q run over head dim D;
+// dV = P^T dO and dP = dO V^T over value dim Dv. Inputs start with grad_out, then q, k, v.
 OpCount count_attention_backward(const Graph& g, const Node& n) {
-  const AttentionShape s = shape_of(g, n, 1);
-  const double pairs = s.heads * score_pairs(s.sq, s.skv, n.attr_bool("is_causal", false));
-  OpCount c;
-  c.op_class = OpClass::attention;
-  c.compute_dtype = s.dtype;
-  c.flops = 2.0 * pairs * (3.0 * static_cast<double>(s.d) + 2.0 * static_cast<double>(s.dv));
-  c.bytes_read = read_inputs(g, n);
-  c.bytes_written = write_outputs(g, n);
-  return c;
+  return count_attention(g, n, 1, 3.0, 2.0);
 }
 
 }  // namespace

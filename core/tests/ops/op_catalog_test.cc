@@ -107,6 +107,22 @@ TEST(AttentionTest, DecodeStepWithCausalMaskSeesTheWholeCache) {
   EXPECT_DOUBLE_EQ(count_last(g).flops, 4.0 * 100 * 4);
 }
 
+TEST(AttentionTest, BackwardIsFiveMatmulsOverThePairs) {
+  // B=1, H=1, S=4, D=Dv=8, non-causal: 16 pairs; 3 products over D and 2 over Dv:
+  // 2 * 16 * (3*8 + 2*8) = 1280 FLOPs (2.5x the forward's 512).
+  Graph g;
+  TensorId dout = new_tensor(g, {1, 1, 4, 8});
+  TensorId q = new_tensor(g, {1, 1, 4, 8});
+  TensorId k = new_tensor(g, {1, 1, 4, 8});
+  TensorId v = new_tensor(g, {1, 1, 4, 8});
+  TensorId o = new_tensor(g, {1, 1, 4, 8});
+  TensorId dq = new_tensor(g, {1, 1, 4, 8});
+  add(g, "_scaled_dot_product_flash_attention_for_cpu_backward", {dout, q, k, v, o}, {dq});
+  EXPECT_DOUBLE_EQ(count_last(g).flops, 1280.0);
+  add(g, "accel_sim::attention", {q, k, v}, {o});
+  EXPECT_DOUBLE_EQ(count_last(g).flops, 512.0);
+}
+
 TEST(ConvolutionTest, DirectConvolution) {
   // x [1,3,32,32], w [16,3,3,3] -> y [1,16,30,30]: 2 * (16*30*30) * (3*3*3) = 777600.
   Graph g;

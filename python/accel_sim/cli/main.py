@@ -70,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("script", help="a Python script with get_model()")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="graph file to write")
     p.add_argument("--dtype", choices=_DTYPES, help="cast the model and its float inputs before capture")
+    p.add_argument("--json", action="store_true", help="print a summary of the written graph as JSON")
 
     p = sub.add_parser("devices", help="list the known devices and their numbers")
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="also list this device file")
@@ -202,7 +203,19 @@ def _cmd_capture(args: argparse.Namespace) -> int:
     _status(f"capturing {args.script} ...")
     graph = load_target(args.script, dtype=args.dtype)
     save_graph(graph, args.output)
-    print(f"wrote {args.output}: {len(graph['nodes'])} ops, {len(graph['tensors'])} tensors")
+    if args.json:
+        print(json.dumps({
+            "schema": "accel-sim/capture",
+            "schema_version": 1,
+            "output": args.output,
+            "name": graph["name"],
+            "metadata": graph["metadata"],
+            "num_nodes": len(graph["nodes"]),
+            "num_tensors": len(graph["tensors"]),
+            "num_storages": len(graph["storages"]),
+        }, indent=1))
+    else:
+        print(f"wrote {args.output}: {len(graph['nodes'])} ops, {len(graph['tensors'])} tensors")
     return 0
 
 
