@@ -25,7 +25,7 @@ for config in "release:-DCMAKE_BUILD_TYPE=Release" \
   # shellcheck disable=SC2086
   cmake -S . -B "build/cpp-$name" -G Ninja $flags >/dev/null
   cmake --build "build/cpp-$name" -j 2
-  ctest --test-dir "build/cpp-$name" --output-on-failure
+  ctest --test-dir "build/cpp-$name" --output-on-failure --no-tests=error
 done
 
 python3 -m pytest -q tests
