@@ -129,3 +129,18 @@ def test_capture_then_simulate_the_saved_graph(tmp_path: Path):
     saved = json.loads(run_cli("simulate", str(graph), "--device", "a100", "--json").stdout)
     assert saved["latency_s"] == direct["latency_s"]
     assert saved["peak_memory_bytes"] == direct["peak_memory_bytes"]
+
+
+def test_saved_graph_simulates_without_torch(mlp_graph_file: Path):
+    # Block the torch import: a saved graph needs only the core.
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from accel_sim.cli.main import main\n"
+        f"sys.exit(main(['simulate', {str(mlp_graph_file)!r}, '--device', 'h100', '--json', '--no-ops']))\n"
+    )
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["peak_memory_bytes"] == 50 * 1024**2

@@ -135,9 +135,6 @@ def resolve_device(device: Any, device_files: list[str] = ()) -> Device:
     if isinstance(device, str):
         if device_files:
             entries = [load_device_file(p) for p in device_files]
-            for entry in entries:
-                if device in (entry.spec.id, *entry.aliases):
-                    return Device.from_entry(entry)
             return Device.from_entry(DeviceCatalog(catalog().entries + entries).resolve(device))
         return Device(device)
     raise UsageError(f"cannot use {type(device).__name__} as a device (give a name or a Device)")
