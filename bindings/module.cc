@@ -12,4 +12,5 @@ NB_MODULE(_core, m) {
   accelsim::bindings::bind_device(m);
   accelsim::bindings::bind_simulate(m);
   accelsim::bindings::bind_report(m);
+  accelsim::bindings::bind_model(m);
 }

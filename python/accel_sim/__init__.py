@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 from accel_sim.api import (
+    BuiltModel,
     CompareReport,
     OpRow,
     SimulationReport,
+    build_model_graph,
     capture,
     compare,
     list_devices,
@@ -23,11 +25,13 @@ from accel_sim.errors import UsageError
 __version__ = "0.1.0"
 
 __all__ = [
+    "BuiltModel",
     "CompareReport",
     "Device",
     "OpRow",
     "SimulationReport",
     "UsageError",
+    "build_model_graph",
     "capture",
     "compare",
     "list_devices",

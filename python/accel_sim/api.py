@@ -86,9 +86,12 @@ def load_target(target: str | Path, *, dtype: str | None = None) -> dict:
 
 
 def _as_graph(model_or_graph: Any, example_inputs: Any, dtype: str | None) -> tuple[Any, dict]:
-    """(core graph, metadata) from a module, a graph dict, a core Graph or a file path."""
+    """(core graph, metadata) from a module, a graph dict, a core Graph, a BuiltModel or a file
+    path. Builder graphs carry their model facts under metadata["model_info"]."""
     if isinstance(model_or_graph, _core.Graph):
         return model_or_graph, {}
+    if isinstance(model_or_graph, BuiltModel):
+        return model_or_graph.graph, {"model_info": model_or_graph.info}
     if isinstance(model_or_graph, (str, Path)):
         graph = load_target(model_or_graph, dtype=dtype)
         return to_core(graph, str(model_or_graph)), graph.get("metadata", {})
@@ -96,6 +99,64 @@ def _as_graph(model_or_graph: Any, example_inputs: Any, dtype: str | None) -> tu
         return to_core(model_or_graph), model_or_graph.get("metadata", {})
     graph = capture(model_or_graph, example_inputs if example_inputs is not None else (), dtype=dtype)
     return to_core(graph), graph.get("metadata", {})
+
+
+_PHASES = {"prefill": _core.Phase.prefill, "decode": _core.Phase.decode}
+_KERNELS = {"fused": _core.KernelStyle.fused, "hf-eager": _core.KernelStyle.hf_eager, "hf_eager": _core.KernelStyle.hf_eager}
+
+
+@dataclass(frozen=True)
+class BuiltModel:
+    """A graph from the C++ model builder and the facts reports show about it."""
+
+    graph: Any  # _core.Graph
+    info: dict
+
+
+def build_model_graph(
+    model: Any,
+    *,
+    phase: str = "prefill",
+    batch: int = 1,
+    seq: int = 2048,
+    context: int = 0,
+    kernels: str = "fused",
+    tensor_parallel: int = 1,
+    dtype: str | None = None,
+) -> BuiltModel:
+    """The C++ builder's graph of a shipped model (id or alias), a config.json path or a
+    `_core.ModelSpec`, for one phase and shape; simulate() and compare() accept the result."""
+    from accel_sim.io.model_config import load_model_spec
+
+    spec = model if isinstance(model, _core.ModelSpec) else load_model_spec(str(model), dtype=dtype)
+    if phase not in _PHASES:
+        raise UsageError(f"unknown phase '{phase}' (known: {', '.join(_PHASES)})")
+    if kernels not in _KERNELS:
+        raise UsageError(f"unknown kernel style '{kernels}' (known: fused, hf-eager)")
+    options = _core.BuildOptions()
+    options.phase = _PHASES[phase]
+    options.batch = batch
+    options.seq = seq
+    options.context = context
+    options.kernels = _KERNELS[kernels]
+    options.tensor_parallel = tensor_parallel
+    try:
+        graph = _core.build_graph(spec, options)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    info = {
+        "model": spec.name,
+        "phase": phase,
+        "batch": batch,
+        "seq": seq if phase == "prefill" else 1,
+        "context": context if phase == "decode" else 0,
+        "kernels": kernels.replace("_", "-"),
+        "tensor_parallel": tensor_parallel,
+        "dtype": _core.dtype_name(spec.weight_dtype),
+        "parameters": _core.parameter_count(spec),
+        "kv_cache_bytes": _core.step_kv_cache_bytes(spec, options),
+    }
+    return BuiltModel(graph, info)
 
 
 def _options(cost_model: str, tf32: bool, launch_overhead: bool, free_at_last_use: bool = False) -> Any:
@@ -123,6 +184,11 @@ class SimulationReport:
     @property
     def name(self) -> str:
         return self.graph.name
+
+    @property
+    def model_info(self) -> dict | None:
+        """Facts of a builder graph (phase, shape, parameters, KV-cache bytes); None for captures."""
+        return self.metadata.get("model_info")
 
     @property
     def latency_s(self) -> float:

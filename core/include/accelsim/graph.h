@@ -57,6 +57,9 @@ class Graph {
  public:
   std::string name;
 
+  // Reserves room for this many storages, tensors and nodes (a hint; never required).
+  void reserve(size_t storages, size_t tensors, size_t nodes);
+
   // REQUIRES: size_bytes >= 0.
   StorageId add_storage(const Storage& storage);
   // REQUIRES: tensor.storage names an existing storage; shape entries >= 0; strides empty or
@@ -67,6 +70,9 @@ class Graph {
   NodeId add_node(Node node);
   // Marks a tensor as a graph output: its storage stays live until the end.
   void add_output(TensorId tensor);
+  // Records that the program holds `storage` at least until after node `node` (Storage::released_after).
+  // REQUIRES: both ids exist.
+  void hold_storage_until(StorageId storage, NodeId node);
 
   std::span<const Storage> storages() const { return storages_; }
   std::span<const TensorMeta> tensors() const { return tensors_; }

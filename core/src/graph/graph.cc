@@ -1,5 +1,6 @@
 #include "accelsim/graph.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -66,6 +67,12 @@ std::vector<int64_t> Node::attr_ints(std::string_view name) const {
   bad_attr(*this, name, "an int list", *v);
 }
 
+void Graph::reserve(size_t storages, size_t tensors, size_t nodes) {
+  storages_.reserve(storages);
+  tensors_.reserve(tensors);
+  nodes_.reserve(nodes);
+}
+
 StorageId Graph::add_storage(const Storage& storage) {
   ACCELSIM_CHECK(storage.size_bytes >= 0,
                  "storage " + std::to_string(storages_.size()) + " has negative size_bytes");
@@ -109,6 +116,14 @@ void Graph::add_output(TensorId tensor) {
   ACCELSIM_CHECK(tensor >= 0 && static_cast<size_t>(tensor) < tensors_.size(),
                  "graph output names unknown tensor " + std::to_string(tensor));
   outputs_.push_back(tensor);
+}
+
+void Graph::hold_storage_until(StorageId storage, NodeId node) {
+  ACCELSIM_CHECK(storage >= 0 && static_cast<size_t>(storage) < storages_.size(),
+                 "unknown storage " + std::to_string(storage));
+  ACCELSIM_CHECK(node >= 0 && static_cast<size_t>(node) < nodes_.size(),
+                 "unknown node " + std::to_string(node));
+  storages_[storage].released_after = std::max(storages_[storage].released_after, node);
 }
 
 const Storage& Graph::storage(StorageId id) const {

@@ -8,14 +8,22 @@
 namespace accelsim::ops {
 namespace {
 
+// sum_{j=1..n} min(j, w): the keys seen by n successive causal queries under a window of w.
+double windowed_triangle(double n, double w) {
+  if (n <= w) return n * (n + 1.0) / 2.0;
+  return w * (w + 1.0) / 2.0 + (n - w) * w;
+}
+
 // Unmasked (query, key) pairs of one head. Causal masks follow torch SDPA's is_causal, which
-// aligns the mask to the top-left corner: query i sees keys 0..i.
-double score_pairs(int64_t sq, int64_t skv, bool causal) {
+// aligns the mask to the top-left corner: query i sees keys 0..i. A sliding window of `window`
+// keys (0: none) caps what each query sees, as in Mistral (Jiang et al. 2023).
+double score_pairs(int64_t sq, int64_t skv, bool causal, int64_t window) {
   const double q = static_cast<double>(sq);
   const double k = static_cast<double>(skv);
-  if (!causal) return q * k;
-  if (sq <= skv) return q * (q + 1.0) / 2.0;
-  return k * (k + 1.0) / 2.0 + (q - k) * k;
+  const double w = window > 0 ? static_cast<double>(window) : k;
+  if (!causal) return q * std::min(k, w);
+  if (sq <= skv) return windowed_triangle(q, w);
+  return windowed_triangle(k, w) + (q - k) * std::min(k, w);
 }
 
 struct AttentionShape {
@@ -48,7 +56,8 @@ AttentionShape shape_of(const Graph& g, const Node& n, size_t q_index) {
 OpCount count_attention(const Graph& g, const Node& n, size_t q_index, double d_matmuls,
                         double dv_matmuls) {
   const AttentionShape s = shape_of(g, n, q_index);
-  const double pairs = s.heads * score_pairs(s.sq, s.skv, n.attr_bool("is_causal", false));
+  const double pairs = s.heads * score_pairs(s.sq, s.skv, n.attr_bool("is_causal", false),
+                                             n.attr_int("window_size", 0));
   OpCount c;
   c.op_class = OpClass::attention;
   c.compute_dtype = s.dtype;

@@ -96,11 +96,11 @@ const ops::OpTable& table() {
 
 // Exact name first; an in-place variant ("add_") falls back to its functional op ("add"),
 // whose count is the same because the in-place output is the `self` input.
-ops::CountFn find(std::string_view op) {
+ops::CountFn find(const std::string& op) {
   const ops::OpTable& t = table();
-  if (auto it = t.find(std::string(op)); it != t.end()) return it->second;
+  if (auto it = t.find(op); it != t.end()) return it->second;
   if (op.size() > 1 && op.back() == '_' && op[op.size() - 2] != '_') {
-    if (auto it = t.find(std::string(op.substr(0, op.size() - 1))); it != t.end()) {
+    if (auto it = t.find(op.substr(0, op.size() - 1)); it != t.end()) {
       return it->second;
     }
   }
@@ -138,7 +138,7 @@ OpCount count_op(const Graph& graph, const Node& node) {
   return fn != nullptr ? fn(graph, node) : ops::count_unknown(graph, node);
 }
 
-bool is_known_op(std::string_view op) { return find(op) != nullptr; }
+bool is_known_op(std::string_view op) { return find(std::string(op)) != nullptr; }
 
 std::vector<std::string> known_ops() {
   std::vector<std::string> names;

@@ -39,7 +39,9 @@ void add_pointwise_ops(OpTable& t) {
            "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward",
            "threshold_backward", "hardtanh_backward", "leaky_relu_backward", "elu_backward",
            "softplus_backward", "mish_backward", "hardswish_backward", "hardsigmoid_backward",
-           "native_dropout_backward", "glu_backward", "log_sigmoid_backward"}) {
+           "native_dropout_backward", "glu_backward", "log_sigmoid_backward",
+           // fused kernels the model builder emits: RoPE applied to q or k in one pass
+           "accel_sim::rotary_embedding"}) {
     t[op] = count_pointwise;
   }
 }

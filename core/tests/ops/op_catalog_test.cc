@@ -237,3 +237,25 @@ TEST(CatalogueTest, KnowsTheOpsOfCapturedTransformers) {
 
 }  // namespace
 }  // namespace accelsim
+
+namespace accelsim {
+namespace {
+
+TEST(AttentionWindowTest, SlidingWindowCapsTheKeysEachQuerySees) {
+  // S = 8, window 3, causal: queries see 1, 2, 3, 3, 3, 3, 3, 3 keys = 21 pairs; one head,
+  // D = Dv = 4: 4 * 21 * 4 = 336 FLOPs. Decode against 100 keys with window 3: 3 pairs.
+  Graph g;
+  TensorId q = testing::new_tensor(g, {1, 1, 8, 4});
+  TensorId k = testing::new_tensor(g, {1, 1, 8, 4});
+  TensorId o = testing::new_tensor(g, {1, 1, 8, 4});
+  testing::add(g, "accel_sim::attention", {q, k, k}, {o},
+               {{"is_causal", true}, {"window_size", int64_t{3}}});
+  EXPECT_DOUBLE_EQ(count_op(g, g.nodes().back()).flops, 336.0);
+  TensorId q1 = testing::new_tensor(g, {1, 1, 1, 4});
+  TensorId kc = testing::new_tensor(g, {1, 1, 100, 4});
+  testing::add(g, "accel_sim::attention", {q1, kc, kc}, {q1}, {{"window_size", int64_t{3}}});
+  EXPECT_DOUBLE_EQ(count_op(g, g.nodes().back()).flops, 4.0 * 3 * 4);
+}
+
+}  // namespace
+}  // namespace accelsim

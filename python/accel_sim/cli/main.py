@@ -28,8 +28,15 @@ def _percent(text: str) -> float:
 
 
 def _add_simulation_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("target", help="a Python script with get_model() -> (model, example_inputs), or a graph .json")
-    p.add_argument("--dtype", choices=_DTYPES, help="cast the model and its float inputs before capture (half precision)")
+    p.add_argument("target", nargs="?", help="a Python script with get_model() -> (model, example_inputs), or a graph .json")
+    p.add_argument("--model", metavar="NAME|CONFIG", help="build the graph from a shipped model (see `accel-sim models`) or an HF config.json instead of a script")
+    p.add_argument("--phase", choices=("prefill", "decode"), default="prefill", help="with --model: prefill (batch x seq new tokens) or one decode step (default: prefill)")
+    p.add_argument("--batch", type=int, default=1, help="with --model: sequences in the batch (default: 1)")
+    p.add_argument("--seq", type=int, default=2048, help="with --model: prompt tokens per sequence for prefill (default: 2048)")
+    p.add_argument("--context", type=int, default=2048, help="with --model: cached tokens per sequence for decode (default: 2048)")
+    p.add_argument("--kernels", choices=("fused", "hf-eager"), default="fused", help="with --model: an inference engine's fused kernels or HF transformers' eager ops (default: fused)")
+    p.add_argument("--tp", type=int, default=1, help="with --model: tensor-parallel degree; simulates one rank without communication (default: 1)")
+    p.add_argument("--dtype", choices=_DTYPES, help="cast the model and its float inputs before capture (half precision); with --model: the weight/activation/KV dtype")
     p.add_argument("--tf32", action="store_true", help="run fp32 matmuls on TF32 tensor cores (off by default, as in PyTorch)")
     p.add_argument("--cost-model", default="roofline", help="cost model (default: roofline)")
     p.add_argument("--no-launch-overhead", action="store_true", help="leave out the per-kernel launch overhead")
@@ -72,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=_DTYPES, help="cast the model and its float inputs before capture")
     p.add_argument("--json", action="store_true", help="print a summary of the written graph as JSON")
 
+    p = sub.add_parser("models", help="list the shipped model configs (params, family, builder support)")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+
     p = sub.add_parser("devices", help="list the known devices and their numbers")
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="also list this device file")
     p.add_argument("--json", action="store_true", help="print as JSON")
@@ -94,15 +104,25 @@ def _common(args: argparse.Namespace) -> dict:
 
 
 def _load(args: argparse.Namespace) -> Any:
-    from accel_sim.api import load_target
+    from accel_sim.api import build_model_graph, load_target
     from accel_sim.device import resolve_device
+    from accel_sim.errors import UsageError
 
-    if Path(args.target).suffix == ".py":
-        _status(f"capturing {args.target} ...")
+    if (args.target is None) == (args.model is None):
+        raise UsageError("give either a script/graph file or --model NAME (not both)")
+    for flag in ("batch", "seq", "context", "tp"):
+        if getattr(args, flag) < (0 if flag == "context" else 1):
+            raise UsageError(f"--{flag} must be {'non-negative' if flag == 'context' else 'at least 1'}")
     # Resolve devices before a possibly long capture so a typo fails at once.
     names = args.devices.split(",") if getattr(args, "devices", None) else [getattr(args, "device", "h100")]
     for name in names:
         resolve_device(name.strip(), args.device_file)
+    if args.model is not None:
+        return build_model_graph(args.model, phase=args.phase, batch=args.batch, seq=args.seq,
+                                 context=args.context, kernels=args.kernels, tensor_parallel=args.tp,
+                                 dtype=args.dtype)
+    if Path(args.target).suffix == ".py":
+        _status(f"capturing {args.target} ...")
     return load_target(args.target, dtype=args.dtype)
 
 
@@ -249,12 +269,36 @@ def _cmd_devices(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_models(args: argparse.Namespace) -> int:
+    from accel_sim import _core
+    from accel_sim.io.model_config import BUILDER_MODEL_TYPES, load_model_spec, shipped_models
+    from accel_sim.report.tables import table
+
+    rows = []
+    for entry in shipped_models():
+        supported = entry.family in BUILDER_MODEL_TYPES
+        params = _core.parameter_count(load_model_spec(entry.id)) if supported else entry.params
+        rows.append({"id": entry.id, "family": entry.family, "aliases": list(entry.aliases),
+                     "parameters": params, "builder": supported, "hub_id": entry.hub_id,
+                     "source": entry.source})
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(table(["id", "family", "params", "--model", "aliases"],
+                [(r["id"], r["family"], f"{r['parameters'] / 1e9:,.2f} B" if r["parameters"] else "-",
+                  "yes" if r["builder"] else "capture", ", ".join(r["aliases"])) for r in rows],
+                [False, False, True, False, False]))
+    print(f"\n  {len(rows)} models · '--model' = the C++ builder supports the family; others need a script (capture)")
+    return 0
+
+
 _COMMANDS = {
     "simulate": _cmd_simulate,
     "compare": _cmd_compare,
     "check": _cmd_check,
     "capture": _cmd_capture,
     "devices": _cmd_devices,
+    "models": _cmd_models,
 }
 
 

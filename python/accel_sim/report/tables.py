@@ -65,6 +65,15 @@ def simulation_text(report: Any, top: int = 10) -> str:
         f"               weights {gib(m.parameter_bytes)} · buffers {gib(m.buffer_bytes)} · inputs "
         f"{gib(m.input_bytes)} · activations at peak {gib(m.peak_activation_bytes)}"
     )
+    info = report.model_info
+    if info:
+        shape = (f"batch {info['batch']}, seq {info['seq']}" if info["phase"] == "prefill"
+                 else f"batch {info['batch']}, context {info['context']} + 1 new token")
+        tp = f", TP {info['tensor_parallel']} (one rank)" if info["tensor_parallel"] > 1 else ""
+        lines.append(
+            f"  model        {info['model']}: {info['parameters'] / 1e9:,.2f} B params, {info['dtype']}, "
+            f"{info['phase']} ({shape}{tp}), {info['kernels']} kernels · KV cache {gib(info['kv_cache_bytes'])}"
+        )
     lines.append(f"  work         {si(r.total_flops, 'FLOP')} · {si(r.total_bytes, 'B')} moved · {r.num_kernels} kernels")
     lines.append(
         f"  utilization  compute {r.compute_utilization * 100:.1f}% of {si(r.reference_peak_flops_per_s, 'FLOP/s')} · "

@@ -1,0 +1,73 @@
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include "accelsim/builder.h"
+#include "accelsim/model.h"
+#include "bindings.h"
+
+namespace nb = nanobind;
+
+namespace accelsim::bindings {
+
+void bind_model(nb::module_& m) {
+  nb::enum_<Activation>(m, "Activation")
+      .value("gelu", Activation::gelu)
+      .value("gelu_tanh", Activation::gelu_tanh)
+      .value("silu", Activation::silu)
+      .value("relu", Activation::relu);
+  nb::enum_<NormKind>(m, "NormKind")
+      .value("rms_norm", NormKind::rms_norm)
+      .value("layer_norm", NormKind::layer_norm);
+
+  nb::class_<ModelSpec>(m, "ModelSpec")
+      .def(nb::init<>())
+      .def_rw("name", &ModelSpec::name)
+      .def_rw("causal", &ModelSpec::causal)
+      .def_rw("hidden_size", &ModelSpec::hidden_size)
+      .def_rw("num_layers", &ModelSpec::num_layers)
+      .def_rw("num_heads", &ModelSpec::num_heads)
+      .def_rw("num_kv_heads", &ModelSpec::num_kv_heads)
+      .def_rw("head_dim", &ModelSpec::head_dim)
+      .def_rw("ffn_size", &ModelSpec::ffn_size)
+      .def_rw("vocab_size", &ModelSpec::vocab_size)
+      .def_rw("max_position_embeddings", &ModelSpec::max_position_embeddings)
+      .def_rw("activation", &ModelSpec::activation)
+      .def_rw("gated_ffn", &ModelSpec::gated_ffn)
+      .def_rw("norm", &ModelSpec::norm)
+      .def_rw("rotary", &ModelSpec::rotary)
+      .def_rw("tied_embeddings", &ModelSpec::tied_embeddings)
+      .def_rw("qkv_bias", &ModelSpec::qkv_bias)
+      .def_rw("output_bias", &ModelSpec::output_bias)
+      .def_rw("ffn_bias", &ModelSpec::ffn_bias)
+      .def_rw("qk_norm", &ModelSpec::qk_norm)
+      .def_rw("sliding_window", &ModelSpec::sliding_window)
+      .def_rw("weight_dtype", &ModelSpec::weight_dtype)
+      .def_rw("activation_dtype", &ModelSpec::activation_dtype)
+      .def_rw("kv_cache_dtype", &ModelSpec::kv_cache_dtype)
+      .def("validate", &ModelSpec::validate);
+  m.def("parameter_count", &parameter_count, nb::arg("model"));
+  m.def("kv_cache_bytes", &kv_cache_bytes, nb::arg("model"), nb::arg("batch"), nb::arg("tokens"));
+
+  nb::enum_<Phase>(m, "Phase").value("prefill", Phase::prefill).value("decode", Phase::decode);
+  nb::enum_<KernelStyle>(m, "KernelStyle")
+      .value("fused", KernelStyle::fused)
+      .value("hf_eager", KernelStyle::hf_eager);
+  nb::class_<BuildOptions>(m, "BuildOptions")
+      .def(nb::init<>())
+      .def_rw("phase", &BuildOptions::phase)
+      .def_rw("batch", &BuildOptions::batch)
+      .def_rw("seq", &BuildOptions::seq)
+      .def_rw("context", &BuildOptions::context)
+      .def_rw("kernels", &BuildOptions::kernels)
+      .def_rw("tensor_parallel", &BuildOptions::tensor_parallel);
+  m.def(
+      "build_graph",
+      [](const ModelSpec& model, const BuildOptions& options) {
+        nb::gil_scoped_release release;
+        return build_graph(model, options);
+      },
+      nb::arg("model"), nb::arg("options"));
+  m.def("step_kv_cache_bytes", &step_kv_cache_bytes, nb::arg("model"), nb::arg("options"));
+}
+
+}  // namespace accelsim::bindings

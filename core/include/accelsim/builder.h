@@ -1,0 +1,46 @@
+// build_graph(): the op graph of a transformer forward for a phase and shape, without PyTorch.
+//
+// The builder emits the same IR as a captured graph (graph.h), with ops the catalogue knows, so
+// everything downstream (simulate, memory, reports) works on either. Two kernel styles:
+//   fused     what an inference engine runs: one RMSNorm/LayerNorm kernel, one RoPE kernel,
+//             K/V written in place into a preallocated cache, logits for the last token only;
+//   hf_eager  what HF transformers runs eagerly: norms written out op by op in fp32, RoPE as
+//             slices/neg/cat, the cache grown by cat, logits for every token.
+// A tensor-parallel degree divides heads, FFN width and vocabulary as Megatron-LM does
+// (Shoeybi et al. 2019); the graph is that of one rank, without its communication.
+//
+//   Graph g = build_graph(llama, {.phase = Phase::decode, .batch = 8, .context = 4096});
+#pragma once
+
+#include <cstdint>
+
+#include "accelsim/graph.h"
+#include "accelsim/model.h"
+
+namespace accelsim {
+
+enum class Phase : uint8_t {
+  prefill,  // `seq` new tokens per sequence, empty cache
+  decode,   // one new token per sequence against `context` cached tokens
+};
+
+enum class KernelStyle : uint8_t { fused, hf_eager };
+
+struct BuildOptions {
+  Phase phase = Phase::prefill;
+  int64_t batch = 1;
+  int64_t seq = 0;      // prefill: tokens per sequence
+  int64_t context = 0;  // decode: tokens already in the cache
+  KernelStyle kernels = KernelStyle::fused;
+  int64_t tensor_parallel = 1;  // must divide heads, FFN width and vocabulary
+};
+
+// REQUIRES: model.validate() passes; prefill: seq >= 1; decode: context >= 0; batch >= 1.
+// Throws ConfigError otherwise.
+Graph build_graph(const ModelSpec& model, const BuildOptions& options);
+
+// Bytes of one rank's KV cache after this step (prefill: `seq` tokens; decode: `context` + 1),
+// with KV heads split by the tensor-parallel degree (replicated when fewer than the degree).
+int64_t step_kv_cache_bytes(const ModelSpec& model, const BuildOptions& options);
+
+}  // namespace accelsim

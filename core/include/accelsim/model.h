@@ -1,0 +1,60 @@
+// ModelSpec: the hyperparameters of a transformer, enough to build its op graph for any shape.
+//
+// A ModelSpec is plain data, filled from an HF config (python/accel_sim/io/model_config.py) or
+// in code. parameter_count() counts weights the way HF's num_parameters() does (tied embeddings
+// once), so the two can be checked against each other.
+//
+//   ModelSpec llama{.name = "llama-3-8b", .hidden_size = 4096, .num_layers = 32, ...};
+//   int64_t n = parameter_count(llama);  // 8,030,261,248
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "accelsim/dtype.h"
+
+namespace accelsim {
+
+enum class Activation : uint8_t { gelu, gelu_tanh, silu, relu };
+enum class NormKind : uint8_t { rms_norm, layer_norm };
+
+struct ModelSpec {
+  std::string name;
+  bool causal = true;  // decoder (causal self-attention) or encoder
+
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;  // = num_heads for MHA, 1 for MQA, in between for GQA
+  int64_t head_dim = 0;      // usually hidden_size / num_heads
+  int64_t ffn_size = 0;      // intermediate size of the dense FFN
+  int64_t vocab_size = 0;
+  int64_t max_position_embeddings = 0;
+
+  Activation activation = Activation::silu;
+  bool gated_ffn = true;  // SwiGLU/GeGLU: gate, up and down projections; else up and down
+  NormKind norm = NormKind::rms_norm;
+  bool rotary = true;              // RoPE; else no position computation in the layers
+  bool tied_embeddings = false;    // lm_head shares the embedding matrix
+  bool qkv_bias = false;           // biases on q, k, v projections (Qwen2)
+  bool output_bias = false;        // bias on the attention output projection
+  bool ffn_bias = false;           // biases on the FFN projections
+  bool qk_norm = false;            // RMSNorm over head_dim on q and k (Qwen3)
+  int64_t sliding_window = 0;      // 0: full attention
+
+  DType weight_dtype = DType::bf16;
+  DType activation_dtype = DType::bf16;
+  DType kv_cache_dtype = DType::bf16;
+
+  // Throws ConfigError naming the model and the field when a size is missing or inconsistent
+  // (heads not divisible by KV heads, ...).
+  void validate() const;
+};
+
+// Total parameters as HF's num_parameters() counts them.
+int64_t parameter_count(const ModelSpec& model);
+
+// Bytes of K and V cached for `tokens` tokens of `batch` sequences (all layers, one replica).
+int64_t kv_cache_bytes(const ModelSpec& model, int64_t batch, int64_t tokens);
+
+}  // namespace accelsim

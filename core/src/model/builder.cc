@@ -1,0 +1,404 @@
+#include "accelsim/builder.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "accelsim/error.h"
+
+namespace accelsim {
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+// Appends storages, tensors and nodes to a graph; `module` labels the nodes it emits.
+class Emitter {
+ public:
+  explicit Emitter(Graph& graph) : g_(graph) {}
+
+  std::string module;
+  std::string module_type;
+
+  // Tensors the builder creates are contiguous unless given strides (empty strides mean
+  // contiguous in TensorMeta), which saves building a stride vector per tensor.
+  TensorId resident(Shape shape, DType dtype, StorageKind kind, std::string name) {
+    TensorMeta t{.shape = std::move(shape), .dtype = dtype, .name = std::move(name)};
+    t.storage = g_.add_storage({.size_bytes = t.logical_bytes(), .kind = kind});
+    return g_.add_tensor(std::move(t));
+  }
+
+  TensorId parameter(Shape shape, DType dtype, const std::string& name) {
+    return resident(std::move(shape), dtype, StorageKind::parameter, name);
+  }
+
+  TensorId fresh(Shape shape, DType dtype) {
+    return resident(std::move(shape), dtype, StorageKind::activation, "");
+  }
+
+  // A tensor on `base`'s storage with another shape (view, transpose, slice, unsqueeze).
+  TensorId alias(TensorId base, Shape shape, Shape strides = {}) {
+    const TensorMeta& b = g_.tensor(base);
+    TensorMeta t{.shape = std::move(shape),
+                 .strides = std::move(strides),
+                 .dtype = b.dtype,
+                 .storage = b.storage};
+    return g_.add_tensor(std::move(t));
+  }
+
+  // A view of `base` (view, transpose, slice, unsqueeze, select): a tensor on its storage. Views
+  // launch no kernel and cost nothing, so no node is emitted for them; consumers of the view
+  // touch the base's storage, which is all liveness needs.
+  TensorId view(TensorId base, Shape shape, Shape strides = {}) {
+    return alias(base, std::move(shape), std::move(strides));
+  }
+
+  // The transpose of a 2-D weight [n, k] as the [k, n] view that mm consumes (`t`).
+  TensorId transposed(TensorId weight) {
+    const int64_t n = g_.tensor(weight).shape[0];
+    const int64_t k = g_.tensor(weight).shape[1];
+    return view(weight, {k, n}, {1, k});
+  }
+
+  // An op with one new output.
+  TensorId op(const char* name, std::vector<TensorId> inputs, Shape shape, DType dtype,
+              std::vector<Attr> attrs = {}) {
+    TensorId out = fresh(std::move(shape), dtype);
+    node(name, std::move(inputs), {out}, std::move(attrs));
+    return out;
+  }
+
+  void node(const char* name, std::vector<TensorId> inputs, std::vector<TensorId> outputs,
+            std::vector<Attr> attrs = {}) {
+    g_.add_node(Node{.op = name,
+                     .overload = "default",
+                     .inputs = std::move(inputs),
+                     .outputs = std::move(outputs),
+                     .attrs = std::move(attrs),
+                     .module_path = module,
+                     .module_type = module_type});
+  }
+
+  // Keeps `t`'s storage live until the node emitted last, as a Python local holding it would.
+  void hold(TensorId t) {
+    g_.hold_storage_until(g_.tensor(t).storage, static_cast<NodeId>(g_.nodes().size()) - 1);
+  }
+
+  const Shape& shape(TensorId t) const { return g_.tensor(t).shape; }
+  DType dtype(TensorId t) const { return g_.tensor(t).dtype; }
+  Graph& graph() { return g_; }
+
+ private:
+  Graph& g_;
+};
+
+int64_t divided(int64_t value, int64_t parts, const std::string& what) {
+  ACCELSIM_CHECK(value % parts == 0, what + " (" + std::to_string(value) +
+                                         ") is not divisible by the tensor-parallel degree " +
+                                         std::to_string(parts));
+  return value / parts;
+}
+
+// Per-rank sizes under tensor parallelism (Megatron-LM: heads, FFN columns/rows and the
+// vocabulary are split; KV heads fewer than the degree are replicated, one per rank).
+struct RankShape {
+  int64_t heads, kv_heads, ffn, vocab;
+};
+
+class Builder {
+ public:
+  Builder(const ModelSpec& m, const BuildOptions& o) : m_(m), o_(o), e_(graph_) {
+    const int64_t tp = o.tensor_parallel;
+    r_.heads = divided(m.num_heads, tp, "num_heads");
+    r_.kv_heads = m.num_kv_heads >= tp ? divided(m.num_kv_heads, tp, "num_kv_heads") : 1;
+    r_.ffn = divided(m.ffn_size, tp, "ffn_size");
+    r_.vocab = divided(m.vocab_size, tp, "vocab_size");
+    b_ = o.batch;
+    s_ = o.phase == Phase::prefill ? o.seq : 1;
+    past_ = o.phase == Phase::prefill ? 0 : o.context;
+    eager_ = o.kernels == KernelStyle::hf_eager;
+    dt_ = m.activation_dtype;
+  }
+
+  Graph build() {
+    graph_.name = m_.name;
+    // Room for about 40 nodes, 80 tensors and 60 storages per layer, so vectors do not regrow.
+    graph_.reserve(60 * m_.num_layers + 64, 80 * m_.num_layers + 64, 40 * m_.num_layers + 64);
+    e_.module = "model";
+    e_.module_type = "";
+    TensorId ids = e_.resident({b_, s_}, DType::int64, StorageKind::input, "input.input_ids");
+    TensorId embed = e_.parameter({r_.vocab, m_.hidden_size}, m_.weight_dtype,
+                                  "model.embed_tokens.weight");
+    e_.module = "model.embed_tokens";
+    e_.module_type = "Embedding";
+    TensorId x = e_.op("embedding", {embed, ids}, {b_, s_, m_.hidden_size}, dt_);
+    const TensorId embedded = x;
+    rotary_tables();
+    for (int64_t l = 0; l < m_.num_layers; ++l) x = layer(l, x);
+    e_.module = "model.norm";
+    e_.module_type = m_.norm == NormKind::rms_norm ? "RMSNorm" : "LayerNorm";
+    x = norm(x, "model.norm");
+    lm_head(x, embed);
+    // HF's model forward keeps `inputs_embeds` in a local until it returns.
+    if (eager_) e_.hold(embedded);
+    for (TensorId t : outputs_) graph_.add_output(t);
+    return std::move(graph_);
+  }
+
+ private:
+  // cos/sin for the positions of this step, computed once and shared by all layers.
+  void rotary_tables() {
+    if (!m_.rotary) return;
+    e_.module = "model.rotary_emb";
+    e_.module_type = "RotaryEmbedding";
+    const int64_t d = m_.head_dim;
+    if (eager_) {
+      // HF: positions = arange + past; freqs = positions x inv_freq; emb = cat(freqs, freqs);
+      // cos, sin scaled by attention_scaling, cast to the model dtype.
+      TensorId inv_freq = e_.resident({d / 2}, DType::fp32, StorageKind::buffer,
+                                      "model.rotary_emb.inv_freq");
+      TensorId pos = e_.op("arange", {}, {s_}, DType::int64);
+      pos = e_.op("add", {pos}, {s_}, DType::int64);
+      TensorId pos3 = e_.view(pos, {1, s_, 1});
+      TensorId posf = e_.op("_to_copy", {pos3}, {1, s_, 1}, DType::fp32);
+      TensorId freqs = e_.op("mul", {posf, inv_freq}, {1, s_, d / 2}, DType::fp32);
+      TensorId emb = e_.op("cat", {freqs, freqs}, {1, s_, d}, DType::fp32);
+      TensorId cos = e_.op("mul", {e_.op("cos", {emb}, {1, s_, d}, DType::fp32)}, {1, s_, d},
+                           DType::fp32);
+      TensorId sin = e_.op("mul", {e_.op("sin", {emb}, {1, s_, d}, DType::fp32)}, {1, s_, d},
+                           DType::fp32);
+      cos_ = e_.view(e_.op("_to_copy", {cos}, {1, s_, d}, dt_), {1, 1, s_, d});
+      sin_ = e_.view(e_.op("_to_copy", {sin}, {1, s_, d}, dt_), {1, 1, s_, d});
+    } else {
+      // Inference engines keep a [max_positions, head_dim] cos/sin cache and gather the rows
+      // of this step's positions once.
+      const int64_t rows = std::max<int64_t>(m_.max_position_embeddings, past_ + s_);
+      TensorId cache =
+          e_.resident({rows, d}, dt_, StorageKind::buffer, "model.rotary_emb.cos_sin_cache");
+      TensorId pos = e_.resident({b_ * s_}, DType::int64, StorageKind::input, "input.positions");
+      cos_ = e_.op("index_select", {cache, pos}, {b_ * s_, d}, dt_, {{"dim", int64_t{0}}});
+    }
+  }
+
+  TensorId norm(TensorId x, const std::string& prefix) {
+    const Shape shape = e_.shape(x);
+    const int64_t width = shape.back();
+    Shape stat = shape;
+    stat.back() = 1;
+    TensorId w = e_.parameter({width}, m_.weight_dtype, prefix + ".weight");
+    if (m_.norm == NormKind::layer_norm) {
+      TensorId b = e_.parameter({width}, m_.weight_dtype, prefix + ".bias");
+      TensorId y = e_.fresh(shape, dt_);
+      e_.node("native_layer_norm", {x, w, b}, {y, e_.fresh(stat, DType::fp32), e_.fresh(stat, DType::fp32)},
+              {{"normalized_shape", std::vector<int64_t>{width}}});
+      return y;
+    }
+    if (!eager_) {
+      TensorId y = e_.fresh(shape, dt_);
+      e_.node("_fused_rms_norm", {x, w}, {y, e_.fresh(stat, DType::fp32)},
+              {{"normalized_shape", std::vector<int64_t>{width}}});
+      return y;
+    }
+    // HF LlamaRMSNorm: x.float(); pow(2).mean(-1); + eps; rsqrt; x * rstd; .to(dtype); w * x.
+    TensorId x32 = e_.op("_to_copy", {x}, shape, DType::fp32);
+    TensorId sq = e_.op("pow", {x32}, shape, DType::fp32);
+    TensorId mean = e_.op("mean", {sq}, stat, DType::fp32, {{"dim", std::vector<int64_t>{-1}}});
+    TensorId rstd = e_.op("rsqrt", {e_.op("add", {mean}, stat, DType::fp32)}, stat, DType::fp32);
+    TensorId y32 = e_.op("mul", {x32, rstd}, shape, DType::fp32);
+    TensorId y = e_.op("_to_copy", {y32}, shape, dt_);
+    return e_.op("mul", {w, y}, shape, dt_);
+  }
+
+  // x [.., in] times a [out, in] weight (nn.Linear), with an optional bias.
+  TensorId linear(TensorId x, int64_t out, const std::string& prefix, bool bias) {
+    const Shape shape = e_.shape(x);
+    const int64_t in = shape.back();
+    const int64_t rows = e_.graph().tensor(x).numel() / in;
+    TensorId w = e_.parameter({out, in}, m_.weight_dtype, prefix + ".weight");
+    TensorId wt = e_.transposed(w);
+    TensorId x2 = e_.view(x, {rows, in});
+    TensorId y;
+    if (bias) {
+      TensorId b = e_.parameter({out}, m_.weight_dtype, prefix + ".bias");
+      y = e_.op("addmm", {b, x2, wt}, {rows, out}, dt_);
+    } else {
+      y = e_.op("mm", {x2, wt}, {rows, out}, dt_);
+    }
+    Shape out_shape = shape;
+    out_shape.back() = out;
+    return e_.view(y, out_shape);
+  }
+
+  // RoPE on q or k [b, heads, s, d].
+  TensorId rope(TensorId x) {
+    if (!m_.rotary) return x;
+    const Shape shape = e_.shape(x);
+    if (!eager_) return e_.op("accel_sim::rotary_embedding", {x, cos_}, shape, dt_);
+    Shape half = shape;
+    half.back() /= 2;
+    TensorId xc = e_.op("mul", {x, cos_}, shape, dt_);
+    TensorId x1 = e_.view(x, half);
+    TensorId x2 = e_.view(x, half);
+    TensorId rotated = e_.op("cat", {e_.op("neg", {x2}, half, dt_), x1}, shape, dt_);
+    TensorId xs = e_.op("mul", {rotated, sin_}, shape, dt_);
+    return e_.op("add", {xc, xs}, shape, dt_);
+  }
+
+  // Appends this step's keys or values [b, kv_heads, s, d] to the layer's cache and returns
+  // the tensor attention reads: [b, kv_heads, past + s, d].
+  TensorId cache(TensorId x, const std::string& name) {
+    const int64_t d = m_.head_dim;
+    const Shape full{b_, r_.kv_heads, past_ + s_, d};
+    if (eager_) {
+      // DynamicCache: torch.cat([past, new], dim=-2) copies the whole cache every step.
+      std::vector<TensorId> parts;
+      if (past_ > 0) {
+        parts.push_back(
+            e_.resident({b_, r_.kv_heads, past_, d}, m_.kv_cache_dtype, StorageKind::input, name));
+      }
+      parts.push_back(x);
+      TensorId all = e_.op("cat", parts, full, m_.kv_cache_dtype, {{"dim", int64_t{-2}}});
+      outputs_.push_back(all);  // the cache is returned to the caller
+      return all;
+    }
+    // A preallocated cache written in place at this step's positions.
+    TensorId c = e_.resident(full, m_.kv_cache_dtype, StorageKind::buffer, name);
+    TensorId index = e_.resident({s_}, DType::int64, StorageKind::input, name + ".positions");
+    TensorId written = e_.alias(c, full);
+    e_.node("index_copy_", {c, index, x}, {written}, {{"dim", int64_t{2}}});
+    return written;
+  }
+
+  TensorId attention(int64_t l, TensorId x) {
+    const std::string p = "model.layers." + std::to_string(l) + ".self_attn";
+    e_.module = p;
+    e_.module_type = "Attention";
+    const int64_t d = m_.head_dim;
+    auto heads_first = [&](TensorId t, int64_t heads, const std::string& norm_prefix) {
+      TensorId t4 = e_.view(t, {b_, s_, heads, d});
+      if (m_.qk_norm && !norm_prefix.empty()) t4 = norm(t4, norm_prefix);
+      return e_.view(t4, {b_, heads, s_, d});
+    };
+    e_.module = p + ".q_proj";
+    TensorId q = linear(x, r_.heads * d, p + ".q_proj", m_.qkv_bias);
+    e_.module = p + ".k_proj";
+    TensorId k = linear(x, r_.kv_heads * d, p + ".k_proj", m_.qkv_bias);
+    e_.module = p + ".v_proj";
+    TensorId v = linear(x, r_.kv_heads * d, p + ".v_proj", m_.qkv_bias);
+    e_.module = p;
+    q = rope(heads_first(q, r_.heads, p + ".q_norm"));
+    k = rope(heads_first(k, r_.kv_heads, p + ".k_norm"));
+    v = heads_first(v, r_.kv_heads, "");
+    TensorId keys = cache(k, p + ".key_cache");
+    TensorId values = cache(v, p + ".value_cache");
+    std::vector<Attr> attrs = {{"is_causal", s_ > 1 && m_.causal},
+                               {"enable_gqa", r_.heads != r_.kv_heads}};
+    if (m_.sliding_window > 0) attrs.push_back({"window_size", m_.sliding_window});
+    // The kernels return the output in the query's [b, s, heads, d] memory order, so the
+    // transpose back and the reshape are views.
+    TensorId o = e_.op("accel_sim::attention", {q, keys, values}, {b_, r_.heads, s_, d}, dt_,
+                       std::move(attrs));
+    TensorId o2 = e_.view(e_.view(o, {b_, s_, r_.heads, d}),
+                          {b_, s_, r_.heads * d});
+    e_.module = p + ".o_proj";
+    return linear(o2, m_.hidden_size, p + ".o_proj", m_.output_bias);
+  }
+
+  TensorId ffn(int64_t l, TensorId x) {
+    const std::string p = "model.layers." + std::to_string(l) + ".mlp";
+    const Shape wide{b_, s_, r_.ffn};
+    const char* act = m_.activation == Activation::silu        ? "silu"
+                      : m_.activation == Activation::relu      ? "relu"
+                                                               : "gelu";
+    std::vector<Attr> act_attrs;
+    if (m_.activation == Activation::gelu_tanh) act_attrs.push_back({"approximate", std::string("tanh")});
+    e_.module_type = "Linear";
+    if (m_.gated_ffn) {
+      e_.module = p + ".gate_proj";
+      TensorId gate = linear(x, r_.ffn, p + ".gate_proj", m_.ffn_bias);
+      e_.module = p + ".act_fn";
+      TensorId a = e_.op(act, {gate}, wide, dt_, act_attrs);
+      e_.module = p + ".up_proj";
+      TensorId up = linear(x, r_.ffn, p + ".up_proj", m_.ffn_bias);
+      e_.module = p;
+      TensorId h = e_.op("mul", {a, up}, wide, dt_);
+      e_.module = p + ".down_proj";
+      return linear(h, m_.hidden_size, p + ".down_proj", m_.ffn_bias);
+    }
+    e_.module = p + ".up_proj";
+    TensorId up = linear(x, r_.ffn, p + ".up_proj", m_.ffn_bias);
+    e_.module = p + ".act_fn";
+    TensorId a = e_.op(act, {up}, wide, dt_, act_attrs);
+    e_.module = p + ".down_proj";
+    return linear(a, m_.hidden_size, p + ".down_proj", m_.ffn_bias);
+  }
+
+  TensorId layer(int64_t l, TensorId x) {
+    const std::string p = "model.layers." + std::to_string(l);
+    const Shape shape = e_.shape(x);
+    e_.module = p + ".input_layernorm";
+    e_.module_type = "Norm";
+    TensorId normed_in = norm(x, p + ".input_layernorm");
+    TensorId h = attention(l, normed_in);
+    if (eager_) e_.hold(normed_in);  // held in `hidden_states` until self_attn returns
+    e_.module = p;
+    e_.module_type = "DecoderLayer";
+    x = e_.op("add", {x, h}, shape, dt_);
+    e_.module = p + ".post_attention_layernorm";
+    e_.module_type = "Norm";
+    TensorId normed = norm(x, p + ".post_attention_layernorm");
+    h = ffn(l, normed);
+    if (eager_) e_.hold(normed);  // HF's decoder layer holds it in `hidden_states` until mlp returns
+    e_.module = p;
+    e_.module_type = "DecoderLayer";
+    return e_.op("add", {x, h}, shape, dt_);
+  }
+
+  void lm_head(TensorId x, TensorId embed) {
+    e_.module = "lm_head";
+    e_.module_type = "Linear";
+    const int64_t h = m_.hidden_size;
+    // Engines compute logits for the last position of each sequence; HF for every position.
+    const int64_t rows = eager_ ? b_ * s_ : b_;
+    TensorId x2 = eager_ ? e_.view(x, {rows, h})
+                         : e_.view(x, {b_, h}, {s_ * h, 1});
+    TensorId w = m_.tied_embeddings ? embed : e_.parameter({r_.vocab, h}, m_.weight_dtype, "lm_head.weight");
+    TensorId logits = e_.op("mm", {x2, e_.transposed(w)}, {rows, r_.vocab}, dt_);
+    outputs_.insert(outputs_.begin(), logits);
+  }
+
+  const ModelSpec& m_;
+  const BuildOptions& o_;
+  Graph graph_;
+  Emitter e_;
+  RankShape r_{};
+  int64_t b_ = 0, s_ = 0, past_ = 0;
+  bool eager_ = false;
+  DType dt_ = DType::bf16;
+  TensorId cos_ = -1, sin_ = -1;
+  std::vector<TensorId> outputs_;
+};
+
+}  // namespace
+
+int64_t step_kv_cache_bytes(const ModelSpec& model, const BuildOptions& options) {
+  const int64_t tp = options.tensor_parallel;
+  const int64_t kv_heads = model.num_kv_heads >= tp ? model.num_kv_heads / tp : 1;
+  const int64_t tokens = options.phase == Phase::prefill ? options.seq : options.context + 1;
+  return 2 * model.num_layers * options.batch * tokens * kv_heads * model.head_dim *
+         size_bytes(model.kv_cache_dtype);
+}
+
+Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
+  model.validate();
+  ACCELSIM_CHECK(options.batch >= 1, "batch must be at least 1");
+  ACCELSIM_CHECK(options.tensor_parallel >= 1, "the tensor-parallel degree must be at least 1");
+  if (options.phase == Phase::prefill) {
+    ACCELSIM_CHECK(options.seq >= 1, "prefill needs a sequence length of at least 1");
+  } else {
+    ACCELSIM_CHECK(options.context >= 0, "decode needs a context length of at least 0");
+  }
+  return Builder(model, options).build();
+}
+
+}  // namespace accelsim

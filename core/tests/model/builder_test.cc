@@ -1,0 +1,99 @@
+#include "accelsim/builder.h"
+
+#include <gtest/gtest.h>
+
+#include "accelsim/error.h"
+#include "accelsim/op_catalog.h"
+#include "accelsim/simulate.h"
+#include "testing/models.h"
+
+namespace accelsim {
+namespace {
+
+struct Totals {
+  double matrix_flops = 0;
+  int64_t parameter_bytes = 0;
+  int64_t buffer_bytes = 0;
+  int attentions = 0;
+};
+
+Totals totals(const Graph& g) {
+  Totals t;
+  for (const Node& n : g.nodes()) {
+    const OpCount c = count_op(g, n);
+    EXPECT_TRUE(c.known) << n.op;
+    if (uses_matrix_units(c.op_class)) t.matrix_flops += c.flops;
+    if (n.op == "accel_sim::attention") ++t.attentions;
+  }
+  for (const Storage& s : g.storages()) {
+    if (s.kind == StorageKind::parameter) t.parameter_bytes += s.size_bytes;
+    if (s.kind == StorageKind::buffer) t.buffer_bytes += s.size_bytes;
+  }
+  return t;
+}
+
+// Llama-3-8B matmul weights excluding lm_head: 32 layers * 218,103,808 = 6,979,321,856.
+constexpr double kLayerMatmulParams = 6979321856.0;
+constexpr double kLmHeadParams = 525336576.0;  // 4096 * 128256
+
+TEST(BuilderTest, HfEagerPrefillMatchesTheHandCount) {
+  // batch 1, seq 2048: 2 * params * tokens for every matmul (logits for all tokens) plus
+  // causal attention 4 * 32 heads * 2048*2049/2 pairs * 128 per layer.
+  const Graph g = build_graph(testing::llama3_8b(),
+                              {.phase = Phase::prefill, .seq = 2048, .kernels = KernelStyle::hf_eager});
+  const Totals t = totals(g);
+  const double attention = 32.0 * 4 * 32 * (2048.0 * 2049 / 2) * 128;
+  EXPECT_DOUBLE_EQ(t.matrix_flops, 2 * (kLayerMatmulParams + kLmHeadParams) * 2048 + attention);
+  EXPECT_EQ(t.attentions, 32);
+  // Every weight is in the graph once: 8,030,261,248 bf16 parameters.
+  EXPECT_EQ(t.parameter_bytes, 2 * 8030261248);
+}
+
+TEST(BuilderTest, FusedPrefillComputesLogitsForTheLastTokenOnly) {
+  const Graph g = build_graph(testing::llama3_8b(), {.phase = Phase::prefill, .batch = 2, .seq = 512});
+  const Totals t = totals(g);
+  const double attention = 32.0 * 2 * 4 * 32 * (512.0 * 513 / 2) * 128;
+  EXPECT_DOUBLE_EQ(t.matrix_flops, 2 * kLayerMatmulParams * 1024 + 2 * kLmHeadParams * 2 + attention);
+  // The preallocated KV cache holds the 512 prompt tokens of both sequences.
+  EXPECT_EQ(t.buffer_bytes - 8192 * 128 * 2, kv_cache_bytes(testing::llama3_8b(), 2, 512));
+}
+
+TEST(BuilderTest, DecodeReadsTheWholeCache) {
+  // batch 8, 1000 cached tokens: each new query sees 1001 keys (non-causal, Sq = 1).
+  const ModelSpec m = testing::llama3_8b();
+  const Graph g = build_graph(m, {.phase = Phase::decode, .batch = 8, .context = 1000});
+  const Totals t = totals(g);
+  const double attention = 32.0 * 8 * 4 * 32 * 1001 * 128;
+  EXPECT_DOUBLE_EQ(t.matrix_flops, 2 * (kLayerMatmulParams + kLmHeadParams) * 8 + attention);
+  EXPECT_EQ(t.buffer_bytes - 8192 * 128 * 2, kv_cache_bytes(m, 8, 1001));
+  // One rank of TP = 16 holds one of the 8 KV heads (replicated): 1/8 of the cache.
+  EXPECT_EQ(step_kv_cache_bytes(m, {.phase = Phase::decode, .batch = 8, .context = 1000,
+                                    .tensor_parallel = 16}),
+            kv_cache_bytes(m, 8, 1001) / 8);
+}
+
+TEST(BuilderTest, TensorParallelismSplitsTheWork) {
+  const ModelSpec m = testing::llama3_8b();
+  const Totals one = totals(build_graph(m, {.phase = Phase::decode, .batch = 4, .context = 100}));
+  const Totals two = totals(build_graph(m, {.phase = Phase::decode, .batch = 4, .context = 100,
+                                            .tensor_parallel = 2}));
+  EXPECT_DOUBLE_EQ(two.matrix_flops, one.matrix_flops / 2);
+  // Norm weights are replicated: (8,030,261,248 - 65 * 4096) / 2 + 65 * 4096 per rank.
+  EXPECT_EQ(two.parameter_bytes, 2 * ((8030261248 - 65 * 4096) / 2 + 65 * 4096));
+  EXPECT_THROW(build_graph(m, {.phase = Phase::decode, .tensor_parallel = 3}), ConfigError);
+}
+
+TEST(BuilderTest, SimulatesWithoutUnknownOps) {
+  DeviceSpec d{.id = "d", .memory_bytes = 80e9, .memory_bandwidth_bytes_per_s = 3e12,
+               .fp32_flops_per_s = 60e12, .bf16_matrix_flops_per_s = 1e15};
+  for (KernelStyle style : {KernelStyle::fused, KernelStyle::hf_eager}) {
+    const Graph g = build_graph(testing::llama3_8b(), {.phase = Phase::prefill, .seq = 128, .kernels = style});
+    const SimulationResult r = simulate(g, d, {});
+    EXPECT_TRUE(r.uncovered_ops.empty());
+    EXPECT_GT(r.latency_s, 0);
+  }
+  EXPECT_THROW(build_graph(testing::llama3_8b(), {.phase = Phase::prefill, .seq = 0}), ConfigError);
+}
+
+}  // namespace
+}  // namespace accelsim

@@ -1,0 +1,45 @@
+#include "accelsim/model.h"
+
+#include <gtest/gtest.h>
+
+#include "accelsim/error.h"
+#include "testing/models.h"
+
+namespace accelsim {
+namespace {
+
+TEST(ModelSpecTest, Llama3_8bHasItsPublishedParameterCount) {
+  // embed 128256*4096 = 525,336,576, the same again for lm_head; per layer q,o 4096*4096 each,
+  // k,v 4096*1024 each, FFN 3*4096*14336, two norms 2*4096 = 218,112,000; final norm 4096:
+  // 2*525,336,576 + 32*218,112,000 + 4096 = 8,030,261,248.
+  EXPECT_EQ(parameter_count(testing::llama3_8b()), 8030261248);
+  ModelSpec tied = testing::llama3_8b();
+  tied.tied_embeddings = true;
+  EXPECT_EQ(parameter_count(tied), 8030261248 - 525336576);
+}
+
+TEST(ModelSpecTest, BiasesAndQkNormAddTheirWeights) {
+  ModelSpec m = testing::llama3_8b();
+  m.qkv_bias = true;  // q 4096 + k 1024 + v 1024 per layer
+  EXPECT_EQ(parameter_count(m), 8030261248 + 32 * 6144);
+  m.qkv_bias = false;
+  m.qk_norm = true;  // two [head_dim] weights per layer
+  EXPECT_EQ(parameter_count(m), 8030261248 + 32 * 256);
+}
+
+TEST(ModelSpecTest, KvCacheBytes) {
+  // 2 (K, V) * 32 layers * 8 kv heads * 128 dims * 2 bytes = 131,072 bytes per token.
+  EXPECT_EQ(kv_cache_bytes(testing::llama3_8b(), 4, 1000), 4 * 1000 * 131072);
+}
+
+TEST(ModelSpecTest, ValidateRejectsInconsistentHeads) {
+  ModelSpec m = testing::llama3_8b();
+  m.num_kv_heads = 5;
+  EXPECT_THROW(m.validate(), ConfigError);
+  m = testing::llama3_8b();
+  m.hidden_size = 0;
+  EXPECT_THROW(m.validate(), ConfigError);
+}
+
+}  // namespace
+}  // namespace accelsim

@@ -1,0 +1,168 @@
+"""HF config.json -> `_core.ModelSpec`, and the index of shipped models (data/models/models.yaml).
+
+    spec = load_model_spec("llama-3-8b")          # a shipped model by id or alias
+    spec = load_model_spec("path/to/config.json")  # any supported HF config
+
+The builder covers dense decoders with RoPE, RMSNorm and SwiGLU (model types below); other
+model types and structural fields it does not model yet are refused with an error that names
+them, never built wrongly.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from accel_sim import _core
+from accel_sim.errors import UsageError
+
+BUILDER_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+
+_ACTIVATIONS = {
+    "silu": _core.Activation.silu,
+    "swish": _core.Activation.silu,
+    "gelu": _core.Activation.gelu,
+    "gelu_new": _core.Activation.gelu_tanh,
+    "gelu_pytorch_tanh": _core.Activation.gelu_tanh,
+    "relu": _core.Activation.relu,
+}
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
+# Fields that change a model's structure in ways the builder does not model yet.
+_STRUCTURAL = ("num_local_experts", "num_experts", "n_routed_experts", "kv_lora_rank", "q_lora_rank")
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A shipped model: its id, config file and where its numbers come from."""
+
+    id: str
+    file: str
+    family: str
+    aliases: tuple[str, ...]
+    hub_id: str
+    source: str
+    params: int | None
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _models_dir() -> Path:
+    return Path(str(importlib.resources.files("accel_sim") / "data" / "models"))
+
+
+def shipped_models() -> list[ModelEntry]:
+    index = _models_dir() / "models.yaml"
+    data = yaml.safe_load(index.read_text(encoding="utf-8"))
+    return [
+        ModelEntry(
+            id=m["id"],
+            file=m["file"],
+            family=m.get("family", ""),
+            aliases=tuple(str(a) for a in m.get("aliases", [])),
+            hub_id=m.get("hub_id", ""),
+            source=m.get("source", ""),
+            params=m.get("params"),
+        )
+        for m in data["models"]
+    ]
+
+
+def find_model(name: str) -> ModelEntry | None:
+    key = _key(name)
+    for entry in shipped_models():
+        if key in {_key(entry.id), *(_key(a) for a in entry.aliases)}:
+            return entry
+    return None
+
+
+def load_model_config(name_or_path: str) -> tuple[dict, str]:
+    """The HF config dict of a shipped model (by id or alias) or of a config.json path."""
+    entry = find_model(name_or_path)
+    path = _models_dir() / entry.file if entry is not None else Path(name_or_path)
+    if not path.is_file():
+        known = ", ".join(e.id for e in shipped_models())
+        raise UsageError(f"unknown model '{name_or_path}' (known: {known}; or give a config.json path)")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UsageError(f"{path}: not a JSON config ({e})") from None
+    if not isinstance(config, dict):
+        raise UsageError(f"{path}: a config must be a JSON object")
+    return config, str(path)
+
+
+def _int(config: dict, key: str, where: str, default: int | None = None) -> int:
+    value = config.get(key, default)
+    if value is None:
+        raise UsageError(f"{where}: missing '{key}'")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(f"{where}: '{key}' must be a non-negative integer, got {value!r}")
+    return value
+
+
+def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | None = None) -> Any:
+    """Validates an HF config of a supported model type and returns its ModelSpec."""
+    model_type = config.get("model_type")
+    if model_type not in BUILDER_MODEL_TYPES:
+        raise UsageError(
+            f"{where}: model_type {model_type!r} is not supported by the model builder yet "
+            f"(supported: {', '.join(BUILDER_MODEL_TYPES)}); capture a script with get_model() instead"
+        )
+    for field in _STRUCTURAL:
+        if config.get(field):
+            raise UsageError(f"{where}: field '{field}' ({config[field]!r}) is not supported for model_type {model_type!r}")
+    act = config.get("hidden_act", "silu")
+    if act not in _ACTIVATIONS:
+        raise UsageError(f"{where}: hidden_act {act!r} is not supported (known: {', '.join(_ACTIVATIONS)})")
+
+    spec = _core.ModelSpec()
+    spec.name = name or config.get("_name_or_path") or model_type
+    spec.hidden_size = _int(config, "hidden_size", where)
+    spec.num_layers = _int(config, "num_hidden_layers", where)
+    spec.num_heads = _int(config, "num_attention_heads", where)
+    spec.num_kv_heads = _int(config, "num_key_value_heads", where, spec.num_heads)
+    head_dim = config.get("head_dim")
+    spec.head_dim = _int(config, "head_dim", where) if head_dim is not None else spec.hidden_size // max(spec.num_heads, 1)
+    spec.ffn_size = _int(config, "intermediate_size", where)
+    spec.vocab_size = _int(config, "vocab_size", where)
+    spec.max_position_embeddings = _int(config, "max_position_embeddings", where, 0)
+    spec.activation = _ACTIVATIONS[act]
+    spec.gated_ffn = True
+    spec.norm = _core.NormKind.rms_norm
+    spec.rotary = True
+    spec.tied_embeddings = bool(config.get("tie_word_embeddings", False))
+    if model_type == "qwen2":
+        spec.qkv_bias = True  # Qwen2 always has q/k/v biases and none on o_proj
+    else:
+        attention_bias = bool(config.get("attention_bias", False))  # Llama/Qwen3: q, k, v and o
+        spec.qkv_bias = attention_bias
+        spec.output_bias = attention_bias
+    spec.ffn_bias = bool(config.get("mlp_bias", False))
+    spec.qk_norm = model_type == "qwen3"
+    window = config.get("sliding_window")
+    use_window = config.get("use_sliding_window", model_type == "mistral")
+    spec.sliding_window = int(window) if (window and use_window) else 0
+    chosen = dtype or _DTYPES.get(str(config.get("torch_dtype") or config.get("dtype") or "bfloat16"))
+    if chosen is None:
+        raise UsageError(f"{where}: torch_dtype {config.get('torch_dtype')!r} is not supported")
+    for field in ("weight_dtype", "activation_dtype", "kv_cache_dtype"):
+        setattr(spec, field, _core.parse_dtype(chosen))
+    try:
+        spec.validate()
+    except ValueError as e:
+        raise UsageError(f"{where}: {e}") from None
+    return spec
+
+
+def load_model_spec(name_or_path: str, dtype: str | None = None) -> Any:
+    config, where = load_model_config(name_or_path)
+    entry = find_model(name_or_path)
+    return spec_from_hf_config(config, where, name=entry.id if entry else Path(where).stem, dtype=dtype)

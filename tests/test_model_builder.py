@@ -1,0 +1,111 @@
+"""The C++ model builder against HF transformers: parameters, FLOPs, bytes and peak memory."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+import accel_sim
+from accel_sim import _core
+from accel_sim.io.model_config import BUILDER_MODEL_TYPES, load_model_spec, shipped_models, spec_from_hf_config
+from conftest import run_cli
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+BUILDER_MODELS = [m for m in shipped_models() if m.family in BUILDER_MODEL_TYPES]
+
+
+def _config(file: str) -> dict:
+    return json.loads((resources.files("accel_sim") / "data" / "models" / file).read_text())
+
+
+def _hf_model(config: dict):
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**config))
+    return model.to(torch.bfloat16).eval()
+
+
+@pytest.mark.parametrize("entry", BUILDER_MODELS, ids=lambda e: e.id)
+def test_builder_parameter_count_equals_hf(entry):
+    hf = _hf_model(_config(entry.file)).num_parameters()
+    assert _core.parameter_count(load_model_spec(entry.id)) == hf
+
+
+def test_llama3_8b_parameter_count_is_the_published_one():
+    assert _core.parameter_count(load_model_spec("llama3-8b")) == 8_030_261_248
+
+
+SMALL = {"num_hidden_layers": 3, "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
+         "num_key_value_heads": 2, "vocab_size": 1024, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}
+
+
+@pytest.mark.parametrize("file", ["llama-3-8b.json", "mistral-7b.json", "qwen2.5-7b.json", "qwen3-8b.json"])
+def test_builder_matches_a_captured_hf_forward(file):
+    config = {**_config(file), **SMALL}
+    if "head_dim" in config:
+        config["head_dim"] = 32
+    batch, seq = 2, 128
+    model = _hf_model(config)
+    captured = accel_sim.simulate(model, {"input_ids": torch.empty(batch, seq, dtype=torch.int64, device="meta")},
+                                  device="h100")
+    spec = spec_from_hf_config(config, file, dtype="bf16")
+    assert _core.parameter_count(spec) == model.num_parameters()
+    built = accel_sim.simulate(
+        accel_sim.build_model_graph(spec, phase="prefill", batch=batch, seq=seq, kernels="hf-eager"), device="h100")
+    assert built.flops == pytest.approx(captured.flops, rel=0.01)
+    assert built.bytes == pytest.approx(captured.bytes, rel=0.03)
+    assert built.peak_memory_bytes == pytest.approx(captured.peak_memory_bytes, rel=0.03)
+
+
+def test_decode_reports_the_kv_cache_and_its_hand_worked_size():
+    result = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--phase", "decode",
+                     "--batch", "4", "--context", "1000", "--json", "--no-ops")
+    assert result.returncode == 0, result.stderr
+    d = json.loads(result.stdout)
+    # K and V: 2 * 32 layers * 8 KV heads * 128 dims * 2 bytes = 131,072 B per token; 4 x 1001 tokens.
+    assert d["model_info"]["kv_cache_bytes"] == 131_072 * 4 * 1001
+    assert d["model_info"]["parameters"] == 8_030_261_248
+    assert d["fits"] is True
+
+
+def test_a_context_that_does_not_fit_says_so():
+    # l4: 24 GiB. Weights 16.06 GB + KV 131,072 B x 16 x 8193 = 17.2 GB.
+    result = run_cli("simulate", "--model", "llama-3-8b", "--device", "l4", "--phase", "decode",
+                     "--batch", "16", "--context", "8192")
+    assert result.returncode == 0, result.stderr
+    assert "✗ OOM" in result.stdout and "out of memory" in result.stdout
+
+
+def test_models_lists_the_shipped_configs():
+    result = run_cli("models", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {r["id"]: r for r in json.loads(result.stdout)}
+    assert len(rows) >= 21
+    assert rows["llama-3-8b"]["parameters"] == 8_030_261_248 and rows["llama-3-8b"]["builder"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model", "mixtral-8x7b"], "model_type 'mixtral' is not supported by the model builder yet"),
+        (["--model", "no-such-model"], "unknown model 'no-such-model'"),
+        (["examples/gpt2.py", "--model", "llama-3-8b"], "not both"),
+        (["--model", "llama-3-8b", "--tp", "3"], "not divisible by the tensor-parallel degree 3"),
+    ],
+)
+def test_model_usage_errors(args, message):
+    result = run_cli("simulate", *args, "--device", "h100")
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_config_json_path_works(tmp_path: Path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**_config("llama-3-8b.json"), **SMALL}))
+    result = run_cli("compare", "--model", str(path), "--devices", "a100,h100", "--phase", "decode", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["fastest"] == "h100_sxm"
