@@ -19,6 +19,18 @@ void bind_model(nb::module_& m) {
       .value("rms_norm", NormKind::rms_norm)
       .value("layer_norm", NormKind::layer_norm);
 
+  nb::class_<MoeSpec>(m, "MoeSpec")
+      .def(nb::init<>())
+      .def_rw("num_experts", &MoeSpec::num_experts)
+      .def_rw("top_k", &MoeSpec::top_k)
+      .def_rw("expert_ffn_size", &MoeSpec::expert_ffn_size)
+      .def_rw("shared_ffn_size", &MoeSpec::shared_ffn_size)
+      .def_rw("shared_expert_gate", &MoeSpec::shared_expert_gate)
+      .def_rw("first_dense_layers", &MoeSpec::first_dense_layers)
+      .def_rw("sparse_step", &MoeSpec::sparse_step)
+      .def_rw("normalize_top_k", &MoeSpec::normalize_top_k)
+      .def_rw("fp32_combine", &MoeSpec::fp32_combine);
+
   nb::class_<ModelSpec>(m, "ModelSpec")
       .def(nb::init<>())
       .def_rw("name", &ModelSpec::name)
@@ -41,17 +53,24 @@ void bind_model(nb::module_& m) {
       .def_rw("ffn_bias", &ModelSpec::ffn_bias)
       .def_rw("qk_norm", &ModelSpec::qk_norm)
       .def_rw("sliding_window", &ModelSpec::sliding_window)
+      .def_rw("moe", &ModelSpec::moe)
       .def_rw("weight_dtype", &ModelSpec::weight_dtype)
       .def_rw("activation_dtype", &ModelSpec::activation_dtype)
       .def_rw("kv_cache_dtype", &ModelSpec::kv_cache_dtype)
       .def("validate", &ModelSpec::validate);
   m.def("parameter_count", &parameter_count, nb::arg("model"));
+  m.def("active_parameter_count", &active_parameter_count, nb::arg("model"));
+  m.def("expected_experts_touched", &expected_experts_touched, nb::arg("num_experts"),
+        nb::arg("top_k"), nb::arg("tokens"));
   m.def("kv_cache_bytes", &kv_cache_bytes, nb::arg("model"), nb::arg("batch"), nb::arg("tokens"));
 
   nb::enum_<Phase>(m, "Phase").value("prefill", Phase::prefill).value("decode", Phase::decode);
   nb::enum_<KernelStyle>(m, "KernelStyle")
       .value("fused", KernelStyle::fused)
       .value("hf_eager", KernelStyle::hf_eager);
+  nb::enum_<MoeImpl>(m, "MoeImpl")
+      .value("grouped", MoeImpl::grouped)
+      .value("sequential", MoeImpl::sequential);
   nb::class_<BuildOptions>(m, "BuildOptions")
       .def(nb::init<>())
       .def_rw("phase", &BuildOptions::phase)
@@ -59,7 +78,8 @@ void bind_model(nb::module_& m) {
       .def_rw("seq", &BuildOptions::seq)
       .def_rw("context", &BuildOptions::context)
       .def_rw("kernels", &BuildOptions::kernels)
-      .def_rw("tensor_parallel", &BuildOptions::tensor_parallel);
+      .def_rw("tensor_parallel", &BuildOptions::tensor_parallel)
+      .def_rw("moe_impl", &BuildOptions::moe_impl);
   m.def(
       "build_graph",
       [](const ModelSpec& model, const BuildOptions& options) {

@@ -43,9 +43,18 @@ SMALL = {"num_hidden_layers": 3, "hidden_size": 256, "intermediate_size": 512, "
          "num_key_value_heads": 2, "vocab_size": 1024, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}
 
 
-@pytest.mark.parametrize("file", ["llama-3-8b.json", "mistral-7b.json", "qwen2.5-7b.json", "qwen3-8b.json"])
+SMALL_MOE = {
+    "mixtral-8x7b.json": {"num_local_experts": 4, "num_experts_per_tok": 2},
+    "qwen1.5-moe-a2.7b.json": {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128,
+                               "shared_expert_intermediate_size": 512},
+    "qwen3-30b-a3b.json": {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128},
+}
+
+
+@pytest.mark.parametrize("file", ["llama-3-8b.json", "mistral-7b.json", "qwen2.5-7b.json", "qwen3-8b.json",
+                                  "mixtral-8x7b.json", "qwen1.5-moe-a2.7b.json", "qwen3-30b-a3b.json"])
 def test_builder_matches_a_captured_hf_forward(file):
-    config = {**_config(file), **SMALL}
+    config = {**_config(file), **SMALL, **SMALL_MOE.get(file, {})}
     if "head_dim" in config:
         config["head_dim"] = 32
     batch, seq = 2, 128
@@ -91,7 +100,7 @@ def test_models_lists_the_shipped_configs():
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--model", "mixtral-8x7b"], "model_type 'mixtral' is not supported by the model builder yet"),
+        (["--model", "deepseek-v3"], "model_type 'deepseek_v3' is not supported by the model builder yet"),
         (["--model", "no-such-model"], "unknown model 'no-such-model'"),
         (["examples/gpt2.py", "--model", "llama-3-8b"], "not both"),
         (["--model", "llama-3-8b", "--tp", "3"], "not divisible by the tensor-parallel degree 3"),
@@ -109,3 +118,18 @@ def test_a_config_json_path_works(tmp_path: Path):
     result = run_cli("compare", "--model", str(path), "--devices", "a100,h100", "--phase", "decode", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["fastest"] == "h100_sxm"
+
+
+def test_moe_decode_reports_active_parameters_and_the_routing_assumption():
+    result = run_cli("simulate", "--model", "mixtral-8x7b", "--device", "h200", "--phase", "decode",
+                     "--batch", "1", "--context", "0", "--json", "--no-ops")
+    assert result.returncode == 0, result.stderr
+    d = json.loads(result.stdout)
+    info = d["model_info"]
+    assert info["parameters"] == 46_702_792_704 and info["active_parameters"] == 12_879_925_248
+    assert info["moe"]["expected_experts_touched_per_layer"] == 2.0
+    assert "uniformly at random" in info["moe"]["routing_assumption"]
+    # One token reads its 2 experts' weights, not all 8: traffic is the active weights less the
+    # embedding table (one row read) — 2 * (12,879,925,248 - 32000*4096) bytes — plus a little.
+    weights = 2 * (12_879_925_248 - 32000 * 4096)
+    assert weights <= d["bytes"] <= weights * 1.005

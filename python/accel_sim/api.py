@@ -122,6 +122,7 @@ def build_model_graph(
     context: int = 0,
     kernels: str = "fused",
     tensor_parallel: int = 1,
+    moe_impl: str = "grouped",
     dtype: str | None = None,
 ) -> BuiltModel:
     """The C++ builder's graph of a shipped model (id or alias), a config.json path or a
@@ -140,6 +141,9 @@ def build_model_graph(
     options.context = context
     options.kernels = _KERNELS[kernels]
     options.tensor_parallel = tensor_parallel
+    if moe_impl not in ("grouped", "sequential"):
+        raise UsageError(f"unknown MoE implementation '{moe_impl}' (known: grouped, sequential)")
+    options.moe_impl = getattr(_core.MoeImpl, moe_impl)
     try:
         graph = _core.build_graph(spec, options)
     except ValueError as e:
@@ -154,8 +158,19 @@ def build_model_graph(
         "tensor_parallel": tensor_parallel,
         "dtype": _core.dtype_name(spec.weight_dtype),
         "parameters": _core.parameter_count(spec),
+        "active_parameters": _core.active_parameter_count(spec),
         "kv_cache_bytes": _core.step_kv_cache_bytes(spec, options),
     }
+    if spec.moe.num_experts > 0:
+        tokens = batch * (seq if phase == "prefill" else 1)
+        info["moe"] = {
+            "num_experts": spec.moe.num_experts,
+            "top_k": spec.moe.top_k,
+            "implementation": moe_impl,
+            "routing_assumption": "each token's top-k experts uniformly at random",
+            "expected_experts_touched_per_layer": _core.expected_experts_touched(
+                spec.moe.num_experts, spec.moe.top_k, tokens),
+        }
     return BuiltModel(graph, info)
 
 

@@ -26,6 +26,10 @@ enum class Phase : uint8_t {
 
 enum class KernelStyle : uint8_t { fused, hf_eager };
 
+// How MoE experts run: one grouped GEMM over all experts (torch._grouped_mm, CUTLASS grouped
+// GEMM) or one GEMM per expert that received tokens (a loop over experts).
+enum class MoeImpl : uint8_t { grouped, sequential };
+
 struct BuildOptions {
   Phase phase = Phase::prefill;
   int64_t batch = 1;
@@ -33,6 +37,7 @@ struct BuildOptions {
   int64_t context = 0;  // decode: tokens already in the cache
   KernelStyle kernels = KernelStyle::fused;
   int64_t tensor_parallel = 1;  // must divide heads, FFN width and vocabulary
+  MoeImpl moe_impl = MoeImpl::grouped;
 };
 
 // REQUIRES: model.validate() passes; prefill: seq >= 1; decode: context >= 0; batch >= 1.

@@ -16,6 +16,24 @@
 namespace accelsim {
 
 enum class Activation : uint8_t { gelu, gelu_tanh, silu, relu };
+
+// Mixture-of-experts FFN layers (Mixtral, Qwen-MoE, DeepSeek). num_experts = 0: a dense model.
+struct MoeSpec {
+  int64_t num_experts = 0;         // routed experts per MoE layer
+  int64_t top_k = 0;               // experts each token is routed to
+  int64_t expert_ffn_size = 0;     // intermediate size of one routed expert (gated)
+  int64_t shared_ffn_size = 0;     // width of the always-on shared expert MLP; 0: none
+  bool shared_expert_gate = false; // Qwen2-MoE: sigmoid(Linear(hidden, 1)) scales the shared expert
+  int64_t first_dense_layers = 0;  // DeepSeek first_k_dense_replace: leading layers stay dense
+  int64_t sparse_step = 1;         // Qwen2-MoE decoder_sparse_step: layer l is MoE if (l+1) % step == 0
+  bool normalize_top_k = false;    // renormalize the top-k routing weights to sum to 1
+  bool fp32_combine = false;       // weight and sum expert outputs in fp32 (HF Mixtral)
+
+  bool enabled() const { return num_experts > 0; }
+  bool is_moe_layer(int64_t layer) const {
+    return enabled() && layer >= first_dense_layers && (layer + 1) % sparse_step == 0;
+  }
+};
 enum class NormKind : uint8_t { rms_norm, layer_norm };
 
 struct ModelSpec {
@@ -41,6 +59,7 @@ struct ModelSpec {
   bool ffn_bias = false;           // biases on the FFN projections
   bool qk_norm = false;            // RMSNorm over head_dim on q and k (Qwen3)
   int64_t sliding_window = 0;      // 0: full attention
+  MoeSpec moe;
 
   DType weight_dtype = DType::bf16;
   DType activation_dtype = DType::bf16;
@@ -53,6 +72,15 @@ struct ModelSpec {
 
 // Total parameters as HF's num_parameters() counts them.
 int64_t parameter_count(const ModelSpec& model);
+
+// Parameters one token uses: every dense weight, the router, the shared expert and top_k of
+// the routed experts per MoE layer (equals parameter_count for dense models).
+int64_t active_parameter_count(const ModelSpec& model);
+
+// Routing assumption for MoE layers: each token picks its top_k experts uniformly at random,
+// so `tokens` tokens touch E * (1 - (1 - k/E)^tokens) distinct experts on average (k for one
+// token, all E for many). The weights of untouched experts are not read.
+double expected_experts_touched(int64_t num_experts, int64_t top_k, int64_t tokens);
 
 // Bytes of K and V cached for `tokens` tokens of `batch` sequences (all layers, one replica).
 int64_t kv_cache_bytes(const ModelSpec& model, int64_t batch, int64_t tokens);

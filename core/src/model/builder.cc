@@ -1,6 +1,7 @@
 #include "accelsim/builder.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -139,8 +140,13 @@ class Builder {
     e_.module_type = m_.norm == NormKind::rms_norm ? "RMSNorm" : "LayerNorm";
     x = norm(x, "model.norm");
     lm_head(x, embed);
-    // HF's model forward keeps `inputs_embeds` in a local until it returns.
-    if (eager_) e_.hold(embedded);
+    // HF's model forward keeps `inputs_embeds`, the positions and the cos/sin tables in locals
+    // until it returns.
+    if (eager_) {
+      for (TensorId held : {embedded, positions_, cos_, sin_}) {
+        if (held >= 0) e_.hold(held);
+      }
+    }
     for (TensorId t : outputs_) graph_.add_output(t);
     return std::move(graph_);
   }
@@ -159,6 +165,7 @@ class Builder {
                                       "model.rotary_emb.inv_freq");
       TensorId pos = e_.op("arange", {}, {s_}, DType::int64);
       pos = e_.op("add", {pos}, {s_}, DType::int64);
+      positions_ = pos;
       TensorId pos3 = e_.view(pos, {1, s_, 1});
       TensorId posf = e_.op("_to_copy", {pos3}, {1, s_, 1}, DType::fp32);
       TensorId freqs = e_.op("mul", {posf, inv_freq}, {1, s_, d / 2}, DType::fp32);
@@ -333,6 +340,144 @@ class Builder {
     return linear(a, m_.hidden_size, p + ".down_proj", m_.ffn_bias);
   }
 
+  // Routed experts as grouped GEMMs, or one GEMM per touched expert: x [rows, k] against
+  // per-expert weights w [E, n, k] (nn.Linear layout) -> [rows, n].
+  TensorId experts_gemm(TensorId x, TensorId w, TensorId offsets, int64_t tokens) {
+    const int64_t rows = e_.shape(x)[0];
+    const int64_t k = e_.shape(x)[1];
+    const int64_t experts = e_.shape(w)[0];
+    const int64_t n = e_.shape(w)[1];
+    if (o_.moe_impl == MoeImpl::grouped) {
+      TensorId wt = e_.view(w, {experts, k, n}, {n * k, 1, k});
+      return e_.op("_grouped_mm", {x, wt, offsets}, {rows, n}, dt_,
+                   {{"top_k", m_.moe.top_k}});
+    }
+    // Sequential: the expected number of touched experts, each with an equal share of rows.
+    const int64_t hit = std::max<int64_t>(
+        1, std::llround(expected_experts_touched(experts, m_.moe.top_k, tokens)));
+    const int64_t share = (rows + hit - 1) / hit;
+    TensorId out = e_.fresh({rows, n}, dt_);
+    for (int64_t i = 0; i < hit; ++i) {
+      const int64_t r = std::min(share, rows - i * share);
+      if (r <= 0) break;
+      TensorId xi = e_.view(x, {r, k});
+      TensorId wi = e_.view(w, {k, n}, {1, k});  // expert i's [n, k] slice, transposed
+      TensorId yi = e_.op("mm", {xi, wi}, {r, n}, dt_);
+      TensorId slot = e_.alias(out, {r, n});
+      e_.node("copy_", {slot, yi}, {slot});
+    }
+    return out;
+  }
+
+  TensorId moe(int64_t l, TensorId x) {
+    const std::string p = "model.layers." + std::to_string(l) + ".mlp";
+    const MoeSpec& moe = m_.moe;
+    const int64_t h = m_.hidden_size;
+    const int64_t t = b_ * s_;
+    const int64_t k = moe.top_k;
+    const int64_t experts = moe.num_experts;
+    const int64_t fe = divided(moe.expert_ffn_size, o_.tensor_parallel, "expert_ffn_size");
+    const int64_t rows = t * k;
+    TensorId x2 = e_.view(x, {t, h});
+    e_.module_type = "SparseMoeBlock";
+
+    TensorId shared = -1;
+    if (moe.shared_ffn_size > 0) {  // the always-on shared expert (Qwen2-MoE, DeepSeek)
+      const int64_t fs = divided(moe.shared_ffn_size, o_.tensor_parallel, "shared_ffn_size");
+      const std::string sp = p + ".shared_expert";
+      e_.module = sp + ".gate_proj";
+      TensorId gate = linear(x2, fs, sp + ".gate_proj", false);
+      TensorId a = e_.op("silu", {gate}, {t, fs}, dt_);
+      e_.module = sp + ".up_proj";
+      TensorId up = linear(x2, fs, sp + ".up_proj", false);
+      TensorId prod = e_.op("mul", {a, up}, {t, fs}, dt_);
+      e_.module = sp + ".down_proj";
+      shared = linear(prod, h, sp + ".down_proj", false);
+    }
+
+    // Router: logits, softmax in fp32, top-k (renormalized for Mixtral-style routers).
+    e_.module = p + ".gate";
+    TensorId logits = linear(x2, experts, p + ".gate", false);
+    if (eager_) logits = e_.op("_to_copy", {logits}, {t, experts}, DType::fp32);
+    TensorId probs = e_.op("_softmax", {logits}, {t, experts}, DType::fp32, {{"dim", int64_t{-1}}});
+    TensorId weights = e_.fresh({t, k}, DType::fp32);
+    TensorId ids = e_.fresh({t, k}, DType::int64);
+    e_.node("topk", {probs}, {weights, ids}, {{"k", k}, {"dim", int64_t{-1}}});
+    if (moe.normalize_top_k) {
+      TensorId sum = e_.op("sum", {weights}, {t, 1}, DType::fp32, {{"dim", std::vector<int64_t>{-1}}});
+      TensorId normed = e_.alias(weights, {t, k});
+      e_.node("div_", {weights, sum}, {normed});
+      weights = normed;
+    }
+    const DType combine = moe.fp32_combine ? DType::fp32 : dt_;
+    if (eager_ && !moe.fp32_combine) weights = e_.op("_to_copy", {weights}, {t, k}, dt_);
+
+    // Dispatch: sort the (token, expert) pairs by expert and gather the tokens in that order.
+    e_.module = p + ".experts";
+    e_.module_type = "Experts";
+    TensorId sorted = e_.fresh({rows}, DType::int64);
+    TensorId order = e_.fresh({rows}, DType::int64);
+    e_.node("sort", {e_.view(ids, {rows})}, {sorted, order}, {{"dim", int64_t{-1}}});
+    TensorId token = eager_ ? e_.op("floor_divide", {order}, {rows}, DType::int64) : order;
+    TensorId xs = e_.op("index", {x2, token}, {rows, h}, dt_);
+    TensorId ws = e_.op("index", {e_.view(weights, {rows}), order}, {rows}, e_.dtype(weights));
+    TensorId offsets;
+    if (eager_) {
+      TensorId idf = e_.op("_to_copy", {sorted}, {rows}, DType::fp32);
+      TensorId hist = e_.op("histc", {idf}, {experts}, DType::fp32, {{"bins", experts}});
+      offsets = e_.op("cumsum", {hist}, {experts}, DType::int32, {{"dim", int64_t{0}}});
+      experts_locals_ = {idf, hist};
+    } else {
+      offsets = e_.op("histc", {sorted}, {experts}, DType::int32, {{"bins", experts}});
+    }
+
+    TensorId gate_up = e_.parameter({experts, 2 * fe, h}, m_.weight_dtype, p + ".experts.gate_up_proj");
+    TensorId down = e_.parameter({experts, h, fe}, m_.weight_dtype, p + ".experts.down_proj");
+    TensorId gu = experts_gemm(xs, gate_up, offsets, t);
+    TensorId a = e_.op("silu", {e_.view(gu, {rows, fe})}, {rows, fe}, dt_);
+    TensorId hidden = e_.op("mul", {a, e_.view(gu, {rows, fe})}, {rows, fe}, dt_);
+    TensorId y = experts_gemm(hidden, down, offsets, t);
+
+    // Combine: weight each expert output, put rows back in token order, sum over the k experts.
+    TensorId weighted = e_.op("mul", {y, e_.view(ws, {rows, 1})}, {rows, h}, combine);
+    if (eager_) {
+      TensorId inverse = e_.fresh({rows}, DType::int64);
+      e_.node("empty_like", {order}, {inverse});
+      TensorId positions = e_.op("arange", {}, {rows}, DType::int64);
+      TensorId filled = e_.alias(inverse, {rows});
+      e_.node("index_put_", {inverse, order, positions}, {filled});
+      experts_locals_.push_back(filled);
+      order = filled;
+    }
+    TensorId back = e_.op("index", {weighted, order}, {rows, h}, combine);
+    TensorId out = e_.op("sum", {e_.view(back, {t, k, h})}, {t, h}, combine,
+                         {{"dim", std::vector<int64_t>{1}}});
+    if (eager_ && moe.fp32_combine) out = e_.op("_to_copy", {out}, {t, h}, dt_);
+    if (eager_) {
+      // HF's experts function keeps every intermediate in a local until it returns, and the
+      // block keeps the router's outputs.
+      // The temporaries of `down(act(gate) * up)` (gu, a, hidden) die at once.
+      for (TensorId held : {logits, weights, ids, sorted, order, xs, ws, offsets, y, weighted,
+                            back}) {
+        e_.hold(held);
+      }
+      for (TensorId held : experts_locals_) e_.hold(held);
+      experts_locals_.clear();
+    }
+
+    e_.module = p;
+    if (shared >= 0) {
+      if (moe.shared_expert_gate) {
+        e_.module = p + ".shared_expert_gate";
+        TensorId g = linear(x2, 1, p + ".shared_expert_gate", false);
+        e_.module = p;
+        shared = e_.op("mul", {e_.op("sigmoid", {g}, {t, 1}, dt_), shared}, {t, h}, dt_);
+      }
+      out = e_.op("add", {out, shared}, {t, h}, dt_);
+    }
+    return e_.view(out, {b_, s_, h});
+  }
+
   TensorId layer(int64_t l, TensorId x) {
     const std::string p = "model.layers." + std::to_string(l);
     const Shape shape = e_.shape(x);
@@ -347,7 +492,7 @@ class Builder {
     e_.module = p + ".post_attention_layernorm";
     e_.module_type = "Norm";
     TensorId normed = norm(x, p + ".post_attention_layernorm");
-    h = ffn(l, normed);
+    h = m_.moe.is_moe_layer(l) ? moe(l, normed) : ffn(l, normed);
     if (eager_) e_.hold(normed);  // HF's decoder layer holds it in `hidden_states` until mlp returns
     e_.module = p;
     e_.module_type = "DecoderLayer";
@@ -375,8 +520,9 @@ class Builder {
   int64_t b_ = 0, s_ = 0, past_ = 0;
   bool eager_ = false;
   DType dt_ = DType::bf16;
-  TensorId cos_ = -1, sin_ = -1;
+  TensorId cos_ = -1, sin_ = -1, positions_ = -1;
   std::vector<TensorId> outputs_;
+  std::vector<TensorId> experts_locals_;  // HF-eager MoE locals held until the block returns
 };
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "accelsim/model.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "accelsim/error.h"
@@ -18,9 +20,20 @@ void ModelSpec::validate() const {
   ACCELSIM_CHECK(ffn_size > 0, who + ": ffn_size must be positive");
   ACCELSIM_CHECK(vocab_size > 0, who + ": vocab_size must be positive");
   ACCELSIM_CHECK(sliding_window >= 0, who + ": sliding_window must not be negative");
+  if (moe.enabled()) {
+    ACCELSIM_CHECK(moe.top_k >= 1 && moe.top_k <= moe.num_experts,
+                   who + ": top_k must be between 1 and num_experts");
+    ACCELSIM_CHECK(moe.expert_ffn_size > 0, who + ": expert_ffn_size must be positive");
+    ACCELSIM_CHECK(moe.sparse_step >= 1, who + ": sparse_step must be at least 1");
+    ACCELSIM_CHECK(moe.first_dense_layers >= 0 && moe.shared_ffn_size >= 0,
+                   who + ": MoE sizes must not be negative");
+  }
 }
 
-int64_t parameter_count(const ModelSpec& m) {
+namespace {
+
+// Parameters of a model whose MoE layers hold `experts` routed experts.
+int64_t count_with_experts(const ModelSpec& m, int64_t experts) {
   const int64_t h = m.hidden_size;
   const int64_t q = m.num_heads * m.head_dim;
   const int64_t kv = m.num_kv_heads * m.head_dim;
@@ -29,13 +42,33 @@ int64_t parameter_count(const ModelSpec& m) {
   if (m.qkv_bias) layer += q + 2 * kv;
   if (m.output_bias) layer += h;
   if (m.qk_norm) layer += 2 * m.head_dim;
-  const int64_t ffn_matrices = m.gated_ffn ? 3 : 2;
-  layer += ffn_matrices * h * m.ffn_size;
-  if (m.ffn_bias) layer += (ffn_matrices - 1) * m.ffn_size + h;
   layer += 2 * norm;  // before attention and before the FFN
-  int64_t total = m.vocab_size * h + m.num_layers * layer + norm;
+  const int64_t ffn_matrices = m.gated_ffn ? 3 : 2;
+  int64_t dense_ffn = ffn_matrices * h * m.ffn_size;
+  if (m.ffn_bias) dense_ffn += (ffn_matrices - 1) * m.ffn_size + h;
+  const MoeSpec& e = m.moe;
+  // Router [experts, h], gated experts (gate, up, down), shared expert MLP and its gate.
+  const int64_t moe_ffn = h * e.num_experts + experts * 3 * h * e.expert_ffn_size +
+                          3 * h * e.shared_ffn_size + (e.shared_expert_gate ? h : 0);
+  int64_t total = m.vocab_size * h + norm;
+  for (int64_t l = 0; l < m.num_layers; ++l) {
+    total += layer + (e.is_moe_layer(l) ? moe_ffn : dense_ffn);
+  }
   if (!m.tied_embeddings) total += m.vocab_size * h;
   return total;
+}
+
+}  // namespace
+
+int64_t parameter_count(const ModelSpec& m) { return count_with_experts(m, m.moe.num_experts); }
+
+int64_t active_parameter_count(const ModelSpec& m) { return count_with_experts(m, m.moe.top_k); }
+
+double expected_experts_touched(int64_t num_experts, int64_t top_k, int64_t tokens) {
+  if (num_experts <= 0) return 0.0;
+  const double e = static_cast<double>(num_experts);
+  const double miss = 1.0 - static_cast<double>(top_k) / e;  // a token skips a given expert
+  return e * (1.0 - std::pow(std::max(miss, 0.0), static_cast<double>(tokens)));
 }
 
 int64_t kv_cache_bytes(const ModelSpec& m, int64_t batch, int64_t tokens) {

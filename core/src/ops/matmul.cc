@@ -1,7 +1,10 @@
 // Matrix multiplications: mm, bmm, addmm, baddbmm, matmul, mv, dot, grouped and scaled GEMMs.
 #include <string>
 
+#include <algorithm>
+
 #include "accelsim/error.h"
+#include "accelsim/model.h"
 #include "op_families.h"
 
 namespace accelsim::ops {
@@ -78,6 +81,16 @@ OpCount count_grouped_mm(const Graph& g, const Node& n) {
   }
   c.bytes_read = read_inputs(g, n);
   c.bytes_written = write_outputs(g, n);
+  if (a.shape.size() == 2 && b.shape.size() == 3 && b.shape[0] > 0) {
+    // Only experts that receive tokens have their weights read. Routing assumption (stated in
+    // model.h): each token's top_k experts are uniform at random; without a top_k attribute
+    // (captured graphs) every routed row is taken as an independent token.
+    const int64_t top_k = n.attr_int("top_k", 1);
+    const double touched =
+        expected_experts_touched(b.shape[0], top_k, a.shape[0] / std::max<int64_t>(top_k, 1));
+    c.bytes_read -= static_cast<double>(b.accessed_bytes()) *
+                    (1.0 - touched / static_cast<double>(b.shape[0]));
+  }
   return c;
 }
 

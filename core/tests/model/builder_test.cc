@@ -83,6 +83,46 @@ TEST(BuilderTest, TensorParallelismSplitsTheWork) {
   EXPECT_THROW(build_graph(m, {.phase = Phase::decode, .tensor_parallel = 3}), ConfigError);
 }
 
+// Bytes the grouped expert GEMMs of a graph read, over the bytes of all expert weights.
+double expert_weight_fraction_read(const Graph& g) {
+  double read = 0, weights = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op != "_grouped_mm") continue;
+    const TensorMeta& x = g.tensor(n.inputs[0]);
+    const TensorMeta& w = g.tensor(n.inputs[1]);
+    const TensorMeta& offsets = g.tensor(n.inputs[2]);
+    read += count_op(g, n).bytes_read - x.accessed_bytes() - offsets.accessed_bytes();
+    weights += w.accessed_bytes();
+  }
+  return read / weights;
+}
+
+TEST(BuilderTest, MoeDecodeReadsOnlyTheRoutedExperts) {
+  // Batch 1: each layer's token reads its top-2 of 8 experts: 2/8 of the expert weights.
+  const ModelSpec m = testing::mixtral_8x7b();
+  const Graph one = build_graph(m, {.phase = Phase::decode, .batch = 1, .context = 16});
+  EXPECT_NEAR(expert_weight_fraction_read(one), 0.25, 1e-12);
+  // Batch 256: 8 * (1 - (3/4)^256) experts: all of them.
+  const Graph many = build_graph(m, {.phase = Phase::decode, .batch = 256, .context = 16});
+  EXPECT_NEAR(expert_weight_fraction_read(many), 1.0, 1e-12);
+  // FLOPs count only the routed work: 2 experts * 2 * 3*4096*14336 per token per layer.
+  double expert_flops = 0;
+  for (const Node& n : one.nodes()) {
+    if (n.op == "_grouped_mm") expert_flops += count_op(one, n).flops;
+  }
+  EXPECT_DOUBLE_EQ(expert_flops, 32.0 * 2 * 2 * 3 * 4096 * 14336);
+}
+
+TEST(BuilderTest, SequentialExpertsDoTheSameWork) {
+  const ModelSpec m = testing::mixtral_8x7b();
+  const Totals grouped = totals(build_graph(m, {.phase = Phase::prefill, .batch = 2, .seq = 64}));
+  const Totals sequential = totals(build_graph(
+      m, {.phase = Phase::prefill, .batch = 2, .seq = 64, .moe_impl = MoeImpl::sequential}));
+  EXPECT_DOUBLE_EQ(sequential.matrix_flops, grouped.matrix_flops);
+  EXPECT_EQ(sequential.parameter_bytes, grouped.parameter_bytes);
+  EXPECT_EQ(grouped.parameter_bytes, 2 * 46702792704);
+}
+
 TEST(BuilderTest, SimulatesWithoutUnknownOps) {
   DeviceSpec d{.id = "d", .memory_bytes = 80e9, .memory_bandwidth_bytes_per_s = 3e12,
                .fp32_flops_per_s = 60e12, .bf16_matrix_flops_per_s = 1e15};

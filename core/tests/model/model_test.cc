@@ -27,6 +27,22 @@ TEST(ModelSpecTest, BiasesAndQkNormAddTheirWeights) {
   EXPECT_EQ(parameter_count(m), 8030261248 + 32 * 256);
 }
 
+TEST(ModelSpecTest, MixtralTotalAndActiveParameters) {
+  // Per layer: attention 2*4096*4096 + 2*4096*1024 = 41,943,040; norms 8,192; router 4096*8 =
+  // 32,768; experts 8 * 3*4096*14336 = 1,409,286,144. Embedding and lm_head 2*32000*4096,
+  // final norm 4096: 32 * 1,451,270,144 + 262,144,000 + 4,096 = 46,702,792,704.
+  EXPECT_EQ(parameter_count(testing::mixtral_8x7b()), 46702792704);
+  // Active: 2 of the 8 experts (352,321,536 per layer): 32 * 394,305,536 + 262,148,096.
+  EXPECT_EQ(active_parameter_count(testing::mixtral_8x7b()), 12879925248);
+  EXPECT_EQ(active_parameter_count(testing::llama3_8b()), parameter_count(testing::llama3_8b()));
+}
+
+TEST(ModelSpecTest, ExpectedExpertsTouchedUnderUniformRouting) {
+  EXPECT_DOUBLE_EQ(expected_experts_touched(8, 2, 1), 2.0);            // one token: its top-2
+  EXPECT_DOUBLE_EQ(expected_experts_touched(8, 2, 2), 8 * (1 - 0.5625));  // 1 - (3/4)^2
+  EXPECT_NEAR(expected_experts_touched(8, 2, 256), 8.0, 1e-9);  // 8 * (1 - (3/4)^256)
+}
+
 TEST(ModelSpecTest, KvCacheBytes) {
   // 2 (K, V) * 32 layers * 8 kv heads * 128 dims * 2 bytes = 131,072 bytes per token.
   EXPECT_EQ(kv_cache_bytes(testing::llama3_8b(), 4, 1000), 4 * 1000 * 131072);

@@ -62,8 +62,21 @@ TEST(MatmulTest, GroupedMmCountsEachTokenAgainstOneExpert) {
   TensorId y = new_tensor(g, {96, 128}, DType::bf16);
   add(g, "_grouped_mm", {x, w, offs}, {y});
   EXPECT_DOUBLE_EQ(count_last(g).flops, 1572864.0);
-  // All experts' weights are read: 4*64*128*2 bytes, plus tokens and offsets.
-  EXPECT_DOUBLE_EQ(count_last(g).bytes_read, 96 * 64 * 2 + 4 * 64 * 128 * 2 + 4 * 4);
+  // 96 routed rows touch all 4 experts (1 - (3/4)^96 ~ 1 - 1e-12): all weights are read.
+  EXPECT_NEAR(count_last(g).bytes_read, 96 * 64 * 2 + 4 * 64 * 128 * 2 + 4 * 4, 1e-6);
+}
+
+TEST(MatmulTest, GroupedMmForOneTokenReadsOnlyItsTopKExperts) {
+  // One decode token routed to its top-2 of 8 experts: 2 rows; 8*(1 - (1 - 2/8)^1) = 2 experts
+  // touched, so 2/8 of the [8, 64, 128] bf16 weights (32768 of 131072 bytes) are read.
+  Graph g;
+  TensorId x = new_tensor(g, {2, 64}, DType::bf16);
+  TensorId w = new_tensor(g, {8, 64, 128}, DType::bf16);
+  TensorId offs = new_tensor(g, {8}, DType::int32);
+  TensorId y = new_tensor(g, {2, 128}, DType::bf16);
+  add(g, "_grouped_mm", {x, w, offs}, {y}, {{"top_k", int64_t{2}}});
+  EXPECT_DOUBLE_EQ(count_last(g).bytes_read, 2 * 64 * 2 + 32768 + 8 * 4);
+  EXPECT_DOUBLE_EQ(count_last(g).flops, 2.0 * 2 * 64 * 128);
 }
 
 TEST(AttentionTest, CausalCountsOnlyUnmaskedPairs) {

@@ -19,4 +19,16 @@ inline ModelSpec llama3_8b() {
                    .max_position_embeddings = 8192};
 }
 
+// mistralai/Mixtral-8x7B-v0.1 config.json: Llama-like attention (32 heads, 8 KV heads), vocab
+// 32000, and in every layer 8 experts of FFN width 14336 with top-2 routing.
+inline ModelSpec mixtral_8x7b() {
+  ModelSpec m = llama3_8b();
+  m.name = "mixtral-8x7b";
+  m.vocab_size = 32000;
+  m.max_position_embeddings = 32768;
+  m.moe = MoeSpec{.num_experts = 8, .top_k = 2, .expert_ffn_size = 14336,
+                  .normalize_top_k = true, .fp32_combine = true};
+  return m;
+}
+
 }  // namespace accelsim::testing

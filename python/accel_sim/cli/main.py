@@ -35,6 +35,7 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq", type=int, default=2048, help="with --model: prompt tokens per sequence for prefill (default: 2048)")
     p.add_argument("--context", type=int, default=2048, help="with --model: cached tokens per sequence for decode (default: 2048)")
     p.add_argument("--kernels", choices=("fused", "hf-eager"), default="fused", help="with --model: an inference engine's fused kernels or HF transformers' eager ops (default: fused)")
+    p.add_argument("--moe-impl", choices=("grouped", "sequential"), default="grouped", help="with --model: MoE experts as one grouped GEMM or one GEMM per touched expert (default: grouped)")
     p.add_argument("--tp", type=int, default=1, help="with --model: tensor-parallel degree; simulates one rank without communication (default: 1)")
     p.add_argument("--dtype", choices=_DTYPES, help="cast the model and its float inputs before capture (half precision); with --model: the weight/activation/KV dtype")
     p.add_argument("--tf32", action="store_true", help="run fp32 matmuls on TF32 tensor cores (off by default, as in PyTorch)")
@@ -120,7 +121,7 @@ def _load(args: argparse.Namespace) -> Any:
     if args.model is not None:
         return build_model_graph(args.model, phase=args.phase, batch=args.batch, seq=args.seq,
                                  context=args.context, kernels=args.kernels, tensor_parallel=args.tp,
-                                 dtype=args.dtype)
+                                 moe_impl=args.moe_impl, dtype=args.dtype)
     if Path(args.target).suffix == ".py":
         _status(f"capturing {args.target} ...")
     return load_target(args.target, dtype=args.dtype)

@@ -22,7 +22,8 @@ import yaml
 from accel_sim import _core
 from accel_sim.errors import UsageError
 
-BUILDER_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+BUILDER_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe")
+_MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe")
 
 _ACTIVATIONS = {
     "silu": _core.Activation.silu,
@@ -34,7 +35,8 @@ _ACTIVATIONS = {
 }
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
 # Fields that change a model's structure in ways the builder does not model yet.
-_STRUCTURAL = ("num_local_experts", "num_experts", "n_routed_experts", "kv_lora_rank", "q_lora_rank")
+_STRUCTURAL = ("n_routed_experts", "kv_lora_rank", "q_lora_rank")
+_DENSE_ONLY = ("num_local_experts", "num_experts")
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,8 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
             f"{where}: model_type {model_type!r} is not supported by the model builder yet "
             f"(supported: {', '.join(BUILDER_MODEL_TYPES)}); capture a script with get_model() instead"
         )
-    for field in _STRUCTURAL:
+    fields = _STRUCTURAL + (() if model_type in _MOE_TYPES else _DENSE_ONLY)
+    for field in fields:
         if config.get(field):
             raise UsageError(f"{where}: field '{field}' ({config[field]!r}) is not supported for model_type {model_type!r}")
     act = config.get("hidden_act", "silu")
@@ -139,17 +142,19 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
     spec.norm = _core.NormKind.rms_norm
     spec.rotary = True
     spec.tied_embeddings = bool(config.get("tie_word_embeddings", False))
-    if model_type == "qwen2":
+    if model_type in ("qwen2", "qwen2_moe"):
         spec.qkv_bias = True  # Qwen2 always has q/k/v biases and none on o_proj
     else:
         attention_bias = bool(config.get("attention_bias", False))  # Llama/Qwen3: q, k, v and o
         spec.qkv_bias = attention_bias
         spec.output_bias = attention_bias
     spec.ffn_bias = bool(config.get("mlp_bias", False))
-    spec.qk_norm = model_type == "qwen3"
+    spec.qk_norm = model_type in ("qwen3", "qwen3_moe")
     window = config.get("sliding_window")
     use_window = config.get("use_sliding_window", model_type == "mistral")
     spec.sliding_window = int(window) if (window and use_window) else 0
+    if model_type in _MOE_TYPES:
+        _read_moe(spec, config, model_type, where)
     chosen = dtype or _DTYPES.get(str(config.get("torch_dtype") or config.get("dtype") or "bfloat16"))
     if chosen is None:
         raise UsageError(f"{where}: torch_dtype {config.get('torch_dtype')!r} is not supported")
@@ -160,6 +165,27 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
     except ValueError as e:
         raise UsageError(f"{where}: {e}") from None
     return spec
+
+
+def _read_moe(spec: Any, config: dict, model_type: str, where: str) -> None:
+    """MoE fields of Mixtral, Qwen2-MoE and Qwen3-MoE configs (transformers 5.x semantics)."""
+    moe = spec.moe
+    if model_type == "mixtral":
+        moe.num_experts = _int(config, "num_local_experts", where)
+        moe.expert_ffn_size = spec.ffn_size
+        moe.normalize_top_k = True  # Mixtral renormalizes its top-k weights
+        moe.fp32_combine = True
+    else:
+        moe.num_experts = _int(config, "num_experts", where)
+        moe.expert_ffn_size = _int(config, "moe_intermediate_size", where)
+        moe.normalize_top_k = bool(config.get("norm_topk_prob", model_type == "qwen3_moe"))
+        moe.sparse_step = _int(config, "decoder_sparse_step", where, 1) or 1
+        if config.get("mlp_only_layers"):
+            raise UsageError(f"{where}: field 'mlp_only_layers' ({config['mlp_only_layers']!r}) is not supported yet")
+    if model_type == "qwen2_moe":
+        moe.shared_ffn_size = _int(config, "shared_expert_intermediate_size", where)
+        moe.shared_expert_gate = True
+    moe.top_k = _int(config, "num_experts_per_tok", where)
 
 
 def load_model_spec(name_or_path: str, dtype: str | None = None) -> Any:

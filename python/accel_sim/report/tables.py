@@ -74,6 +74,13 @@ def simulation_text(report: Any, top: int = 10) -> str:
             f"  model        {info['model']}: {info['parameters'] / 1e9:,.2f} B params, {info['dtype']}, "
             f"{info['phase']} ({shape}{tp}), {info['kernels']} kernels · KV cache {gib(info['kv_cache_bytes'])}"
         )
+        moe = info.get("moe")
+        if moe:
+            lines.append(
+                f"               MoE: {info['active_parameters'] / 1e9:,.2f} B active of {info['parameters'] / 1e9:,.2f} B; "
+                f"top-{moe['top_k']} of {moe['num_experts']} experts, {moe['implementation']} GEMMs; "
+                f"routing assumed uniform: {moe['expected_experts_touched_per_layer']:.1f} experts' weights read per layer"
+            )
     lines.append(f"  work         {si(r.total_flops, 'FLOP')} · {si(r.total_bytes, 'B')} moved · {r.num_kernels} kernels")
     lines.append(
         f"  utilization  compute {r.compute_utilization * 100:.1f}% of {si(r.reference_peak_flops_per_s, 'FLOP/s')} · "
