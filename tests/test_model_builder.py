@@ -24,9 +24,12 @@ def _config(file: str) -> dict:
 
 
 def _hf_model(config: dict):
+    """The HF model on the meta device, in its config's dtype (fp32 when the config has none)."""
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**config))
-    return model.to(torch.bfloat16).eval()
+    if str(config.get("torch_dtype")) == "bfloat16":
+        model = model.to(torch.bfloat16)
+    return model.eval()
 
 
 @pytest.mark.parametrize("entry", BUILDER_MODELS, ids=lambda e: e.id)
@@ -51,17 +54,23 @@ SMALL_MOE = {
 }
 
 
+SMALL_GPT2 = {"n_layer": 3, "n_embd": 256, "n_head": 8, "vocab_size": 1024, "n_positions": 256}
+
+
 @pytest.mark.parametrize("file", ["llama-3-8b.json", "mistral-7b.json", "qwen2.5-7b.json", "qwen3-8b.json",
-                                  "mixtral-8x7b.json", "qwen1.5-moe-a2.7b.json", "qwen3-30b-a3b.json"])
+                                  "mixtral-8x7b.json", "qwen1.5-moe-a2.7b.json", "qwen3-30b-a3b.json", "gpt2.json"])
 def test_builder_matches_a_captured_hf_forward(file):
-    config = {**_config(file), **SMALL, **SMALL_MOE.get(file, {})}
+    if file == "gpt2.json":
+        config = {**_config(file), **SMALL_GPT2}
+    else:
+        config = {**_config(file), **SMALL, **SMALL_MOE.get(file, {})}
     if "head_dim" in config:
         config["head_dim"] = 32
     batch, seq = 2, 128
     model = _hf_model(config)
     captured = accel_sim.simulate(model, {"input_ids": torch.empty(batch, seq, dtype=torch.int64, device="meta")},
                                   device="h100")
-    spec = spec_from_hf_config(config, file, dtype="bf16")
+    spec = spec_from_hf_config(config, file, dtype="fp32" if file == "gpt2.json" else "bf16")
     assert _core.parameter_count(spec) == model.num_parameters()
     built = accel_sim.simulate(
         accel_sim.build_model_graph(spec, phase="prefill", batch=batch, seq=seq, kernels="hf-eager"), device="h100")

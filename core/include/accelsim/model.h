@@ -15,7 +15,9 @@
 
 namespace accelsim {
 
-enum class Activation : uint8_t { gelu, gelu_tanh, silu, relu };
+// gelu_new is GELU's tanh approximation as GPT-2 writes it in Python (eight pointwise ops in
+// HF-eager graphs, one kernel when fused); gelu_tanh is F.gelu(approximate="tanh").
+enum class Activation : uint8_t { gelu, gelu_tanh, gelu_new, silu, relu };
 
 // Mixture-of-experts FFN layers (Mixtral, Qwen-MoE, DeepSeek). num_experts = 0: a dense model.
 struct MoeSpec {
@@ -38,6 +40,7 @@ enum class NormKind : uint8_t { rms_norm, layer_norm };
 
 struct ModelSpec {
   std::string name;
+  std::string family;  // HF model_type ("llama", "gpt2", ...): selects HF-eager op details
   bool causal = true;  // decoder (causal self-attention) or encoder
 
   int64_t hidden_size = 0;
@@ -53,6 +56,8 @@ struct ModelSpec {
   bool gated_ffn = true;  // SwiGLU/GeGLU: gate, up and down projections; else up and down
   NormKind norm = NormKind::rms_norm;
   bool rotary = true;              // RoPE; else no position computation in the layers
+  bool learned_positions = false;  // a [max_position_embeddings, hidden] table added to the input (GPT-2)
+  bool fused_qkv = false;          // one [hidden, (heads + 2 kv_heads) * head_dim] projection (GPT-2 c_attn)
   bool tied_embeddings = false;    // lm_head shares the embedding matrix
   bool qkv_bias = false;           // biases on q, k, v projections (Qwen2)
   bool output_bias = false;        // bias on the attention output projection

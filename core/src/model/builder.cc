@@ -134,6 +134,7 @@ class Builder {
     e_.module_type = "Embedding";
     TensorId x = e_.op("embedding", {embed, ids}, {b_, s_, m_.hidden_size}, dt_);
     const TensorId embedded = x;
+    if (m_.learned_positions) x = add_positions(x);
     rotary_tables();
     for (int64_t l = 0; l < m_.num_layers; ++l) x = layer(l, x);
     e_.module = "model.norm";
@@ -143,7 +144,7 @@ class Builder {
     // HF's model forward keeps `inputs_embeds`, the positions and the cos/sin tables in locals
     // until it returns.
     if (eager_) {
-      for (TensorId held : {embedded, positions_, cos_, sin_}) {
+      for (TensorId held : {embedded, positions_, cos_, sin_, position_embeddings_}) {
         if (held >= 0) e_.hold(held);
       }
     }
@@ -152,6 +153,29 @@ class Builder {
   }
 
  private:
+  // x + wpe[positions] (GPT-2): HF builds the positions with arange; an engine gets them as input.
+  TensorId add_positions(TensorId x) {
+    e_.module = "model.embed_positions";
+    e_.module_type = "Embedding";
+    const int64_t h = m_.hidden_size;
+    TensorId table = e_.parameter({m_.max_position_embeddings, h}, m_.weight_dtype,
+                                  "model.embed_positions.weight");
+    TensorId pos;
+    if (eager_) {
+      pos = e_.op("arange", {}, {s_}, DType::int64);
+      pos = e_.op("add", {pos}, {s_}, DType::int64);
+      positions_ = pos;
+      pos = e_.view(pos, {1, s_});
+    } else {
+      pos = e_.resident({b_, s_}, DType::int64, StorageKind::input, "input.positions");
+    }
+    TensorId p = e_.op("embedding", {table, pos}, {e_.shape(pos)[0], s_, h}, dt_);
+    position_embeddings_ = p;
+    e_.module = "model";
+    e_.module_type = "";
+    return e_.op("add", {x, p}, {b_, s_, h}, dt_);
+  }
+
   // cos/sin for the positions of this step, computed once and shared by all layers.
   void rotary_tables() {
     if (!m_.rotary) return;
@@ -286,12 +310,21 @@ class Builder {
       if (m_.qk_norm && !norm_prefix.empty()) t4 = norm(t4, norm_prefix);
       return e_.view(t4, {b_, heads, s_, d});
     };
-    e_.module = p + ".q_proj";
-    TensorId q = linear(x, r_.heads * d, p + ".q_proj", m_.qkv_bias);
-    e_.module = p + ".k_proj";
-    TensorId k = linear(x, r_.kv_heads * d, p + ".k_proj", m_.qkv_bias);
-    e_.module = p + ".v_proj";
-    TensorId v = linear(x, r_.kv_heads * d, p + ".v_proj", m_.qkv_bias);
+    TensorId q, k, v, qkv = -1;
+    if (m_.fused_qkv) {  // one projection, then views of its three parts
+      e_.module = p + ".qkv_proj";
+      qkv = linear(x, (r_.heads + 2 * r_.kv_heads) * d, p + ".qkv_proj", m_.qkv_bias);
+      q = e_.view(qkv, {b_, s_, r_.heads * d});
+      k = e_.view(qkv, {b_, s_, r_.kv_heads * d});
+      v = e_.view(qkv, {b_, s_, r_.kv_heads * d});
+    } else {
+      e_.module = p + ".q_proj";
+      q = linear(x, r_.heads * d, p + ".q_proj", m_.qkv_bias);
+      e_.module = p + ".k_proj";
+      k = linear(x, r_.kv_heads * d, p + ".k_proj", m_.qkv_bias);
+      e_.module = p + ".v_proj";
+      v = linear(x, r_.kv_heads * d, p + ".v_proj", m_.qkv_bias);
+    }
     e_.module = p;
     q = rope(heads_first(q, r_.heads, p + ".q_norm"));
     k = rope(heads_first(k, r_.kv_heads, p + ".k_norm"));
@@ -308,23 +341,42 @@ class Builder {
     TensorId o2 = e_.view(e_.view(o, {b_, s_, r_.heads, d}),
                           {b_, s_, r_.heads * d});
     e_.module = p + ".o_proj";
-    return linear(o2, m_.hidden_size, p + ".o_proj", m_.output_bias);
+    TensorId out = linear(o2, m_.hidden_size, p + ".o_proj", m_.output_bias);
+    if (eager_ && qkv >= 0) e_.hold(qkv);  // held by the split's q, k, v locals
+    return out;
+  }
+
+  TensorId activation(TensorId x) {
+    const Shape shape = e_.shape(x);
+    switch (m_.activation) {
+      case Activation::silu: return e_.op("silu", {x}, shape, dt_);
+      case Activation::relu: return e_.op("relu", {x}, shape, dt_);
+      case Activation::gelu: return e_.op("gelu", {x}, shape, dt_);
+      case Activation::gelu_tanh:
+        return e_.op("gelu", {x}, shape, dt_, {{"approximate", std::string("tanh")}});
+      case Activation::gelu_new:
+        break;
+    }
+    if (!eager_) return e_.op("gelu", {x}, shape, dt_, {{"approximate", std::string("tanh")}});
+    // GPT-2's NewGELUActivation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), op by op.
+    TensorId half = e_.op("mul", {x}, shape, dt_);
+    TensorId cube = e_.op("mul", {e_.op("pow", {x}, shape, dt_)}, shape, dt_);
+    TensorId inner = e_.op("mul", {e_.op("add", {x, cube}, shape, dt_)}, shape, dt_);
+    TensorId one_plus = e_.op("add", {e_.op("tanh", {inner}, shape, dt_)}, shape, dt_);
+    TensorId out = e_.op("mul", {half, one_plus}, shape, dt_);
+    e_.hold(x);  // the module's `input` argument lives until forward returns
+    return out;
   }
 
   TensorId ffn(int64_t l, TensorId x) {
     const std::string p = "model.layers." + std::to_string(l) + ".mlp";
     const Shape wide{b_, s_, r_.ffn};
-    const char* act = m_.activation == Activation::silu        ? "silu"
-                      : m_.activation == Activation::relu      ? "relu"
-                                                               : "gelu";
-    std::vector<Attr> act_attrs;
-    if (m_.activation == Activation::gelu_tanh) act_attrs.push_back({"approximate", std::string("tanh")});
     e_.module_type = "Linear";
     if (m_.gated_ffn) {
       e_.module = p + ".gate_proj";
       TensorId gate = linear(x, r_.ffn, p + ".gate_proj", m_.ffn_bias);
       e_.module = p + ".act_fn";
-      TensorId a = e_.op(act, {gate}, wide, dt_, act_attrs);
+      TensorId a = activation(gate);
       e_.module = p + ".up_proj";
       TensorId up = linear(x, r_.ffn, p + ".up_proj", m_.ffn_bias);
       e_.module = p;
@@ -335,7 +387,7 @@ class Builder {
     e_.module = p + ".up_proj";
     TensorId up = linear(x, r_.ffn, p + ".up_proj", m_.ffn_bias);
     e_.module = p + ".act_fn";
-    TensorId a = e_.op(act, {up}, wide, dt_, act_attrs);
+    TensorId a = activation(up);
     e_.module = p + ".down_proj";
     return linear(a, m_.hidden_size, p + ".down_proj", m_.ffn_bias);
   }
@@ -488,6 +540,8 @@ class Builder {
     if (eager_) e_.hold(normed_in);  // held in `hidden_states` until self_attn returns
     e_.module = p;
     e_.module_type = "DecoderLayer";
+    const TensorId layer_input = x;
+    const TensorId attention_output = h;
     x = e_.op("add", {x, h}, shape, dt_);
     e_.module = p + ".post_attention_layernorm";
     e_.module_type = "Norm";
@@ -496,7 +550,12 @@ class Builder {
     if (eager_) e_.hold(normed);  // HF's decoder layer holds it in `hidden_states` until mlp returns
     e_.module = p;
     e_.module_type = "DecoderLayer";
-    return e_.op("add", {x, h}, shape, dt_);
+    TensorId out = e_.op("add", {x, h}, shape, dt_);
+    if (eager_) {
+      e_.hold(layer_input);  // the caller's `hidden_states` holds it until the layer returns
+      if (m_.family == "gpt2") e_.hold(attention_output);  // GPT2Block's `attn_output` local
+    }
+    return out;
   }
 
   void lm_head(TensorId x, TensorId embed) {
@@ -520,7 +579,7 @@ class Builder {
   int64_t b_ = 0, s_ = 0, past_ = 0;
   bool eager_ = false;
   DType dt_ = DType::bf16;
-  TensorId cos_ = -1, sin_ = -1, positions_ = -1;
+  TensorId cos_ = -1, sin_ = -1, positions_ = -1, position_embeddings_ = -1;
   std::vector<TensorId> outputs_;
   std::vector<TensorId> experts_locals_;  // HF-eager MoE locals held until the block returns
 };

@@ -43,6 +43,20 @@ TEST(ModelSpecTest, ExpectedExpertsTouchedUnderUniformRouting) {
   EXPECT_NEAR(expected_experts_touched(8, 2, 256), 8.0, 1e-9);  // 8 * (1 - (3/4)^256)
 }
 
+TEST(ModelSpecTest, Gpt2HasItsPublishedParameterCount) {
+  // wte 50257*768 = 38,597,376; wpe 1024*768 = 786,432; per layer: attention 4*768^2 + 3*768 +
+  // 768 biases = 2,362,368, MLP 2*768*3072 + 3072 + 768 = 4,722,432, two LayerNorms 3,072;
+  // ln_f 1,536; lm_head tied: 38,597,376 + 786,432 + 12 * 7,087,872 + 1,536 = 124,439,808.
+  ModelSpec gpt2{.name = "gpt2", .family = "gpt2", .hidden_size = 768, .num_layers = 12,
+                 .num_heads = 12, .num_kv_heads = 12, .head_dim = 64, .ffn_size = 3072,
+                 .vocab_size = 50257, .max_position_embeddings = 1024,
+                 .activation = Activation::gelu_new, .gated_ffn = false,
+                 .norm = NormKind::layer_norm, .rotary = false, .learned_positions = true,
+                 .fused_qkv = true, .tied_embeddings = true, .qkv_bias = true,
+                 .output_bias = true, .ffn_bias = true};
+  EXPECT_EQ(parameter_count(gpt2), 124439808);
+}
+
 TEST(ModelSpecTest, KvCacheBytes) {
   // 2 (K, V) * 32 layers * 8 kv heads * 128 dims * 2 bytes = 131,072 bytes per token.
   EXPECT_EQ(kv_cache_bytes(testing::llama3_8b(), 4, 1000), 4 * 1000 * 131072);

@@ -22,14 +22,14 @@ import yaml
 from accel_sim import _core
 from accel_sim.errors import UsageError
 
-BUILDER_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe")
+BUILDER_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt2")
 _MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe")
 
 _ACTIVATIONS = {
     "silu": _core.Activation.silu,
     "swish": _core.Activation.silu,
     "gelu": _core.Activation.gelu,
-    "gelu_new": _core.Activation.gelu_tanh,
+    "gelu_new": _core.Activation.gelu_new,
     "gelu_pytorch_tanh": _core.Activation.gelu_tanh,
     "relu": _core.Activation.relu,
 }
@@ -118,6 +118,8 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
             f"{where}: model_type {model_type!r} is not supported by the model builder yet "
             f"(supported: {', '.join(BUILDER_MODEL_TYPES)}); capture a script with get_model() instead"
         )
+    if model_type == "gpt2":
+        config = _gpt2_as_common(config, where)
     fields = _STRUCTURAL + (() if model_type in _MOE_TYPES else _DENSE_ONLY)
     for field in fields:
         if config.get(field):
@@ -128,6 +130,7 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
 
     spec = _core.ModelSpec()
     spec.name = name or config.get("_name_or_path") or model_type
+    spec.family = model_type
     spec.hidden_size = _int(config, "hidden_size", where)
     spec.num_layers = _int(config, "num_hidden_layers", where)
     spec.num_heads = _int(config, "num_attention_heads", where)
@@ -150,12 +153,23 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
         spec.output_bias = attention_bias
     spec.ffn_bias = bool(config.get("mlp_bias", False))
     spec.qk_norm = model_type in ("qwen3", "qwen3_moe")
+    if model_type == "gpt2":
+        # GPT-2: LayerNorm, learned positions, fused c_attn, biases everywhere, 4h GELU MLP,
+        # lm_head tied to the token embedding (HF's default).
+        spec.gated_ffn = False
+        spec.norm = _core.NormKind.layer_norm
+        spec.rotary = False
+        spec.learned_positions = True
+        spec.fused_qkv = True
+        spec.qkv_bias = spec.output_bias = spec.ffn_bias = True
+        spec.tied_embeddings = bool(config.get("tie_word_embeddings", True))
     window = config.get("sliding_window")
     use_window = config.get("use_sliding_window", model_type == "mistral")
     spec.sliding_window = int(window) if (window and use_window) else 0
     if model_type in _MOE_TYPES:
         _read_moe(spec, config, model_type, where)
-    chosen = dtype or _DTYPES.get(str(config.get("torch_dtype") or config.get("dtype") or "bfloat16"))
+    # A config without a dtype loads in fp32 in transformers.
+    chosen = dtype or _DTYPES.get(str(config.get("torch_dtype") or config.get("dtype") or "float32"))
     if chosen is None:
         raise UsageError(f"{where}: torch_dtype {config.get('torch_dtype')!r} is not supported")
     for field in ("weight_dtype", "activation_dtype", "kv_cache_dtype"):
@@ -165,6 +179,21 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
     except ValueError as e:
         raise UsageError(f"{where}: {e}") from None
     return spec
+
+
+def _gpt2_as_common(config: dict, where: str) -> dict:
+    """GPT-2's config names (n_embd, n_layer, ...) in the common spelling."""
+    hidden = _int(config, "n_embd", where)
+    inner = config.get("n_inner")
+    return {
+        **config,
+        "hidden_size": hidden,
+        "num_hidden_layers": _int(config, "n_layer", where),
+        "num_attention_heads": _int(config, "n_head", where),
+        "intermediate_size": inner if inner is not None else 4 * hidden,
+        "max_position_embeddings": _int(config, "n_positions", where),
+        "hidden_act": config.get("activation_function", "gelu_new"),
+    }
 
 
 def _read_moe(spec: Any, config: dict, model_type: str, where: str) -> None:
