@@ -25,8 +25,9 @@ def _config(file: str) -> dict:
 
 def _hf_model(config: dict):
     """The HF model on the meta device, in its config's dtype (fp32 when the config has none)."""
+    architecture = getattr(transformers, (config.get("architectures") or ["AutoModelForCausalLM"])[0])
     with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**config))
+        model = architecture(transformers.AutoConfig.for_model(**config))
     if str(config.get("torch_dtype")) == "bfloat16":
         model = model.to(torch.bfloat16)
     return model.eval()
@@ -55,13 +56,18 @@ SMALL_MOE = {
 
 
 SMALL_GPT2 = {"n_layer": 3, "n_embd": 256, "n_head": 8, "vocab_size": 1024, "n_positions": 256}
+SMALL_BERT = {"num_hidden_layers": 3, "hidden_size": 256, "intermediate_size": 1024, "num_attention_heads": 8,
+              "vocab_size": 1024}
 
 
 @pytest.mark.parametrize("file", ["llama-3-8b.json", "mistral-7b.json", "qwen2.5-7b.json", "qwen3-8b.json",
-                                  "mixtral-8x7b.json", "qwen1.5-moe-a2.7b.json", "qwen3-30b-a3b.json", "gpt2.json"])
+                                  "mixtral-8x7b.json", "qwen1.5-moe-a2.7b.json", "qwen3-30b-a3b.json", "gpt2.json",
+                                  "bert-base-uncased.json"])
 def test_builder_matches_a_captured_hf_forward(file):
     if file == "gpt2.json":
         config = {**_config(file), **SMALL_GPT2}
+    elif file == "bert-base-uncased.json":
+        config = {**_config(file), **SMALL_BERT}
     else:
         config = {**_config(file), **SMALL, **SMALL_MOE.get(file, {})}
     if "head_dim" in config:
@@ -70,7 +76,7 @@ def test_builder_matches_a_captured_hf_forward(file):
     model = _hf_model(config)
     captured = accel_sim.simulate(model, {"input_ids": torch.empty(batch, seq, dtype=torch.int64, device="meta")},
                                   device="h100")
-    spec = spec_from_hf_config(config, file, dtype="fp32" if file == "gpt2.json" else "bf16")
+    spec = spec_from_hf_config(config, file, dtype="bf16" if str(config.get("torch_dtype")) == "bfloat16" else "fp32")
     assert _core.parameter_count(spec) == model.num_parameters()
     built = accel_sim.simulate(
         accel_sim.build_model_graph(spec, phase="prefill", batch=batch, seq=seq, kernels="hf-eager"), device="h100")

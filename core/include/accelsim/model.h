@@ -58,6 +58,12 @@ struct ModelSpec {
   bool rotary = true;              // RoPE; else no position computation in the layers
   bool learned_positions = false;  // a [max_position_embeddings, hidden] table added to the input (GPT-2)
   bool fused_qkv = false;          // one [hidden, (heads + 2 kv_heads) * head_dim] projection (GPT-2 c_attn)
+  bool post_norm = false;          // norm after each residual add (BERT) instead of before each sublayer
+  int64_t type_vocab_size = 0;     // token-type (segment) embeddings added to the input (BERT)
+  bool embedding_norm = false;     // a norm over the summed input embeddings (BERT)
+  bool final_norm = true;          // a norm after the last layer (pre-norm decoders)
+  bool lm_head_transform = false;  // dense + activation + norm before the output projection (BERT MLM)
+  bool lm_head_bias = false;       // a bias on the output projection (BERT MLM decoder)
   bool tied_embeddings = false;    // lm_head shares the embedding matrix
   bool qkv_bias = false;           // biases on q, k, v projections (Qwen2)
   bool output_bias = false;        // bias on the attention output projection

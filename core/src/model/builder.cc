@@ -134,12 +134,22 @@ class Builder {
     e_.module_type = "Embedding";
     TensorId x = e_.op("embedding", {embed, ids}, {b_, s_, m_.hidden_size}, dt_);
     const TensorId embedded = x;
+    if (m_.type_vocab_size > 0) x = add_token_types(x);
     if (m_.learned_positions) x = add_positions(x);
+    if (m_.embedding_norm) {
+      e_.module = "model.embeddings.norm";
+      e_.module_type = "LayerNorm";
+      x = norm(x, "model.embeddings.norm");
+    }
     rotary_tables();
-    for (int64_t l = 0; l < m_.num_layers; ++l) x = layer(l, x);
-    e_.module = "model.norm";
-    e_.module_type = m_.norm == NormKind::rms_norm ? "RMSNorm" : "LayerNorm";
-    x = norm(x, "model.norm");
+    for (int64_t l = 0; l < m_.num_layers; ++l) {
+      x = m_.post_norm ? post_norm_layer(l, x) : layer(l, x);
+    }
+    if (m_.final_norm) {
+      e_.module = "model.norm";
+      e_.module_type = m_.norm == NormKind::rms_norm ? "RMSNorm" : "LayerNorm";
+      x = norm(x, "model.norm");
+    }
     lm_head(x, embed);
     // HF's model forward keeps `inputs_embeds`, the positions and the cos/sin tables in locals
     // until it returns.
@@ -153,6 +163,38 @@ class Builder {
   }
 
  private:
+  // x + token_type_embeddings[token types] (BERT: all zeros for one segment, read from a buffer).
+  TensorId add_token_types(TensorId x) {
+    e_.module = "model.embeddings.token_type_embeddings";
+    e_.module_type = "Embedding";
+    const int64_t h = m_.hidden_size;
+    TensorId table = e_.parameter({m_.type_vocab_size, h}, m_.weight_dtype,
+                                  "model.embeddings.token_type_embeddings.weight");
+    TensorId types;
+    if (eager_) {
+      // HF: buffered_token_type_ids.gather(1, position_ids) expanded over the batch.
+      TensorId buffer = e_.resident({1, m_.max_position_embeddings}, DType::int64,
+                                    StorageKind::buffer, "model.embeddings.token_type_ids");
+      TensorId pos = e_.view(position_buffer(), {1, s_});
+      types = e_.view(e_.op("gather", {buffer, pos}, {1, s_}, DType::int64), {b_, s_}, {0, 1});
+    } else {
+      types = e_.resident({b_, s_}, DType::int64, StorageKind::input, "input.token_type_ids");
+    }
+    TensorId t = e_.op("embedding", {table, types}, {b_, s_, h}, dt_);
+    e_.module = "model.embeddings";
+    e_.module_type = "";
+    return e_.op("add", {x, t}, {b_, s_, h}, dt_);
+  }
+
+  // BERT keeps position ids in a [1, max_positions] buffer and slices it.
+  TensorId position_buffer() {
+    if (position_ids_ < 0) {
+      position_ids_ = e_.resident({1, m_.max_position_embeddings}, DType::int64,
+                                  StorageKind::buffer, "model.embeddings.position_ids");
+    }
+    return position_ids_;
+  }
+
   // x + wpe[positions] (GPT-2): HF builds the positions with arange; an engine gets them as input.
   TensorId add_positions(TensorId x) {
     e_.module = "model.embed_positions";
@@ -161,7 +203,9 @@ class Builder {
     TensorId table = e_.parameter({m_.max_position_embeddings, h}, m_.weight_dtype,
                                   "model.embed_positions.weight");
     TensorId pos;
-    if (eager_) {
+    if (eager_ && !m_.causal) {
+      pos = e_.view(position_buffer(), {1, s_});  // BERT slices its position_ids buffer
+    } else if (eager_) {
       pos = e_.op("arange", {}, {s_}, DType::int64);
       pos = e_.op("add", {pos}, {s_}, DType::int64);
       positions_ = pos;
@@ -329,8 +373,9 @@ class Builder {
     q = rope(heads_first(q, r_.heads, p + ".q_norm"));
     k = rope(heads_first(k, r_.kv_heads, p + ".k_norm"));
     v = heads_first(v, r_.kv_heads, "");
-    TensorId keys = cache(k, p + ".key_cache");
-    TensorId values = cache(v, p + ".value_cache");
+    // Decoders cache K and V for later steps; an encoder attends over this step's K and V only.
+    TensorId keys = m_.causal ? cache(k, p + ".key_cache") : k;
+    TensorId values = m_.causal ? cache(v, p + ".value_cache") : v;
     std::vector<Attr> attrs = {{"is_causal", s_ > 1 && m_.causal},
                                {"enable_gqa", r_.heads != r_.kv_heads}};
     if (m_.sliding_window > 0) attrs.push_back({"window_size", m_.sliding_window});
@@ -558,16 +603,41 @@ class Builder {
     return out;
   }
 
+  // Post-norm (BERT): x = norm(x + attention(x)); x = norm(x + ffn(x)).
+  TensorId post_norm_layer(int64_t l, TensorId x) {
+    const std::string p = "model.layers." + std::to_string(l);
+    const Shape shape = e_.shape(x);
+    TensorId a = attention(l, x);
+    e_.module = p + ".attention_norm";
+    e_.module_type = "Norm";
+    TensorId y = norm(e_.op("add", {a, x}, shape, dt_), p + ".attention_norm");
+    TensorId f = ffn(l, y);
+    e_.module = p + ".output_norm";
+    e_.module_type = "Norm";
+    return norm(e_.op("add", {f, y}, shape, dt_), p + ".output_norm");
+  }
+
   void lm_head(TensorId x, TensorId embed) {
     e_.module = "lm_head";
     e_.module_type = "Linear";
     const int64_t h = m_.hidden_size;
-    // Engines compute logits for the last position of each sequence; HF for every position.
-    const int64_t rows = eager_ ? b_ * s_ : b_;
-    TensorId x2 = eager_ ? e_.view(x, {rows, h})
-                         : e_.view(x, {b_, h}, {s_ * h, 1});
+    if (m_.lm_head_transform) {  // BERT MLM: dense, activation, norm
+      e_.module = "lm_head.transform";
+      x = norm(activation(linear(x, h, "lm_head.transform.dense", true)), "lm_head.transform.norm");
+      e_.module = "lm_head";
+    }
+    // Engines compute logits for the last position of each sequence; HF (and any encoder, which
+    // predicts every position) for every position.
+    const int64_t rows = eager_ || !m_.causal ? b_ * s_ : b_;
+    TensorId x2 = rows == b_ * s_ ? e_.view(x, {rows, h}) : e_.view(x, {b_, h}, {s_ * h, 1});
     TensorId w = m_.tied_embeddings ? embed : e_.parameter({r_.vocab, h}, m_.weight_dtype, "lm_head.weight");
-    TensorId logits = e_.op("mm", {x2, e_.transposed(w)}, {rows, r_.vocab}, dt_);
+    TensorId logits;
+    if (m_.lm_head_bias) {
+      TensorId bias = e_.parameter({r_.vocab}, m_.weight_dtype, "lm_head.bias");
+      logits = e_.op("addmm", {bias, x2, e_.transposed(w)}, {rows, r_.vocab}, dt_);
+    } else {
+      logits = e_.op("mm", {x2, e_.transposed(w)}, {rows, r_.vocab}, dt_);
+    }
     outputs_.insert(outputs_.begin(), logits);
   }
 
@@ -579,7 +649,7 @@ class Builder {
   int64_t b_ = 0, s_ = 0, past_ = 0;
   bool eager_ = false;
   DType dt_ = DType::bf16;
-  TensorId cos_ = -1, sin_ = -1, positions_ = -1, position_embeddings_ = -1;
+  TensorId cos_ = -1, sin_ = -1, positions_ = -1, position_embeddings_ = -1, position_ids_ = -1;
   std::vector<TensorId> outputs_;
   std::vector<TensorId> experts_locals_;  // HF-eager MoE locals held until the block returns
 };
@@ -587,6 +657,7 @@ class Builder {
 }  // namespace
 
 int64_t step_kv_cache_bytes(const ModelSpec& model, const BuildOptions& options) {
+  if (!model.causal) return 0;  // encoders keep no cache
   const int64_t tp = options.tensor_parallel;
   const int64_t kv_heads = model.num_kv_heads >= tp ? model.num_kv_heads / tp : 1;
   const int64_t tokens = options.phase == Phase::prefill ? options.seq : options.context + 1;
@@ -598,6 +669,8 @@ Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
   model.validate();
   ACCELSIM_CHECK(options.batch >= 1, "batch must be at least 1");
   ACCELSIM_CHECK(options.tensor_parallel >= 1, "the tensor-parallel degree must be at least 1");
+  ACCELSIM_CHECK(model.causal || options.phase == Phase::prefill,
+                 "model '" + model.name + "' is an encoder: it has no decode phase");
   if (options.phase == Phase::prefill) {
     ACCELSIM_CHECK(options.seq >= 1, "prefill needs a sequence length of at least 1");
   } else {

@@ -20,6 +20,7 @@ void ModelSpec::validate() const {
   ACCELSIM_CHECK(ffn_size > 0, who + ": ffn_size must be positive");
   ACCELSIM_CHECK(vocab_size > 0, who + ": vocab_size must be positive");
   ACCELSIM_CHECK(sliding_window >= 0, who + ": sliding_window must not be negative");
+  ACCELSIM_CHECK(type_vocab_size >= 0, who + ": type_vocab_size must not be negative");
   ACCELSIM_CHECK(!learned_positions || max_position_embeddings > 0,
                  who + ": learned positions need max_position_embeddings");
   if (moe.enabled()) {
@@ -52,8 +53,13 @@ int64_t count_with_experts(const ModelSpec& m, int64_t experts) {
   // Router [experts, h], gated experts (gate, up, down), shared expert MLP and its gate.
   const int64_t moe_ffn = h * e.num_experts + experts * 3 * h * e.expert_ffn_size +
                           3 * h * e.shared_ffn_size + (e.shared_expert_gate ? h : 0);
-  int64_t total = m.vocab_size * h + norm;
+  int64_t total = m.vocab_size * h;
+  if (m.final_norm) total += norm;
   if (m.learned_positions) total += m.max_position_embeddings * h;
+  total += m.type_vocab_size * h;
+  if (m.embedding_norm) total += norm;
+  if (m.lm_head_transform) total += h * h + h + norm;
+  if (m.lm_head_bias) total += m.vocab_size;
   for (int64_t l = 0; l < m.num_layers; ++l) {
     total += layer + (e.is_moe_layer(l) ? moe_ffn : dense_ffn);
   }

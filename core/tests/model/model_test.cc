@@ -57,6 +57,22 @@ TEST(ModelSpecTest, Gpt2HasItsPublishedParameterCount) {
   EXPECT_EQ(parameter_count(gpt2), 124439808);
 }
 
+TEST(ModelSpecTest, BertBaseMlmHasItsPublishedParameterCount) {
+  // Embeddings: 30522*768 + 512*768 + 2*768 + LayerNorm 1536 = 23,837,184; 12 layers of
+  // 7,087,872 (attention 4*768^2 + 4*768, FFN 2*768*3072 + 3072 + 768, two LayerNorms);
+  // MLM head: dense 768*768 + 768, LayerNorm 1536, decoder bias 30522 = 622,650;
+  // decoder weight tied: 109,514,298 (HF BertForMaskedLM).
+  ModelSpec bert{.name = "bert-base", .family = "bert", .causal = false, .hidden_size = 768,
+                 .num_layers = 12, .num_heads = 12, .num_kv_heads = 12, .head_dim = 64,
+                 .ffn_size = 3072, .vocab_size = 30522, .max_position_embeddings = 512,
+                 .activation = Activation::gelu, .gated_ffn = false, .norm = NormKind::layer_norm,
+                 .rotary = false, .learned_positions = true, .post_norm = true,
+                 .type_vocab_size = 2, .embedding_norm = true, .final_norm = false,
+                 .lm_head_transform = true, .lm_head_bias = true, .tied_embeddings = true,
+                 .qkv_bias = true, .output_bias = true, .ffn_bias = true};
+  EXPECT_EQ(parameter_count(bert), 109514298);
+}
+
 TEST(ModelSpecTest, KvCacheBytes) {
   // 2 (K, V) * 32 layers * 8 kv heads * 128 dims * 2 bytes = 131,072 bytes per token.
   EXPECT_EQ(kv_cache_bytes(testing::llama3_8b(), 4, 1000), 4 * 1000 * 131072);

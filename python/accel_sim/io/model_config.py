@@ -22,7 +22,7 @@ import yaml
 from accel_sim import _core
 from accel_sim.errors import UsageError
 
-BUILDER_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt2")
+BUILDER_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt2", "bert")
 _MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe")
 
 _ACTIVATIONS = {
@@ -161,6 +161,25 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
         spec.rotary = False
         spec.learned_positions = True
         spec.fused_qkv = True
+        spec.qkv_bias = spec.output_bias = spec.ffn_bias = True
+        spec.tied_embeddings = bool(config.get("tie_word_embeddings", True))
+    if model_type == "bert":
+        # BERT (BertForMaskedLM): a post-norm encoder with learned positions, token types and an
+        # embedding LayerNorm; biases everywhere; an MLM head (dense, GELU, LayerNorm, decoder
+        # tied to the word embeddings plus a bias).
+        if config.get("position_embedding_type", "absolute") != "absolute":
+            raise UsageError(f"{where}: position_embedding_type {config['position_embedding_type']!r} is not supported")
+        spec.causal = False
+        spec.gated_ffn = False
+        spec.norm = _core.NormKind.layer_norm
+        spec.rotary = False
+        spec.learned_positions = True
+        spec.post_norm = True
+        spec.type_vocab_size = _int(config, "type_vocab_size", where, 2)
+        spec.embedding_norm = True
+        spec.final_norm = False
+        spec.lm_head_transform = True
+        spec.lm_head_bias = True
         spec.qkv_bias = spec.output_bias = spec.ffn_bias = True
         spec.tied_embeddings = bool(config.get("tie_word_embeddings", True))
     window = config.get("sliding_window")
