@@ -148,3 +148,18 @@ def test_moe_decode_reports_active_parameters_and_the_routing_assumption():
     # embedding table (one row read) — 2 * (12,879,925,248 - 32000*4096) bytes — plus a little.
     weights = 2 * (12_879_925_248 - 32000 * 4096)
     assert weights <= d["bytes"] <= weights * 1.005
+
+
+def test_vit_builder_matches_a_captured_hf_forward():
+    config = {**_config("vit-era5.json"), "num_hidden_layers": 2, "hidden_size": 128, "intermediate_size": 512,
+              "num_attention_heads": 4, "image_size": [32, 64], "patch_size": 4, "num_channels": 3}
+    with torch.device("meta"):
+        model = transformers.ViTModel(transformers.AutoConfig.for_model(**config)).to(torch.float16).eval()
+    pixels = torch.empty(2, 3, 32, 64, dtype=torch.float16, device="meta")
+    captured = accel_sim.simulate(model, {"pixel_values": pixels}, device="h100")
+    spec = spec_from_hf_config(config, "vit-era5.json")
+    assert _core.parameter_count(spec) == model.num_parameters()
+    built = accel_sim.simulate(accel_sim.build_model_graph(spec, batch=2, kernels="hf-eager"), device="h100")
+    assert built.flops == pytest.approx(captured.flops, rel=0.01)
+    assert built.bytes == pytest.approx(captured.bytes, rel=0.03)
+    assert built.peak_memory_bytes == pytest.approx(captured.peak_memory_bytes, rel=0.03)

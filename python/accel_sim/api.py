@@ -152,7 +152,7 @@ def build_model_graph(
         "model": spec.name,
         "phase": phase,
         "batch": batch,
-        "seq": seq if phase == "prefill" else 1,
+        "seq": spec.image_tokens() if spec.patch_size > 0 else seq if phase == "prefill" else 1,
         "context": context if phase == "decode" else 0,
         "kernels": kernels.replace("_", "-"),
         "tensor_parallel": tensor_parallel,

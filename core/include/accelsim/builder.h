@@ -33,7 +33,7 @@ enum class MoeImpl : uint8_t { grouped, sequential };
 struct BuildOptions {
   Phase phase = Phase::prefill;
   int64_t batch = 1;
-  int64_t seq = 0;      // prefill: tokens per sequence
+  int64_t seq = 0;      // prefill: tokens per sequence (vision models: ignored, the image decides)
   int64_t context = 0;  // decode: tokens already in the cache
   KernelStyle kernels = KernelStyle::fused;
   int64_t tensor_parallel = 1;  // must divide heads, FFN width and vocabulary

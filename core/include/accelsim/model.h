@@ -64,6 +64,24 @@ struct ModelSpec {
   bool final_norm = true;          // a norm after the last layer (pre-norm decoders)
   bool lm_head_transform = false;  // dense + activation + norm before the output projection (BERT MLM)
   bool lm_head_bias = false;       // a bias on the output projection (BERT MLM decoder)
+  bool lm_head = true;             // an output projection to the vocabulary
+
+  // Vision transformers (ViT): the input is an image cut into patch_size x patch_size patches
+  // by a strided convolution; a CLS token is prepended; a pooler may follow. patch_size = 0:
+  // a text model.
+  int64_t image_height = 0;
+  int64_t image_width = 0;
+  int64_t patch_size = 0;
+  int64_t num_channels = 0;
+  bool cls_token = false;
+  bool pooler = false;  // dense + tanh on the first token (HF ViTModel)
+
+  bool vision() const { return patch_size > 0; }
+  // Tokens of one image: patches plus the CLS token.
+  int64_t image_tokens() const {
+    return vision() ? (image_height / patch_size) * (image_width / patch_size) + (cls_token ? 1 : 0)
+                    : 0;
+  }
   bool tied_embeddings = false;    // lm_head shares the embedding matrix
   bool qkv_bias = false;           // biases on q, k, v projections (Qwen2)
   bool output_bias = false;        // bias on the attention output projection

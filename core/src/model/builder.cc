@@ -115,7 +115,7 @@ class Builder {
     r_.ffn = divided(m.ffn_size, tp, "ffn_size");
     r_.vocab = divided(m.vocab_size, tp, "vocab_size");
     b_ = o.batch;
-    s_ = o.phase == Phase::prefill ? o.seq : 1;
+    s_ = m.vision() ? m.image_tokens() : o.phase == Phase::prefill ? o.seq : 1;
     past_ = o.phase == Phase::prefill ? 0 : o.context;
     eager_ = o.kernels == KernelStyle::hf_eager;
     dt_ = m.activation_dtype;
@@ -127,15 +127,20 @@ class Builder {
     graph_.reserve(60 * m_.num_layers + 64, 80 * m_.num_layers + 64, 40 * m_.num_layers + 64);
     e_.module = "model";
     e_.module_type = "";
-    TensorId ids = e_.resident({b_, s_}, DType::int64, StorageKind::input, "input.input_ids");
-    TensorId embed = e_.parameter({r_.vocab, m_.hidden_size}, m_.weight_dtype,
-                                  "model.embed_tokens.weight");
-    e_.module = "model.embed_tokens";
-    e_.module_type = "Embedding";
-    TensorId x = e_.op("embedding", {embed, ids}, {b_, s_, m_.hidden_size}, dt_);
+    TensorId embed = -1;
+    TensorId x;
+    if (m_.vision()) {
+      x = patch_embeddings();
+    } else {
+      TensorId ids = e_.resident({b_, s_}, DType::int64, StorageKind::input, "input.input_ids");
+      embed = e_.parameter({r_.vocab, m_.hidden_size}, m_.weight_dtype, "model.embed_tokens.weight");
+      e_.module = "model.embed_tokens";
+      e_.module_type = "Embedding";
+      x = e_.op("embedding", {embed, ids}, {b_, s_, m_.hidden_size}, dt_);
+    }
     const TensorId embedded = x;
     if (m_.type_vocab_size > 0) x = add_token_types(x);
-    if (m_.learned_positions) x = add_positions(x);
+    if (m_.learned_positions) x = m_.vision() ? add_position_table(x) : add_positions(x);
     if (m_.embedding_norm) {
       e_.module = "model.embeddings.norm";
       e_.module_type = "LayerNorm";
@@ -150,7 +155,12 @@ class Builder {
       e_.module_type = m_.norm == NormKind::rms_norm ? "RMSNorm" : "LayerNorm";
       x = norm(x, "model.norm");
     }
-    lm_head(x, embed);
+    if (m_.lm_head) {
+      lm_head(x, embed);
+    } else {
+      outputs_.push_back(x);  // the last hidden state is the output
+    }
+    if (m_.pooler) pool(x);
     // HF's model forward keeps `inputs_embeds`, the positions and the cos/sin tables in locals
     // until it returns.
     if (eager_) {
@@ -163,6 +173,55 @@ class Builder {
   }
 
  private:
+  // ViT: a stride-P convolution cuts [b, C, H, W] into (H/P)(W/P) patch vectors, a CLS token is
+  // prepended: [b, tokens, hidden].
+  TensorId patch_embeddings() {
+    e_.module = "model.embeddings.patch_embeddings";
+    e_.module_type = "PatchEmbeddings";
+    const int64_t h = m_.hidden_size;
+    const int64_t p = m_.patch_size;
+    const int64_t gh = m_.image_height / p;
+    const int64_t gw = m_.image_width / p;
+    TensorId pixels = e_.resident({b_, m_.num_channels, m_.image_height, m_.image_width}, dt_,
+                                  StorageKind::input, "input.pixel_values");
+    TensorId w = e_.parameter({h, m_.num_channels, p, p}, m_.weight_dtype,
+                              "model.embeddings.patch_embeddings.projection.weight");
+    TensorId bias = e_.parameter({h}, m_.weight_dtype,
+                                 "model.embeddings.patch_embeddings.projection.bias");
+    TensorId conv = e_.op("convolution", {pixels, w, bias}, {b_, h, gh, gw}, dt_,
+                          {{"stride", std::vector<int64_t>{p, p}},
+                           {"padding", std::vector<int64_t>{0, 0}},
+                           {"dilation", std::vector<int64_t>{1, 1}},
+                           {"transposed", false},
+                           {"groups", int64_t{1}}});
+    TensorId patches = e_.view(conv, {b_, gh * gw, h}, {h * gh * gw, 1, gh * gw});
+    if (!m_.cls_token) return patches;
+    e_.module = "model.embeddings";
+    e_.module_type = "Embeddings";
+    TensorId cls = e_.parameter({1, 1, h}, m_.weight_dtype, "model.embeddings.cls_token");
+    return e_.op("cat", {e_.view(cls, {b_, 1, h}, {0, h, 1}), patches}, {b_, s_, h}, dt_,
+                 {{"dim", int64_t{1}}});
+  }
+
+  // ViT: x + a learned [1, tokens, hidden] position table.
+  TensorId add_position_table(TensorId x) {
+    e_.module = "model.embeddings";
+    e_.module_type = "Embeddings";
+    TensorId table = e_.parameter({1, s_, m_.hidden_size}, m_.weight_dtype,
+                                  "model.embeddings.position_embeddings");
+    return e_.op("add", {x, table}, {b_, s_, m_.hidden_size}, dt_);
+  }
+
+  // HF ViTModel's pooler: tanh(dense(first token)).
+  void pool(TensorId x) {
+    e_.module = "model.pooler";
+    e_.module_type = "Pooler";
+    const int64_t h = m_.hidden_size;
+    TensorId first = e_.view(x, {b_, h}, {s_ * h, 1});
+    TensorId pooled = e_.op("tanh", {linear(first, h, "model.pooler.dense", true)}, {b_, h}, dt_);
+    outputs_.push_back(pooled);
+  }
+
   // x + token_type_embeddings[token types] (BERT: all zeros for one segment, read from a buffer).
   TensorId add_token_types(TensorId x) {
     e_.module = "model.embeddings.token_type_embeddings";
@@ -672,7 +731,9 @@ Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
   ACCELSIM_CHECK(model.causal || options.phase == Phase::prefill,
                  "model '" + model.name + "' is an encoder: it has no decode phase");
   if (options.phase == Phase::prefill) {
-    ACCELSIM_CHECK(options.seq >= 1, "prefill needs a sequence length of at least 1");
+    // A vision model's sequence is its image's tokens; `seq` is ignored.
+    ACCELSIM_CHECK(model.vision() || options.seq >= 1,
+                   "prefill needs a sequence length of at least 1");
   } else {
     ACCELSIM_CHECK(options.context >= 0, "decode needs a context length of at least 0");
   }

@@ -18,7 +18,14 @@ void ModelSpec::validate() const {
                      ") must be a multiple of num_kv_heads (" + std::to_string(num_kv_heads) + ")");
   ACCELSIM_CHECK(head_dim > 0, who + ": head_dim must be positive");
   ACCELSIM_CHECK(ffn_size > 0, who + ": ffn_size must be positive");
-  ACCELSIM_CHECK(vocab_size > 0, who + ": vocab_size must be positive");
+  ACCELSIM_CHECK(vocab_size > 0 || (vision() && !lm_head),
+                 who + ": vocab_size must be positive");
+  if (vision()) {
+    ACCELSIM_CHECK(image_height > 0 && image_width > 0 && num_channels > 0,
+                   who + ": a vision model needs image_size and num_channels");
+    ACCELSIM_CHECK(image_height % patch_size == 0 && image_width % patch_size == 0,
+                   who + ": image size must be a multiple of patch_size");
+  }
   ACCELSIM_CHECK(sliding_window >= 0, who + ": sliding_window must not be negative");
   ACCELSIM_CHECK(type_vocab_size >= 0, who + ": type_vocab_size must not be negative");
   ACCELSIM_CHECK(!learned_positions || max_position_embeddings > 0,
@@ -60,10 +67,15 @@ int64_t count_with_experts(const ModelSpec& m, int64_t experts) {
   if (m.embedding_norm) total += norm;
   if (m.lm_head_transform) total += h * h + h + norm;
   if (m.lm_head_bias) total += m.vocab_size;
+  if (m.vision()) {
+    total += m.num_channels * m.patch_size * m.patch_size * h + h;  // patch convolution + bias
+    if (m.cls_token) total += h;
+  }
+  if (m.pooler) total += h * h + h;
   for (int64_t l = 0; l < m.num_layers; ++l) {
     total += layer + (e.is_moe_layer(l) ? moe_ffn : dense_ffn);
   }
-  if (!m.tied_embeddings) total += m.vocab_size * h;
+  if (!m.tied_embeddings && m.lm_head) total += m.vocab_size * h;
   return total;
 }
 

@@ -123,6 +123,25 @@ TEST(BuilderTest, SequentialExpertsDoTheSameWork) {
   EXPECT_EQ(grouped.parameter_bytes, 2 * 46702792704);
 }
 
+TEST(BuilderTest, VisionTransformerStartsWithAPatchConvolution) {
+  // Batch 1: the stride-2 convolution makes 259,200 patch vectors of width 4096, each a dot
+  // product over 20*2*2 inputs: 2 * 259,200 * 4096 * 80 FLOPs + 259,200 * 4096 bias adds.
+  const Graph g = build_graph(testing::vit_era5(), {.phase = Phase::prefill, .batch = 1});
+  double conv = 0;
+  int attentions = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op == "convolution") conv += count_op(g, n).flops;
+    if (n.op == "accel_sim::attention") {
+      ++attentions;
+      EXPECT_FALSE(n.attr_bool("is_causal", true));
+      EXPECT_EQ(g.tensor(n.inputs[0]).shape[2], 259201);  // every token attends to every token
+    }
+  }
+  EXPECT_DOUBLE_EQ(conv, 2.0 * 259200 * 4096 * 80 + 259200.0 * 4096);
+  EXPECT_EQ(attentions, 32);
+  EXPECT_THROW(build_graph(testing::vit_era5(), {.phase = Phase::decode}), ConfigError);
+}
+
 TEST(BuilderTest, SimulatesWithoutUnknownOps) {
   DeviceSpec d{.id = "d", .memory_bytes = 80e9, .memory_bandwidth_bytes_per_s = 3e12,
                .fp32_flops_per_s = 60e12, .bf16_matrix_flops_per_s = 1e15};

@@ -73,6 +73,14 @@ TEST(ModelSpecTest, BertBaseMlmHasItsPublishedParameterCount) {
   EXPECT_EQ(parameter_count(bert), 109514298);
 }
 
+TEST(ModelSpecTest, VitEra5ParameterCount) {
+  // Patch convolution 20*2*2*4096 + 4096 = 331,776; CLS 4,096; positions 259,201*4096 =
+  // 1,061,687,296; 32 layers of 201,379,840 (attention 4*4096^2 + 4*4096, MLP 2*4096*16384 +
+  // 16384 + 4096, two LayerNorms); final LayerNorm 8,192; pooler 4096^2 + 4096 = 16,781,312.
+  EXPECT_EQ(testing::vit_era5().image_tokens(), 360 * 720 + 1);
+  EXPECT_EQ(parameter_count(testing::vit_era5()), 7522967552);
+}
+
 TEST(ModelSpecTest, KvCacheBytes) {
   // 2 (K, V) * 32 layers * 8 kv heads * 128 dims * 2 bytes = 131,072 bytes per token.
   EXPECT_EQ(kv_cache_bytes(testing::llama3_8b(), 4, 1000), 4 * 1000 * 131072);

@@ -31,4 +31,18 @@ inline ModelSpec mixtral_8x7b() {
   return m;
 }
 
+// The NERSC study's ViT on ERA5 (python/accel_sim/data/models/vit-era5.json): 32 layers, hidden
+// 4096, 64 heads, MLP 16384, a 720 x 1440 grid of 20 channels cut into 2 x 2 patches, HF ViTModel
+// layout (CLS token, learned positions, final LayerNorm, pooler).
+inline ModelSpec vit_era5() {
+  return ModelSpec{.name = "vit-era5", .family = "vit", .causal = false, .hidden_size = 4096,
+                   .num_layers = 32, .num_heads = 64, .num_kv_heads = 64, .head_dim = 64,
+                   .ffn_size = 16384, .vocab_size = 0, .max_position_embeddings = 259201,
+                   .activation = Activation::gelu, .gated_ffn = false,
+                   .norm = NormKind::layer_norm, .rotary = false, .learned_positions = true,
+                   .lm_head = false, .image_height = 720, .image_width = 1440, .patch_size = 2,
+                   .num_channels = 20, .cls_token = true, .pooler = true, .qkv_bias = true,
+                   .output_bias = true, .ffn_bias = true};
+}
+
 }  // namespace accelsim::testing

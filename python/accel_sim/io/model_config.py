@@ -22,7 +22,7 @@ import yaml
 from accel_sim import _core
 from accel_sim.errors import UsageError
 
-BUILDER_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt2", "bert")
+BUILDER_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt2", "bert", "vit")
 _MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe")
 
 _ACTIVATIONS = {
@@ -138,7 +138,7 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
     head_dim = config.get("head_dim")
     spec.head_dim = _int(config, "head_dim", where) if head_dim is not None else spec.hidden_size // max(spec.num_heads, 1)
     spec.ffn_size = _int(config, "intermediate_size", where)
-    spec.vocab_size = _int(config, "vocab_size", where)
+    spec.vocab_size = _int(config, "vocab_size", where, 0 if model_type == "vit" else None)
     spec.max_position_embeddings = _int(config, "max_position_embeddings", where, 0)
     spec.activation = _ACTIVATIONS[act]
     spec.gated_ffn = True
@@ -182,6 +182,8 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
         spec.lm_head_bias = True
         spec.qkv_bias = spec.output_bias = spec.ffn_bias = True
         spec.tied_embeddings = bool(config.get("tie_word_embeddings", True))
+    if model_type == "vit":
+        _read_vit(spec, config, where)
     window = config.get("sliding_window")
     use_window = config.get("use_sliding_window", model_type == "mistral")
     spec.sliding_window = int(window) if (window and use_window) else 0
@@ -198,6 +200,28 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
     except ValueError as e:
         raise UsageError(f"{where}: {e}") from None
     return spec
+
+
+def _read_vit(spec: Any, config: dict, where: str) -> None:
+    """HF ViTModel: a pre-norm encoder over image patches with a CLS token, a learned position
+    table, LayerNorm, GELU, biases (q/k/v per qkv_bias), a final LayerNorm and a pooler."""
+    size = config.get("image_size", 224)
+    height, width = (size, size) if isinstance(size, int) else tuple(size)
+    spec.image_height, spec.image_width = int(height), int(width)
+    spec.patch_size = _int(config, "patch_size", where)
+    spec.num_channels = _int(config, "num_channels", where, 3)
+    spec.cls_token = True
+    spec.pooler = True
+    spec.lm_head = False
+    spec.causal = False
+    spec.gated_ffn = False
+    spec.norm = _core.NormKind.layer_norm
+    spec.rotary = False
+    spec.learned_positions = True
+    spec.max_position_embeddings = spec.image_tokens()
+    spec.qkv_bias = bool(config.get("qkv_bias", True))
+    spec.output_bias = spec.ffn_bias = True
+    spec.tied_embeddings = False
 
 
 def _gpt2_as_common(config: dict, where: str) -> dict:
