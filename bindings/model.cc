@@ -30,7 +30,18 @@ void bind_model(nb::module_& m) {
       .def_rw("first_dense_layers", &MoeSpec::first_dense_layers)
       .def_rw("sparse_step", &MoeSpec::sparse_step)
       .def_rw("normalize_top_k", &MoeSpec::normalize_top_k)
-      .def_rw("fp32_combine", &MoeSpec::fp32_combine);
+      .def_rw("fp32_combine", &MoeSpec::fp32_combine)
+      .def_rw("sigmoid_scoring", &MoeSpec::sigmoid_scoring)
+      .def_rw("num_groups", &MoeSpec::num_groups)
+      .def_rw("top_k_groups", &MoeSpec::top_k_groups);
+
+  nb::class_<MlaSpec>(m, "MlaSpec")
+      .def(nb::init<>())
+      .def_rw("q_lora_rank", &MlaSpec::q_lora_rank)
+      .def_rw("kv_lora_rank", &MlaSpec::kv_lora_rank)
+      .def_rw("qk_nope_head_dim", &MlaSpec::qk_nope_head_dim)
+      .def_rw("qk_rope_head_dim", &MlaSpec::qk_rope_head_dim)
+      .def_rw("v_head_dim", &MlaSpec::v_head_dim);
 
   nb::class_<ModelSpec>(m, "ModelSpec")
       .def(nb::init<>())
@@ -72,6 +83,7 @@ void bind_model(nb::module_& m) {
       .def_rw("qk_norm", &ModelSpec::qk_norm)
       .def_rw("sliding_window", &ModelSpec::sliding_window)
       .def_rw("moe", &ModelSpec::moe)
+      .def_rw("mla", &ModelSpec::mla)
       .def_rw("weight_dtype", &ModelSpec::weight_dtype)
       .def_rw("activation_dtype", &ModelSpec::activation_dtype)
       .def_rw("kv_cache_dtype", &ModelSpec::kv_cache_dtype)

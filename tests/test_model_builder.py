@@ -52,6 +52,10 @@ SMALL_MOE = {
     "qwen1.5-moe-a2.7b.json": {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128,
                                "shared_expert_intermediate_size": 512},
     "qwen3-30b-a3b.json": {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128},
+    "deepseek-v3.json": {"first_k_dense_replace": 1, "moe_intermediate_size": 64, "num_key_value_heads": 8,
+                         "q_lora_rank": 96, "kv_lora_rank": 64, "qk_rope_head_dim": 16, "qk_nope_head_dim": 32,
+                         "v_head_dim": 32, "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2,
+                         "n_group": 2, "topk_group": 1},
 }
 
 
@@ -62,7 +66,7 @@ SMALL_BERT = {"num_hidden_layers": 3, "hidden_size": 256, "intermediate_size": 1
 
 @pytest.mark.parametrize("file", ["llama-3-8b.json", "mistral-7b.json", "qwen2.5-7b.json", "qwen3-8b.json",
                                   "mixtral-8x7b.json", "qwen1.5-moe-a2.7b.json", "qwen3-30b-a3b.json", "gpt2.json",
-                                  "bert-base-uncased.json"])
+                                  "bert-base-uncased.json", "deepseek-v3.json"])
 def test_builder_matches_a_captured_hf_forward(file):
     if file == "gpt2.json":
         config = {**_config(file), **SMALL_GPT2}
@@ -115,14 +119,16 @@ def test_models_lists_the_shipped_configs():
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--model", "deepseek-v3"], "model_type 'deepseek_v3' is not supported by the model builder yet"),
+        (["--model", "{t5}"], "model_type 't5' is not supported by the model builder yet"),
         (["--model", "no-such-model"], "unknown model 'no-such-model'"),
         (["examples/gpt2.py", "--model", "llama-3-8b"], "not both"),
         (["--model", "llama-3-8b", "--tp", "3"], "not divisible by the tensor-parallel degree 3"),
     ],
 )
-def test_model_usage_errors(args, message):
-    result = run_cli("simulate", *args, "--device", "h100")
+def test_model_usage_errors(tmp_path: Path, args, message):
+    t5 = tmp_path / "t5.json"
+    t5.write_text(json.dumps({"model_type": "t5", "d_model": 512}))
+    result = run_cli("simulate", *[a.format(t5=t5) for a in args], "--device", "h100")
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
 

@@ -30,6 +30,9 @@ struct MoeSpec {
   int64_t sparse_step = 1;         // Qwen2-MoE decoder_sparse_step: layer l is MoE if (l+1) % step == 0
   bool normalize_top_k = false;    // renormalize the top-k routing weights to sum to 1
   bool fp32_combine = false;       // weight and sum expert outputs in fp32 (HF Mixtral)
+  bool sigmoid_scoring = false;    // DeepSeek-V3: sigmoid scores plus a correction bias, no softmax
+  int64_t num_groups = 1;          // DeepSeek-V3 group-limited routing: experts in n_group groups,
+  int64_t top_k_groups = 1;        //   tokens routed within their topk_group best groups
 
   bool enabled() const { return num_experts > 0; }
   bool is_moe_layer(int64_t layer) const {
@@ -37,6 +40,19 @@ struct MoeSpec {
   }
 };
 enum class NormKind : uint8_t { rms_norm, layer_norm };
+
+// Multi-head latent attention (DeepSeek-V2/V3): queries through an optional low-rank
+// bottleneck, keys and values from a compressed latent of kv_lora_rank dims (cached) plus a
+// shared RoPE key of qk_rope_head_dim dims. kv_lora_rank = 0: ordinary attention.
+struct MlaSpec {
+  int64_t q_lora_rank = 0;  // 0: q projected directly from the hidden state
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+
+  bool enabled() const { return kv_lora_rank > 0; }
+};
 
 struct ModelSpec {
   std::string name;
@@ -89,6 +105,7 @@ struct ModelSpec {
   bool qk_norm = false;            // RMSNorm over head_dim on q and k (Qwen3)
   int64_t sliding_window = 0;      // 0: full attention
   MoeSpec moe;
+  MlaSpec mla;  // when enabled, head_dim = qk_nope_head_dim + qk_rope_head_dim
 
   DType weight_dtype = DType::bf16;
   DType activation_dtype = DType::bf16;

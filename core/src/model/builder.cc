@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -284,7 +285,7 @@ class Builder {
     if (!m_.rotary) return;
     e_.module = "model.rotary_emb";
     e_.module_type = "RotaryEmbedding";
-    const int64_t d = m_.head_dim;
+    const int64_t d = m_.mla.enabled() ? m_.mla.qk_rope_head_dim : m_.head_dim;
     if (eager_) {
       // HF: positions = arange + past; freqs = positions x inv_freq; emb = cat(freqs, freqs);
       // cos, sin scaled by attention_scaling, cast to the model dtype.
@@ -403,7 +404,130 @@ class Builder {
     return written;
   }
 
+  // Interleaved RoPE as DeepSeek's HF code writes it: on [.., rope] split in halves x1, x2:
+  // cat(x1 cos - x2 sin, x2 cos + x1 sin). One kernel when fused.
+  TensorId rope_interleaved(TensorId x) {
+    const Shape shape = e_.shape(x);
+    if (!eager_) return e_.op("accel_sim::rotary_embedding", {x, cos_}, shape, dt_);
+    Shape half = shape;
+    half.back() /= 2;
+    TensorId x1 = e_.view(x, half);
+    TensorId x2 = e_.view(x, half);
+    TensorId c = e_.view(cos_, {1, 1, s_, half.back()});
+    TensorId sn = e_.view(sin_, {1, 1, s_, half.back()});
+    TensorId a = e_.op("sub", {e_.op("mul", {x1, c}, half, dt_), e_.op("mul", {x2, sn}, half, dt_)},
+                       half, dt_);
+    TensorId b = e_.op("add", {e_.op("mul", {x2, c}, half, dt_), e_.op("mul", {x1, sn}, half, dt_)},
+                       half, dt_);
+    return e_.op("cat", {a, b}, shape, dt_, {{"dim", int64_t{-1}}});
+  }
+
+  // Multi-head latent attention (DeepSeek-V2/V3). The cache holds the normalized latent
+  // [b, 1, t, kv_lora] and the RoPE key [b, 1, t, rope]. HF (and an engine's prefill) expands
+  // the cached latent to per-head K and V with kv_b_proj; an engine's decode absorbs kv_b_proj
+  // into the query and the output and attends in latent space (FlashMLA).
+  TensorId mla_attention(int64_t l, TensorId x) {
+    const std::string p = "model.layers." + std::to_string(l) + ".self_attn";
+    e_.module_type = "Attention";
+    const MlaSpec& a = m_.mla;
+    const int64_t heads = r_.heads;
+    const int64_t nope = a.qk_nope_head_dim, rope = a.qk_rope_head_dim, dv = a.v_head_dim;
+    const int64_t qk = nope + rope;
+    const int64_t kvl = a.kv_lora_rank;
+    const int64_t t_all = past_ + s_;
+    TensorId q;
+    if (a.q_lora_rank > 0) {
+      e_.module = p + ".q_a_proj";
+      TensorId qa = linear(x, a.q_lora_rank, p + ".q_a_proj", false);
+      e_.module = p + ".q_a_layernorm";
+      qa = norm(qa, p + ".q_a_layernorm");
+      e_.module = p + ".q_b_proj";
+      q = linear(qa, heads * qk, p + ".q_b_proj", false);
+    } else {
+      e_.module = p + ".q_proj";
+      q = linear(x, heads * qk, p + ".q_proj", false);
+    }
+    e_.module = p;
+    TensorId q4 = e_.view(q, {b_, heads, s_, qk});
+    TensorId q_pass = e_.view(q4, {b_, heads, s_, nope});
+    TensorId q_rot = rope_interleaved(e_.view(q4, {b_, heads, s_, rope}));
+    e_.module = p + ".kv_a_proj_with_mqa";
+    TensorId kva = linear(x, kvl + rope, p + ".kv_a_proj_with_mqa", false);
+    e_.module = p + ".kv_a_layernorm";
+    TensorId latent = e_.view(norm(e_.view(kva, {b_, s_, kvl}), p + ".kv_a_layernorm"), {b_, 1, s_, kvl});
+    e_.module = p;
+    TensorId k_rot = rope_interleaved(e_.view(kva, {b_, 1, s_, rope}));
+    // Cache the latent and the RoPE key (one "KV head" each).
+    TensorId latent_all = mla_cache(latent, kvl, p + ".latent_cache");
+    TensorId k_rot_all = mla_cache(k_rot, rope, p + ".rope_key_cache");
+    TensorId wkv = e_.parameter({heads * (nope + dv), kvl}, m_.weight_dtype, p + ".kv_b_proj.weight");
+    std::vector<Attr> attrs = {{"is_causal", s_ > 1}, {"enable_gqa", false}};
+
+    TensorId o;
+    if (!eager_ && o_.phase == Phase::decode) {
+      // Absorbed: q_latent = q_nope W_UK per head, attend over [latent, rope key] (MQA, one KV
+      // head), then out = o_latent W_UV per head.
+      TensorId w_uk = e_.view(wkv, {heads, nope, kvl});
+      TensorId w_uv = e_.view(wkv, {heads, kvl, dv});
+      TensorId q_lat = e_.op("bmm", {e_.view(q_pass, {heads, b_ * s_, nope}), w_uk},
+                             {heads, b_ * s_, kvl}, dt_);
+      TensorId q_full = e_.op("cat", {e_.view(q_lat, {b_, heads, s_, kvl}), q_rot},
+                              {b_, heads, s_, kvl + rope}, dt_, {{"dim", int64_t{-1}}});
+      TensorId k_full = e_.op("cat", {latent_all, k_rot_all}, {b_, 1, t_all, kvl + rope}, dt_,
+                              {{"dim", int64_t{-1}}});
+      attrs[1] = {"enable_gqa", true};
+      TensorId o_lat = e_.op("accel_sim::attention", {q_full, k_full, latent_all},
+                             {b_, heads, s_, kvl}, dt_, std::move(attrs));
+      o = e_.op("bmm", {e_.view(o_lat, {heads, b_ * s_, kvl}), w_uv}, {heads, b_ * s_, dv}, dt_);
+    } else {
+      // Expanded: per-head K = [k_nope, rope key] and V from the cached latent.
+      e_.module = p + ".kv_b_proj";
+      TensorId wkv_t = e_.transposed(wkv);
+      TensorId kv = e_.op("mm", {e_.view(latent_all, {b_ * t_all, kvl}), wkv_t},
+                          {b_ * t_all, heads * (nope + dv)}, dt_);
+      e_.module = p;
+      TensorId kv4 = e_.view(kv, {b_, heads, t_all, nope + dv});
+      TensorId k_nope = e_.view(kv4, {b_, heads, t_all, nope});
+      TensorId v = e_.view(kv4, {b_, heads, t_all, dv});
+      TensorId qf = e_.op("cat", {q_pass, q_rot}, {b_, heads, s_, qk}, dt_, {{"dim", int64_t{-1}}});
+      TensorId k = e_.fresh({b_, heads, t_all, qk}, dt_);
+      e_.node("new_empty", {kv4}, {k});
+      TensorId k1 = e_.alias(k, {b_, heads, t_all, nope});
+      e_.node("copy_", {k1, k_nope}, {k1});
+      TensorId k2 = e_.alias(k, {b_, heads, t_all, rope});
+      e_.node("copy_", {k2, e_.view(k_rot_all, {b_, heads, t_all, rope}, {t_all * rope, 0, rope, 1})}, {k2});
+      TensorId oh = e_.op("accel_sim::attention", {qf, k, v}, {b_, heads, s_, dv}, dt_,
+                          std::move(attrs));
+      // The output [b, heads, s, v] is in the query's layout, whose last dim differs: HF's
+      // transpose(1, 2).reshape copies it.
+      o = eager_ ? e_.op("clone", {e_.view(oh, {b_, s_, heads, dv})}, {b_, s_, heads, dv}, dt_) : oh;
+    }
+    e_.module = p + ".o_proj";
+    return linear(e_.view(o, {b_, s_, heads * dv}), m_.hidden_size, p + ".o_proj", false);
+  }
+
+  // Appends this step's [b, 1, s, width] latent (or RoPE key) to an MLA cache.
+  TensorId mla_cache(TensorId x, int64_t width, const std::string& name) {
+    const Shape full{b_, 1, past_ + s_, width};
+    if (eager_) {
+      std::vector<TensorId> parts;
+      if (past_ > 0) {
+        parts.push_back(e_.resident({b_, 1, past_, width}, m_.kv_cache_dtype, StorageKind::input, name));
+      }
+      parts.push_back(x);
+      TensorId all = e_.op("cat", parts, full, m_.kv_cache_dtype, {{"dim", int64_t{-2}}});
+      outputs_.push_back(all);
+      return all;
+    }
+    TensorId c = e_.resident(full, m_.kv_cache_dtype, StorageKind::buffer, name);
+    TensorId index = e_.resident({s_}, DType::int64, StorageKind::input, name + ".positions");
+    TensorId written = e_.alias(c, full);
+    e_.node("index_copy_", {c, index, x}, {written}, {{"dim", int64_t{2}}});
+    return written;
+  }
+
   TensorId attention(int64_t l, TensorId x) {
+    if (m_.mla.enabled()) return mla_attention(l, x);
     const std::string p = "model.layers." + std::to_string(l) + ".self_attn";
     e_.module = p;
     e_.module_type = "Attention";
@@ -496,6 +620,58 @@ class Builder {
     return linear(a, m_.hidden_size, p + ".down_proj", m_.ffn_bias);
   }
 
+  // DeepSeek-V3 router (HF DeepseekV3TopkRouter, noaux_tc): fp32 logits, sigmoid scores plus a
+  // correction bias, the best top_k_groups of num_groups expert groups by the sum of their two
+  // best scores, top-k among those, weights = the chosen scores renormalized and scaled.
+  // Returns (scores, weights [t, k] fp32, ids [t, k]).
+  std::tuple<TensorId, TensorId, TensorId> sigmoid_router(TensorId x2, const std::string& name) {
+    const MoeSpec& moe = m_.moe;
+    const int64_t t = e_.shape(x2)[0];
+    const int64_t h = e_.shape(x2)[1];
+    const int64_t experts = moe.num_experts, k = moe.top_k, g = moe.num_groups;
+    TensorId w = e_.parameter({experts, h}, m_.weight_dtype, name + ".weight");
+    TensorId bias = e_.resident({experts}, m_.weight_dtype, StorageKind::buffer,
+                                name + ".e_score_correction_bias");
+    TensorId logits;
+    if (eager_) {
+      TensorId x32 = e_.op("_to_copy", {x2}, {t, h}, DType::fp32);
+      TensorId w32 = e_.op("_to_copy", {w}, {experts, h}, DType::fp32);
+      logits = e_.op("mm", {x32, e_.transposed(w32)}, {t, experts}, DType::fp32);
+    } else {
+      logits = e_.op("mm", {x2, e_.transposed(w)}, {t, experts}, dt_);
+    }
+    TensorId scores = e_.op("sigmoid", {logits}, {t, experts}, DType::fp32);
+    TensorId biased = e_.op("add", {scores, bias}, {t, experts}, DType::fp32);
+    TensorId choice = biased;
+    if (g > 1) {
+      TensorId top2 = e_.fresh({t, g, 2}, DType::fp32);
+      e_.node("topk", {e_.view(biased, {t, g, experts / g})}, {top2, e_.fresh({t, g, 2}, DType::int64)},
+              {{"k", int64_t{2}}, {"dim", int64_t{-1}}});
+      TensorId group_scores = e_.op("sum", {top2}, {t, g}, DType::fp32, {{"dim", std::vector<int64_t>{-1}}});
+      TensorId best = e_.fresh({t, moe.top_k_groups}, DType::int64);
+      e_.node("topk", {group_scores}, {e_.fresh({t, moe.top_k_groups}, DType::fp32), best},
+              {{"k", moe.top_k_groups}, {"dim", int64_t{-1}}});
+      TensorId mask = e_.op("zeros_like", {group_scores}, {t, g}, DType::fp32);
+      TensorId scattered = e_.alias(mask, {t, g});
+      e_.node("scatter_", {mask, best}, {scattered}, {{"dim", int64_t{1}}});
+      TensorId expert_mask = e_.op("clone", {e_.view(scattered, {t, g, experts / g}, {g, 1, 0})},
+                                   {t, g, experts / g}, DType::fp32);
+      TensorId keep = e_.op("_to_copy", {e_.view(expert_mask, {t, experts})}, {t, experts}, DType::boolean);
+      TensorId drop = e_.op("bitwise_not", {keep}, {t, experts}, DType::boolean);
+      choice = e_.op("masked_fill", {biased, drop}, {t, experts}, DType::fp32);
+    }
+    TensorId ids = e_.fresh({t, k}, DType::int64);
+    e_.node("topk", {choice}, {e_.fresh({t, k}, DType::fp32), ids}, {{"k", k}, {"dim", int64_t{-1}}});
+    TensorId weights = e_.op("gather", {scores, ids}, {t, k}, DType::fp32, {{"dim", int64_t{1}}});
+    TensorId sum = e_.op("add", {e_.op("sum", {weights}, {t, 1}, DType::fp32,
+                                       {{"dim", std::vector<int64_t>{-1}}})},
+                         {t, 1}, DType::fp32);
+    TensorId normed = e_.alias(weights, {t, k});
+    e_.node("div_", {weights, sum}, {normed});
+    TensorId scaled = e_.op("mul", {normed}, {t, k}, DType::fp32);  // routed_scaling_factor
+    return {logits, scaled, ids};
+  }
+
   // Routed experts as grouped GEMMs, or one GEMM per touched expert: x [rows, k] against
   // per-expert weights w [E, n, k] (nn.Linear layout) -> [rows, n].
   TensorId experts_gemm(TensorId x, TensorId w, TensorId offsets, int64_t tokens) {
@@ -537,8 +713,8 @@ class Builder {
     TensorId x2 = e_.view(x, {t, h});
     e_.module_type = "SparseMoeBlock";
 
-    TensorId shared = -1;
-    if (moe.shared_ffn_size > 0) {  // the always-on shared expert (Qwen2-MoE, DeepSeek)
+    // The always-on shared expert (Qwen2-MoE computes it before routing, DeepSeek after).
+    auto shared_expert = [&]() -> TensorId {
       const int64_t fs = divided(moe.shared_ffn_size, o_.tensor_parallel, "shared_ffn_size");
       const std::string sp = p + ".shared_expert";
       e_.module = sp + ".gate_proj";
@@ -548,18 +724,26 @@ class Builder {
       TensorId up = linear(x2, fs, sp + ".up_proj", false);
       TensorId prod = e_.op("mul", {a, up}, {t, fs}, dt_);
       e_.module = sp + ".down_proj";
-      shared = linear(prod, h, sp + ".down_proj", false);
-    }
+      return linear(prod, h, sp + ".down_proj", false);
+    };
+    const bool shared_first = moe.shared_ffn_size > 0 && moe.shared_expert_gate;
+    TensorId shared = shared_first ? shared_expert() : -1;
 
     // Router: logits, softmax in fp32, top-k (renormalized for Mixtral-style routers).
     e_.module = p + ".gate";
-    TensorId logits = linear(x2, experts, p + ".gate", false);
-    if (eager_) logits = e_.op("_to_copy", {logits}, {t, experts}, DType::fp32);
-    TensorId probs = e_.op("_softmax", {logits}, {t, experts}, DType::fp32, {{"dim", int64_t{-1}}});
-    TensorId weights = e_.fresh({t, k}, DType::fp32);
-    TensorId ids = e_.fresh({t, k}, DType::int64);
-    e_.node("topk", {probs}, {weights, ids}, {{"k", k}, {"dim", int64_t{-1}}});
-    if (moe.normalize_top_k) {
+    TensorId logits, probs, weights, ids;
+    if (moe.sigmoid_scoring) {
+      std::tie(logits, weights, ids) = sigmoid_router(x2, p + ".gate");
+      probs = logits;
+    } else {
+      logits = linear(x2, experts, p + ".gate", false);
+      if (eager_) logits = e_.op("_to_copy", {logits}, {t, experts}, DType::fp32);
+      probs = e_.op("_softmax", {logits}, {t, experts}, DType::fp32, {{"dim", int64_t{-1}}});
+      weights = e_.fresh({t, k}, DType::fp32);
+      ids = e_.fresh({t, k}, DType::int64);
+      e_.node("topk", {probs}, {weights, ids}, {{"k", k}, {"dim", int64_t{-1}}});
+    }
+    if (moe.normalize_top_k && !moe.sigmoid_scoring) {
       TensorId sum = e_.op("sum", {weights}, {t, 1}, DType::fp32, {{"dim", std::vector<int64_t>{-1}}});
       TensorId normed = e_.alias(weights, {t, k});
       e_.node("div_", {weights, sum}, {normed});
@@ -612,15 +796,16 @@ class Builder {
     if (eager_) {
       // HF's experts function keeps every intermediate in a local until it returns, and the
       // block keeps the router's outputs.
-      // The temporaries of `down(act(gate) * up)` (gu, a, hidden) die at once.
-      for (TensorId held : {logits, weights, ids, sorted, order, xs, ws, offsets, y, weighted,
-                            back}) {
+      // The temporaries of `down(act(gate) * up)` (gu, a, hidden) and of the combine
+      // expression (weighted, back) die at once.
+      for (TensorId held : {logits, weights, ids, sorted, order, xs, ws, offsets, y}) {
         e_.hold(held);
       }
       for (TensorId held : experts_locals_) e_.hold(held);
       experts_locals_.clear();
     }
 
+    if (moe.shared_ffn_size > 0 && !shared_first) shared = shared_expert();
     e_.module = p;
     if (shared >= 0) {
       if (moe.shared_expert_gate) {
@@ -717,6 +902,10 @@ class Builder {
 
 int64_t step_kv_cache_bytes(const ModelSpec& model, const BuildOptions& options) {
   if (!model.causal) return 0;  // encoders keep no cache
+  if (model.mla.enabled()) {    // the latent cache is not split across heads: every rank holds it
+    const int64_t tokens = options.phase == Phase::prefill ? options.seq : options.context + 1;
+    return kv_cache_bytes(model, options.batch, tokens);
+  }
   const int64_t tp = options.tensor_parallel;
   const int64_t kv_heads = model.num_kv_heads >= tp ? model.num_kv_heads / tp : 1;
   const int64_t tokens = options.phase == Phase::prefill ? options.seq : options.context + 1;

@@ -30,6 +30,12 @@ void ModelSpec::validate() const {
   ACCELSIM_CHECK(type_vocab_size >= 0, who + ": type_vocab_size must not be negative");
   ACCELSIM_CHECK(!learned_positions || max_position_embeddings > 0,
                  who + ": learned positions need max_position_embeddings");
+  if (mla.enabled()) {
+    ACCELSIM_CHECK(mla.qk_rope_head_dim > 0 && mla.qk_nope_head_dim > 0 && mla.v_head_dim > 0,
+                   who + ": MLA needs qk_rope_head_dim, qk_nope_head_dim and v_head_dim");
+    ACCELSIM_CHECK(head_dim == mla.qk_nope_head_dim + mla.qk_rope_head_dim,
+                   who + ": with MLA, head_dim must be qk_nope_head_dim + qk_rope_head_dim");
+  }
   if (moe.enabled()) {
     ACCELSIM_CHECK(moe.top_k >= 1 && moe.top_k <= moe.num_experts,
                    who + ": top_k must be between 1 and num_experts");
@@ -37,6 +43,9 @@ void ModelSpec::validate() const {
     ACCELSIM_CHECK(moe.sparse_step >= 1, who + ": sparse_step must be at least 1");
     ACCELSIM_CHECK(moe.first_dense_layers >= 0 && moe.shared_ffn_size >= 0,
                    who + ": MoE sizes must not be negative");
+    ACCELSIM_CHECK(moe.num_groups >= 1 && moe.num_experts % moe.num_groups == 0 &&
+                       moe.top_k_groups >= 1 && moe.top_k_groups <= moe.num_groups,
+                   who + ": expert groups must divide the experts, top-k groups within them");
   }
 }
 
@@ -49,6 +58,16 @@ int64_t count_with_experts(const ModelSpec& m, int64_t experts) {
   const int64_t kv = m.num_kv_heads * m.head_dim;
   const int64_t norm = m.norm == NormKind::rms_norm ? h : 2 * h;  // LayerNorm has a bias
   int64_t layer = h * q + 2 * h * kv + q * h;                      // q, k, v, o projections
+  if (m.mla.enabled()) {
+    // q: [h -> q_lora] + RMSNorm + [q_lora -> heads * (nope + rope)], or [h -> heads * (nope +
+    // rope)]; kv: [h -> kv_lora + rope] + RMSNorm + [kv_lora -> heads * (nope + v)]; o.
+    const MlaSpec& a = m.mla;
+    const int64_t qk = m.num_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim);
+    layer = a.q_lora_rank > 0 ? h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * qk : h * qk;
+    layer += h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank +
+             a.kv_lora_rank * m.num_heads * (a.qk_nope_head_dim + a.v_head_dim) +
+             m.num_heads * a.v_head_dim * h;
+  }
   if (m.qkv_bias) layer += q + 2 * kv;
   if (m.output_bias) layer += h;
   if (m.qk_norm) layer += 2 * m.head_dim;
@@ -93,6 +112,11 @@ double expected_experts_touched(int64_t num_experts, int64_t top_k, int64_t toke
 }
 
 int64_t kv_cache_bytes(const ModelSpec& m, int64_t batch, int64_t tokens) {
+  if (m.mla.enabled()) {
+    // MLA caches the compressed latent and the shared RoPE key per token (DeepSeek-V2, sec. 2.1).
+    return m.num_layers * batch * tokens * (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) *
+           size_bytes(m.kv_cache_dtype);
+  }
   // K and V per layer: [batch, kv_heads, tokens, head_dim].
   return 2 * m.num_layers * batch * tokens * m.num_kv_heads * m.head_dim *
          size_bytes(m.kv_cache_dtype);

@@ -142,6 +142,22 @@ TEST(BuilderTest, VisionTransformerStartsWithAPatchConvolution) {
   EXPECT_THROW(build_graph(testing::vit_era5(), {.phase = Phase::decode}), ConfigError);
 }
 
+TEST(BuilderTest, MlaDecodeAttendsInLatentSpace) {
+  // Fused decode, batch 2, 1000 cached tokens: per layer one MQA attention of 128 query heads
+  // over 1001 keys of 512 + 64 dims with 512-dim values: 2*2*128*1001*576 + 2*2*128*1001*512.
+  const ModelSpec m = testing::deepseek_v3();
+  const Graph g = build_graph(m, {.phase = Phase::decode, .batch = 2, .context = 1000});
+  double attention = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op == "accel_sim::attention") attention += count_op(g, n).flops;
+  }
+  EXPECT_DOUBLE_EQ(attention, 61.0 * (2 * 2 * 128 * 1001 * 576.0 + 2 * 2 * 128 * 1001 * 512.0));
+  EXPECT_EQ(step_kv_cache_bytes(m, {.phase = Phase::decode, .batch = 2, .context = 1000}),
+            2 * 1001 * 70272);
+  const Totals t = totals(g);
+  EXPECT_EQ(t.parameter_bytes, 2 * 671026404352);
+}
+
 TEST(BuilderTest, SimulatesWithoutUnknownOps) {
   DeviceSpec d{.id = "d", .memory_bytes = 80e9, .memory_bandwidth_bytes_per_s = 3e12,
                .fp32_flops_per_s = 60e12, .bf16_matrix_flops_per_s = 1e15};

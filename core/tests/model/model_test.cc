@@ -81,6 +81,19 @@ TEST(ModelSpecTest, VitEra5ParameterCount) {
   EXPECT_EQ(parameter_count(testing::vit_era5()), 7522967552);
 }
 
+TEST(ModelSpecTest, DeepSeekV3TotalAndActiveParameters) {
+  // MLA per layer: q_a 7168*1536 + norm 1536 + q_b 1536*128*192 + kv_a 7168*576 + norm 512 +
+  // kv_b 512*128*256 + o 128*128*7168 = 187,107,328; two norms 14,336. Dense FFN 3*7168*18432 =
+  // 396,361,728 (3 layers). MoE FFN: router 256*7168 + 256 experts * 3*7168*2048 + shared
+  // 3*7168*2048 = 11,320,164,352 (58 layers). Embedding and lm_head 2*129280*7168; final norm.
+  // 3*583,483,392 + 58*11,507,286,016 + 1,853,358,080 + 7,168 = 671,026,404,352.
+  EXPECT_EQ(parameter_count(testing::deepseek_v3()), 671026404352);
+  // Active: 8 routed experts (352,321,536) instead of 256 per MoE layer: 37,552,282,624.
+  EXPECT_EQ(active_parameter_count(testing::deepseek_v3()), 37552282624);
+  // MLA caches 512 + 64 values per token per layer: 61 * 576 * 2 bytes = 70,272 B per token.
+  EXPECT_EQ(kv_cache_bytes(testing::deepseek_v3(), 1, 1), 70272);
+}
+
 TEST(ModelSpecTest, KvCacheBytes) {
   // 2 (K, V) * 32 layers * 8 kv heads * 128 dims * 2 bytes = 131,072 bytes per token.
   EXPECT_EQ(kv_cache_bytes(testing::llama3_8b(), 4, 1000), 4 * 1000 * 131072);

@@ -31,6 +31,22 @@ inline ModelSpec mixtral_8x7b() {
   return m;
 }
 
+// deepseek-ai/DeepSeek-V3 config.json: 61 layers, hidden 7168, 128 heads with MLA (q_lora 1536,
+// kv_lora 512, nope 128, rope 64, v 128), vocab 129280; the first 3 layers dense (FFN 18432), the
+// rest MoE: 256 routed experts of 2048 (top-8 within 4 of 8 groups, sigmoid scores) plus one
+// shared expert.
+inline ModelSpec deepseek_v3() {
+  ModelSpec m{.name = "deepseek-v3", .family = "deepseek_v3", .hidden_size = 7168,
+              .num_layers = 61, .num_heads = 128, .num_kv_heads = 128, .head_dim = 192,
+              .ffn_size = 18432, .vocab_size = 129280, .max_position_embeddings = 163840};
+  m.moe = MoeSpec{.num_experts = 256, .top_k = 8, .expert_ffn_size = 2048, .shared_ffn_size = 2048,
+                  .first_dense_layers = 3, .normalize_top_k = true, .fp32_combine = true,
+                  .sigmoid_scoring = true, .num_groups = 8, .top_k_groups = 4};
+  m.mla = MlaSpec{.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128,
+                  .qk_rope_head_dim = 64, .v_head_dim = 128};
+  return m;
+}
+
 // The NERSC study's ViT on ERA5 (python/accel_sim/data/models/vit-era5.json): 32 layers, hidden
 // 4096, 64 heads, MLP 16384, a 720 x 1440 grid of 20 channels cut into 2 x 2 patches, HF ViTModel
 // layout (CLS token, learned positions, final LayerNorm, pooler).

@@ -22,8 +22,8 @@ import yaml
 from accel_sim import _core
 from accel_sim.errors import UsageError
 
-BUILDER_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt2", "bert", "vit")
-_MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe")
+BUILDER_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt2", "bert", "vit", "deepseek_v3")
+_MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3")
 
 _ACTIVATIONS = {
     "silu": _core.Activation.silu,
@@ -120,7 +120,7 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
         )
     if model_type == "gpt2":
         config = _gpt2_as_common(config, where)
-    fields = _STRUCTURAL + (() if model_type in _MOE_TYPES else _DENSE_ONLY)
+    fields = (() if model_type == "deepseek_v3" else _STRUCTURAL) + (() if model_type in _MOE_TYPES else _DENSE_ONLY)
     for field in fields:
         if config.get(field):
             raise UsageError(f"{where}: field '{field}' ({config[field]!r}) is not supported for model_type {model_type!r}")
@@ -184,6 +184,8 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
         spec.tied_embeddings = bool(config.get("tie_word_embeddings", True))
     if model_type == "vit":
         _read_vit(spec, config, where)
+    if model_type == "deepseek_v3":
+        _read_mla(spec, config, where)
     window = config.get("sliding_window")
     use_window = config.get("use_sliding_window", model_type == "mistral")
     spec.sliding_window = int(window) if (window and use_window) else 0
@@ -200,6 +202,18 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
     except ValueError as e:
         raise UsageError(f"{where}: {e}") from None
     return spec
+
+
+def _read_mla(spec: Any, config: dict, where: str) -> None:
+    """DeepSeek-V3 multi-head latent attention: low-rank q, a cached kv latent plus a RoPE key."""
+    mla = spec.mla
+    mla.q_lora_rank = int(config.get("q_lora_rank") or 0)
+    mla.kv_lora_rank = _int(config, "kv_lora_rank", where)
+    mla.qk_nope_head_dim = _int(config, "qk_nope_head_dim", where)
+    mla.qk_rope_head_dim = _int(config, "qk_rope_head_dim", where)
+    mla.v_head_dim = _int(config, "v_head_dim", where)
+    spec.head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    spec.num_kv_heads = spec.num_heads
 
 
 def _read_vit(spec: Any, config: dict, where: str) -> None:
@@ -242,7 +256,21 @@ def _gpt2_as_common(config: dict, where: str) -> dict:
 def _read_moe(spec: Any, config: dict, model_type: str, where: str) -> None:
     """MoE fields of Mixtral, Qwen2-MoE and Qwen3-MoE configs (transformers 5.x semantics)."""
     moe = spec.moe
-    if model_type == "mixtral":
+    if model_type == "deepseek_v3":
+        moe.num_experts = _int(config, "n_routed_experts", where)
+        moe.expert_ffn_size = _int(config, "moe_intermediate_size", where)
+        moe.shared_ffn_size = _int(config, "n_shared_experts", where, 0) * moe.expert_ffn_size
+        moe.first_dense_layers = _int(config, "first_k_dense_replace", where, 0)
+        if _int(config, "moe_layer_freq", where, 1) != 1:
+            raise UsageError(f"{where}: field 'moe_layer_freq' ({config['moe_layer_freq']!r}) other than 1 is not supported")
+        if config.get("scoring_func", "sigmoid") != "sigmoid" or config.get("topk_method", "noaux_tc") != "noaux_tc":
+            raise UsageError(f"{where}: only sigmoid scoring with topk_method 'noaux_tc' is supported")
+        moe.sigmoid_scoring = True
+        moe.num_groups = _int(config, "n_group", where, 1)
+        moe.top_k_groups = _int(config, "topk_group", where, 1)
+        moe.normalize_top_k = bool(config.get("norm_topk_prob", True))
+        moe.fp32_combine = True
+    elif model_type == "mixtral":
         moe.num_experts = _int(config, "num_local_experts", where)
         moe.expert_ffn_size = spec.ffn_size
         moe.normalize_top_k = True  # Mixtral renormalizes its top-k weights
