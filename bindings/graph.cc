@@ -167,12 +167,14 @@ void bind_graph(nb::module_& m) {
       .value("indexing", OpClass::indexing)
       .value("copy", OpClass::copy)
       .value("fill", OpClass::fill)
+      .value("communication", OpClass::communication)
       .value("unknown", OpClass::unknown);
 
   nb::class_<OpCount>(m, "OpCount")
       .def_ro("flops", &OpCount::flops)
       .def_ro("bytes_read", &OpCount::bytes_read)
       .def_ro("bytes_written", &OpCount::bytes_written)
+      .def_ro("communication_bytes", &OpCount::communication_bytes)
       .def_prop_ro("bytes", &OpCount::bytes)
       .def_ro("op_class", &OpCount::op_class)
       .def_ro("compute_dtype", &OpCount::compute_dtype)

@@ -109,6 +109,9 @@ void bind_model(nb::module_& m) {
       .def_rw("context", &BuildOptions::context)
       .def_rw("kernels", &BuildOptions::kernels)
       .def_rw("tensor_parallel", &BuildOptions::tensor_parallel)
+      .def_rw("sequence_parallel", &BuildOptions::sequence_parallel)
+      .def_rw("expert_parallel", &BuildOptions::expert_parallel)
+      .def_rw("context_parallel", &BuildOptions::context_parallel)
       .def_rw("moe_impl", &BuildOptions::moe_impl);
   m.def(
       "build_graph",

@@ -40,7 +40,8 @@ void bind_report(nb::module_& m) {
       .value("low_precision_available", HintKind::low_precision_available)
       .value("launch_bound", HintKind::launch_bound)
       .value("peak_fallback", HintKind::peak_fallback)
-      .value("uncovered_ops", HintKind::uncovered_ops);
+      .value("uncovered_ops", HintKind::uncovered_ops)
+      .value("communication_not_timed", HintKind::communication_not_timed);
 
   nb::class_<Hint>(m, "Hint")
       .def_ro("kind", &Hint::kind)

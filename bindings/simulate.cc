@@ -77,6 +77,8 @@ void bind_simulate(nb::module_& m) {
       .def_ro("memory_bound_time_s", &SimulationResult::memory_bound_time_s)
       .def_ro("launch_overhead_time_s", &SimulationResult::launch_overhead_time_s)
       .def_ro("num_kernels", &SimulationResult::num_kernels)
+      .def_ro("num_collectives", &SimulationResult::num_collectives)
+      .def_ro("communication_bytes", &SimulationResult::communication_bytes)
       .def_ro("compute_utilization", &SimulationResult::compute_utilization)
       .def_ro("bandwidth_utilization", &SimulationResult::bandwidth_utilization)
       .def_ro("reference_peak_flops_per_s", &SimulationResult::reference_peak_flops_per_s)

@@ -169,3 +169,16 @@ def test_vit_builder_matches_a_captured_hf_forward():
     assert built.flops == pytest.approx(captured.flops, rel=0.01)
     assert built.bytes == pytest.approx(captured.bytes, rel=0.03)
     assert built.peak_memory_bytes == pytest.approx(captured.peak_memory_bytes, rel=0.03)
+
+
+def test_parallel_flags_give_one_ranks_graph_with_its_collectives():
+    result = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--tp", "2", "--sp",
+                     "--seq", "2048", "--json", "--no-ops")
+    assert result.returncode == 0, result.stderr
+    d = json.loads(result.stdout)
+    # Per layer two all-gathers and two reduce-scatters, plus the embedding's and lm_head's.
+    assert d["num_collectives"] == 4 * 32 + 2
+    assert any(h["kind"] == "communication_not_timed" for h in d["hints"])
+    assert d["model_info"]["sequence_parallel"] is True
+    bad = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--ep", "2")
+    assert bad.returncode == 2 and "expert parallelism needs a mixture-of-experts model" in bad.stderr

@@ -122,6 +122,9 @@ def build_model_graph(
     context: int = 0,
     kernels: str = "fused",
     tensor_parallel: int = 1,
+    sequence_parallel: bool = False,
+    expert_parallel: int = 1,
+    context_parallel: int = 1,
     moe_impl: str = "grouped",
     dtype: str | None = None,
 ) -> BuiltModel:
@@ -141,6 +144,9 @@ def build_model_graph(
     options.context = context
     options.kernels = _KERNELS[kernels]
     options.tensor_parallel = tensor_parallel
+    options.sequence_parallel = sequence_parallel
+    options.expert_parallel = expert_parallel
+    options.context_parallel = context_parallel
     if moe_impl not in ("grouped", "sequential"):
         raise UsageError(f"unknown MoE implementation '{moe_impl}' (known: grouped, sequential)")
     options.moe_impl = getattr(_core.MoeImpl, moe_impl)
@@ -156,6 +162,9 @@ def build_model_graph(
         "context": context if phase == "decode" else 0,
         "kernels": kernels.replace("_", "-"),
         "tensor_parallel": tensor_parallel,
+        "sequence_parallel": sequence_parallel,
+        "expert_parallel": expert_parallel,
+        "context_parallel": context_parallel,
         "dtype": _core.dtype_name(spec.weight_dtype),
         "parameters": _core.parameter_count(spec),
         "active_parameters": _core.active_parameter_count(spec),

@@ -19,6 +19,7 @@ enum class HintKind : uint8_t {
   launch_bound,           // launch overhead is a large share: CUDA graphs, bigger batches
   peak_fallback,          // the device file lacks the rate for some op's unit
   uncovered_ops,          // ops not in the catalogue were costed conservatively
+  communication_not_timed,  // the graph holds collectives; one device does not time them
 };
 
 std::string_view hint_kind_name(HintKind kind);

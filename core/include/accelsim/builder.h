@@ -7,7 +7,10 @@
 //   hf_eager  what HF transformers runs eagerly: norms written out op by op in fp32, RoPE as
 //             slices/neg/cat, the cache grown by cat, logits for every token.
 // A tensor-parallel degree divides heads, FFN width and vocabulary as Megatron-LM does
-// (Shoeybi et al. 2019); the graph is that of one rank, without its communication.
+// (Shoeybi et al. 2019); sequence, expert and context parallelism split tokens and experts. The
+// graph is that of one rank; its collectives are accel_sim::all_reduce / all_gather /
+// reduce_scatter / all_to_all nodes (group "tp", "ep" or "cp") that a single-device simulation
+// does not time.
 //
 //   Graph g = build_graph(llama, {.phase = Phase::decode, .batch = 8, .context = 4096});
 #pragma once
@@ -37,6 +40,9 @@ struct BuildOptions {
   int64_t context = 0;  // decode: tokens already in the cache
   KernelStyle kernels = KernelStyle::fused;
   int64_t tensor_parallel = 1;  // must divide heads, FFN width and vocabulary
+  bool sequence_parallel = false;  // norms and residuals on tokens / tensor_parallel (needs TP > 1)
+  int64_t expert_parallel = 1;     // MoE experts split across this many ranks (all-to-all)
+  int64_t context_parallel = 1;    // each sequence (and decode's cache) split across this many ranks
   MoeImpl moe_impl = MoeImpl::grouped;
 };
 

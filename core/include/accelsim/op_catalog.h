@@ -33,6 +33,7 @@ enum class OpClass : uint8_t {
   indexing,       // embedding, gather, scatter, index_put
   copy,           // casts, clones, cat, padding
   fill,           // zeros, ones, full, arange
+  communication,  // collectives between ranks (accel_sim::all_reduce, ...): not timed on one device
   unknown,
 };
 
@@ -45,6 +46,7 @@ struct OpCount {
   double flops = 0.0;
   double bytes_read = 0.0;
   double bytes_written = 0.0;
+  double communication_bytes = 0.0;  // collectives: bytes of the result on this rank
   OpClass op_class = OpClass::unknown;
   DType compute_dtype = DType::fp32;  // dtype whose peak applies (operands for matmuls)
   bool launches_kernel = true;

@@ -51,6 +51,8 @@ struct SimulationResult {
   double memory_bound_time_s = 0.0;   // time of ops whose bound is memory
   double launch_overhead_time_s = 0.0;
   int64_t num_kernels = 0;
+  int64_t num_collectives = 0;       // communication ops (not timed on one device)
+  double communication_bytes = 0.0;  // their payload on this rank
   // Achieved rates over the whole run relative to the device's peak for the graph's dominant
   // matmul dtype (compute) and its memory bandwidth.
   double compute_utilization = 0.0;

@@ -116,8 +116,11 @@ class Builder {
     r_.ffn = divided(m.ffn_size, tp, "ffn_size");
     r_.vocab = divided(m.vocab_size, tp, "vocab_size");
     b_ = o.batch;
-    s_ = m.vision() ? m.image_tokens() : o.phase == Phase::prefill ? o.seq : 1;
-    past_ = o.phase == Phase::prefill ? 0 : o.context;
+    cp_ = o.context_parallel;
+    sp_ = o.sequence_parallel;
+    // Context parallelism splits each sequence (and, in decode, the cache) across cp ranks.
+    s_ = m.vision() ? m.image_tokens() / cp_ : o.phase == Phase::prefill ? o.seq / cp_ : 1;
+    past_ = o.phase == Phase::prefill ? 0 : (o.context + 1 + cp_ - 1) / cp_ - 1;
     eager_ = o.kernels == KernelStyle::hf_eager;
     dt_ = m.activation_dtype;
   }
@@ -137,8 +140,9 @@ class Builder {
       embed = e_.parameter({r_.vocab, m_.hidden_size}, m_.weight_dtype, "model.embed_tokens.weight");
       e_.module = "model.embed_tokens";
       e_.module_type = "Embedding";
-      x = e_.op("embedding", {embed, ids}, {b_, s_, m_.hidden_size}, dt_);
+      x = reduce_output(e_.op("embedding", {embed, ids}, {b_, s_, m_.hidden_size}, dt_));
     }
+    if (m_.vision() && sp_) x = e_.view(x, {b_, s_ / o_.tensor_parallel, m_.hidden_size});
     const TensorId embedded = x;
     if (m_.type_vocab_size > 0) x = add_token_types(x);
     if (m_.learned_positions) x = m_.vision() ? add_position_table(x) : add_positions(x);
@@ -156,6 +160,7 @@ class Builder {
       e_.module_type = m_.norm == NormKind::rms_norm ? "RMSNorm" : "LayerNorm";
       x = norm(x, "model.norm");
     }
+    x = gather_sequence(x);
     if (m_.lm_head) {
       lm_head(x, embed);
     } else {
@@ -223,11 +228,36 @@ class Builder {
     outputs_.push_back(pooled);
   }
 
+  TensorId collective(const char* op, TensorId x, Shape shape, const char* group) {
+    return e_.op(op, {x}, std::move(shape), e_.dtype(x), {{"group", std::string(group)}});
+  }
+
+  // Sequence parallelism keeps the residual stream split over the TP ranks' tokens; the
+  // column-parallel projections need every token: all-gather before them (Korthikanti et al.
+  // 2022, "Reducing Activation Recomputation in Large Transformer Models").
+  TensorId gather_sequence(TensorId x) {
+    if (!sp_) return x;
+    Shape full = e_.shape(x);
+    full[1] *= o_.tensor_parallel;
+    return collective("accel_sim::all_gather", x, full, "tp");
+  }
+
+  // A row-parallel projection leaves partial sums on each TP rank: all-reduce them, or
+  // reduce-scatter them onto the sequence split under sequence parallelism.
+  TensorId reduce_output(TensorId y) {
+    if (o_.tensor_parallel == 1) return y;
+    if (!sp_) return collective("accel_sim::all_reduce", y, e_.shape(y), "tp");
+    Shape part = e_.shape(y);
+    part[1] /= o_.tensor_parallel;
+    return collective("accel_sim::reduce_scatter", y, part, "tp");
+  }
+
   // x + token_type_embeddings[token types] (BERT: all zeros for one segment, read from a buffer).
   TensorId add_token_types(TensorId x) {
     e_.module = "model.embeddings.token_type_embeddings";
     e_.module_type = "Embedding";
     const int64_t h = m_.hidden_size;
+    const int64_t s = e_.shape(x)[1];  // this rank's tokens
     TensorId table = e_.parameter({m_.type_vocab_size, h}, m_.weight_dtype,
                                   "model.embeddings.token_type_embeddings.weight");
     TensorId types;
@@ -235,15 +265,15 @@ class Builder {
       // HF: buffered_token_type_ids.gather(1, position_ids) expanded over the batch.
       TensorId buffer = e_.resident({1, m_.max_position_embeddings}, DType::int64,
                                     StorageKind::buffer, "model.embeddings.token_type_ids");
-      TensorId pos = e_.view(position_buffer(), {1, s_});
-      types = e_.view(e_.op("gather", {buffer, pos}, {1, s_}, DType::int64), {b_, s_}, {0, 1});
+      TensorId pos = e_.view(position_buffer(), {1, s});
+      types = e_.view(e_.op("gather", {buffer, pos}, {1, s}, DType::int64), {b_, s}, {0, 1});
     } else {
-      types = e_.resident({b_, s_}, DType::int64, StorageKind::input, "input.token_type_ids");
+      types = e_.resident({b_, s}, DType::int64, StorageKind::input, "input.token_type_ids");
     }
-    TensorId t = e_.op("embedding", {table, types}, {b_, s_, h}, dt_);
+    TensorId t = e_.op("embedding", {table, types}, {b_, s, h}, dt_);
     e_.module = "model.embeddings";
     e_.module_type = "";
-    return e_.op("add", {x, t}, {b_, s_, h}, dt_);
+    return e_.op("add", {x, t}, {b_, s, h}, dt_);
   }
 
   // BERT keeps position ids in a [1, max_positions] buffer and slices it.
@@ -260,24 +290,25 @@ class Builder {
     e_.module = "model.embed_positions";
     e_.module_type = "Embedding";
     const int64_t h = m_.hidden_size;
+    const int64_t s = e_.shape(x)[1];  // this rank's tokens
     TensorId table = e_.parameter({m_.max_position_embeddings, h}, m_.weight_dtype,
                                   "model.embed_positions.weight");
     TensorId pos;
     if (eager_ && !m_.causal) {
-      pos = e_.view(position_buffer(), {1, s_});  // BERT slices its position_ids buffer
+      pos = e_.view(position_buffer(), {1, s});  // BERT slices its position_ids buffer
     } else if (eager_) {
-      pos = e_.op("arange", {}, {s_}, DType::int64);
-      pos = e_.op("add", {pos}, {s_}, DType::int64);
+      pos = e_.op("arange", {}, {s}, DType::int64);
+      pos = e_.op("add", {pos}, {s}, DType::int64);
       positions_ = pos;
-      pos = e_.view(pos, {1, s_});
+      pos = e_.view(pos, {1, s});
     } else {
-      pos = e_.resident({b_, s_}, DType::int64, StorageKind::input, "input.positions");
+      pos = e_.resident({b_, s}, DType::int64, StorageKind::input, "input.positions");
     }
-    TensorId p = e_.op("embedding", {table, pos}, {e_.shape(pos)[0], s_, h}, dt_);
+    TensorId p = e_.op("embedding", {table, pos}, {e_.shape(pos)[0], s, h}, dt_);
     position_embeddings_ = p;
     e_.module = "model";
     e_.module_type = "";
-    return e_.op("add", {x, p}, {b_, s_, h}, dt_);
+    return e_.op("add", {x, p}, {b_, s, h}, dt_);
   }
 
   // cos/sin for the positions of this step, computed once and shared by all layers.
@@ -506,6 +537,39 @@ class Builder {
     return linear(e_.view(o, {b_, s_, heads * dv}), m_.hidden_size, p + ".o_proj", false);
   }
 
+  // Attention of this rank's queries. Under context parallelism, prefill all-gathers K and V of
+  // the whole sequence and, for causal models, gives each rank two query chunks (positions r and
+  // 2cp-1-r of 2cp, "zigzag", which balances the causal work; the representative rank is r = 0);
+  // decode attends over this rank's share of the cache and merges the partial outputs.
+  TensorId attend(TensorId q, TensorId keys, TensorId values, std::vector<Attr> attrs) {
+    const int64_t heads = e_.shape(q)[1];
+    const int64_t d = e_.shape(q)[3];
+    const int64_t dv = e_.shape(values)[3];
+    const Shape out{b_, heads, s_, dv};
+    if (cp_ == 1) return e_.op("accel_sim::attention", {q, keys, values}, out, dt_, std::move(attrs));
+    if (o_.phase == Phase::decode) {
+      TensorId partial = e_.op("accel_sim::attention", {q, keys, values}, out, dt_, std::move(attrs));
+      TensorId all = collective("accel_sim::all_gather", partial, {cp_, b_, heads, s_, dv}, "cp");
+      return e_.op("sum", {all}, out, dt_, {{"dim", std::vector<int64_t>{0}}});
+    }
+    Shape kfull = e_.shape(keys);
+    kfull[2] *= cp_;
+    Shape vfull = e_.shape(values);
+    vfull[2] *= cp_;
+    TensorId kf = collective("accel_sim::all_gather", keys, kfull, "cp");
+    TensorId vf = collective("accel_sim::all_gather", values, vfull, "cp");
+    if (!m_.causal) return e_.op("accel_sim::attention", {q, kf, vf}, out, dt_, std::move(attrs));
+    const int64_t chunk = s_ / 2;
+    TensorId o = e_.fresh(out, dt_);
+    for (const int64_t offset : {int64_t{0}, (2 * cp_ - 1) * chunk}) {
+      std::vector<Attr> a = attrs;
+      a.push_back({"query_offset", offset});
+      TensorId oc = e_.alias(o, {b_, heads, chunk, dv});
+      e_.node("accel_sim::attention", {e_.view(q, {b_, heads, chunk, d}), kf, vf}, {oc}, std::move(a));
+    }
+    return o;
+  }
+
   // Appends this step's [b, 1, s, width] latent (or RoPE key) to an MLA cache.
   TensorId mla_cache(TensorId x, int64_t width, const std::string& name) {
     const Shape full{b_, 1, past_ + s_, width};
@@ -564,8 +628,7 @@ class Builder {
     if (m_.sliding_window > 0) attrs.push_back({"window_size", m_.sliding_window});
     // The kernels return the output in the query's [b, s, heads, d] memory order, so the
     // transpose back and the reshape are views.
-    TensorId o = e_.op("accel_sim::attention", {q, keys, values}, {b_, r_.heads, s_, d}, dt_,
-                       std::move(attrs));
+    TensorId o = attend(q, keys, values, std::move(attrs));
     TensorId o2 = e_.view(e_.view(o, {b_, s_, r_.heads, d}),
                           {b_, s_, r_.heads * d});
     e_.module = p + ".o_proj";
@@ -674,7 +737,7 @@ class Builder {
 
   // Routed experts as grouped GEMMs, or one GEMM per touched expert: x [rows, k] against
   // per-expert weights w [E, n, k] (nn.Linear layout) -> [rows, n].
-  TensorId experts_gemm(TensorId x, TensorId w, TensorId offsets, int64_t tokens) {
+  TensorId experts_gemm(TensorId x, TensorId w, TensorId offsets, double touched) {
     const int64_t rows = e_.shape(x)[0];
     const int64_t k = e_.shape(x)[1];
     const int64_t experts = e_.shape(w)[0];
@@ -682,11 +745,10 @@ class Builder {
     if (o_.moe_impl == MoeImpl::grouped) {
       TensorId wt = e_.view(w, {experts, k, n}, {n * k, 1, k});
       return e_.op("_grouped_mm", {x, wt, offsets}, {rows, n}, dt_,
-                   {{"top_k", m_.moe.top_k}});
+                   {{"top_k", m_.moe.top_k}, {"experts_touched", touched}});
     }
     // Sequential: the expected number of touched experts, each with an equal share of rows.
-    const int64_t hit = std::max<int64_t>(
-        1, std::llround(expected_experts_touched(experts, m_.moe.top_k, tokens)));
+    const int64_t hit = std::min<int64_t>(experts, std::max<int64_t>(1, std::llround(touched)));
     const int64_t share = (rows + hit - 1) / hit;
     TensorId out = e_.fresh({rows, n}, dt_);
     for (int64_t i = 0; i < hit; ++i) {
@@ -708,8 +770,12 @@ class Builder {
     const int64_t t = b_ * s_;
     const int64_t k = moe.top_k;
     const int64_t experts = moe.num_experts;
+    const int64_t ep = o_.expert_parallel;
+    const int64_t local = divided(experts, ep, "num_experts") ;  // this rank's experts
     const int64_t fe = divided(moe.expert_ffn_size, o_.tensor_parallel, "expert_ffn_size");
-    const int64_t rows = t * k;
+    const int64_t rows = t * k;  // routed rows sent, and (balanced) received, by this rank
+    // Expected experts of this rank that receive tokens: the EP group routes t * ep tokens.
+    const double touched = expected_experts_touched(experts, k, t * ep) / static_cast<double>(ep);
     TensorId x2 = e_.view(x, {t, h});
     e_.module_type = "SparseMoeBlock";
 
@@ -764,19 +830,22 @@ class Builder {
     TensorId offsets;
     if (eager_) {
       TensorId idf = e_.op("_to_copy", {sorted}, {rows}, DType::fp32);
-      TensorId hist = e_.op("histc", {idf}, {experts}, DType::fp32, {{"bins", experts}});
-      offsets = e_.op("cumsum", {hist}, {experts}, DType::int32, {{"dim", int64_t{0}}});
+      TensorId hist = e_.op("histc", {idf}, {local}, DType::fp32, {{"bins", local}});
+      offsets = e_.op("cumsum", {hist}, {local}, DType::int32, {{"dim", int64_t{0}}});
       experts_locals_ = {idf, hist};
     } else {
-      offsets = e_.op("histc", {sorted}, {experts}, DType::int32, {{"bins", experts}});
+      offsets = e_.op("histc", {sorted}, {local}, DType::int32, {{"bins", local}});
     }
+    // Expert parallelism: send each row to the rank that owns its expert, and back afterwards.
+    if (ep > 1) xs = collective("accel_sim::all_to_all", xs, {rows, h}, "ep");
 
-    TensorId gate_up = e_.parameter({experts, 2 * fe, h}, m_.weight_dtype, p + ".experts.gate_up_proj");
-    TensorId down = e_.parameter({experts, h, fe}, m_.weight_dtype, p + ".experts.down_proj");
-    TensorId gu = experts_gemm(xs, gate_up, offsets, t);
+    TensorId gate_up = e_.parameter({local, 2 * fe, h}, m_.weight_dtype, p + ".experts.gate_up_proj");
+    TensorId down = e_.parameter({local, h, fe}, m_.weight_dtype, p + ".experts.down_proj");
+    TensorId gu = experts_gemm(xs, gate_up, offsets, touched);
     TensorId a = e_.op("silu", {e_.view(gu, {rows, fe})}, {rows, fe}, dt_);
     TensorId hidden = e_.op("mul", {a, e_.view(gu, {rows, fe})}, {rows, fe}, dt_);
-    TensorId y = experts_gemm(hidden, down, offsets, t);
+    TensorId y = experts_gemm(hidden, down, offsets, touched);
+    if (ep > 1) y = collective("accel_sim::all_to_all", y, {rows, h}, "ep");
 
     // Combine: weight each expert output, put rows back in token order, sum over the k experts.
     TensorId weighted = e_.op("mul", {y, e_.view(ws, {rows, 1})}, {rows, h}, combine);
@@ -825,7 +894,7 @@ class Builder {
     e_.module = p + ".input_layernorm";
     e_.module_type = "Norm";
     TensorId normed_in = norm(x, p + ".input_layernorm");
-    TensorId h = attention(l, normed_in);
+    TensorId h = reduce_output(attention(l, gather_sequence(normed_in)));
     if (eager_) e_.hold(normed_in);  // held in `hidden_states` until self_attn returns
     e_.module = p;
     e_.module_type = "DecoderLayer";
@@ -835,7 +904,8 @@ class Builder {
     e_.module = p + ".post_attention_layernorm";
     e_.module_type = "Norm";
     TensorId normed = norm(x, p + ".post_attention_layernorm");
-    h = m_.moe.is_moe_layer(l) ? moe(l, normed) : ffn(l, normed);
+    TensorId gathered = gather_sequence(normed);
+    h = reduce_output(m_.moe.is_moe_layer(l) ? moe(l, gathered) : ffn(l, gathered));
     if (eager_) e_.hold(normed);  // HF's decoder layer holds it in `hidden_states` until mlp returns
     e_.module = p;
     e_.module_type = "DecoderLayer";
@@ -851,11 +921,11 @@ class Builder {
   TensorId post_norm_layer(int64_t l, TensorId x) {
     const std::string p = "model.layers." + std::to_string(l);
     const Shape shape = e_.shape(x);
-    TensorId a = attention(l, x);
+    TensorId a = reduce_output(attention(l, gather_sequence(x)));
     e_.module = p + ".attention_norm";
     e_.module_type = "Norm";
     TensorId y = norm(e_.op("add", {a, x}, shape, dt_), p + ".attention_norm");
-    TensorId f = ffn(l, y);
+    TensorId f = reduce_output(ffn(l, gather_sequence(y)));
     e_.module = p + ".output_norm";
     e_.module_type = "Norm";
     return norm(e_.op("add", {f, y}, shape, dt_), p + ".output_norm");
@@ -890,7 +960,8 @@ class Builder {
   Graph graph_;
   Emitter e_;
   RankShape r_{};
-  int64_t b_ = 0, s_ = 0, past_ = 0;
+  int64_t b_ = 0, s_ = 0, past_ = 0, cp_ = 1;
+  bool sp_ = false;
   bool eager_ = false;
   DType dt_ = DType::bf16;
   TensorId cos_ = -1, sin_ = -1, positions_ = -1, position_embeddings_ = -1, position_ids_ = -1;
@@ -902,14 +973,16 @@ class Builder {
 
 int64_t step_kv_cache_bytes(const ModelSpec& model, const BuildOptions& options) {
   if (!model.causal) return 0;  // encoders keep no cache
+  // Context parallelism splits the cache's tokens across ranks.
+  const int64_t cp = options.context_parallel;
+  const int64_t all = options.phase == Phase::prefill ? options.seq : options.context + 1;
+  const int64_t tokens_here = (all + cp - 1) / cp;
   if (model.mla.enabled()) {    // the latent cache is not split across heads: every rank holds it
-    const int64_t tokens = options.phase == Phase::prefill ? options.seq : options.context + 1;
-    return kv_cache_bytes(model, options.batch, tokens);
+    return kv_cache_bytes(model, options.batch, tokens_here);
   }
   const int64_t tp = options.tensor_parallel;
   const int64_t kv_heads = model.num_kv_heads >= tp ? model.num_kv_heads / tp : 1;
-  const int64_t tokens = options.phase == Phase::prefill ? options.seq : options.context + 1;
-  return 2 * model.num_layers * options.batch * tokens * kv_heads * model.head_dim *
+  return 2 * model.num_layers * options.batch * tokens_here * kv_heads * model.head_dim *
          size_bytes(model.kv_cache_dtype);
 }
 
@@ -917,6 +990,31 @@ Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
   model.validate();
   ACCELSIM_CHECK(options.batch >= 1, "batch must be at least 1");
   ACCELSIM_CHECK(options.tensor_parallel >= 1, "the tensor-parallel degree must be at least 1");
+  ACCELSIM_CHECK(options.expert_parallel >= 1 && options.context_parallel >= 1,
+                 "expert- and context-parallel degrees must be at least 1");
+  ACCELSIM_CHECK(!options.sequence_parallel || options.tensor_parallel > 1,
+                 "sequence parallelism needs a tensor-parallel degree above 1");
+  ACCELSIM_CHECK(options.expert_parallel == 1 || model.moe.enabled(),
+                 "expert parallelism needs a mixture-of-experts model");
+  ACCELSIM_CHECK(options.context_parallel == 1 || !model.mla.enabled(),
+                 "context parallelism is not modelled for multi-head latent attention yet");
+  if (options.context_parallel > 1 && options.phase == Phase::prefill) {
+    const int64_t tokens = model.vision() ? model.image_tokens() : options.seq;
+    const int64_t parts = options.context_parallel * (model.causal ? 2 : 1);
+    ACCELSIM_CHECK(tokens % parts == 0,
+                   "context parallelism of " + std::to_string(options.context_parallel) +
+                       " needs a sequence divisible by " + std::to_string(parts) +
+                       (model.causal ? " (two causal chunks per rank)" : ""));
+  }
+  if (options.sequence_parallel) {
+    const int64_t tokens = options.phase == Phase::prefill
+                               ? (model.vision() ? model.image_tokens() : options.seq) /
+                                     options.context_parallel
+                               : 1;
+    ACCELSIM_CHECK(tokens % options.tensor_parallel == 0,
+                   "sequence parallelism needs the tokens per rank (" + std::to_string(tokens) +
+                       ") divisible by the tensor-parallel degree");
+  }
   ACCELSIM_CHECK(model.causal || options.phase == Phase::prefill,
                  "model '" + model.name + "' is an encoder: it has no decode phase");
   if (options.phase == Phase::prefill) {

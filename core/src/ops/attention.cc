@@ -15,15 +15,17 @@ double windowed_triangle(double n, double w) {
 }
 
 // Unmasked (query, key) pairs of one head. Causal masks follow torch SDPA's is_causal, which
-// aligns the mask to the top-left corner: query i sees keys 0..i. A sliding window of `window`
-// keys (0: none) caps what each query sees, as in Mistral (Jiang et al. 2023).
-double score_pairs(int64_t sq, int64_t skv, bool causal, int64_t window) {
+// aligns the mask to the top-left corner: query i sees keys 0..i, or 0..offset+i when the
+// queries are a chunk starting at position `offset` (context parallelism). A sliding window of
+// `window` keys (0: none) caps what each query sees, as in Mistral (Jiang et al. 2023).
+double score_pairs(int64_t sq, int64_t skv, bool causal, int64_t window, int64_t offset) {
   const double q = static_cast<double>(sq);
   const double k = static_cast<double>(skv);
-  const double w = window > 0 ? static_cast<double>(window) : k;
-  if (!causal) return q * std::min(k, w);
-  if (sq <= skv) return windowed_triangle(q, w);
-  return windowed_triangle(k, w) + (q - k) * std::min(k, w);
+  const double cap = window > 0 ? std::min(k, static_cast<double>(window)) : k;
+  if (!causal) return q * cap;
+  const double o = static_cast<double>(offset);
+  // Query j (1-based absolute position o + j) sees min(o + j, cap) keys.
+  return windowed_triangle(o + q, cap) - windowed_triangle(o, cap);
 }
 
 struct AttentionShape {
@@ -56,8 +58,9 @@ AttentionShape shape_of(const Graph& g, const Node& n, size_t q_index) {
 OpCount count_attention(const Graph& g, const Node& n, size_t q_index, double d_matmuls,
                         double dv_matmuls) {
   const AttentionShape s = shape_of(g, n, q_index);
-  const double pairs = s.heads * score_pairs(s.sq, s.skv, n.attr_bool("is_causal", false),
-                                             n.attr_int("window_size", 0));
+  const double pairs =
+      s.heads * score_pairs(s.sq, s.skv, n.attr_bool("is_causal", false),
+                            n.attr_int("window_size", 0), n.attr_int("query_offset", 0));
   OpCount c;
   c.op_class = OpClass::attention;
   c.compute_dtype = s.dtype;

@@ -85,9 +85,12 @@ OpCount count_grouped_mm(const Graph& g, const Node& n) {
     // Only experts that receive tokens have their weights read. Routing assumption (stated in
     // model.h): each token's top_k experts are uniform at random; without a top_k attribute
     // (captured graphs) every routed row is taken as an independent token.
+    // The model builder states the expectation itself (attr experts_touched), e.g. under expert
+    // parallelism, where a rank's experts see tokens from the whole group.
     const int64_t top_k = n.attr_int("top_k", 1);
-    const double touched =
-        expected_experts_touched(b.shape[0], top_k, a.shape[0] / std::max<int64_t>(top_k, 1));
+    const double touched = n.attr_double(
+        "experts_touched",
+        expected_experts_touched(b.shape[0], top_k, a.shape[0] / std::max<int64_t>(top_k, 1)));
     c.bytes_read -= static_cast<double>(b.accessed_bytes()) *
                     (1.0 - touched / static_cast<double>(b.shape[0]));
   }

@@ -89,6 +89,7 @@ const ops::OpTable& table() {
     ops::add_reduction_ops(t);
     ops::add_indexing_ops(t);
     ops::add_data_movement_ops(t);
+    ops::add_communication_ops(t);
     return t;
   }();
   return kTable;
@@ -123,6 +124,7 @@ std::string_view op_class_name(OpClass op_class) {
     case OpClass::indexing: return "indexing";
     case OpClass::copy: return "copy";
     case OpClass::fill: return "fill";
+    case OpClass::communication: return "communication";
     case OpClass::unknown: return "unknown";
   }
   return "unknown";

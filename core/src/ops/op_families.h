@@ -40,5 +40,6 @@ void add_pointwise_ops(OpTable& table);
 void add_reduction_ops(OpTable& table);
 void add_indexing_ops(OpTable& table);
 void add_data_movement_ops(OpTable& table);  // views, copies, fills, allocations
+void add_communication_ops(OpTable& table);  // collectives the model builder emits
 
 }  // namespace accelsim::ops

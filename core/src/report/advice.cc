@@ -68,6 +68,7 @@ std::string_view hint_kind_name(HintKind kind) {
     case HintKind::launch_bound: return "launch_bound";
     case HintKind::peak_fallback: return "peak_fallback";
     case HintKind::uncovered_ops: return "uncovered_ops";
+    case HintKind::communication_not_timed: return "communication_not_timed";
   }
   return "unknown";
 }
@@ -137,6 +138,10 @@ std::vector<Hint> advise(const Graph& graph, const SimulationResult& result,
     for (const UncoveredOp& u : result.uncovered_ops) t += u.time_s;
     hints.push_back({HintKind::uncovered_ops, share(t),
                      static_cast<double>(result.uncovered_ops.size()), ""});
+  }
+  if (result.num_collectives > 0) {
+    hints.push_back({HintKind::communication_not_timed, 0.0, result.communication_bytes,
+                     std::to_string(result.num_collectives)});
   }
   return hints;
 }

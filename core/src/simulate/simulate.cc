@@ -52,6 +52,10 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
     r.total_bytes += op.count.bytes();
     r.launch_overhead_time_s += op.cost.launch_overhead_s;
     if (op.count.launches_kernel) ++r.num_kernels;
+    if (op.count.op_class == OpClass::communication) {
+      ++r.num_collectives;
+      r.communication_bytes += op.count.communication_bytes;
+    }
     if (op.cost.bound == Bound::compute) r.compute_bound_time_s += op.cost.time_s;
     if (op.cost.bound == Bound::memory) r.memory_bound_time_s += op.cost.time_s;
     r.used_peak_fallback = r.used_peak_fallback || op.cost.peak_fallback;

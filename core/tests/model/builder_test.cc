@@ -5,6 +5,8 @@
 #include "accelsim/error.h"
 #include "accelsim/op_catalog.h"
 #include "accelsim/simulate.h"
+
+#include <string>
 #include "testing/models.h"
 
 namespace accelsim {
@@ -156,6 +158,77 @@ TEST(BuilderTest, MlaDecodeAttendsInLatentSpace) {
             2 * 1001 * 70272);
   const Totals t = totals(g);
   EXPECT_EQ(t.parameter_bytes, 2 * 671026404352);
+}
+
+int count_ops(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op == op ? 1 : 0;
+  return n;
+}
+
+double attention_flops(const Graph& g) {
+  double f = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op == "accel_sim::attention") f += count_op(g, n).flops;
+  }
+  return f;
+}
+
+TEST(BuilderTest, SequenceParallelismSplitsNormsAndAddsCollectives) {
+  // TP 2 + SP, seq 2048: norms see 1024 tokens; every layer all-gathers before attention and
+  // the FFN and reduce-scatters after them; the embedding reduce-scatters and lm_head gathers.
+  const ModelSpec m = testing::llama3_8b();
+  const BuildOptions tp{.phase = Phase::prefill, .seq = 2048, .tensor_parallel = 2};
+  BuildOptions sp = tp;
+  sp.sequence_parallel = true;
+  const Graph g = build_graph(m, sp);
+  EXPECT_EQ(count_ops(g, "accel_sim::all_gather"), 2 * 32 + 1);
+  EXPECT_EQ(count_ops(g, "accel_sim::reduce_scatter"), 2 * 32 + 1);
+  EXPECT_EQ(count_ops(g, "accel_sim::all_reduce"), 0);
+  for (const Node& n : g.nodes()) {
+    if (n.op == "_fused_rms_norm") {
+      EXPECT_EQ(g.tensor(n.inputs[0]).shape[1], 1024);
+    }
+  }
+  EXPECT_DOUBLE_EQ(totals(g).matrix_flops, totals(build_graph(m, tp)).matrix_flops);
+  // Without SP, the two row-parallel outputs per layer and the embedding are all-reduced.
+  EXPECT_EQ(count_ops(build_graph(m, tp), "accel_sim::all_reduce"), 2 * 32 + 1);
+  // A collective carries its result's bytes: the all-gathered [1, 2048, 4096] bf16 activations.
+  const SimulationResult r = simulate(g, DeviceSpec{.id = "d", .memory_bytes = 1e12,
+                                                    .memory_bandwidth_bytes_per_s = 1e12,
+                                                    .bf16_matrix_flops_per_s = 1e15}, {});
+  EXPECT_EQ(r.num_collectives, 130);
+  EXPECT_DOUBLE_EQ(r.communication_bytes, 65 * 2048 * 4096 * 2.0 + 65 * 1024 * 4096 * 2.0);
+  EXPECT_THROW(build_graph(m, {.seq = 2048, .sequence_parallel = true}), ConfigError);
+}
+
+TEST(BuilderTest, ContextParallelZigzagBalancesCausalAttention) {
+  // seq 4096 over CP 2: rank 0 holds query chunks [0, 1024) and [3072, 4096) against all 4096
+  // keys: 1024*1025/2 + (4096*4097/2 - 3072*3073/2) = 4,195,328 pairs per head, exactly half
+  // of the full sequence's 8,390,656.
+  const ModelSpec m = testing::llama3_8b();
+  const double whole = attention_flops(build_graph(m, {.phase = Phase::prefill, .seq = 4096}));
+  const Graph g = build_graph(m, {.phase = Phase::prefill, .seq = 4096, .context_parallel = 2});
+  EXPECT_DOUBLE_EQ(attention_flops(g), whole / 2);
+  EXPECT_DOUBLE_EQ(attention_flops(g), 32.0 * 4 * 32 * 4195328 * 128);
+  EXPECT_EQ(count_ops(g, "accel_sim::attention"), 2 * 32);
+  EXPECT_EQ(step_kv_cache_bytes(m, {.phase = Phase::prefill, .seq = 4096, .context_parallel = 2}),
+            kv_cache_bytes(m, 1, 2048));
+  EXPECT_THROW(build_graph(m, {.phase = Phase::prefill, .seq = 4098, .context_parallel = 2}),
+               ConfigError);
+}
+
+TEST(BuilderTest, ExpertParallelismSplitsExpertsAndRoutesWithAllToAll) {
+  // EP 2, decode batch 1: each rank owns 4 of 8 experts; the group routes 2 tokens (one per
+  // rank), touching 8 * (1 - (3/4)^2) = 3.5 experts, 1.75 per rank: 1.75 / 4 of local weights.
+  const ModelSpec m = testing::mixtral_8x7b();
+  const Graph g = build_graph(m, {.phase = Phase::decode, .batch = 1, .context = 16,
+                                  .expert_parallel = 2});
+  EXPECT_NEAR(expert_weight_fraction_read(g), 1.75 / 4, 1e-12);
+  EXPECT_EQ(count_ops(g, "accel_sim::all_to_all"), 2 * 32);
+  EXPECT_EQ(totals(g).parameter_bytes, 2 * (int64_t{46702792704} - int64_t{32} * 4 * 3 * 4096 * 14336));
+  EXPECT_THROW(build_graph(testing::llama3_8b(), {.phase = Phase::decode, .expert_parallel = 2}),
+               ConfigError);
 }
 
 TEST(BuilderTest, SimulatesWithoutUnknownOps) {

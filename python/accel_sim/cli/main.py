@@ -36,6 +36,9 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context", type=int, default=2048, help="with --model: cached tokens per sequence for decode (default: 2048)")
     p.add_argument("--kernels", choices=("fused", "hf-eager"), default="fused", help="with --model: an inference engine's fused kernels or HF transformers' eager ops (default: fused)")
     p.add_argument("--moe-impl", choices=("grouped", "sequential"), default="grouped", help="with --model: MoE experts as one grouped GEMM or one GEMM per touched expert (default: grouped)")
+    p.add_argument("--sp", action="store_true", help="with --model and --tp > 1: sequence parallelism (norms and residuals on tokens / tp)")
+    p.add_argument("--ep", type=int, default=1, help="with --model: expert-parallel degree for MoE models (default: 1)")
+    p.add_argument("--cp", type=int, default=1, help="with --model: context-parallel degree, each sequence split across ranks (default: 1)")
     p.add_argument("--tp", type=int, default=1, help="with --model: tensor-parallel degree; simulates one rank without communication (default: 1)")
     p.add_argument("--dtype", choices=_DTYPES, help="cast the model and its float inputs before capture (half precision); with --model: the weight/activation/KV dtype")
     p.add_argument("--tf32", action="store_true", help="run fp32 matmuls on TF32 tensor cores (off by default, as in PyTorch)")
@@ -111,7 +114,7 @@ def _load(args: argparse.Namespace) -> Any:
 
     if (args.target is None) == (args.model is None):
         raise UsageError("give either a script/graph file or --model NAME (not both)")
-    for flag in ("batch", "seq", "context", "tp"):
+    for flag in ("batch", "seq", "context", "tp", "ep", "cp"):
         if getattr(args, flag) < (0 if flag == "context" else 1):
             raise UsageError(f"--{flag} must be {'non-negative' if flag == 'context' else 'at least 1'}")
     # Resolve devices before a possibly long capture so a typo fails at once.
@@ -121,7 +124,8 @@ def _load(args: argparse.Namespace) -> Any:
     if args.model is not None:
         return build_model_graph(args.model, phase=args.phase, batch=args.batch, seq=args.seq,
                                  context=args.context, kernels=args.kernels, tensor_parallel=args.tp,
-                                 moe_impl=args.moe_impl, dtype=args.dtype)
+                                 sequence_parallel=args.sp, expert_parallel=args.ep,
+                                 context_parallel=args.cp, moe_impl=args.moe_impl, dtype=args.dtype)
     if Path(args.target).suffix == ".py":
         _status(f"capturing {args.target} ...")
     return load_target(args.target, dtype=args.dtype)

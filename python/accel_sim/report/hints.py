@@ -49,4 +49,9 @@ def hint_message(hint: Any, report: Any) -> str:
             f"{int(hint.value)} op type(s) are not in the catalogue and were costed as memory-bound "
             f"on their bytes ({pct} of the time); see 'uncovered ops'"
         )
+    if kind == "communication_not_timed":
+        return (
+            f"this rank's step holds {hint.subject} collectives moving {hint.value / 1e9:,.2f} GB "
+            "(tensor/sequence/expert/context parallelism); a single-device simulation does not time them"
+        )
     return kind

@@ -61,6 +61,8 @@ def simulation_to_dict(report: Any, include_ops: bool = True) -> dict:
         "flops": r.total_flops,
         "bytes": r.total_bytes,
         "num_kernels": r.num_kernels,
+        "num_collectives": r.num_collectives,
+        "communication_bytes": r.communication_bytes,
         "compute_bound_time_s": r.compute_bound_time_s,
         "memory_bound_time_s": r.memory_bound_time_s,
         "launch_overhead_time_s": r.launch_overhead_time_s,

@@ -69,7 +69,10 @@ def simulation_text(report: Any, top: int = 10) -> str:
     if info:
         shape = (f"batch {info['batch']}, seq {info['seq']}" if info["phase"] == "prefill"
                  else f"batch {info['batch']}, context {info['context']} + 1 new token")
-        tp = f", TP {info['tensor_parallel']} (one rank)" if info["tensor_parallel"] > 1 else ""
+        split = [f"TP {info['tensor_parallel']}" + (" + SP" if info.get("sequence_parallel") else "")] if info["tensor_parallel"] > 1 else []
+        split += [f"EP {info['expert_parallel']}"] if info.get("expert_parallel", 1) > 1 else []
+        split += [f"CP {info['context_parallel']}"] if info.get("context_parallel", 1) > 1 else []
+        tp = f", {' '.join(split)} (one rank)" if split else ""
         lines.append(
             f"  model        {info['model']}: {info['parameters'] / 1e9:,.2f} B params, {info['dtype']}, "
             f"{info['phase']} ({shape}{tp}), {info['kernels']} kernels · KV cache {gib(info['kv_cache_bytes'])}"
