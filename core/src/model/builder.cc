@@ -270,10 +270,19 @@ class Builder {
     } else {
       types = e_.resident({b_, s}, DType::int64, StorageKind::input, "input.token_type_ids");
     }
-    TensorId t = e_.op("embedding", {table, types}, {b_, s, h}, dt_);
+    return add_lookup(x, table, types);
+  }
+
+  // x + table[ids]: one embedding lookup added to the input embeddings (token types, positions).
+  // `looked_up`, when given, receives the looked-up rows.
+  TensorId add_lookup(TensorId x, TensorId table, TensorId ids, TensorId* looked_up = nullptr) {
+    const Shape shape = e_.shape(x);
+    TensorId rows = e_.op("embedding", {table, ids},
+                          {e_.shape(ids)[0], e_.shape(ids)[1], shape[2]}, dt_);
+    if (looked_up != nullptr) *looked_up = rows;
     e_.module = "model.embeddings";
     e_.module_type = "";
-    return e_.op("add", {x, t}, {b_, s, h}, dt_);
+    return e_.op("add", {x, rows}, shape, dt_);
   }
 
   // BERT keeps position ids in a [1, max_positions] buffer and slices it.
@@ -304,11 +313,7 @@ class Builder {
     } else {
       pos = e_.resident({b_, s}, DType::int64, StorageKind::input, "input.positions");
     }
-    TensorId p = e_.op("embedding", {table, pos}, {e_.shape(pos)[0], s, h}, dt_);
-    position_embeddings_ = p;
-    e_.module = "model";
-    e_.module_type = "";
-    return e_.op("add", {x, p}, {b_, s, h}, dt_);
+    return add_lookup(x, table, pos, &position_embeddings_);
   }
 
   // cos/sin for the positions of this step, computed once and shared by all layers.
