@@ -66,7 +66,15 @@ void bind_graph(nb::module_& m) {
       .value("parameter", StorageKind::parameter)
       .value("buffer", StorageKind::buffer)
       .value("input", StorageKind::input)
-      .value("activation", StorageKind::activation);
+      .value("activation", StorageKind::activation)
+      .value("gradient", StorageKind::gradient)
+      .value("optimizer_state", StorageKind::optimizer_state);
+
+  nb::enum_<Pass>(m, "Pass")
+      .value("forward", Pass::forward)
+      .value("backward", Pass::backward)
+      .value("optimizer", Pass::optimizer);
+  m.def("parse_pass", &parse_pass, nb::arg("name"));
 
   nb::class_<Storage>(m, "Storage")
       .def_ro("size_bytes", &Storage::size_bytes)
@@ -92,6 +100,7 @@ void bind_graph(nb::module_& m) {
       .def_ro("module_path", &Node::module_path)
       .def_ro("module_type", &Node::module_type)
       .def_ro("source", &Node::source)
+      .def_prop_ro("pass_name", [](const Node& n) { return std::string(pass_name(n.pass)); })
       .def_prop_ro("attrs", [](const Node& n) {
         nb::dict d;
         for (const Attr& a : n.attrs) d[a.name.c_str()] = from_attr(a.value);
@@ -125,14 +134,15 @@ void bind_graph(nb::module_& m) {
           "add_node",
           [](Graph& g, std::string op, std::string overload, std::vector<TensorId> inputs,
              std::vector<TensorId> outputs, nb::dict attrs, std::string module_path,
-             std::string module_type, std::string source) {
+             std::string module_type, std::string source, Pass pass) {
             Node n{.op = std::move(op),
                    .overload = std::move(overload),
                    .inputs = std::move(inputs),
                    .outputs = std::move(outputs),
                    .module_path = std::move(module_path),
                    .module_type = std::move(module_type),
-                   .source = std::move(source)};
+                   .source = std::move(source),
+                   .pass = pass};
             for (auto [k, v] : attrs) {
               const std::string name = nb::cast<std::string>(k);
               n.attrs.push_back({name, to_attr(n.op, name, v)});
@@ -141,7 +151,7 @@ void bind_graph(nb::module_& m) {
           },
           nb::arg("op"), nb::arg("overload"), nb::arg("inputs"), nb::arg("outputs"),
           nb::arg("attrs"), nb::arg("module_path") = "", nb::arg("module_type") = "",
-          nb::arg("source") = "")
+          nb::arg("source") = "", nb::arg("pass_") = Pass::forward)
       .def("add_output", &Graph::add_output, nb::arg("tensor"))
       .def_prop_ro("num_storages", [](const Graph& g) { return g.storages().size(); })
       .def_prop_ro("num_tensors", [](const Graph& g) { return g.tensors().size(); })

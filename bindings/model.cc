@@ -94,7 +94,15 @@ void bind_model(nb::module_& m) {
         nb::arg("top_k"), nb::arg("tokens"));
   m.def("kv_cache_bytes", &kv_cache_bytes, nb::arg("model"), nb::arg("batch"), nb::arg("tokens"));
 
-  nb::enum_<Phase>(m, "Phase").value("prefill", Phase::prefill).value("decode", Phase::decode);
+  nb::enum_<Phase>(m, "Phase")
+      .value("prefill", Phase::prefill)
+      .value("decode", Phase::decode)
+      .value("train", Phase::train);
+  nb::enum_<Optimizer>(m, "Optimizer")
+      .value("adamw", Optimizer::adamw)
+      .value("adam", Optimizer::adam)
+      .value("sgd", Optimizer::sgd)
+      .value("none", Optimizer::none);
   nb::enum_<KernelStyle>(m, "KernelStyle")
       .value("fused", KernelStyle::fused)
       .value("hf_eager", KernelStyle::hf_eager);
@@ -112,7 +120,9 @@ void bind_model(nb::module_& m) {
       .def_rw("sequence_parallel", &BuildOptions::sequence_parallel)
       .def_rw("expert_parallel", &BuildOptions::expert_parallel)
       .def_rw("context_parallel", &BuildOptions::context_parallel)
-      .def_rw("moe_impl", &BuildOptions::moe_impl);
+      .def_rw("moe_impl", &BuildOptions::moe_impl)
+      .def_rw("optimizer", &BuildOptions::optimizer)
+      .def_rw("master_weights", &BuildOptions::master_weights);
   m.def(
       "build_graph",
       [](const ModelSpec& model, const BuildOptions& options) {

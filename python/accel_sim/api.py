@@ -39,6 +39,7 @@ class OpRow:
     module: str
     module_type: str
     source: str
+    pass_name: str  # forward | backward | optimizer
     op_class: str
     bound: str
     flops: float
@@ -101,7 +102,8 @@ def _as_graph(model_or_graph: Any, example_inputs: Any, dtype: str | None) -> tu
     return to_core(graph), graph.get("metadata", {})
 
 
-_PHASES = {"prefill": _core.Phase.prefill, "decode": _core.Phase.decode}
+_PHASES = {"prefill": _core.Phase.prefill, "decode": _core.Phase.decode, "train": _core.Phase.train}
+_OPTIMIZERS = ("adamw", "adam", "sgd", "none")
 _KERNELS = {"fused": _core.KernelStyle.fused, "hf-eager": _core.KernelStyle.hf_eager, "hf_eager": _core.KernelStyle.hf_eager}
 
 
@@ -127,6 +129,8 @@ def build_model_graph(
     context_parallel: int = 1,
     moe_impl: str = "grouped",
     dtype: str | None = None,
+    optimizer: str = "adamw",
+    master_weights: bool = True,
 ) -> BuiltModel:
     """The C++ builder's graph of a shipped model (id or alias), a config.json path or a
     `_core.ModelSpec`, for one phase and shape; simulate() and compare() accept the result."""
@@ -150,6 +154,10 @@ def build_model_graph(
     if moe_impl not in ("grouped", "sequential"):
         raise UsageError(f"unknown MoE implementation '{moe_impl}' (known: grouped, sequential)")
     options.moe_impl = getattr(_core.MoeImpl, moe_impl)
+    if optimizer not in _OPTIMIZERS:
+        raise UsageError(f"unknown optimizer '{optimizer}' (known: {', '.join(_OPTIMIZERS)})")
+    options.optimizer = getattr(_core.Optimizer, optimizer)
+    options.master_weights = master_weights
     try:
         graph = _core.build_graph(spec, options)
     except ValueError as e:
@@ -158,7 +166,7 @@ def build_model_graph(
         "model": spec.name,
         "phase": phase,
         "batch": batch,
-        "seq": spec.image_tokens() if spec.patch_size > 0 else seq if phase == "prefill" else 1,
+        "seq": spec.image_tokens() if spec.patch_size > 0 else seq if phase != "decode" else 1,
         "context": context if phase == "decode" else 0,
         "kernels": kernels.replace("_", "-"),
         "tensor_parallel": tensor_parallel,
@@ -170,8 +178,12 @@ def build_model_graph(
         "active_parameters": _core.active_parameter_count(spec),
         "kv_cache_bytes": _core.step_kv_cache_bytes(spec, options),
     }
+    if phase == "train":
+        info["optimizer"] = optimizer
+        info["master_weights"] = master_weights and _core.dtype_name(spec.weight_dtype) != "fp32"
+        info["loss"] = "cross-entropy over every position" if spec.lm_head else "mean squared error of the last hidden state"
     if spec.moe.num_experts > 0:
-        tokens = batch * (seq if phase == "prefill" else 1)
+        tokens = batch * (seq if phase != "decode" else 1)
         info["moe"] = {
             "num_experts": spec.moe.num_experts,
             "top_k": spec.moe.top_k,
@@ -264,6 +276,7 @@ class SimulationReport:
                     module=node.module_path,
                     module_type=node.module_type,
                     source=node.source,
+                    pass_name=node.pass_name,
                     op_class=r.count.op_class.name,
                     bound=r.cost.bound.name,
                     flops=r.count.flops,

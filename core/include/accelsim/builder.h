@@ -6,6 +6,10 @@
 //             K/V written in place into a preallocated cache, logits for the last token only;
 //   hf_eager  what HF transformers runs eagerly: norms written out op by op in fp32, RoPE as
 //             slices/neg/cat, the cache grown by cat, logits for every token.
+// A training step (Phase::train) is the forward of a prefill over every position, a loss, the
+// backward appended by reverse-mode differentiation of that forward (dgrad and wgrad GEMMs,
+// FlashAttention's backward, norm and activation backward kernels; src/model/backward.h) and a
+// fused optimizer step, with gradients and optimizer states in their own storage kinds.
 // A tensor-parallel degree divides heads, FFN width and vocabulary as Megatron-LM does
 // (Shoeybi et al. 2019); sequence, expert and context parallelism split tokens and experts. The
 // graph is that of one rank; its collectives are accel_sim::all_reduce / all_gather /
@@ -25,7 +29,11 @@ namespace accelsim {
 enum class Phase : uint8_t {
   prefill,  // `seq` new tokens per sequence, empty cache
   decode,   // one new token per sequence against `context` cached tokens
+  train,    // one training step on `seq` tokens per sequence: forward, loss, backward, optimizer
 };
+
+// The optimizer of a training step (torch.optim's fused kernels); `none` stops after backward.
+enum class Optimizer : uint8_t { adamw, adam, sgd, none };
 
 enum class KernelStyle : uint8_t { fused, hf_eager };
 
@@ -44,13 +52,20 @@ struct BuildOptions {
   int64_t expert_parallel = 1;     // MoE experts split across this many ranks (all-to-all)
   int64_t context_parallel = 1;    // each sequence (and decode's cache) split across this many ranks
   MoeImpl moe_impl = MoeImpl::grouped;
+  // Training step only.
+  Optimizer optimizer = Optimizer::adamw;
+  // Mixed precision as Megatron-LM runs bf16/fp16 models: parameters in the model's weight dtype
+  // for forward and backward, gradients, fp32 master weights and optimizer states in fp32
+  // (18 bytes per bf16 parameter with Adam). Off: gradients and states in the weight dtype.
+  bool master_weights = true;
 };
 
 // REQUIRES: model.validate() passes; prefill: seq >= 1; decode: context >= 0; batch >= 1.
 // Throws ConfigError otherwise.
 Graph build_graph(const ModelSpec& model, const BuildOptions& options);
 
-// Bytes of one rank's KV cache after this step (prefill: `seq` tokens; decode: `context` + 1),
+// Bytes of one rank's KV cache after this step (prefill: `seq` tokens; decode: `context` + 1;
+// a training step keeps none),
 // with KV heads split by the tensor-parallel degree (replicated when fewer than the degree).
 int64_t step_kv_cache_bytes(const ModelSpec& model, const BuildOptions& options);
 

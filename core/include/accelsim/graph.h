@@ -33,6 +33,12 @@ struct Attr {
   AttrValue value;
 };
 
+// Which part of a training step a node belongs to (inference graphs are all forward).
+enum class Pass : uint8_t { forward, backward, optimizer };
+
+std::string_view pass_name(Pass pass);
+Pass parse_pass(std::string_view name);  // throws ConfigError
+
 struct Node {
   std::string op;        // ATen packet name without namespace ("mm"), or "ns::name" for others
   std::string overload;  // "default", "Tensor", "Scalar", ...
@@ -42,6 +48,7 @@ struct Node {
   std::string module_path;  // "model.layers.0.self_attn.q_proj"; empty at top level
   std::string module_type;  // class name of the innermost module ("Linear")
   std::string source;       // "file.py:LINE" of the model code that issued the op
+  Pass pass = Pass::forward;
 
   // Attribute lookup by name; nullptr when absent.
   const AttrValue* attr(std::string_view name) const;

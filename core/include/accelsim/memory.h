@@ -1,6 +1,7 @@
 // Liveness of storages over a graph's execution: live memory per op and its peak.
 //
-// Parameters, buffers and inputs are resident from start to end. An activation storage becomes
+// Parameters, buffers, inputs and optimizer states are resident from start to end. An activation
+// or gradient storage becomes
 // live at the first node that outputs a tensor on it and dies after the last node that reads or
 // writes any tensor on it (so views and in-place results keep their base alive), unless one of
 // its tensors is a graph output, which keeps it to the end. During a node, its inputs, its
@@ -22,9 +23,11 @@ struct MemoryProfile {
   int64_t parameter_bytes = 0;
   int64_t buffer_bytes = 0;
   int64_t input_bytes = 0;
-  int64_t resident_bytes = 0;         // parameters + buffers + inputs
-  int64_t peak_bytes = 0;             // resident + peak of activations
+  int64_t optimizer_state_bytes = 0;  // Adam moments, momentum, fp32 master weights
+  int64_t resident_bytes = 0;         // parameters + buffers + inputs + optimizer states
+  int64_t peak_bytes = 0;             // resident + activations and gradients live at the peak
   int64_t peak_activation_bytes = 0;  // activations live at the peak
+  int64_t peak_gradient_bytes = 0;    // parameter gradients live at the peak
   NodeId peak_node = kNoNode;         // node during which the peak occurs; kNoNode if no nodes
   std::vector<int64_t> live_bytes;    // per node: bytes live while it runs
   std::vector<int64_t> live_bytes_after;  // per node: bytes live after its dead storages are freed

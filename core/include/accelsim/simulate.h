@@ -50,6 +50,10 @@ struct SimulationResult {
   double compute_bound_time_s = 0.0;  // time of ops whose bound is compute
   double memory_bound_time_s = 0.0;   // time of ops whose bound is memory
   double launch_overhead_time_s = 0.0;
+  // Time by pass of a training step (Node::pass); an inference graph is all forward.
+  double forward_time_s = 0.0;
+  double backward_time_s = 0.0;
+  double optimizer_time_s = 0.0;
   int64_t num_kernels = 0;
   int64_t num_collectives = 0;       // communication ops (not timed on one device)
   double communication_bytes = 0.0;  // their payload on this rank

@@ -23,9 +23,11 @@ using NodeId = int32_t;
 
 inline constexpr NodeId kNoNode = -1;
 
-// Where a storage comes from. Parameters, buffers and inputs are resident for the whole run;
-// activations live from the op that creates them to the last op that uses them.
-enum class StorageKind : uint8_t { parameter, buffer, input, activation };
+// Where a storage comes from. Parameters, buffers, inputs and optimizer states (Adam moments,
+// fp32 master weights) are resident for the whole run; activations and gradients live from the
+// op that creates them to the last op that uses them (a parameter's gradient is created by the
+// backward pass and read by the optimizer step).
+enum class StorageKind : uint8_t { parameter, buffer, input, activation, gradient, optimizer_state };
 
 std::string_view storage_kind_name(StorageKind kind);
 StorageKind parse_storage_kind(std::string_view name);  // throws ConfigError

@@ -28,6 +28,22 @@ std::string attr_type(const AttrValue& v) {
 
 }  // namespace
 
+std::string_view pass_name(Pass pass) {
+  switch (pass) {
+    case Pass::forward: return "forward";
+    case Pass::backward: return "backward";
+    case Pass::optimizer: return "optimizer";
+  }
+  return "forward";
+}
+
+Pass parse_pass(std::string_view name) {
+  if (name == "forward") return Pass::forward;
+  if (name == "backward") return Pass::backward;
+  if (name == "optimizer") return Pass::optimizer;
+  throw ConfigError("unknown pass '" + std::string(name) + "' (known: forward, backward, optimizer)");
+}
+
 const AttrValue* Node::attr(std::string_view name) const {
   for (const Attr& a : attrs) {
     if (a.name == name) return &a.value;

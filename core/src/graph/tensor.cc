@@ -12,6 +12,8 @@ std::string_view storage_kind_name(StorageKind kind) {
     case StorageKind::buffer: return "buffer";
     case StorageKind::input: return "input";
     case StorageKind::activation: return "activation";
+    case StorageKind::gradient: return "gradient";
+    case StorageKind::optimizer_state: return "optimizer_state";
   }
   return "activation";
 }
@@ -21,8 +23,10 @@ StorageKind parse_storage_kind(std::string_view name) {
   if (name == "buffer") return StorageKind::buffer;
   if (name == "input") return StorageKind::input;
   if (name == "activation") return StorageKind::activation;
+  if (name == "gradient") return StorageKind::gradient;
+  if (name == "optimizer_state") return StorageKind::optimizer_state;
   throw ConfigError("unknown storage kind '" + std::string(name) +
-                    "' (known: parameter, buffer, input, activation)");
+                    "' (known: parameter, buffer, input, activation, gradient, optimizer_state)");
 }
 
 int64_t TensorMeta::numel() const {

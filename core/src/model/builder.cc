@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "accelsim/error.h"
+#include "backward.h"
 
 namespace accelsim {
 namespace {
@@ -21,6 +22,8 @@ class Emitter {
 
   std::string module;
   std::string module_type;
+  Pass pass = Pass::forward;
+  std::vector<TensorId> parameters;  // in creation order
 
   // Tensors the builder creates are contiguous unless given strides (empty strides mean
   // contiguous in TensorMeta), which saves building a stride vector per tensor.
@@ -31,7 +34,8 @@ class Emitter {
   }
 
   TensorId parameter(Shape shape, DType dtype, const std::string& name) {
-    return resident(std::move(shape), dtype, StorageKind::parameter, name);
+    parameters.push_back(resident(std::move(shape), dtype, StorageKind::parameter, name));
+    return parameters.back();
   }
 
   TensorId fresh(Shape shape, DType dtype) {
@@ -78,7 +82,8 @@ class Emitter {
                      .outputs = std::move(outputs),
                      .attrs = std::move(attrs),
                      .module_path = module,
-                     .module_type = module_type});
+                     .module_type = module_type,
+                     .pass = pass});
   }
 
   // Keeps `t`'s storage live until the node emitted last, as a Python local holding it would.
@@ -119,8 +124,10 @@ class Builder {
     cp_ = o.context_parallel;
     sp_ = o.sequence_parallel;
     // Context parallelism splits each sequence (and, in decode, the cache) across cp ranks.
-    s_ = m.vision() ? m.image_tokens() / cp_ : o.phase == Phase::prefill ? o.seq / cp_ : 1;
-    past_ = o.phase == Phase::prefill ? 0 : (o.context + 1 + cp_ - 1) / cp_ - 1;
+    // A training step runs the forward of a prefill (every position, no cache).
+    train_ = o.phase == Phase::train;
+    s_ = m.vision() ? m.image_tokens() / cp_ : o.phase != Phase::decode ? o.seq / cp_ : 1;
+    past_ = o.phase != Phase::decode ? 0 : (o.context + 1 + cp_ - 1) / cp_ - 1;
     eager_ = o.kernels == KernelStyle::hf_eager;
     dt_ = m.activation_dtype;
   }
@@ -166,7 +173,7 @@ class Builder {
     } else {
       outputs_.push_back(x);  // the last hidden state is the output
     }
-    if (m_.pooler) pool(x);
+    if (m_.pooler) pool(x);  // computed in training too (HF ViTModel), but feeds no loss
     // HF's model forward keeps `inputs_embeds`, the positions and the cos/sin tables in locals
     // until it returns.
     if (eager_) {
@@ -174,7 +181,11 @@ class Builder {
         if (held >= 0) e_.hold(held);
       }
     }
-    for (TensorId t : outputs_) graph_.add_output(t);
+    if (train_) {
+      train_step();
+    } else {
+      for (TensorId t : outputs_) graph_.add_output(t);
+    }
     return std::move(graph_);
   }
 
@@ -236,7 +247,10 @@ class Builder {
   // column-parallel projections need every token: all-gather before them (Korthikanti et al.
   // 2022, "Reducing Activation Recomputation in Large Transformer Models").
   TensorId gather_sequence(TensorId x) {
-    if (!sp_) return x;
+    if (!sp_) {
+      if (train_ && o_.tensor_parallel > 1) column_inputs_.push_back(x);
+      return x;
+    }
     Shape full = e_.shape(x);
     full[1] *= o_.tensor_parallel;
     return collective("accel_sim::all_gather", x, full, "tp");
@@ -470,7 +484,6 @@ class Builder {
     const int64_t nope = a.qk_nope_head_dim, rope = a.qk_rope_head_dim, dv = a.v_head_dim;
     const int64_t qk = nope + rope;
     const int64_t kvl = a.kv_lora_rank;
-    const int64_t t_all = past_ + s_;
     TensorId q;
     if (a.q_lora_rank > 0) {
       e_.module = p + ".q_a_proj";
@@ -496,6 +509,13 @@ class Builder {
     // Cache the latent and the RoPE key (one "KV head" each).
     TensorId latent_all = mla_cache(latent, kvl, p + ".latent_cache");
     TensorId k_rot_all = mla_cache(k_rot, rope, p + ".rope_key_cache");
+    if (cp_ > 1 && o_.phase != Phase::decode) {
+      // Context parallelism gathers the small latent and RoPE key of the whole sequence, not
+      // the expanded per-head K and V.
+      latent_all = collective("accel_sim::all_gather", latent_all, {b_, 1, s_ * cp_, kvl}, "cp");
+      k_rot_all = collective("accel_sim::all_gather", k_rot_all, {b_, 1, s_ * cp_, rope}, "cp");
+    }
+    const int64_t t_all = e_.shape(latent_all)[2];
     TensorId wkv = e_.parameter({heads * (nope + dv), kvl}, m_.weight_dtype, p + ".kv_b_proj.weight");
     std::vector<Attr> attrs = {{"is_causal", s_ > 1}, {"enable_gqa", false}};
 
@@ -512,8 +532,7 @@ class Builder {
       TensorId k_full = e_.op("cat", {latent_all, k_rot_all}, {b_, 1, t_all, kvl + rope}, dt_,
                               {{"dim", int64_t{-1}}});
       attrs[1] = {"enable_gqa", true};
-      TensorId o_lat = e_.op("accel_sim::attention", {q_full, k_full, latent_all},
-                             {b_, heads, s_, kvl}, dt_, std::move(attrs));
+      TensorId o_lat = attend(q_full, k_full, latent_all, std::move(attrs));
       o = e_.op("bmm", {e_.view(o_lat, {heads, b_ * s_, kvl}), w_uv}, {heads, b_ * s_, dv}, dt_);
     } else {
       // Expanded: per-head K = [k_nope, rope key] and V from the cached latent.
@@ -532,8 +551,7 @@ class Builder {
       e_.node("copy_", {k1, k_nope}, {k1});
       TensorId k2 = e_.alias(k, {b_, heads, t_all, rope});
       e_.node("copy_", {k2, e_.view(k_rot_all, {b_, heads, t_all, rope}, {t_all * rope, 0, rope, 1})}, {k2});
-      TensorId oh = e_.op("accel_sim::attention", {qf, k, v}, {b_, heads, s_, dv}, dt_,
-                          std::move(attrs));
+      TensorId oh = attend(qf, k, v, std::move(attrs), /*gathered=*/cp_ > 1);
       // The output [b, heads, s, v] is in the query's layout, whose last dim differs: HF's
       // transpose(1, 2).reshape copies it.
       o = eager_ ? e_.op("clone", {e_.view(oh, {b_, s_, heads, dv})}, {b_, s_, heads, dv}, dt_) : oh;
@@ -546,37 +564,62 @@ class Builder {
   // the whole sequence and, for causal models, gives each rank two query chunks (positions r and
   // 2cp-1-r of 2cp, "zigzag", which balances the causal work; the representative rank is r = 0);
   // decode attends over this rank's share of the cache and merges the partial outputs.
-  TensorId attend(TensorId q, TensorId keys, TensorId values, std::vector<Attr> attrs) {
+  // `gathered`: the keys and values already span the whole sequence (MLA gathers its latent).
+  TensorId attend(TensorId q, TensorId keys, TensorId values, std::vector<Attr> attrs,
+                  bool gathered = false) {
     const int64_t heads = e_.shape(q)[1];
     const int64_t d = e_.shape(q)[3];
     const int64_t dv = e_.shape(values)[3];
     const Shape out{b_, heads, s_, dv};
-    if (cp_ == 1) return e_.op("accel_sim::attention", {q, keys, values}, out, dt_, std::move(attrs));
+    if (cp_ == 1) return attention_op({q, keys, values}, out, std::move(attrs));
     if (o_.phase == Phase::decode) {
       TensorId partial = e_.op("accel_sim::attention", {q, keys, values}, out, dt_, std::move(attrs));
       TensorId all = collective("accel_sim::all_gather", partial, {cp_, b_, heads, s_, dv}, "cp");
       return e_.op("sum", {all}, out, dt_, {{"dim", std::vector<int64_t>{0}}});
     }
-    Shape kfull = e_.shape(keys);
-    kfull[2] *= cp_;
-    Shape vfull = e_.shape(values);
-    vfull[2] *= cp_;
-    TensorId kf = collective("accel_sim::all_gather", keys, kfull, "cp");
-    TensorId vf = collective("accel_sim::all_gather", values, vfull, "cp");
-    if (!m_.causal) return e_.op("accel_sim::attention", {q, kf, vf}, out, dt_, std::move(attrs));
+    TensorId kf = keys;
+    TensorId vf = values;
+    if (!gathered) {
+      Shape kfull = e_.shape(keys);
+      kfull[2] *= cp_;
+      Shape vfull = e_.shape(values);
+      vfull[2] *= cp_;
+      kf = collective("accel_sim::all_gather", keys, kfull, "cp");
+      vf = collective("accel_sim::all_gather", values, vfull, "cp");
+    }
+    if (!m_.causal) return attention_op({q, kf, vf}, out, std::move(attrs));
     const int64_t chunk = s_ / 2;
     TensorId o = e_.fresh(out, dt_);
     for (const int64_t offset : {int64_t{0}, (2 * cp_ - 1) * chunk}) {
       std::vector<Attr> a = attrs;
       a.push_back({"query_offset", offset});
       TensorId oc = e_.alias(o, {b_, heads, chunk, dv});
-      e_.node("accel_sim::attention", {e_.view(q, {b_, heads, chunk, d}), kf, vf}, {oc}, std::move(a));
+      attention_node({e_.view(q, {b_, heads, chunk, d}), kf, vf}, oc, std::move(a));
     }
+    return o;
+  }
+
+  // One attention kernel writing `out`. In a training step it also writes the fp32 logsumexp of
+  // each query row [.., heads, sq], which FlashAttention saves for its backward (Dao 2023).
+  void attention_node(std::vector<TensorId> qkv, TensorId out, std::vector<Attr> attrs) {
+    std::vector<TensorId> outs = {out};
+    if (train_) {
+      Shape rows = e_.shape(out);
+      rows.pop_back();
+      outs.push_back(e_.fresh(std::move(rows), DType::fp32));
+    }
+    e_.node("accel_sim::attention", std::move(qkv), std::move(outs), std::move(attrs));
+  }
+
+  TensorId attention_op(std::vector<TensorId> qkv, Shape out, std::vector<Attr> attrs) {
+    TensorId o = e_.fresh(std::move(out), dt_);
+    attention_node(std::move(qkv), o, std::move(attrs));
     return o;
   }
 
   // Appends this step's [b, 1, s, width] latent (or RoPE key) to an MLA cache.
   TensorId mla_cache(TensorId x, int64_t width, const std::string& name) {
+    if (train_) return x;  // a training step keeps no cache
     const Shape full{b_, 1, past_ + s_, width};
     if (eager_) {
       std::vector<TensorId> parts;
@@ -626,8 +669,9 @@ class Builder {
     k = rope(heads_first(k, r_.kv_heads, p + ".k_norm"));
     v = heads_first(v, r_.kv_heads, "");
     // Decoders cache K and V for later steps; an encoder attends over this step's K and V only.
-    TensorId keys = m_.causal ? cache(k, p + ".key_cache") : k;
-    TensorId values = m_.causal ? cache(v, p + ".value_cache") : v;
+    const bool cached = m_.causal && !train_;
+    TensorId keys = cached ? cache(k, p + ".key_cache") : k;
+    TensorId values = cached ? cache(v, p + ".value_cache") : v;
     std::vector<Attr> attrs = {{"is_causal", s_ > 1 && m_.causal},
                                {"enable_gqa", r_.heads != r_.kv_heads}};
     if (m_.sliding_window > 0) attrs.push_back({"window_size", m_.sliding_window});
@@ -947,7 +991,7 @@ class Builder {
     }
     // Engines compute logits for the last position of each sequence; HF (and any encoder, which
     // predicts every position) for every position.
-    const int64_t rows = eager_ || !m_.causal ? b_ * s_ : b_;
+    const int64_t rows = eager_ || train_ || !m_.causal ? b_ * s_ : b_;
     TensorId x2 = rows == b_ * s_ ? e_.view(x, {rows, h}) : e_.view(x, {b_, h}, {s_ * h, 1});
     TensorId w = m_.tied_embeddings ? embed : e_.parameter({r_.vocab, h}, m_.weight_dtype, "lm_head.weight");
     TensorId logits;
@@ -958,6 +1002,111 @@ class Builder {
       logits = e_.op("mm", {x2, e_.transposed(w)}, {rows, r_.vocab}, dt_);
     }
     outputs_.insert(outputs_.begin(), logits);
+  }
+
+  // ---- training step ------------------------------------------------------------------------
+
+  // The loss, its backward, and the optimizer step. Language models (any model with an LM head)
+  // take the cross-entropy of every position's logits against the next token, in fp32 as
+  // HF and Megatron-LM compute it; a model without a head (ViT as a regression backbone, as in
+  // the NERSC ERA5 study) takes the mean squared error of its last hidden state.
+  void train_step() {
+    e_.module = "loss";
+    TensorId loss;
+    if (m_.lm_head) {
+      e_.module_type = "CrossEntropyLoss";
+      const TensorId logits = outputs_.front();
+      const int64_t rows = e_.shape(logits)[0];
+      const int64_t vocab = e_.shape(logits)[1];
+      if (o_.tensor_parallel > 1) {
+        // Vocabulary-parallel cross-entropy: each rank holds a slice of the vocabulary, so the
+        // row statistics are all-reduced (Megatron-LM's vocab_parallel_cross_entropy).
+        TensorId stats = e_.op("logsumexp", {logits}, {rows}, DType::fp32,
+                               {{"dim", std::vector<int64_t>{-1}}});
+        collective("accel_sim::all_reduce", stats, {rows}, "tp");
+      }
+      TensorId logp = e_.op("_log_softmax", {logits}, {rows, vocab}, DType::fp32,
+                            {{"dim", int64_t{-1}}, {"half_to_float", true}});
+      TensorId target = e_.resident({rows}, DType::int64, StorageKind::input, "input.labels");
+      loss = e_.fresh({}, DType::fp32);
+      e_.node("nll_loss_forward", {logp, target}, {loss, e_.fresh({}, DType::fp32)},
+              {{"reduction", int64_t{1}}, {"ignore_index", int64_t{-100}}});
+    } else {
+      e_.module_type = "MSELoss";
+      const TensorId out = outputs_.front();
+      TensorId target = e_.resident(e_.shape(out), dt_, StorageKind::input, "input.targets");
+      loss = e_.op("mse_loss", {out, target}, {}, dt_, {{"reduction", int64_t{1}}});
+    }
+    graph_.add_output(loss);
+
+    const DType grad_dtype = o_.master_weights ? DType::fp32 : m_.weight_dtype;
+    const std::vector<TensorId> grads = append_backward(
+        graph_, loss, {.parameter_grad_dtype = grad_dtype, .all_reduce_grad_of = column_inputs_});
+    if (o_.optimizer != Optimizer::none) optimizer_step(grads);
+  }
+
+  // One fused optimizer kernel per transformer layer (and one for the other parameters), over
+  // the parameters that received a gradient, as torch.optim's fused AdamW/Adam/SGD run over a
+  // parameter list. With master weights (mixed precision, Megatron-LM's default for bf16) the
+  // optimizer updates fp32 copies and writes them back into the bf16 parameters; states are
+  // fp32. Without, the states have the parameters' dtype.
+  void optimizer_step(const std::vector<TensorId>& grads) {
+    e_.pass = Pass::optimizer;
+    e_.module_type = "Optimizer";
+    const bool masters = o_.master_weights && m_.weight_dtype != DType::fp32;
+    const DType state_dtype = o_.master_weights ? DType::fp32 : m_.weight_dtype;
+    const int states = o_.optimizer == Optimizer::sgd ? 1 : 2;
+    const char* kernel = o_.optimizer == Optimizer::adamw ? "_fused_adamw_"
+                         : o_.optimizer == Optimizer::adam ? "_fused_adam_"
+                                                           : "_fused_sgd_";
+    // Parameters grouped by layer, in creation order.
+    std::vector<std::pair<std::string, std::vector<TensorId>>> groups;
+    for (TensorId p : e_.parameters) {
+      if (grads[graph_.tensor(p).storage] < 0) continue;  // no gradient reaches it (a pooler)
+      const std::string& name = graph_.tensor(p).name;
+      std::string group = "model";
+      if (name.rfind("model.layers.", 0) == 0) group = name.substr(0, name.find('.', 13));
+      auto it = std::find_if(groups.begin(), groups.end(),
+                             [&](const auto& entry) { return entry.first == group; });
+      if (it == groups.end()) it = groups.insert(groups.end(), {group, {}});
+      it->second.push_back(p);
+    }
+    for (const auto& [group, params] : groups) {
+      e_.module = group;
+      std::vector<TensorId> targets, grad_list, state_lists[2], masters_list;
+      for (TensorId p : params) {
+        const TensorMeta& meta = graph_.tensor(p);
+        const Shape shape = meta.shape;
+        const std::string name = meta.name;
+        TensorId target = p;
+        if (masters) {
+          target = e_.resident(shape, DType::fp32, StorageKind::optimizer_state, name + ".master");
+          masters_list.push_back(target);
+        }
+        targets.push_back(target);
+        grad_list.push_back(grads[graph_.tensor(p).storage]);
+        for (int i = 0; i < states; ++i) {
+          state_lists[i].push_back(e_.resident(shape, state_dtype, StorageKind::optimizer_state,
+                                               name + (i == 0 ? ".exp_avg" : ".exp_avg_sq")));
+        }
+      }
+      std::vector<TensorId> inputs = targets;
+      inputs.insert(inputs.end(), grad_list.begin(), grad_list.end());
+      std::vector<TensorId> outputs;
+      for (TensorId t : targets) outputs.push_back(e_.alias(t, e_.shape(t)));
+      for (int i = 0; i < states; ++i) {
+        inputs.insert(inputs.end(), state_lists[i].begin(), state_lists[i].end());
+        for (TensorId t : state_lists[i]) outputs.push_back(e_.alias(t, e_.shape(t)));
+      }
+      e_.node(kernel, std::move(inputs), std::move(outputs));
+      if (masters) {
+        std::vector<TensorId> copy_in = params;
+        copy_in.insert(copy_in.end(), masters_list.begin(), masters_list.end());
+        std::vector<TensorId> written;
+        for (TensorId p : params) written.push_back(e_.alias(p, e_.shape(p)));
+        e_.node("_foreach_copy_", std::move(copy_in), std::move(written));
+      }
+    }
   }
 
   const ModelSpec& m_;
@@ -971,13 +1120,16 @@ class Builder {
   DType dt_ = DType::bf16;
   TensorId cos_ = -1, sin_ = -1, positions_ = -1, position_embeddings_ = -1, position_ids_ = -1;
   std::vector<TensorId> outputs_;
+  std::vector<TensorId> column_inputs_;  // training under TP: inputs of column-parallel layers
+  bool train_ = false;
   std::vector<TensorId> experts_locals_;  // HF-eager MoE locals held until the block returns
 };
 
 }  // namespace
 
 int64_t step_kv_cache_bytes(const ModelSpec& model, const BuildOptions& options) {
-  if (!model.causal) return 0;  // encoders keep no cache
+  // Encoders keep no cache, and neither does a training step.
+  if (!model.causal || options.phase == Phase::train) return 0;
   // Context parallelism splits the cache's tokens across ranks.
   const int64_t cp = options.context_parallel;
   const int64_t all = options.phase == Phase::prefill ? options.seq : options.context + 1;
@@ -1001,9 +1153,15 @@ Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
                  "sequence parallelism needs a tensor-parallel degree above 1");
   ACCELSIM_CHECK(options.expert_parallel == 1 || model.moe.enabled(),
                  "expert parallelism needs a mixture-of-experts model");
-  ACCELSIM_CHECK(options.context_parallel == 1 || !model.mla.enabled(),
-                 "context parallelism is not modelled for multi-head latent attention yet");
-  if (options.context_parallel > 1 && options.phase == Phase::prefill) {
+  if (options.phase == Phase::train) {
+    ACCELSIM_CHECK(options.kernels == KernelStyle::fused,
+                   "the training step is built with fused kernels only (hf_eager training is not "
+                   "modelled by the builder)");
+    ACCELSIM_CHECK(is_floating(model.weight_dtype),
+                   "training needs floating-point weights (model '" + model.name + "' has " +
+                       std::string(dtype_name(model.weight_dtype)) + " weights)");
+  }
+  if (options.context_parallel > 1 && options.phase != Phase::decode) {
     const int64_t tokens = model.vision() ? model.image_tokens() : options.seq;
     const int64_t parts = options.context_parallel * (model.causal ? 2 : 1);
     ACCELSIM_CHECK(tokens % parts == 0,
@@ -1012,7 +1170,7 @@ Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
                        (model.causal ? " (two causal chunks per rank)" : ""));
   }
   if (options.sequence_parallel) {
-    const int64_t tokens = options.phase == Phase::prefill
+    const int64_t tokens = options.phase != Phase::decode
                                ? (model.vision() ? model.image_tokens() : options.seq) /
                                      options.context_parallel
                                : 1;
@@ -1020,9 +1178,9 @@ Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
                    "sequence parallelism needs the tokens per rank (" + std::to_string(tokens) +
                        ") divisible by the tensor-parallel degree");
   }
-  ACCELSIM_CHECK(model.causal || options.phase == Phase::prefill,
+  ACCELSIM_CHECK(model.causal || options.phase != Phase::decode,
                  "model '" + model.name + "' is an encoder: it has no decode phase");
-  if (options.phase == Phase::prefill) {
+  if (options.phase != Phase::decode) {
     // A vision model's sequence is its image's tokens; `seq` is ignored.
     ACCELSIM_CHECK(model.vision() || options.seq >= 1,
                    "prefill needs a sequence length of at least 1");

@@ -98,7 +98,8 @@ void add_attention_ops(OpTable& t) {
                          "_scaled_dot_product_fused_attention_overrideable"}) {
     t[op] = count_attention_forward;
   }
-  for (const char* op : {"_scaled_dot_product_flash_attention_for_cpu_backward",
+  for (const char* op : {"accel_sim::attention_backward",
+                         "_scaled_dot_product_flash_attention_for_cpu_backward",
                          "_scaled_dot_product_flash_attention_backward",
                          "_scaled_dot_product_efficient_attention_backward",
                          "_scaled_dot_product_cudnn_attention_backward"}) {

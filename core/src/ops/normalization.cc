@@ -7,6 +7,11 @@
 //   batch norm (inference): normalize with running stats (2: sub, mul) + weight + bias;
 //   batch norm (training): adds the batch statistics (3: accumulate, square-accumulate);
 //   softmax:          max (1) + subtract (1) + exp (1) + sum (1) + divide (1) = 5.
+//   layer norm backward: recompute x_hat (2) + dy*w (1) + two row sums (dy*w, dy*w*x_hat: 3) +
+//                     dx = rstd (g - mean(g) - x_hat mean(g x_hat)) (4) + weight grad dy*x_hat
+//                     accumulated (2) + bias grad dy accumulated (1) = 13;
+//   rms norm backward: the same without centring and bias: x_hat (1) + dy*w (1) + row sum (2) +
+//                     dx (3) + weight grad (2) = 9.
 // These ops are memory-bound on every device in the database; the FLOPs only matter for the
 // roofline classification.
 #include <string>
@@ -54,6 +59,21 @@ OpCount count_softmax_backward(const Graph& g, const Node& n) {
   return with_flops(g, n, OpClass::softmax, 4.0);
 }
 
+// native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?, bias?,
+// output_mask) -> (grad_input, grad_weight, grad_bias); the work is per element of the input.
+OpCount count_layer_norm_backward(const Graph& g, const Node& n) {
+  OpCount c = count_streaming(g, n, OpClass::normalization, 0.0);
+  c.flops = 13.0 * static_cast<double>(input(g, n, 1).numel());
+  return c;
+}
+
+// _fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight?, output_mask)
+OpCount count_rms_norm_backward(const Graph& g, const Node& n) {
+  OpCount c = count_streaming(g, n, OpClass::normalization, 0.0);
+  c.flops = 9.0 * static_cast<double>(input(g, n, 1).numel());
+  return c;
+}
+
 }  // namespace
 
 void add_normalization_ops(OpTable& t) {
@@ -63,6 +83,8 @@ void add_normalization_ops(OpTable& t) {
   t["group_norm"] = count_group_norm;
   t["_fused_rms_norm"] = count_rms_norm;
   t["rms_norm"] = count_rms_norm;
+  t["native_layer_norm_backward"] = count_layer_norm_backward;
+  t["_fused_rms_norm_backward"] = count_rms_norm_backward;
   for (const char* op : {"native_batch_norm", "_native_batch_norm_legit",
                          "_native_batch_norm_legit_no_training",
                          "_native_batch_norm_legit_functional", "batch_norm", "cudnn_batch_norm",

@@ -90,6 +90,7 @@ const ops::OpTable& table() {
     ops::add_indexing_ops(t);
     ops::add_data_movement_ops(t);
     ops::add_communication_ops(t);
+    ops::add_optimizer_ops(t);
     return t;
   }();
   return kTable;

@@ -41,5 +41,6 @@ void add_reduction_ops(OpTable& table);
 void add_indexing_ops(OpTable& table);
 void add_data_movement_ops(OpTable& table);  // views, copies, fills, allocations
 void add_communication_ops(OpTable& table);  // collectives the model builder emits
+void add_optimizer_ops(OpTable& table);      // fused and multi-tensor optimizer steps
 
 }  // namespace accelsim::ops

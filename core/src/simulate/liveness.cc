@@ -17,10 +17,12 @@ MemoryProfile compute_memory_profile(const Graph& graph, ReleasePolicy policy) {
       case StorageKind::parameter: p.parameter_bytes += s.size_bytes; break;
       case StorageKind::buffer: p.buffer_bytes += s.size_bytes; break;
       case StorageKind::input: p.input_bytes += s.size_bytes; break;
-      case StorageKind::activation: break;
+      case StorageKind::optimizer_state: p.optimizer_state_bytes += s.size_bytes; break;
+      case StorageKind::activation:
+      case StorageKind::gradient: break;
     }
   }
-  p.resident_bytes = p.parameter_bytes + p.buffer_bytes + p.input_bytes;
+  p.resident_bytes = p.parameter_bytes + p.buffer_bytes + p.input_bytes + p.optimizer_state_bytes;
 
   // First and last node touching each activation storage.
   std::vector<NodeId> first(storages.size(), kNoNode);
@@ -44,30 +46,44 @@ MemoryProfile compute_memory_profile(const Graph& graph, ReleasePolicy policy) {
   }
   for (TensorId t : graph.outputs()) last[tensors[t].storage] = never;
 
-  // Allocation and free events per node, for activation storages only.
+  // Allocation and free events per node, for activation and gradient storages (the latter
+  // also tallied on their own, to split the peak by category).
   std::vector<int64_t> allocated_at(nodes.size() + 1, 0);
   std::vector<int64_t> freed_after(nodes.size() + 1, 0);
+  std::vector<int64_t> gradient_allocated_at(nodes.size() + 1, 0);
+  std::vector<int64_t> gradient_freed_after(nodes.size() + 1, 0);
   for (size_t s = 0; s < storages.size(); ++s) {
-    if (storages[s].kind != StorageKind::activation || first[s] == kNoNode) continue;
+    const StorageKind kind = storages[s].kind;
+    if ((kind != StorageKind::activation && kind != StorageKind::gradient) || first[s] == kNoNode) {
+      continue;
+    }
     allocated_at[first[s]] += storages[s].size_bytes;
     freed_after[last[s]] += storages[s].size_bytes;
+    if (kind == StorageKind::gradient) {
+      gradient_allocated_at[first[s]] += storages[s].size_bytes;
+      gradient_freed_after[last[s]] += storages[s].size_bytes;
+    }
   }
 
   p.live_bytes.resize(nodes.size());
   p.live_bytes_after.resize(nodes.size());
   int64_t live = p.resident_bytes;
+  int64_t gradients = 0;
   p.peak_bytes = p.resident_bytes;
   for (size_t n = 0; n < nodes.size(); ++n) {
     live += allocated_at[n];
+    gradients += gradient_allocated_at[n];
     p.live_bytes[n] = live;
     if (p.peak_node == kNoNode || live > p.peak_bytes) {  // the first node reaching the peak
       p.peak_bytes = live;
       p.peak_node = static_cast<NodeId>(n);
+      p.peak_gradient_bytes = gradients;
     }
     live -= freed_after[n];
+    gradients -= gradient_freed_after[n];
     p.live_bytes_after[n] = live;
   }
-  p.peak_activation_bytes = p.peak_bytes - p.resident_bytes;
+  p.peak_activation_bytes = p.peak_bytes - p.resident_bytes - p.peak_gradient_bytes;
   return p;
 }
 

@@ -51,6 +51,11 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
     r.total_flops += op.count.flops;
     r.total_bytes += op.count.bytes();
     r.launch_overhead_time_s += op.cost.launch_overhead_s;
+    switch (nodes[n].pass) {
+      case Pass::forward: r.forward_time_s += op.cost.time_s; break;
+      case Pass::backward: r.backward_time_s += op.cost.time_s; break;
+      case Pass::optimizer: r.optimizer_time_s += op.cost.time_s; break;
+    }
     if (op.count.launches_kernel) ++r.num_kernels;
     if (op.count.op_class == OpClass::communication) {
       ++r.num_collectives;

@@ -134,6 +134,14 @@ TEST(AttentionTest, BackwardIsFiveMatmulsOverThePairs) {
   EXPECT_DOUBLE_EQ(count_last(g).flops, 1280.0);
   add(g, "accel_sim::attention", {q, k, v}, {o});
   EXPECT_DOUBLE_EQ(count_last(g).flops, 512.0);
+  // The builder's backward also reads the fp32 logsumexp [1, 1, 4] and writes dq, dk, dv.
+  TensorId lse = new_tensor(g, {1, 1, 4});
+  TensorId dk = new_tensor(g, {1, 1, 4, 8});
+  TensorId dv = new_tensor(g, {1, 1, 4, 8});
+  add(g, "accel_sim::attention_backward", {dout, q, k, v, o, lse}, {dq, dk, dv});
+  EXPECT_DOUBLE_EQ(count_last(g).flops, 1280.0);
+  EXPECT_DOUBLE_EQ(count_last(g).bytes_read, 5 * 128.0 + 16.0);
+  EXPECT_DOUBLE_EQ(count_last(g).bytes_written, 3 * 128.0);
 }
 
 TEST(ConvolutionTest, DirectConvolution) {
@@ -253,6 +261,36 @@ TEST(CatalogueTest, KnowsTheOpsOfCapturedTransformers) {
 
 namespace accelsim {
 namespace {
+
+TEST(OptimizerTest, FusedAdamWReadsFourAndWritesThreeStatesPerParameter) {
+  // Two fp32 parameters of 100 and 28 elements: 128 elements, 16 FLOPs each = 2048. Reads
+  // param, grad, exp_avg, exp_avg_sq (4 * 512 B) and two 0-d fp32 steps (8 B); writes param,
+  // exp_avg and exp_avg_sq (3 * 512 B) when the schema's in-place form lists no outputs.
+  Graph g;
+  std::vector<TensorId> in;
+  for (int list = 0; list < 4; ++list) {
+    in.push_back(testing::new_tensor(g, {100}));
+    in.push_back(testing::new_tensor(g, {28}));
+  }
+  in.push_back(testing::new_tensor(g, {}));
+  in.push_back(testing::new_tensor(g, {}));
+  testing::add(g, "_fused_adamw_", in, {});
+  OpCount c = count_op(g, g.nodes().back());
+  EXPECT_DOUBLE_EQ(c.flops, 2048.0);
+  EXPECT_DOUBLE_EQ(c.bytes_read, 4 * 512.0 + 8.0);
+  EXPECT_DOUBLE_EQ(c.bytes_written, 3 * 512.0);
+  EXPECT_TRUE(c.known);
+  // SGD with momentum: param, grad, momentum; 7 FLOPs per element; writes param and momentum.
+  std::vector<TensorId> sgd(in.begin(), in.begin() + 6);
+  testing::add(g, "_fused_sgd_", sgd, {});
+  c = count_op(g, g.nodes().back());
+  EXPECT_DOUBLE_EQ(c.flops, 7 * 128.0);
+  EXPECT_DOUBLE_EQ(c.bytes_written, 2 * 512.0);
+  // Lists of unequal length are a malformed node.
+  std::vector<TensorId> bad(in.begin(), in.begin() + 5);
+  testing::add(g, "_fused_adam_", bad, {});
+  EXPECT_THROW(count_op(g, g.nodes().back()), ConfigError);
+}
 
 TEST(AttentionWindowTest, SlidingWindowCapsTheKeysEachQuerySees) {
   // S = 8, window 3, causal: queries see 1, 2, 3, 3, 3, 3, 3, 3 keys = 21 pairs; one head,

@@ -30,7 +30,9 @@ def _percent(text: str) -> float:
 def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", nargs="?", help="a Python script with get_model() -> (model, example_inputs), or a graph .json")
     p.add_argument("--model", metavar="NAME|CONFIG", help="build the graph from a shipped model (see `accel-sim models`) or an HF config.json instead of a script")
-    p.add_argument("--phase", choices=("prefill", "decode"), default="prefill", help="with --model: prefill (batch x seq new tokens) or one decode step (default: prefill)")
+    p.add_argument("--phase", choices=("prefill", "decode", "train"), default="prefill", help="with --model: prefill (batch x seq new tokens), one decode step, or one training step on batch x seq tokens (default: prefill)")
+    p.add_argument("--optimizer", choices=("adamw", "adam", "sgd", "none"), default="adamw", help="with --phase train: the optimizer step (fused kernels; none: stop after backward; default: adamw)")
+    p.add_argument("--no-master-weights", action="store_true", help="with --phase train: keep gradients and optimizer states in the weight dtype instead of fp32 master weights, fp32 gradients and fp32 states")
     p.add_argument("--batch", type=int, default=1, help="with --model: sequences in the batch (default: 1)")
     p.add_argument("--seq", type=int, default=2048, help="with --model: prompt tokens per sequence for prefill (default: 2048)")
     p.add_argument("--context", type=int, default=2048, help="with --model: cached tokens per sequence for decode (default: 2048)")
@@ -125,7 +127,8 @@ def _load(args: argparse.Namespace) -> Any:
         return build_model_graph(args.model, phase=args.phase, batch=args.batch, seq=args.seq,
                                  context=args.context, kernels=args.kernels, tensor_parallel=args.tp,
                                  sequence_parallel=args.sp, expert_parallel=args.ep,
-                                 context_parallel=args.cp, moe_impl=args.moe_impl, dtype=args.dtype)
+                                 context_parallel=args.cp, moe_impl=args.moe_impl, dtype=args.dtype,
+                                 optimizer=args.optimizer, master_weights=not args.no_master_weights)
     if Path(args.target).suffix == ".py":
         _status(f"capturing {args.target} ...")
     return load_target(args.target, dtype=args.dtype)

@@ -21,6 +21,8 @@ _KINDS = {
     "buffer": _core.StorageKind.buffer,
     "input": _core.StorageKind.input,
     "activation": _core.StorageKind.activation,
+    "gradient": _core.StorageKind.gradient,
+    "optimizer_state": _core.StorageKind.optimizer_state,
 }
 
 
@@ -89,6 +91,7 @@ def to_core(graph: dict, where: str = "graph") -> Any:
                 n.get("module", ""),
                 n.get("module_type", ""),
                 n.get("source", ""),
+                _core.parse_pass(n.get("pass", "forward")),
             )
         section = "outputs"
         for index, t in enumerate(graph.get("outputs", [])):

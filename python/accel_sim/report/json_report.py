@@ -57,6 +57,13 @@ def simulation_to_dict(report: Any, include_ops: bool = True) -> dict:
             "buffer_bytes": m.buffer_bytes,
             "input_bytes": m.input_bytes,
             "peak_activation_bytes": m.peak_activation_bytes,
+            "peak_gradient_bytes": m.peak_gradient_bytes,
+            "optimizer_state_bytes": m.optimizer_state_bytes,
+        },
+        "pass_time_s": {
+            "forward": r.forward_time_s,
+            "backward": r.backward_time_s,
+            "optimizer": r.optimizer_time_s,
         },
         "flops": r.total_flops,
         "bytes": r.total_bytes,

@@ -65,10 +65,20 @@ def simulation_text(report: Any, top: int = 10) -> str:
         f"               weights {gib(m.parameter_bytes)} · buffers {gib(m.buffer_bytes)} · inputs "
         f"{gib(m.input_bytes)} · activations at peak {gib(m.peak_activation_bytes)}"
     )
+    if m.optimizer_state_bytes or m.peak_gradient_bytes:
+        lines.append(
+            f"               gradients at peak {gib(m.peak_gradient_bytes)} · optimizer states "
+            f"{gib(m.optimizer_state_bytes)}"
+        )
+    if r.backward_time_s or r.optimizer_time_s:
+        lines.append(
+            f"  step         forward {ms(r.forward_time_s)} · backward {ms(r.backward_time_s)} · "
+            f"optimizer {ms(r.optimizer_time_s)}"
+        )
     info = report.model_info
     if info:
-        shape = (f"batch {info['batch']}, seq {info['seq']}" if info["phase"] == "prefill"
-                 else f"batch {info['batch']}, context {info['context']} + 1 new token")
+        shape = (f"batch {info['batch']}, context {info['context']} + 1 new token" if info["phase"] == "decode"
+                 else f"batch {info['batch']}, seq {info['seq']}")
         split = [f"TP {info['tensor_parallel']}" + (" + SP" if info.get("sequence_parallel") else "")] if info["tensor_parallel"] > 1 else []
         split += [f"EP {info['expert_parallel']}"] if info.get("expert_parallel", 1) > 1 else []
         split += [f"CP {info['context_parallel']}"] if info.get("context_parallel", 1) > 1 else []
@@ -77,6 +87,9 @@ def simulation_text(report: Any, top: int = 10) -> str:
             f"  model        {info['model']}: {info['parameters'] / 1e9:,.2f} B params, {info['dtype']}, "
             f"{info['phase']} ({shape}{tp}), {info['kernels']} kernels · KV cache {gib(info['kv_cache_bytes'])}"
         )
+        if info["phase"] == "train":
+            masters = "fp32 master weights, gradients and states" if info["master_weights"] else "gradients and states in " + info["dtype"]
+            lines.append(f"               training step: {info['optimizer']}, {masters}; loss: {info['loss']}")
         moe = info.get("moe")
         if moe:
             lines.append(

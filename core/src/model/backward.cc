@@ -1,0 +1,478 @@
+#include "backward.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "accelsim/error.h"
+
+namespace accelsim {
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+// A [.., a, b] view as [.., b, a] (the transpose a matmul's gradient reads; no copy).
+Shape swap_last(Shape shape) {
+  std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
+  return shape;
+}
+
+class Backward {
+ public:
+  Backward(Graph& g, const BackwardOptions& o) : g_(g), o_(o) {
+    const auto storages = g.storages();
+    root_.assign(storages.size(), -1);
+    for (TensorId t = 0; t < static_cast<TensorId>(g.tensors().size()); ++t) {
+      const StorageId s = g.tensor(t).storage;
+      if (root_[s] < 0) root_[s] = t;  // a storage's first tensor gives its shape
+    }
+    grad_.assign(storages.size(), -1);
+    reduce_.assign(storages.size(), 0);
+    for (TensorId t : o.all_reduce_grad_of) reduce_[g.tensor(t).storage] = 1;
+    // Which storages carry values that depend on a parameter (requires_grad).
+    needs_.assign(storages.size(), 0);
+    for (StorageId s = 0; s < static_cast<StorageId>(storages.size()); ++s) {
+      needs_[s] = storages[s].kind == StorageKind::parameter;
+    }
+    for (const Node& n : g.nodes()) {
+      bool any = false;
+      for (TensorId t : n.inputs) any = any || needs_[g.tensor(t).storage];
+      if (!any) continue;
+      for (TensorId t : n.outputs) {
+        if (is_floating(g.tensor(t).dtype)) needs_[g.tensor(t).storage] = 1;
+      }
+    }
+  }
+
+  std::vector<TensorId> run(TensorId loss) {
+    const NodeId forward_nodes = static_cast<NodeId>(g_.nodes().size());
+    current_ = Node{.module_path = "loss"};
+    TensorId seed = fresh({}, g_.tensor(loss).dtype, StorageKind::activation);
+    emit("ones_like", {loss}, {seed});
+    grad_[g_.tensor(loss).storage] = seed;
+    for (NodeId n = forward_nodes - 1; n >= 0; --n) {
+      current_ = g_.node(n);  // a copy: emitting nodes reallocates the node vector
+      differentiate();
+    }
+    std::vector<TensorId> grads(grad_.size(), -1);
+    for (StorageId s = 0; s < static_cast<StorageId>(grad_.size()); ++s) {
+      if (g_.storage(s).kind == StorageKind::parameter) grads[s] = grad_[s];
+    }
+    return grads;
+  }
+
+ private:
+  // ---- tensors and nodes -------------------------------------------------------------------
+
+  const TensorMeta& meta(TensorId t) const { return g_.tensor(t); }
+  const Shape& shape(TensorId t) const { return g_.tensor(t).shape; }
+  StorageId storage(TensorId t) const { return g_.tensor(t).storage; }
+  bool is_parameter(StorageId s) const { return g_.storage(s).kind == StorageKind::parameter; }
+
+  TensorId fresh(Shape shape, DType dtype, StorageKind kind) {
+    TensorMeta t{.shape = std::move(shape), .dtype = dtype};
+    t.storage = g_.add_storage({.size_bytes = t.logical_bytes(), .kind = kind});
+    return g_.add_tensor(std::move(t));
+  }
+
+  TensorId alias(TensorId base, Shape shape, Shape strides = {}) {
+    TensorMeta t{.shape = std::move(shape),
+                 .strides = std::move(strides),
+                 .dtype = meta(base).dtype,
+                 .storage = meta(base).storage};
+    return g_.add_tensor(std::move(t));
+  }
+
+  // The [.., b, a] transpose of a contiguous-or-not [.., a, b] tensor, as a view.
+  TensorId transposed(TensorId t) {
+    const Shape& s = shape(t);
+    Shape strides(s.size());
+    int64_t stride = 1;
+    for (size_t i = s.size(); i-- > 0;) {
+      strides[i] = stride;
+      stride *= s[i];
+    }
+    std::swap(strides[s.size() - 1], strides[s.size() - 2]);
+    return alias(t, swap_last(s), std::move(strides));
+  }
+
+  void emit(const char* op, std::vector<TensorId> inputs, std::vector<TensorId> outputs,
+            std::vector<Attr> attrs = {}) {
+    g_.add_node(Node{.op = op,
+                     .overload = "default",
+                     .inputs = std::move(inputs),
+                     .outputs = std::move(outputs),
+                     .attrs = std::move(attrs),
+                     .module_path = current_.module_path,
+                     .module_type = current_.module_type,
+                     .pass = Pass::backward});
+  }
+
+  TensorId op(const char* name, std::vector<TensorId> inputs, Shape out, DType dtype,
+              std::vector<Attr> attrs = {}) {
+    TensorId t = fresh(std::move(out), dtype, StorageKind::activation);
+    emit(name, std::move(inputs), {t}, std::move(attrs));
+    return t;
+  }
+
+  // ---- gradient bookkeeping ----------------------------------------------------------------
+
+  bool needs(TensorId t) const {
+    return needs_[storage(t)] && is_floating(meta(t).dtype);
+  }
+
+  DType grad_dtype(StorageId s) const {
+    return is_parameter(s) ? o_.parameter_grad_dtype : meta(root_[s]).dtype;
+  }
+
+  StorageKind grad_kind(StorageId s) const {
+    return is_parameter(s) ? StorageKind::gradient : StorageKind::activation;
+  }
+
+  // A view that repeats elements (a stride-0 dimension of size > 1): its gradient is summed.
+  bool broadcasts(TensorId t) const {
+    const TensorMeta& m = meta(t);
+    for (size_t i = 0; i < m.strides.size(); ++i) {
+      if (m.strides[i] == 0 && m.shape[i] > 1) return true;
+    }
+    return false;
+  }
+
+  bool partial(TensorId t) const { return meta(t).numel() < meta(root_[storage(t)]).numel(); }
+
+  // The gradient buffer of a storage, created (without a kernel) on first need.
+  TensorId buffer(StorageId s) {
+    if (grad_[s] < 0) grad_[s] = fresh(shape(root_[s]), grad_dtype(s), grad_kind(s));
+    return grad_[s];
+  }
+
+  // Where the gradient of `t` is written by the op about to be emitted: into the base's buffer
+  // for a slice, else a new tensor (shaped like the base, so a weight's gradient has the
+  // weight's layout) that commit() then records or accumulates.
+  TensorId slot(TensorId t) {
+    const StorageId s = storage(t);
+    if (broadcasts(t)) return fresh(shape(t), grad_dtype(s), StorageKind::activation);
+    if (partial(t)) return alias(buffer(s), shape(t));
+    const bool first = grad_[s] < 0;
+    return fresh(shape(root_[s]), grad_dtype(s), first ? grad_kind(s) : StorageKind::activation);
+  }
+
+  // Records `gt` as (a contribution to) the gradient of `t`.
+  void commit(TensorId t, TensorId gt) {
+    const StorageId s = storage(t);
+    if (broadcasts(t)) {
+      TensorId summed = fresh(shape(root_[s]), grad_dtype(s), grad_[s] < 0 ? grad_kind(s)
+                                                                          : StorageKind::activation);
+      emit("sum", {gt}, {summed});
+      gt = summed;
+    } else if (partial(t)) {
+      if (storage(gt) != storage(buffer(s))) {
+        TensorId part = alias(grad_[s], shape(t));
+        emit("copy_", {part, gt}, {part});
+      }
+      return;
+    }
+    if (grad_[s] < 0) {
+      // A parameter's gradient lives in its own buffer of the gradient dtype (AccumulateGrad, or
+      // Megatron-LM's fp32 main_grad): a contribution held elsewhere is copied into one.
+      if (is_parameter(s) && (g_.storage(storage(gt)).kind != StorageKind::gradient ||
+                              meta(gt).dtype != grad_dtype(s))) {
+        TensorId owned = fresh(shape(root_[s]), grad_dtype(s), StorageKind::gradient);
+        emit("_to_copy", {gt}, {owned});
+        gt = owned;
+      }
+      grad_[s] = gt;
+      return;
+    }
+    TensorId sum = alias(grad_[s], shape(grad_[s]));
+    emit("add_", {grad_[s], gt}, {sum});
+  }
+
+  // Emits `name(inputs)` producing the gradient of `t`, and records it.
+  void grad_op(const char* name, std::vector<TensorId> inputs, TensorId t,
+               std::vector<Attr> attrs = {}) {
+    TensorId out = slot(t);
+    emit(name, std::move(inputs), {out}, std::move(attrs));
+    commit(t, out);
+  }
+
+  // The gradient of `x` for an op whose output gradient `dy` may be broadcast over x (x + bias,
+  // x * gate): dy itself, or dy summed down to x's elements.
+  void reduce_to(TensorId x, TensorId dy) {
+    if (meta(x).numel() == meta(dy).numel()) {
+      commit(x, dy);
+    } else {
+      grad_op("sum", {dy}, x);
+    }
+  }
+
+  // The gradient flowing into a node's output `o`: a view of its storage's gradient.
+  TensorId out_grad(TensorId o) {
+    const StorageId s = storage(o);
+    if (grad_[s] < 0) return -1;
+    if (shape(grad_[s]) == shape(o)) return grad_[s];
+    return alias(grad_[s], shape(o));
+  }
+
+  // ---- rules -------------------------------------------------------------------------------
+
+  void differentiate() {
+    const Node& n = current_;
+    std::vector<TensorId> dys(n.outputs.size(), -1);
+    bool any = false;
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      const StorageId s = storage(n.outputs[i]);
+      if (grad_[s] >= 0 && reduce_[s]) {
+        // Megatron's f operator: the input of a column-parallel layer is replicated, so its
+        // gradient, a partial sum on each rank, is all-reduced.
+        TensorId reduced = fresh(shape(grad_[s]), meta(grad_[s]).dtype, StorageKind::activation);
+        emit("accel_sim::all_reduce", {grad_[s]}, {reduced}, {{"group", std::string("tp")}});
+        grad_[s] = reduced;
+        reduce_[s] = 0;
+      }
+      dys[i] = out_grad(n.outputs[i]);
+      any = any || dys[i] >= 0;
+    }
+    if (!any) return;
+    // An in-place op's output is its input's storage: the gradient w.r.t. the value before the
+    // op replaces the one after it.
+    if (n.op == "div_") grad_[storage(n.outputs[0])] = -1;
+    const TensorId dy = dys[0];
+    const std::vector<TensorId>& x = n.inputs;
+    auto in = [&](size_t i) { return i < x.size() && needs(x[i]); };
+    const std::string& op = n.op;
+
+    if (op == "mm" || op == "bmm") {
+      matmul(dy, x[0], x[1]);
+    } else if (op == "addmm") {
+      if (in(0)) reduce_to(x[0], dy);
+      matmul(dy, x[1], x[2]);
+    } else if (op == "_grouped_mm") {
+      grouped_mm(dy, x);
+    } else if (op == "accel_sim::attention") {
+      attention(dys);
+    } else if (op == "_fused_rms_norm" || op == "native_layer_norm") {
+      norm(dys);
+    } else if (op == "embedding") {
+      if (in(0)) {
+        grad_op("embedding_dense_backward", {dy, x[1]}, x[0],
+                {{"num_weights", shape(x[0])[0]}});
+      }
+    } else if (op == "add" || op == "add_" || op == "sub") {
+      if (in(0)) reduce_to(x[0], dy);
+      if (in(1)) {
+        if (op == "sub") {
+          grad_op("neg", {dy}, x[1]);
+        } else {
+          reduce_to(x[1], dy);
+        }
+      }
+    } else if (op == "mul" || op == "div" || op == "div_") {
+      if (x.size() == 1) {
+        if (in(0)) grad_op(op == "mul" ? "mul" : "div", {dy}, x[0]);
+      } else {
+        // d(a*b) = dy*b, dy*a; d(a/b) = dy/b, -dy*a/b^2 (one product, then summed if broadcast).
+        if (in(0)) broadcast_product(op == "mul" ? "mul" : "div", dy, x[1], x[0]);
+        if (in(1)) broadcast_product("mul", dy, x[0], x[1]);
+      }
+    } else if (op == "silu" || op == "gelu") {
+      if (in(0)) grad_op(op == "silu" ? "silu_backward" : "gelu_backward", {dy, x[0]}, x[0], n.attrs);
+    } else if (op == "relu") {
+      if (in(0)) grad_op("threshold_backward", {dy, n.outputs[0]}, x[0]);
+    } else if (op == "tanh" || op == "sigmoid") {
+      if (in(0)) grad_op(op == "tanh" ? "tanh_backward" : "sigmoid_backward", {dy, n.outputs[0]}, x[0]);
+    } else if (op == "_softmax" || op == "_log_softmax") {
+      if (in(0)) {
+        grad_op(op == "_softmax" ? "_softmax_backward_data" : "_log_softmax_backward_data",
+                {dy, n.outputs[0]}, x[0], {{"dim", int64_t{-1}}});
+      }
+    } else if (op == "_to_copy" || op == "clone") {
+      if (in(0)) {
+        if (meta(x[0]).dtype == meta(dy).dtype) {
+          commit(x[0], dy);
+        } else {
+          grad_op("_to_copy", {dy}, x[0]);
+        }
+      }
+    } else if (op == "accel_sim::rotary_embedding") {
+      // The inverse rotation: the same kernel with -sin.
+      if (in(0)) grad_op("accel_sim::rotary_embedding", {dy, x[1]}, x[0]);
+    } else if (op == "cat") {
+      // Each part's gradient is a slice of dy: a view, no kernel.
+      for (TensorId part : x) {
+        if (needs(part)) commit(part, alias(dy, shape(part)));
+      }
+    } else if (op == "copy_") {
+      // A copy into a slice of a larger tensor: the source's gradient is that slice's.
+      if (in(1)) commit(x[1], dy);
+    } else if (op == "sum") {
+      if (in(0)) commit(x[0], expanded(dy, x[0], n));
+    } else if (op == "index" || op == "gather" || op == "topk") {
+      scatter_back(dys);
+    } else if (op == "convolution") {
+      std::vector<TensorId> outs;
+      for (size_t i = 1; i < x.size(); ++i) {
+        if (in(i)) outs.push_back(slot(x[i]));
+      }
+      emit("convolution_backward", {dy, x[0], x[1]}, outs, n.attrs);
+      size_t k = 0;
+      for (size_t i = 1; i < x.size(); ++i) {
+        if (in(i)) commit(x[i], outs[k++]);
+      }
+    } else if (op == "nll_loss_forward") {
+      if (in(0)) grad_op("nll_loss_backward", {dy, x[0], x[1], n.outputs[1]}, x[0]);
+    } else if (op == "mse_loss") {
+      if (in(0)) grad_op("mse_loss_backward", {dy, x[0], x[1]}, x[0]);
+    } else if (op == "new_empty" || op == "empty" || op == "new_zeros" || op == "zeros_like") {
+      // A buffer later filled in place (by copy_ into slices): nothing flows further back.
+    } else if (op == "accel_sim::all_reduce") {
+      if (in(0)) commit(x[0], dy);  // Megatron's g operator: identity in backward
+    } else if (op == "accel_sim::all_gather") {
+      if (in(0)) grad_op("accel_sim::reduce_scatter", {dy}, x[0], n.attrs);
+    } else if (op == "accel_sim::reduce_scatter") {
+      if (in(0)) grad_op("accel_sim::all_gather", {dy}, x[0], n.attrs);
+    } else if (op == "accel_sim::all_to_all") {
+      if (in(0)) grad_op("accel_sim::all_to_all", {dy}, x[0], n.attrs);
+    } else {
+      throw ConfigError("the training step has no backward rule for op '" + op + "' (module '" +
+                        n.module_path + "')");
+    }
+  }
+
+  // Gradient of `target` in `dy (op) other`: the product, summed down if `target` was broadcast.
+  void broadcast_product(const char* name, TensorId dy, TensorId other, TensorId target) {
+    if (meta(target).numel() == meta(dy).numel()) {
+      grad_op(name, {dy, other}, target);
+      return;
+    }
+    TensorId full = op(name, {dy, other}, shape(dy), meta(dy).dtype);
+    grad_op("sum", {full}, target);
+  }
+
+  // Y = A B ([.., m, k] x [.., k, n]): dA = dY B^T (dgrad), dB = A^T dY (wgrad). A weight's
+  // gradient is produced in the weight's own [n, k] layout as dY^T A (same FLOPs).
+  void matmul(TensorId dy, TensorId a, TensorId b) {
+    const char* name = shape(dy).size() == 3 ? "bmm" : "mm";
+    if (needs(a)) grad_op(name, {dy, transposed(b)}, a);
+    if (!needs(b)) return;
+    TensorId out = slot(b);
+    if (shape(out) == shape(b)) {
+      emit(name, {transposed(a), dy}, {out});
+    } else {
+      emit(name, {transposed(dy), a}, {out});
+    }
+    commit(b, out);
+  }
+
+  // Y = grouped_mm(X [rows, k], W^T [E, k, n]): dX = grouped_mm(dY, W [E, n, k]) reading the
+  // touched experts' weights; dW [E, n, k] = dY^T X split along the rows by expert (the 2-D x
+  // 2-D form, 2 * n * k * rows FLOPs).
+  void grouped_mm(TensorId dy, const std::vector<TensorId>& x) {
+    const Node& n = current_;
+    if (needs(x[0])) {
+      TensorId w = x[1];
+      TensorId w_nk = alias(w, swap_last(shape(w)));
+      std::vector<TensorId> inputs = {dy, w_nk};
+      if (x.size() > 2) inputs.push_back(x[2]);
+      grad_op("_grouped_mm", std::move(inputs), x[0], n.attrs);
+    }
+    if (needs(x[1])) {
+      TensorId out = slot(x[1]);
+      std::vector<TensorId> inputs = {transposed(dy), x[0]};
+      if (x.size() > 2) inputs.push_back(x[2]);
+      emit("_grouped_mm", std::move(inputs), {out});
+      commit(x[1], out);
+    }
+  }
+
+  // FlashAttention's backward reads q, k, v, the output and its logsumexp (the forward's second
+  // output, when it has one) and writes dq, dk, dv.
+  void attention(const std::vector<TensorId>& dys) {
+    const Node& n = current_;
+    std::vector<TensorId> inputs = {dys[0], n.inputs[0], n.inputs[1], n.inputs[2], n.outputs[0]};
+    if (n.outputs.size() > 1) inputs.push_back(n.outputs[1]);
+    std::vector<TensorId> outs;
+    std::vector<TensorId> targets;
+    for (size_t i = 0; i < 3; ++i) {
+      if (!needs(n.inputs[i])) continue;
+      targets.push_back(n.inputs[i]);
+      outs.push_back(slot(n.inputs[i]));
+    }
+    emit("accel_sim::attention_backward", std::move(inputs), outs, n.attrs);
+    for (size_t i = 0; i < targets.size(); ++i) commit(targets[i], outs[i]);
+  }
+
+  // RMSNorm: (y, rstd) = f(x, w); LayerNorm: (y, mean, rstd) = f(x, w, b). The backward kernel
+  // reads dy, x, the saved statistics and the weight.
+  void norm(const std::vector<TensorId>& dys) {
+    const Node& n = current_;
+    const bool layer = n.op == "native_layer_norm";
+    std::vector<TensorId> inputs = {dys[0], n.inputs[0]};
+    for (size_t i = 1; i < n.outputs.size(); ++i) inputs.push_back(n.outputs[i]);
+    for (size_t i = 1; i < n.inputs.size(); ++i) inputs.push_back(n.inputs[i]);
+    std::vector<TensorId> outs;
+    std::vector<TensorId> targets;
+    for (TensorId t : n.inputs) {
+      if (!needs(t)) continue;
+      targets.push_back(t);
+      outs.push_back(slot(t));
+    }
+    emit(layer ? "native_layer_norm_backward" : "_fused_rms_norm_backward", std::move(inputs), outs,
+         n.attrs);
+    for (size_t i = 0; i < targets.size(); ++i) commit(targets[i], outs[i]);
+  }
+
+  // dy of a reduction (sum over `dim`) broadcast back to the input's shape: a stride-0 view.
+  TensorId expanded(TensorId dy, TensorId x, const Node& n) {
+    const Shape& xs = shape(x);
+    const int64_t rank = static_cast<int64_t>(xs.size());
+    std::vector<char> reduced(xs.size(), 0);
+    std::vector<int64_t> dims = n.attr_ints("dim");
+    if (dims.empty()) std::fill(reduced.begin(), reduced.end(), 1);
+    for (int64_t d : dims) reduced[static_cast<size_t>((d % rank + rank) % rank)] = 1;
+    Shape strides(xs.size(), 0);
+    int64_t stride = 1;
+    for (size_t i = xs.size(); i-- > 0;) {
+      if (reduced[i]) continue;
+      strides[i] = stride;
+      stride *= xs[i];
+    }
+    return alias(dy, xs, std::move(strides));
+  }
+
+  // index/gather/topk select elements of x: their gradient is scattered into zeros of x's shape.
+  void scatter_back(const std::vector<TensorId>& dys) {
+    const Node& n = current_;
+    if (!needs(n.inputs[0]) || dys[0] < 0) return;
+    const TensorId x = n.inputs[0];
+    const TensorId indices = n.op == "topk" ? n.outputs[1] : n.inputs[1];
+    TensorId out = slot(x);
+    emit("new_zeros", {dys[0]}, {out});
+    TensorId written = alias(out, shape(out));
+    if (n.op == "index") {
+      emit("index_put_", {out, indices, dys[0]}, {written}, {{"accumulate", true}});
+    } else {
+      emit(n.op == "gather" ? "scatter_add_" : "scatter_", {out, indices, dys[0]}, {written},
+           {{"dim", int64_t{-1}}});
+    }
+    commit(x, out);
+  }
+
+  Graph& g_;
+  const BackwardOptions& o_;
+  Node current_;
+  std::vector<TensorId> root_;   // per storage: its first tensor
+  std::vector<TensorId> grad_;   // per storage: its gradient (root-shaped), or -1
+  std::vector<char> needs_;      // per storage: depends on a parameter
+  std::vector<char> reduce_;     // per storage: gradient all-reduced over "tp" when complete
+};
+
+}  // namespace
+
+std::vector<TensorId> append_backward(Graph& graph, TensorId loss, const BackwardOptions& options) {
+  ACCELSIM_CHECK(graph.tensor(loss).numel() == 1, "the loss must be a single value");
+  return Backward(graph, options).run(loss);
+}
+
+}  // namespace accelsim

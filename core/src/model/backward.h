@@ -1,0 +1,38 @@
+// Internal to the model builder: reverse-mode differentiation of a forward graph.
+//
+// append_backward() walks the forward nodes from last to first and appends the ops an autograd
+// engine runs for each: dgrad and wgrad GEMMs for every matmul, FlashAttention's backward kernel,
+// the fused norm backward kernels, the activation backward kernels, scatters for gathers, and the
+// reverse collective for every collective (all-gather <-> reduce-scatter, all-to-all both ways;
+// Megatron-LM's f/g operators, Shoeybi et al. 2019). Each backward op reads the tensors autograd
+// saves for it (a matmul's inputs, an activation's input, attention's q, k, v, out and
+// logsumexp), so the liveness analysis keeps exactly those forward tensors alive into backward.
+//
+// Gradients are tracked per storage, shaped like the storage's first tensor: a view's gradient
+// is written into (or accumulated onto) its base's, as autograd does for views. Parameter
+// gradients live in StorageKind::gradient storages of the requested dtype; the first
+// contribution creates one and later ones (tied embeddings) accumulate into it in place.
+//
+// The forward graph must hold only ops the builder emits; an op without a rule whose output
+// carries a gradient throws ConfigError naming it.
+#pragma once
+
+#include <vector>
+
+#include "accelsim/graph.h"
+
+namespace accelsim {
+
+struct BackwardOptions {
+  DType parameter_grad_dtype = DType::fp32;
+  // Tensors whose gradient is all-reduced over group "tp" once complete: the inputs of
+  // column-parallel layers under tensor parallelism without sequence parallelism.
+  std::vector<TensorId> all_reduce_grad_of;
+};
+
+// Appends the backward of `graph`'s nodes, seeded with d(loss)/d(loss) = 1 for the 0-d `loss`.
+// Returns, per storage id, the tensor holding that parameter's gradient (-1 when the storage is
+// not a parameter or no gradient reaches it).
+std::vector<TensorId> append_backward(Graph& graph, TensorId loss, const BackwardOptions& options);
+
+}  // namespace accelsim

@@ -1,0 +1,100 @@
+// Optimizer steps: PyTorch's fused kernels (_fused_adamw_, _fused_adam_, _fused_sgd_) and the
+// multi-tensor copy that writes updated fp32 master weights back into low-precision parameters.
+//
+// The ops take lists of tensors, flattened in the IR in schema order:
+//   _fused_adam(w)_(self[N], grads[N], exp_avgs[N], exp_avg_sqs[N], max_exp_avg_sqs[0 or N],
+//                   state_steps[N or 0])
+//   _fused_sgd_(self[N], grads[N], momentum_buffer_list[N])
+//   _foreach_copy_(self[N], src[N])
+// They update `self` and the states in place: a node either lists the updated tensors as its
+// outputs (the model builder does) or has none (PyTorch's schema returns nothing), in which case
+// the written bytes are those of the updated lists.
+//
+// FLOPs per parameter element, counted from the update rules in the torch.optim documentation
+// (AdamW, Adam, SGD algorithm boxes); scalars such as the bias corrections are per step, not
+// per element:
+//   Adam/AdamW: weight decay (2) + first moment (3) + second moment (4) + bias corrections (2) +
+//               sqrt, add eps, divide, scale, subtract (5) = 16;
+//   SGD with momentum: weight decay (2) + momentum buffer (3) + update (2) = 7.
+// These kernels are memory-bound on every device in the database.
+#include <string>
+
+#include "accelsim/error.h"
+#include "op_families.h"
+
+namespace accelsim::ops {
+namespace {
+
+double bytes_of(const Graph& g, const Node& n, size_t first, size_t count) {
+  double bytes = 0;
+  for (size_t i = first; i < first + count && i < n.inputs.size(); ++i) {
+    bytes += static_cast<double>(g.tensor(n.inputs[i]).accessed_bytes());
+  }
+  return bytes;
+}
+
+double numel_of(const Graph& g, const Node& n, size_t count) {
+  double elements = 0;
+  for (size_t i = 0; i < count; ++i) elements += static_cast<double>(g.tensor(n.inputs[i]).numel());
+  return elements;
+}
+
+// `lists`: how many N-long tensor lists precede the optional state_steps list; `updated`: the
+// indices of the lists written in place.
+OpCount count_multi_tensor(const Graph& g, const Node& n, size_t lists,
+                           std::initializer_list<size_t> updated, double flops_per_element) {
+  // state_steps are 0-d tensors at the end; everything before them is `lists` lists of N.
+  size_t steps = 0;
+  while (steps < n.inputs.size() && g.tensor(n.inputs[n.inputs.size() - 1 - steps]).shape.empty()) {
+    ++steps;
+  }
+  const size_t listed = n.inputs.size() - steps;
+  ACCELSIM_CHECK(listed % lists == 0, "op '" + n.op + "': expected " + std::to_string(lists) +
+                                          " tensor lists of equal length, got " +
+                                          std::to_string(listed) + " tensors");
+  const size_t count = listed / lists;
+  OpCount c;
+  c.op_class = OpClass::elementwise;
+  c.compute_dtype = count > 0 ? g.tensor(n.inputs[0]).dtype : DType::fp32;
+  c.flops = flops_per_element * numel_of(g, n, count);
+  c.bytes_read = read_inputs(g, n);
+  if (!n.outputs.empty()) {
+    c.bytes_written = write_outputs(g, n);
+  } else {
+    for (size_t list : updated) c.bytes_written += bytes_of(g, n, list * count, count);
+  }
+  return c;
+}
+
+// Adam and AdamW: self, grads, exp_avgs, exp_avg_sqs (+ max_exp_avg_sqs with amsgrad, which the
+// update also writes).
+OpCount count_adam(const Graph& g, const Node& n) {
+  if (n.attr_bool("amsgrad", false)) return count_multi_tensor(g, n, 5, {0, 2, 3, 4}, 16.0);
+  return count_multi_tensor(g, n, 4, {0, 2, 3}, 16.0);
+}
+
+OpCount count_sgd(const Graph& g, const Node& n) {
+  return count_multi_tensor(g, n, 3, {0, 2}, 7.0);
+}
+
+// _foreach_copy_(self, src): reads src, writes self; no arithmetic (a cast at most).
+OpCount count_foreach_copy(const Graph& g, const Node& n) {
+  OpCount c = count_multi_tensor(g, n, 2, {0}, 0.0);
+  c.op_class = OpClass::copy;
+  c.bytes_read = bytes_of(g, n, n.inputs.size() / 2, n.inputs.size() / 2);
+  return c;
+}
+
+}  // namespace
+
+void add_optimizer_ops(OpTable& t) {
+  t["_fused_adamw_"] = count_adam;
+  t["_fused_adam_"] = count_adam;
+  t["_fused_adamw"] = count_adam;
+  t["_fused_adam"] = count_adam;
+  t["_fused_sgd_"] = count_sgd;
+  t["_fused_sgd"] = count_sgd;
+  t["_foreach_copy_"] = count_foreach_copy;
+}
+
+}  // namespace accelsim::ops

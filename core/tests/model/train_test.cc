@@ -1,0 +1,170 @@
+// The model builder's training step: forward + loss + backward + optimizer, checked against
+// hand-worked FLOPs, bytes and collective counts.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "accelsim/builder.h"
+#include "accelsim/error.h"
+#include "accelsim/memory.h"
+#include "accelsim/op_catalog.h"
+#include "testing/models.h"
+
+namespace accelsim {
+namespace {
+
+constexpr double kLlamaMatmulParams = 7504658432.0;  // 32 * 218,103,808 + lm_head 525,336,576
+constexpr int64_t kLlamaParams = 8030261248;         // HF num_parameters()
+
+struct Sums {
+  double matmul = 0, attention = 0, forward_matmul = 0, optimizer_flops = 0;
+  int64_t gradient_bytes = 0, state_bytes = 0, parameter_bytes = 0;
+};
+
+Sums sums(const Graph& g) {
+  Sums s;
+  for (const Node& n : g.nodes()) {
+    const OpCount c = count_op(g, n);
+    EXPECT_TRUE(c.known) << n.op;
+    if (c.op_class == OpClass::matmul) s.matmul += c.flops;
+    if (c.op_class == OpClass::matmul && n.pass == Pass::forward) s.forward_matmul += c.flops;
+    if (c.op_class == OpClass::attention) s.attention += c.flops;
+    if (n.pass == Pass::optimizer) s.optimizer_flops += c.flops;
+  }
+  for (const Storage& st : g.storages()) {
+    if (st.kind == StorageKind::gradient) s.gradient_bytes += st.size_bytes;
+    if (st.kind == StorageKind::optimizer_state) s.state_bytes += st.size_bytes;
+    if (st.kind == StorageKind::parameter) s.parameter_bytes += st.size_bytes;
+  }
+  return s;
+}
+
+int count(const Graph& g, const std::string& op, Pass pass) {
+  int k = 0;
+  for (const Node& n : g.nodes()) k += n.op == op && n.pass == pass;
+  return k;
+}
+
+TEST(TrainTest, LlamaStepIsSixFlopsPerParameterPerTokenPlusAttention) {
+  // batch 2, seq 1024: every GEMM runs forward, dgrad and wgrad: 6 * params * tokens (logits for
+  // all 2048 tokens). Causal attention: forward 4 * 32 heads * 1024*1025/2 pairs * 128 per layer
+  // and sequence, backward 2.5 times that (FlashAttention-2's five matmuls against two).
+  const Graph g = build_graph(testing::llama3_8b(), {.phase = Phase::train, .batch = 2, .seq = 1024});
+  const Sums s = sums(g);
+  EXPECT_DOUBLE_EQ(s.matmul, 6 * kLlamaMatmulParams * 2048);
+  EXPECT_DOUBLE_EQ(s.forward_matmul, 2 * kLlamaMatmulParams * 2048);
+  const double attention_forward = 32.0 * 2 * 4 * 32 * (1024.0 * 1025 / 2) * 128;
+  EXPECT_DOUBLE_EQ(s.attention, 3.5 * attention_forward);
+  EXPECT_EQ(count(g, "accel_sim::attention_backward", Pass::backward), 32);
+  // AdamW: 16 FLOPs per parameter element, every parameter updated.
+  EXPECT_DOUBLE_EQ(s.optimizer_flops, 16.0 * kLlamaParams);
+}
+
+TEST(TrainTest, MixedPrecisionAdamHoldsEighteenBytesPerParameter) {
+  // bf16 weights (2) + fp32 gradients (4) + fp32 master weights, exp_avg, exp_avg_sq (12):
+  // Megatron-LM's 18 bytes per parameter.
+  const Graph g = build_graph(testing::llama3_8b(), {.phase = Phase::train, .seq = 128});
+  const Sums s = sums(g);
+  EXPECT_EQ(s.parameter_bytes, 2 * kLlamaParams);
+  EXPECT_EQ(s.gradient_bytes, 4 * kLlamaParams);
+  EXPECT_EQ(s.state_bytes, 12 * kLlamaParams);
+  const MemoryProfile m = compute_memory_profile(g);
+  EXPECT_EQ(m.optimizer_state_bytes, 12 * kLlamaParams);
+  // All gradients exist once backward is done; the peak holds them and at most the activations.
+  EXPECT_LE(m.peak_gradient_bytes, 4 * kLlamaParams);
+  EXPECT_GE(m.peak_bytes, 18 * kLlamaParams);
+
+  // SGD with momentum, no master weights: bf16 gradients and one bf16 momentum buffer.
+  const Graph sgd = build_graph(testing::llama3_8b(), {.phase = Phase::train, .seq = 128,
+                                                       .optimizer = Optimizer::sgd,
+                                                       .master_weights = false});
+  const Sums t = sums(sgd);
+  EXPECT_EQ(t.gradient_bytes, 2 * kLlamaParams);
+  EXPECT_EQ(t.state_bytes, 2 * kLlamaParams);
+  EXPECT_DOUBLE_EQ(t.optimizer_flops, 7.0 * kLlamaParams);
+  EXPECT_EQ(count(sgd, "_foreach_copy_", Pass::optimizer), 0);
+}
+
+TEST(TrainTest, ActivationsSavedForBackwardRaiseThePeak) {
+  // The forward of a training step keeps what backward reads (matmul inputs, attention q/k/v/out
+  // and logsumexp, norm inputs): its activations at the peak exceed a prefill's, which frees
+  // each layer's temporaries as it goes.
+  const ModelSpec m = testing::llama3_8b();
+  const MemoryProfile train = compute_memory_profile(
+      build_graph(m, {.phase = Phase::train, .seq = 2048, .optimizer = Optimizer::none}));
+  const MemoryProfile prefill =
+      compute_memory_profile(build_graph(m, {.phase = Phase::prefill, .seq = 2048}));
+  // A layer's saved bf16 inputs alone: x, normed, q, k, v, attention out, o_proj in, normed,
+  // gate, up, act, product: well over 20 * 2048 * 4096 * 2 bytes per layer.
+  EXPECT_GT(train.peak_activation_bytes + train.peak_gradient_bytes,
+            32 * int64_t{20} * 2048 * 4096 * 2);
+  EXPECT_GT(train.peak_activation_bytes, 10 * prefill.peak_activation_bytes);
+}
+
+TEST(TrainTest, UnusedParametersGetNoGradientAndNoOptimizerState) {
+  // ViT's pooler runs in the forward but feeds no loss (MSE on the last hidden state): its
+  // 4096 * 4096 + 4096 parameters get no gradient and no optimizer state.
+  const ModelSpec m = testing::vit_era5();
+  const Graph g = build_graph(m, {.phase = Phase::train, .batch = 1});
+  const Sums s = sums(g);
+  const int64_t params = s.parameter_bytes / 2;
+  const int64_t pooler = int64_t{4096} * 4096 + 4096;
+  EXPECT_EQ(s.gradient_bytes, 4 * (params - pooler));
+  EXPECT_EQ(s.state_bytes, 12 * (params - pooler));
+  // The patch embedding's weight gradient is a convolution backward; the pixels need none.
+  EXPECT_EQ(count(g, "convolution_backward", Pass::backward), 1);
+}
+
+TEST(TrainTest, TensorParallelBackwardAllReducesTheColumnInputs) {
+  // TP 2 without SP: forward all-reduces after o_proj and down_proj (2 per layer) and after the
+  // vocabulary-parallel embedding; backward all-reduces the gradients of the inputs of the
+  // column-parallel q/k/v and gate/up projections (2 per layer) and of the LM head; the
+  // cross-entropy all-reduces its row statistics once. 2*32 + 1 + 2*32 + 1 + 1 = 131.
+  const ModelSpec m = testing::llama3_8b();
+  const Graph g = build_graph(m, {.phase = Phase::train, .seq = 256, .tensor_parallel = 2});
+  EXPECT_EQ(count(g, "accel_sim::all_reduce", Pass::forward), 2 * 32 + 1 + 1);
+  EXPECT_EQ(count(g, "accel_sim::all_reduce", Pass::backward), 2 * 32 + 1);
+  EXPECT_DOUBLE_EQ(sums(g).matmul, 6 * kLlamaMatmulParams * 256 / 2);
+  // With SP every all-gather becomes a reduce-scatter in backward and vice versa:
+  // forward 2*32 + 1 all-gathers (before each column-parallel block and the LM head) and
+  // 2*32 + 1 reduce-scatters (after each row-parallel block and the embedding).
+  const Graph sp = build_graph(m, {.phase = Phase::train, .seq = 256, .tensor_parallel = 2,
+                                   .sequence_parallel = true});
+  EXPECT_EQ(count(sp, "accel_sim::all_gather", Pass::forward), 65);
+  EXPECT_EQ(count(sp, "accel_sim::reduce_scatter", Pass::forward), 65);
+  EXPECT_EQ(count(sp, "accel_sim::reduce_scatter", Pass::backward), 65);
+  EXPECT_EQ(count(sp, "accel_sim::all_gather", Pass::backward), 65);
+  EXPECT_EQ(count(sp, "accel_sim::all_reduce", Pass::backward), 0);
+}
+
+TEST(TrainTest, MoeAndMlaBackwardDoublesEveryGemm) {
+  // Every GEMM's backward is a dgrad and a wgrad of its own size, grouped expert GEMMs included.
+  for (const ModelSpec& m : {testing::mixtral_8x7b(), testing::deepseek_v3()}) {
+    const Sums s = sums(build_graph(m, {.phase = Phase::train, .seq = 128}));
+    EXPECT_DOUBLE_EQ(s.matmul, 3 * s.forward_matmul) << m.name;
+  }
+}
+
+TEST(TrainTest, MlaContextParallelismBalancesCausalAttention) {
+  // DeepSeek-V3 under CP 2 gathers the latent cache and gives rank 0 the zigzag chunks: half the
+  // causal attention of the whole sequence, forward and backward.
+  const ModelSpec m = testing::deepseek_v3();
+  for (Phase phase : {Phase::prefill, Phase::train}) {
+    const double whole = sums(build_graph(m, {.phase = phase, .seq = 512})).attention;
+    const Graph g = build_graph(m, {.phase = phase, .seq = 512, .context_parallel = 2});
+    EXPECT_DOUBLE_EQ(sums(g).attention, whole / 2);
+    EXPECT_EQ(count(g, "accel_sim::all_gather", Pass::forward), 2 * 61);  // latent, RoPE key
+  }
+}
+
+TEST(TrainTest, RejectsWhatItDoesNotModel) {
+  ModelSpec m = testing::llama3_8b();
+  EXPECT_THROW(build_graph(m, {.phase = Phase::train, .seq = 128, .kernels = KernelStyle::hf_eager}),
+               ConfigError);
+  m.weight_dtype = DType::int8;
+  EXPECT_THROW(build_graph(m, {.phase = Phase::train, .seq = 128}), ConfigError);
+  EXPECT_EQ(step_kv_cache_bytes(testing::llama3_8b(), {.phase = Phase::train, .seq = 128}), 0);
+}
+
+}  // namespace
+}  // namespace accelsim
