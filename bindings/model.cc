@@ -87,6 +87,7 @@ void bind_model(nb::module_& m) {
       .def_rw("weight_dtype", &ModelSpec::weight_dtype)
       .def_rw("activation_dtype", &ModelSpec::activation_dtype)
       .def_rw("kv_cache_dtype", &ModelSpec::kv_cache_dtype)
+      .def_rw("int4_group_size", &ModelSpec::int4_group_size)
       .def("validate", &ModelSpec::validate);
   m.def("parameter_count", &parameter_count, nb::arg("model"));
   m.def("active_parameter_count", &active_parameter_count, nb::arg("model"));

@@ -48,3 +48,37 @@ def test_train_usage_errors():
     bad = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--phase", "train",
                   "--kernels", "hf-eager")
     assert bad.returncode == 2 and "fused kernels only" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_weight_and_kv_dtypes_from_the_command_line():
+    # Llama-3-8B decode with int4 weights (groups of 128) and an fp8 KV cache: block weights
+    # 6,979,321,856 / 2 B + scales 6,979,321,856 / 32 B; embedding and LM head bf16
+    # (2 * 525,336,576 * 2 B); norms 65 * 4096 * 2 B.
+    result = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--phase", "decode",
+                     "--context", "1000", "--weight-dtype", "int4", "--kv-dtype", "fp8", "--json", "--no-ops")
+    assert result.returncode == 0, result.stderr
+    d = json.loads(result.stdout)
+    assert d["memory"]["parameter_bytes"] == 3_489_660_928 + 218_103_808 + 2_101_346_304 + 532_480
+    # K and V: 2 * 32 layers * 8 KV heads * 128 dims * 1 byte per token, 1001 tokens.
+    assert d["model_info"]["kv_cache_bytes"] == 65_536 * 1001
+    assert d["model_info"]["weight_dtype"] == "int4" and d["model_info"]["kv_cache_dtype"] == "fp8_e4m3"
+    text = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--phase", "decode",
+                   "--weight-dtype", "int8")
+    assert "bf16 (int8 weights)" in text.stdout
+    bad = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--phase", "train",
+                  "--weight-dtype", "int4")
+    assert bad.returncode == 2 and "training needs floating-point weights" in bad.stderr
+
+
+def test_quantization_config_of_a_checkpoint(tmp_path):
+    from accel_sim.io.model_config import load_model_config, spec_from_hf_config
+
+    config, _ = load_model_config("llama-3-8b")
+    awq = {**config, "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 64}}
+    assert spec_from_hf_config(awq, "awq.json").int4_group_size == 64
+    fp8 = {**config, "quantization_config": {"quant_method": "fp8", "fmt": "e4m3"}}
+    assert str(spec_from_hf_config(fp8, "fp8.json").weight_dtype).endswith("fp8_e4m3")
+    path = tmp_path / "bnb.json"
+    path.write_text(json.dumps({**config, "quantization_config": {"quant_method": "bitsandbytes", "bits": 4}}))
+    bad = run_cli("simulate", "--model", str(path), "--device", "h100")
+    assert bad.returncode == 2 and "quantization_config with quant_method 'bitsandbytes'" in bad.stderr

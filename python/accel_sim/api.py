@@ -131,12 +131,15 @@ def build_model_graph(
     dtype: str | None = None,
     optimizer: str = "adamw",
     master_weights: bool = True,
+    weight_dtype: str | None = None,
+    kv_dtype: str | None = None,
 ) -> BuiltModel:
     """The C++ builder's graph of a shipped model (id or alias), a config.json path or a
     `_core.ModelSpec`, for one phase and shape; simulate() and compare() accept the result."""
     from accel_sim.io.model_config import load_model_spec
 
-    spec = model if isinstance(model, _core.ModelSpec) else load_model_spec(str(model), dtype=dtype)
+    spec = (model if isinstance(model, _core.ModelSpec)
+            else load_model_spec(str(model), dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype))
     if phase not in _PHASES:
         raise UsageError(f"unknown phase '{phase}' (known: {', '.join(_PHASES)})")
     if kernels not in _KERNELS:
@@ -173,7 +176,9 @@ def build_model_graph(
         "sequence_parallel": sequence_parallel,
         "expert_parallel": expert_parallel,
         "context_parallel": context_parallel,
-        "dtype": _core.dtype_name(spec.weight_dtype),
+        "dtype": _core.dtype_name(spec.activation_dtype),
+        "weight_dtype": "int4" if spec.int4_group_size else _core.dtype_name(spec.weight_dtype),
+        "kv_cache_dtype": _core.dtype_name(spec.kv_cache_dtype),
         "parameters": _core.parameter_count(spec),
         "active_parameters": _core.active_parameter_count(spec),
         "kv_cache_bytes": _core.step_kv_cache_bytes(spec, options),

@@ -110,6 +110,11 @@ struct ModelSpec {
   DType weight_dtype = DType::bf16;
   DType activation_dtype = DType::bf16;
   DType kv_cache_dtype = DType::bf16;
+  // Weight-only int4 (AWQ/GPTQ): the linear layers of every transformer block, routed experts
+  // included, hold packed 4-bit weights (two per byte) with a scale and a zero point in the
+  // activation dtype per group of this many input channels; embeddings, norms, the MoE router,
+  // MLA's kv_b_proj and the LM head keep weight_dtype. 0: no int4 weights.
+  int64_t int4_group_size = 0;
 
   // Throws ConfigError naming the model and the field when a size is missing or inconsistent
   // (heads not divisible by KV heads, ...).

@@ -394,11 +394,46 @@ class Builder {
     return e_.op("mul", {w, y}, shape, dt_);
   }
 
+  // Whether a block's linear layer holds int4 weights (ModelSpec::int4_group_size): those of
+  // the transformer layers, except the MoE router and gates, which quantizers leave alone.
+  bool int4(const std::string& prefix, bool quantizable = true) const {
+    return m_.int4_group_size > 0 && quantizable && prefix.rfind("model.layers.", 0) == 0;
+  }
+
+  // Packed int4 weights [.., out, in / 2] (two per byte) and their scales and zero points
+  // [.., in / group, out, 2] in the activation dtype.
+  std::pair<TensorId, TensorId> int4_weight(Shape lead, int64_t out, int64_t in,
+                                            const std::string& prefix) {
+    const int64_t group = m_.int4_group_size;
+    ACCELSIM_CHECK(in % group == 0, "int4 weights of '" + prefix + "': " + std::to_string(in) +
+                                        " input channels are not a multiple of the group size " +
+                                        std::to_string(group));
+    Shape packed = lead;
+    packed.insert(packed.end(), {out, in / 2});
+    Shape scales = lead;
+    scales.insert(scales.end(), {in / group, out, 2});
+    return {e_.parameter(std::move(packed), DType::uint8, prefix + ".qweight"),
+            e_.parameter(std::move(scales), dt_, prefix + ".scales_and_zeros")};
+  }
+
   // x [.., in] times a [out, in] weight (nn.Linear), with an optional bias.
-  TensorId linear(TensorId x, int64_t out, const std::string& prefix, bool bias) {
+  TensorId linear(TensorId x, int64_t out, const std::string& prefix, bool bias,
+                  bool quantizable = true) {
     const Shape shape = e_.shape(x);
     const int64_t in = shape.back();
     const int64_t rows = e_.graph().tensor(x).numel() / in;
+    Shape out_shape = shape;
+    out_shape.back() = out;
+    if (int4(prefix, quantizable)) {
+      auto [packed, scales] = int4_weight({}, out, in, prefix);
+      TensorId y = e_.op("_weight_int4pack_mm", {e_.view(x, {rows, in}), packed, scales},
+                         {rows, out}, dt_, {{"qGroupSize", m_.int4_group_size}});
+      if (bias) {
+        TensorId b = e_.parameter({out}, dt_, prefix + ".bias");
+        y = e_.op("add", {y, b}, {rows, out}, dt_);
+      }
+      return e_.view(y, out_shape);
+    }
     TensorId w = e_.parameter({out, in}, m_.weight_dtype, prefix + ".weight");
     TensorId wt = e_.transposed(w);
     TensorId x2 = e_.view(x, {rows, in});
@@ -409,8 +444,6 @@ class Builder {
     } else {
       y = e_.op("mm", {x2, wt}, {rows, out}, dt_);
     }
-    Shape out_shape = shape;
-    out_shape.back() = out;
     return e_.view(y, out_shape);
   }
 
@@ -785,15 +818,20 @@ class Builder {
   }
 
   // Routed experts as grouped GEMMs, or one GEMM per touched expert: x [rows, k] against
-  // per-expert weights w [E, n, k] (nn.Linear layout) -> [rows, n].
-  TensorId experts_gemm(TensorId x, TensorId w, TensorId offsets, double touched) {
+  // per-expert weights w [E, n, k] (nn.Linear layout) -> [rows, n]. With int4 weights, w is
+  // packed [E, n, k / 2] and `scales` [E, k / group, n, 2].
+  TensorId experts_gemm(TensorId x, TensorId w, TensorId offsets, double touched,
+                        TensorId scales = -1) {
     const int64_t rows = e_.shape(x)[0];
     const int64_t k = e_.shape(x)[1];
     const int64_t experts = e_.shape(w)[0];
     const int64_t n = e_.shape(w)[1];
+    const int64_t kw = e_.shape(w)[2];  // k, or k / 2 packed
     if (o_.moe_impl == MoeImpl::grouped) {
-      TensorId wt = e_.view(w, {experts, k, n}, {n * k, 1, k});
-      return e_.op("_grouped_mm", {x, wt, offsets}, {rows, n}, dt_,
+      TensorId wt = e_.view(w, {experts, kw, n}, {n * kw, 1, kw});
+      std::vector<TensorId> inputs = {x, wt, offsets};
+      if (scales >= 0) inputs.push_back(scales);
+      return e_.op("_grouped_mm", std::move(inputs), {rows, n}, dt_,
                    {{"top_k", m_.moe.top_k}, {"experts_touched", touched}});
     }
     // Sequential: the expected number of touched experts, each with an equal share of rows.
@@ -804,8 +842,16 @@ class Builder {
       const int64_t r = std::min(share, rows - i * share);
       if (r <= 0) break;
       TensorId xi = e_.view(x, {r, k});
-      TensorId wi = e_.view(w, {k, n}, {1, k});  // expert i's [n, k] slice, transposed
-      TensorId yi = e_.op("mm", {xi, wi}, {r, n}, dt_);
+      TensorId yi;
+      if (scales >= 0) {
+        const Shape& sc = e_.shape(scales);
+        yi = e_.op("_weight_int4pack_mm",
+                   {xi, e_.view(w, {n, kw}), e_.view(scales, {sc[1], sc[2], sc[3]})}, {r, n}, dt_,
+                   {{"qGroupSize", m_.int4_group_size}});
+      } else {
+        TensorId wi = e_.view(w, {k, n}, {1, k});  // expert i's [n, k] slice, transposed
+        yi = e_.op("mm", {xi, wi}, {r, n}, dt_);
+      }
       TensorId slot = e_.alias(out, {r, n});
       e_.node("copy_", {slot, yi}, {slot});
     }
@@ -851,7 +897,7 @@ class Builder {
       std::tie(logits, weights, ids) = sigmoid_router(x2, p + ".gate");
       probs = logits;
     } else {
-      logits = linear(x2, experts, p + ".gate", false);
+      logits = linear(x2, experts, p + ".gate", false, /*quantizable=*/false);
       if (eager_) logits = e_.op("_to_copy", {logits}, {t, experts}, DType::fp32);
       probs = e_.op("_softmax", {logits}, {t, experts}, DType::fp32, {{"dim", int64_t{-1}}});
       weights = e_.fresh({t, k}, DType::fp32);
@@ -888,12 +934,18 @@ class Builder {
     // Expert parallelism: send each row to the rank that owns its expert, and back afterwards.
     if (ep > 1) xs = collective("accel_sim::all_to_all", xs, {rows, h}, "ep");
 
-    TensorId gate_up = e_.parameter({local, 2 * fe, h}, m_.weight_dtype, p + ".experts.gate_up_proj");
-    TensorId down = e_.parameter({local, h, fe}, m_.weight_dtype, p + ".experts.down_proj");
-    TensorId gu = experts_gemm(xs, gate_up, offsets, touched);
+    TensorId gate_up, down, gate_up_scales = -1, down_scales = -1;
+    if (int4(p)) {
+      std::tie(gate_up, gate_up_scales) = int4_weight({local}, 2 * fe, h, p + ".experts.gate_up_proj");
+      std::tie(down, down_scales) = int4_weight({local}, h, fe, p + ".experts.down_proj");
+    } else {
+      gate_up = e_.parameter({local, 2 * fe, h}, m_.weight_dtype, p + ".experts.gate_up_proj");
+      down = e_.parameter({local, h, fe}, m_.weight_dtype, p + ".experts.down_proj");
+    }
+    TensorId gu = experts_gemm(xs, gate_up, offsets, touched, gate_up_scales);
     TensorId a = e_.op("silu", {e_.view(gu, {rows, fe})}, {rows, fe}, dt_);
     TensorId hidden = e_.op("mul", {a, e_.view(gu, {rows, fe})}, {rows, fe}, dt_);
-    TensorId y = experts_gemm(hidden, down, offsets, touched);
+    TensorId y = experts_gemm(hidden, down, offsets, touched, down_scales);
     if (ep > 1) y = collective("accel_sim::all_to_all", y, {rows, h}, "ep");
 
     // Combine: weight each expert output, put rows back in token order, sum over the k experts.
@@ -928,7 +980,7 @@ class Builder {
     if (shared >= 0) {
       if (moe.shared_expert_gate) {
         e_.module = p + ".shared_expert_gate";
-        TensorId g = linear(x2, 1, p + ".shared_expert_gate", false);
+        TensorId g = linear(x2, 1, p + ".shared_expert_gate", false, /*quantizable=*/false);
         e_.module = p;
         shared = e_.op("mul", {e_.op("sigmoid", {g}, {t, 1}, dt_), shared}, {t, h}, dt_);
       }
@@ -1157,9 +1209,11 @@ Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
     ACCELSIM_CHECK(options.kernels == KernelStyle::fused,
                    "the training step is built with fused kernels only (hf_eager training is not "
                    "modelled by the builder)");
-    ACCELSIM_CHECK(is_floating(model.weight_dtype),
+    ACCELSIM_CHECK(is_floating(model.weight_dtype) && model.int4_group_size == 0,
                    "training needs floating-point weights (model '" + model.name + "' has " +
-                       std::string(dtype_name(model.weight_dtype)) + " weights)");
+                       (model.int4_group_size > 0 ? std::string("int4")
+                                                  : std::string(dtype_name(model.weight_dtype))) +
+                       " weights)");
   }
   if (options.context_parallel > 1 && options.phase != Phase::decode) {
     const int64_t tokens = model.vision() ? model.image_tokens() : options.seq;

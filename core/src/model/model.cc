@@ -27,6 +27,8 @@ void ModelSpec::validate() const {
                    who + ": image size must be a multiple of patch_size");
   }
   ACCELSIM_CHECK(sliding_window >= 0, who + ": sliding_window must not be negative");
+  ACCELSIM_CHECK(int4_group_size >= 0 && int4_group_size % 2 == 0,
+                 who + ": int4_group_size must be a non-negative even number");
   ACCELSIM_CHECK(type_vocab_size >= 0, who + ": type_vocab_size must not be negative");
   ACCELSIM_CHECK(!learned_positions || max_position_embeddings > 0,
                  who + ": learned positions need max_position_embeddings");

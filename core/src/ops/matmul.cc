@@ -97,9 +97,32 @@ OpCount count_grouped_mm(const Graph& g, const Node& n) {
   return c;
 }
 
+// Weight-only quantized GEMMs: activations x [rows, K] against packed low-bit weights,
+// dequantized on the fly and multiplied at the activations' precision (the matrix units run
+// x's dtype):
+//   _weight_int4pack_mm(x, w_packed, qGroupSize, scales_and_zeros) -> [rows, N]
+//   _weight_int8pack_mm(x, w_int8 [N, K], scales [N]) -> [rows, N]
+// FLOPs 2 * rows * K * N with K from x and N from the output (the packed weight's shape is a
+// storage layout); bytes: the packed weight, its scales, x and the output.
+OpCount count_weight_only_mm(const Graph& g, const Node& n) {
+  const TensorMeta& x = input(g, n, 0);
+  require_rank(n, x, 2, "self");
+  const TensorMeta& y = output(g, n, 0);
+  OpCount c;
+  c.op_class = OpClass::matmul;
+  c.compute_dtype = x.dtype;
+  c.flops = 2.0 * static_cast<double>(x.shape[0]) * static_cast<double>(x.shape[1]) *
+            static_cast<double>(y.shape.back());
+  c.bytes_read = read_inputs(g, n);
+  c.bytes_written = write_outputs(g, n);
+  return c;
+}
+
 }  // namespace
 
 void add_matmul_ops(OpTable& t) {
+  t["_weight_int4pack_mm"] = count_weight_only_mm;
+  t["_weight_int8pack_mm"] = count_weight_only_mm;
   t["mm"] = count_mm;
   t["addmm"] = count_addmm;
   t["_addmm_activation"] = count_addmm;

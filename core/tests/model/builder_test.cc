@@ -231,6 +231,33 @@ TEST(BuilderTest, ExpertParallelismSplitsExpertsAndRoutesWithAllToAll) {
                ConfigError);
 }
 
+TEST(BuilderTest, Int4WeightOnlyPacksTheBlockLinearsAndKeepsTheRestInBf16) {
+  // Llama-3-8B with int4 weights in groups of 128: the 6,979,321,856 block matmul weights take
+  // half a byte each (3,489,660,928 B) plus a bf16 scale and zero point per group of 128 input
+  // channels (6,979,321,856 / 128 * 2 * 2 = 218,103,808 B); embedding and LM head stay bf16
+  // (2 * 525,336,576 * 2 B), as do the 65 norms of 4096 (532,480 B).
+  ModelSpec m = testing::llama3_8b();
+  m.int4_group_size = 128;
+  const Graph g = build_graph(m, {.phase = Phase::decode, .batch = 1, .context = 128});
+  const Totals t = totals(g);
+  EXPECT_EQ(t.parameter_bytes, int64_t{3489660928} + 218103808 + 2101346304 + 532480);
+  EXPECT_EQ(count_ops(g, "_weight_int4pack_mm"), 7 * 32);
+  // The work is that of the bf16 model: 2 FLOPs per multiply-add over the logical weights.
+  const Totals bf16 = totals(build_graph(testing::llama3_8b(), {.phase = Phase::decode, .batch = 1, .context = 128}));
+  EXPECT_DOUBLE_EQ(t.matrix_flops, bf16.matrix_flops);
+  // Routed experts are packed too and still read only for the touched experts (top-2 of 8).
+  ModelSpec moe = testing::mixtral_8x7b();
+  moe.int4_group_size = 128;
+  for (MoeImpl impl : {MoeImpl::grouped, MoeImpl::sequential}) {
+    const Graph mg = build_graph(moe, {.phase = Phase::decode, .batch = 1, .context = 16, .moe_impl = impl});
+    EXPECT_DOUBLE_EQ(totals(mg).matrix_flops,
+                     totals(build_graph(testing::mixtral_8x7b(), {.phase = Phase::decode, .batch = 1,
+                                                                  .context = 16, .moe_impl = impl}))
+                         .matrix_flops);
+  }
+  EXPECT_THROW(build_graph(m, {.phase = Phase::train, .seq = 128}), ConfigError);
+}
+
 TEST(BuilderTest, SimulatesWithoutUnknownOps) {
   DeviceSpec d{.id = "d", .memory_bytes = 80e9, .memory_bandwidth_bytes_per_s = 3e12,
                .fp32_flops_per_s = 60e12, .bf16_matrix_flops_per_s = 1e15};

@@ -13,7 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from accel_sim.io.model_config import KV_DTYPES, WEIGHT_DTYPES
+
 _DTYPES = ("fp32", "bf16", "fp16")
+
 
 
 def _percent(text: str) -> float:
@@ -43,6 +46,8 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cp", type=int, default=1, help="with --model: context-parallel degree, each sequence split across ranks (default: 1)")
     p.add_argument("--tp", type=int, default=1, help="with --model: tensor-parallel degree; simulates one rank without communication (default: 1)")
     p.add_argument("--dtype", choices=_DTYPES, help="cast the model and its float inputs before capture (half precision); with --model: the weight/activation/KV dtype")
+    p.add_argument("--weight-dtype", choices=WEIGHT_DTYPES, help="with --model: the weights' dtype (int4: weight-only, packed, groups of 128, as AWQ/GPTQ; default: the model dtype)")
+    p.add_argument("--kv-dtype", choices=KV_DTYPES, help="with --model: the KV cache's dtype (default: the model dtype)")
     p.add_argument("--tf32", action="store_true", help="run fp32 matmuls on TF32 tensor cores (off by default, as in PyTorch)")
     p.add_argument("--cost-model", default="roofline", help="cost model (default: roofline)")
     p.add_argument("--no-launch-overhead", action="store_true", help="leave out the per-kernel launch overhead")
@@ -128,7 +133,8 @@ def _load(args: argparse.Namespace) -> Any:
                                  context=args.context, kernels=args.kernels, tensor_parallel=args.tp,
                                  sequence_parallel=args.sp, expert_parallel=args.ep,
                                  context_parallel=args.cp, moe_impl=args.moe_impl, dtype=args.dtype,
-                                 optimizer=args.optimizer, master_weights=not args.no_master_weights)
+                                 optimizer=args.optimizer, master_weights=not args.no_master_weights,
+                                 weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
     if Path(args.target).suffix == ".py":
         _status(f"capturing {args.target} ...")
     return load_target(args.target, dtype=args.dtype)

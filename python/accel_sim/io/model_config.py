@@ -110,8 +110,40 @@ def _int(config: dict, key: str, where: str, default: int | None = None) -> int:
     return value
 
 
-def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | None = None) -> Any:
-    """Validates an HF config of a supported model type and returns its ModelSpec."""
+WEIGHT_DTYPES = ("bf16", "fp16", "fp32", "fp8", "int8", "int4")
+KV_DTYPES = ("bf16", "fp16", "fp32", "fp8", "int8")
+_INT4_GROUP = 128  # AWQ's and GPTQ's default group size
+
+
+def _storage_dtype(name: str) -> str:
+    return "fp8_e4m3" if name == "fp8" else name
+
+
+def _read_quantization(spec: Any, config: dict, where: str) -> None:
+    """A checkpoint's `quantization_config` (AWQ/GPTQ 4- or 8-bit, fp8): its weight format."""
+    q = config.get("quantization_config")
+    if not q:
+        return
+    method, bits = str(q.get("quant_method", "")).lower(), q.get("bits", q.get("w_bit"))
+    if method in ("awq", "gptq") and bits == 4:
+        group = q.get("group_size", q.get("q_group_size", _INT4_GROUP))
+        spec.int4_group_size = _INT4_GROUP if group in (None, -1) else int(group)
+    elif method == "gptq" and bits == 8:
+        spec.weight_dtype = _core.DType.int8
+    elif method == "fp8":
+        spec.weight_dtype = _core.DType.fp8_e4m3
+    else:
+        raise UsageError(f"{where}: quantization_config with quant_method {method!r} and bits {bits!r} "
+                         "is not supported (supported: awq/gptq 4-bit, gptq 8-bit, fp8)")
+
+
+def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | None = None,
+                        weight_dtype: str | None = None, kv_dtype: str | None = None) -> Any:
+    """Validates an HF config of a supported model type and returns its ModelSpec.
+
+    `dtype` is the model's dtype (activations, and weights and KV cache unless given);
+    `weight_dtype` one of WEIGHT_DTYPES (int4: packed weight-only, groups of 128);
+    `kv_dtype` one of KV_DTYPES."""
     model_type = config.get("model_type")
     if model_type not in BUILDER_MODEL_TYPES:
         raise UsageError(
@@ -197,6 +229,16 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
         raise UsageError(f"{where}: torch_dtype {config.get('torch_dtype')!r} is not supported")
     for field in ("weight_dtype", "activation_dtype", "kv_cache_dtype"):
         setattr(spec, field, _core.parse_dtype(chosen))
+    _read_quantization(spec, config, where)
+    if weight_dtype is not None:
+        if weight_dtype not in WEIGHT_DTYPES:
+            raise UsageError(f"unknown weight dtype {weight_dtype!r} (known: {', '.join(WEIGHT_DTYPES)})")
+        spec.int4_group_size = _INT4_GROUP if weight_dtype == "int4" else 0
+        spec.weight_dtype = _core.parse_dtype(chosen if weight_dtype == "int4" else _storage_dtype(weight_dtype))
+    if kv_dtype is not None:
+        if kv_dtype not in KV_DTYPES:
+            raise UsageError(f"unknown KV-cache dtype {kv_dtype!r} (known: {', '.join(KV_DTYPES)})")
+        spec.kv_cache_dtype = _core.parse_dtype(_storage_dtype(kv_dtype))
     try:
         spec.validate()
     except ValueError as e:
@@ -288,7 +330,9 @@ def _read_moe(spec: Any, config: dict, model_type: str, where: str) -> None:
     moe.top_k = _int(config, "num_experts_per_tok", where)
 
 
-def load_model_spec(name_or_path: str, dtype: str | None = None) -> Any:
+def load_model_spec(name_or_path: str, dtype: str | None = None, weight_dtype: str | None = None,
+                    kv_dtype: str | None = None) -> Any:
     config, where = load_model_config(name_or_path)
     entry = find_model(name_or_path)
-    return spec_from_hf_config(config, where, name=entry.id if entry else Path(where).stem, dtype=dtype)
+    return spec_from_hf_config(config, where, name=entry.id if entry else Path(where).stem, dtype=dtype,
+                               weight_dtype=weight_dtype, kv_dtype=kv_dtype)

@@ -46,6 +46,13 @@ def _groups_table(groups: list[Any], top: int) -> str:
     return table(["name", "ops", "time ms", "%", "bound"], rows, [False, True, True, True, False])
 
 
+def _dtypes(info: dict) -> str:
+    """'bf16', or 'bf16 (int4 weights, fp8 KV cache)' when weights or cache differ."""
+    extra = [f"{info[k]} {what}" for k, what in (("weight_dtype", "weights"), ("kv_cache_dtype", "KV cache"))
+             if info.get(k, info["dtype"]) != info["dtype"]]
+    return info["dtype"] + (f" ({', '.join(extra)})" if extra else "")
+
+
 def simulation_text(report: Any, top: int = 10) -> str:
     r = report.result
     m = r.memory
@@ -84,7 +91,7 @@ def simulation_text(report: Any, top: int = 10) -> str:
         split += [f"CP {info['context_parallel']}"] if info.get("context_parallel", 1) > 1 else []
         tp = f", {' '.join(split)} (one rank)" if split else ""
         lines.append(
-            f"  model        {info['model']}: {info['parameters'] / 1e9:,.2f} B params, {info['dtype']}, "
+            f"  model        {info['model']}: {info['parameters'] / 1e9:,.2f} B params, {_dtypes(info)}, "
             f"{info['phase']} ({shape}{tp}), {info['kernels']} kernels · KV cache {gib(info['kv_cache_bytes'])}"
         )
         if info["phase"] == "train":
