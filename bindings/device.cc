@@ -9,6 +9,19 @@ namespace nb = nanobind;
 namespace accelsim::bindings {
 
 void bind_device(nb::module_& m) {
+  nb::class_<KernelConstants>(m, "KernelConstants")
+      .def(nb::init<>())
+      .def_rw("calibrated", &KernelConstants::calibrated)
+      .def_rw("matmul_efficiency", &KernelConstants::matmul_efficiency)
+      .def_rw("fp8_matmul_efficiency", &KernelConstants::fp8_matmul_efficiency)
+      .def_rw("attention_efficiency", &KernelConstants::attention_efficiency)
+      .def_rw("attention_backward_efficiency", &KernelConstants::attention_backward_efficiency)
+      .def_rw("flash3_efficiency", &KernelConstants::flash3_efficiency)
+      .def_rw("cudnn_efficiency", &KernelConstants::cudnn_efficiency)
+      .def_rw("memory_efficiency", &KernelConstants::memory_efficiency)
+      .def_rw("kernel_floor_s", &KernelConstants::kernel_floor_s)
+      .def_rw("stream_floor_s", &KernelConstants::stream_floor_s);
+
   nb::class_<DeviceSpec>(m, "DeviceSpec")
       .def(nb::init<>())
       .def_rw("id", &DeviceSpec::id)
@@ -31,6 +44,7 @@ void bind_device(nb::module_& m) {
       .def_rw("l2_cache_bytes", &DeviceSpec::l2_cache_bytes)
       .def_rw("tdp_w", &DeviceSpec::tdp_w)
       .def_rw("price_usd_per_hour", &DeviceSpec::price_usd_per_hour)
+      .def_rw("kernel", &DeviceSpec::kernel)
       .def("validate", &DeviceSpec::validate);
 
   nb::class_<PeakRate>(m, "PeakRate")

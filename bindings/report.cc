@@ -4,6 +4,7 @@
 
 #include "accelsim/advice.h"
 #include "accelsim/breakdown.h"
+#include "accelsim/kernel_query.h"
 #include "accelsim/regression.h"
 #include "bindings.h"
 
@@ -73,6 +74,56 @@ void bind_report(nb::module_& m) {
       .def_ro("exceeded", &MetricCheck::exceeded);
   m.def("check_metric", &check_metric, nb::arg("metric"), nb::arg("baseline"),
         nb::arg("current"), nb::arg("max_increase_fraction"));
+
+  nb::enum_<KernelKind>(m, "KernelKind")
+      .value("matmul", KernelKind::matmul)
+      .value("attention", KernelKind::attention)
+      .value("memory", KernelKind::memory);
+  nb::class_<KernelQuery>(m, "KernelQuery")
+      .def(nb::init<>())
+      .def_rw("kind", &KernelQuery::kind)
+      .def_rw("dtype", &KernelQuery::dtype)
+      .def_rw("m", &KernelQuery::m)
+      .def_rw("n", &KernelQuery::n)
+      .def_rw("k", &KernelQuery::k)
+      .def_rw("batch", &KernelQuery::batch)
+      .def_rw("heads", &KernelQuery::heads)
+      .def_rw("kv_heads", &KernelQuery::kv_heads)
+      .def_rw("seq_q", &KernelQuery::seq_q)
+      .def_rw("seq_k", &KernelQuery::seq_k)
+      .def_rw("head_dim", &KernelQuery::head_dim)
+      .def_rw("causal", &KernelQuery::causal)
+      .def_rw("forward", &KernelQuery::forward)
+      .def_rw("backward", &KernelQuery::backward)
+      .def_rw("impl", &KernelQuery::impl)
+      .def_rw("bytes", &KernelQuery::bytes)
+      .def_rw("elements", &KernelQuery::elements)
+      .def_rw("op", &KernelQuery::op);
+  nb::class_<KernelEstimate>(m, "KernelEstimate")
+      .def_ro("time_s", &KernelEstimate::time_s)
+      .def_ro("roofline_time_s", &KernelEstimate::roofline_time_s)
+      .def_ro("flops", &KernelEstimate::flops)
+      .def_ro("bytes", &KernelEstimate::bytes)
+      .def_ro("bound", &KernelEstimate::bound);
+  m.def(
+      "estimate_kernel",
+      [](const KernelQuery& q, const DeviceSpec& d, const std::string& model, const CostOptions& o) {
+        return estimate_kernel(q, d, model, o);
+      },
+      nb::arg("query"), nb::arg("device"), nb::arg("cost_model"), nb::arg("options"));
+  nb::class_<ErrorStats>(m, "ErrorStats")
+      .def_ro("rows", &ErrorStats::rows)
+      .def_ro("median_abs_error", &ErrorStats::median_abs_error)
+      .def_ro("p90_abs_error", &ErrorStats::p90_abs_error)
+      .def_ro("median_signed_error", &ErrorStats::median_signed_error);
+  m.def("error_stats", &error_stats, nb::arg("predicted"), nb::arg("measured"));
+  m.def(
+      "fit_kernel_constants",
+      [](const std::vector<KernelQuery>& q, const std::vector<double>& t, const DeviceSpec& d) {
+        nb::gil_scoped_release release;
+        return fit_kernel_constants(q, t, d);
+      },
+      nb::arg("queries"), nb::arg("measured_s"), nb::arg("device"));
 }
 
 }  // namespace accelsim::bindings

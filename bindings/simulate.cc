@@ -17,10 +17,19 @@ void bind_simulate(nb::module_& m) {
       .value("compute", Bound::compute)
       .value("memory", Bound::memory);
 
+  nb::enum_<AttentionImpl>(m, "AttentionImpl")
+      .value("flash2", AttentionImpl::flash2)
+      .value("flash3", AttentionImpl::flash3)
+      .value("cudnn", AttentionImpl::cudnn)
+      .value("eager", AttentionImpl::eager);
+
   nb::class_<CostOptions>(m, "CostOptions")
       .def(nb::init<>())
       .def_rw("allow_tf32", &CostOptions::allow_tf32)
-      .def_rw("include_launch_overhead", &CostOptions::include_launch_overhead);
+      .def_rw("include_launch_overhead", &CostOptions::include_launch_overhead)
+      .def_rw("cuda_graphs", &CostOptions::cuda_graphs)
+      .def_rw("clock_hz", &CostOptions::clock_hz)
+      .def_rw("attention_impl", &CostOptions::attention_impl);
 
   nb::class_<OpCost>(m, "OpCost")
       .def_ro("time_s", &OpCost::time_s)

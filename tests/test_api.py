@@ -17,7 +17,8 @@ def round_device(memory_gb: float = 1.0) -> accel_sim.Device:
 
 
 def test_mlp_latency_is_the_sum_of_hand_worked_op_times():
-    r = accel_sim.simulate(mlp_graph(), device=round_device())
+    # The roofline's arithmetic (the kernel model's is worked by hand in core/tests/cost).
+    r = accel_sim.simulate(mlp_graph(), device=round_device(), cost_model="roofline")
     # mm: 2*512*1024*4096 FLOPs at 1e13 FLOP/s (compute-bound: 27.3 MB at 1e12 B/s is faster)
     mm_s = 2 * 512 * 1024 * 4096 / 1e13
     # relu: reads and writes 512*4096 fp32 at 1e12 B/s (memory-bound)
@@ -40,8 +41,8 @@ def test_mlp_peak_memory_and_oom():
 
 def test_tf32_speeds_up_fp32_matmuls_only_when_asked():
     h100 = accel_sim.Device("h100")
-    slow = accel_sim.simulate(mlp_graph(), device=h100)
-    fast = accel_sim.simulate(mlp_graph(), device=h100, tf32=True)
+    slow = accel_sim.simulate(mlp_graph(), device=h100, cost_model="roofline")
+    fast = accel_sim.simulate(mlp_graph(), device=h100, tf32=True, cost_model="roofline")
     assert fast.latency_s < slow.latency_s
     assert slow.ops[0].compute_time_s == pytest.approx(2 * 512 * 1024 * 4096 / 66.9e12)
     assert fast.ops[0].compute_time_s == pytest.approx(2 * 512 * 1024 * 4096 / 494.7e12)
@@ -68,7 +69,7 @@ def test_json_has_the_documented_fields():
 def test_unknown_op_is_costed_and_listed():
     g = mlp_graph()
     g["nodes"][1]["op"] = "my_fancy_activation"
-    r = accel_sim.simulate(g, device=round_device())
+    r = accel_sim.simulate(g, device=round_device(), cost_model="roofline")
     assert r.uncovered_ops == [{"op": "my_fancy_activation", "count": 1, "time_s": pytest.approx(2 * 512 * 4096 * 4 / 1e12)}]
     assert r.ops[1].time_s > 0
 

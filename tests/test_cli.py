@@ -19,7 +19,7 @@ def test_devices_lists_at_least_17(tmp_path: Path):
 
 
 def test_simulate_graph_file_json(mlp_graph_file: Path):
-    result = run_cli("simulate", str(mlp_graph_file), "--device", "a100", "--json")
+    result = run_cli("simulate", str(mlp_graph_file), "--device", "a100", "--cost-model", "roofline", "--json")
     assert result.returncode == 0, result.stderr
     d = json.loads(result.stdout)
     # a100_80gb.yaml: fp32 19.5 TFLOP/s, 2039 GB/s, 4 us launch.

@@ -200,7 +200,8 @@ def build_model_graph(
     return BuiltModel(graph, info)
 
 
-def _options(cost_model: str, tf32: bool, launch_overhead: bool, free_at_last_use: bool = False) -> Any:
+def _options(cost_model: str, tf32: bool, launch_overhead: bool, free_at_last_use: bool = False,
+             cuda_graphs: bool = False, clock_mhz: float | None = None) -> Any:
     options = _core.SimulateOptions()
     options.release_policy = _core.ReleasePolicy.last_use if free_at_last_use else _core.ReleasePolicy.recorded
     if cost_model not in _core.cost_model_names():
@@ -209,6 +210,11 @@ def _options(cost_model: str, tf32: bool, launch_overhead: bool, free_at_last_us
     options.cost_model = cost_model
     options.cost.allow_tf32 = tf32
     options.cost.include_launch_overhead = launch_overhead
+    options.cost.cuda_graphs = cuda_graphs
+    if clock_mhz is not None:
+        if clock_mhz <= 0:
+            raise UsageError("the clock override must be positive (MHz)")
+        options.cost.clock_hz = clock_mhz * 1e6
     return options
 
 
@@ -346,10 +352,12 @@ def simulate(
     device: Any = "h100",
     dtype: str | None = None,
     tf32: bool = False,
-    cost_model: str = "roofline",
+    cost_model: str = "kernel",
     launch_overhead: bool = True,
     free_at_last_use: bool = False,
     device_files: Sequence[str] = (),
+    cuda_graphs: bool = False,
+    clock_mhz: float | None = None,
 ) -> SimulationReport:
     """Simulates `model_or_graph` (an nn.Module with example inputs, a graph dict, a graph file
     or a script path) on `device` (a name, a Device, or a DeviceProfile).
@@ -359,7 +367,7 @@ def simulate(
     activation after its last use instead, as a memory-planning compiler would.
     """
     dev = resolve_device(device, list(device_files))
-    options = _options(cost_model, tf32, launch_overhead, free_at_last_use)
+    options = _options(cost_model, tf32, launch_overhead, free_at_last_use, cuda_graphs, clock_mhz)
     graph, metadata = _as_graph(model_or_graph, example_inputs, dtype)
     result = _core.simulate(graph, dev.spec, options)
     return SimulationReport(graph, dev, result, options, metadata)
@@ -372,16 +380,18 @@ def compare(
     devices: Sequence[Any],
     dtype: str | None = None,
     tf32: bool = False,
-    cost_model: str = "roofline",
+    cost_model: str = "kernel",
     launch_overhead: bool = True,
     free_at_last_use: bool = False,
     device_files: Sequence[str] = (),
+    cuda_graphs: bool = False,
+    clock_mhz: float | None = None,
 ) -> CompareReport:
     """Captures once, simulates on every device and returns the core's comparison."""
     if not devices:
         raise UsageError("compare needs at least one device")
     devs = [resolve_device(d, list(device_files)) for d in devices]
-    options = _options(cost_model, tf32, launch_overhead, free_at_last_use)
+    options = _options(cost_model, tf32, launch_overhead, free_at_last_use, cuda_graphs, clock_mhz)
     graph, metadata = _as_graph(model_or_graph, example_inputs, dtype)
     reports = [SimulationReport(graph, d, _core.simulate(graph, d.spec, options), options, metadata) for d in devs]
     comparison = _core.compare_devices([r.result for r in reports], [d.spec for d in devs])

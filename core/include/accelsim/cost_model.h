@@ -25,12 +25,28 @@ enum class Bound : uint8_t { none, compute, memory };
 
 std::string_view bound_name(Bound bound);
 
+// Attention implementations the kernel model times: PyTorch SDPA's flash backend
+// (FlashAttention-2), FlashAttention-3 (Hopper), cuDNN's fused attention, and eager attention
+// (two batched GEMMs around a softmax over the materialised scores).
+enum class AttentionImpl : uint8_t { flash2, flash3, cudnn, eager };
+
+std::string_view attention_impl_name(AttentionImpl impl);
+AttentionImpl parse_attention_impl(std::string_view name);  // throws ConfigError
+
 struct CostOptions {
   // Run fp32 matmuls on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32). Default: off,
   // as in PyTorch.
   bool allow_tf32 = false;
   // Add the device's per-kernel launch overhead to every op that launches a kernel. Default: on.
   bool include_launch_overhead = true;
+  // Kernels replayed from a CUDA graph: no host launch overhead per kernel (the device-side
+  // kernel floor of the kernel model stays).
+  bool cuda_graphs = false;
+  // Core clock override in Hz (a power-capped or down-clocked part); 0: the device's clock.
+  // Scales compute rates by clock / device clock in the kernel model; memory is unaffected.
+  double clock_hz = 0.0;
+  // Which kernel runs fused attention ops (the kernel model; the roofline ignores it).
+  AttentionImpl attention_impl = AttentionImpl::flash2;
 };
 
 struct OpCost {
@@ -56,6 +72,16 @@ class CostModel {
 class RooflineCostModel final : public CostModel {
  public:
   std::string_view name() const override { return "roofline"; }
+  OpCost cost(const OpCount& count, const DeviceSpec& device,
+              const CostOptions& options) const override;
+};
+
+// The kernel model (layer 3): GEMM tiles and waves over the compute units, fused attention
+// with its CTA waves, streaming kernels at achievable bandwidth, each with the device's kernel
+// floor; sustained rates from the device's KernelConstants (core/src/cost/kernel.cc).
+class KernelCostModel final : public CostModel {
+ public:
+  std::string_view name() const override { return "kernel"; }
   OpCost cost(const OpCount& count, const DeviceSpec& device,
               const CostOptions& options) const override;
 };

@@ -13,6 +13,33 @@
 
 namespace accelsim {
 
+// Constants of the kernel cost model (layer 3/4). A device file's `kernel:` section sets them,
+// each with its source (a measurement such as the maximum achievable matmul FLOPS, or a fit to
+// validation data); a device without one uses these defaults and is reported as uncalibrated.
+struct KernelConstants {
+  bool calibrated = false;
+  // Fraction of the matrix peak a large, well-shaped GEMM sustains (sustained clock, issue
+  // efficiency): the maximum achievable matmul FLOPS over the datasheet peak.
+  double matmul_efficiency = 0.75;
+  // The same for fp8 GEMMs (per-block scaling costs extra); 0: as matmul_efficiency.
+  double fp8_matmul_efficiency = 0.0;
+  // Fraction of the matrix peak a FlashAttention-style fused attention kernel sustains on large
+  // shapes (head dim 128), forward and backward.
+  double attention_efficiency = 0.55;
+  double attention_backward_efficiency = 0.45;
+  // The same for FlashAttention-3 and cuDNN attention (forward); 0: as FlashAttention-2.
+  double flash3_efficiency = 0.0;
+  double cudnn_efficiency = 0.0;
+  // Fraction of the peak DRAM bandwidth a large streaming kernel reaches.
+  double memory_efficiency = 0.85;
+  // Fixed time of a library kernel (GEMM, attention) beyond its work: launch latency, prologue
+  // and epilogue, the tail of the last wave.
+  double kernel_floor_s = 3e-6;
+  // Fixed time of a streaming (memory-bound) kernel, as back-to-back benchmarks of small ones
+  // measure it.
+  double stream_floor_s = 3e-6;
+};
+
 struct DeviceSpec {
   std::string id;    // file stem, e.g. "h100_sxm"
   std::string name;  // display name
@@ -38,6 +65,7 @@ struct DeviceSpec {
   double l2_cache_bytes = 0.0;
   double tdp_w = 0.0;
   double price_usd_per_hour = 0.0;  // 0 = unknown
+  KernelConstants kernel;
 
   // Throws ConfigError naming the device and field when a required number is missing or
   // negative: memory, bandwidth and at least one peak rate must be positive.

@@ -42,6 +42,20 @@ std::string_view op_class_name(OpClass op_class);
 // True for classes that run on matrix units (tensor cores) at the dtype's matrix peak.
 bool uses_matrix_units(OpClass op_class);
 
+// The problem a matrix or attention kernel solves, for cost models that time kernels from their
+// shapes (layer 3) rather than from FLOPs and bytes alone. Zero when the op is not of that kind.
+struct GemmDims {
+  int64_t m = 0, n = 0, k = 0;  // one [m, k] x [k, n] product
+  int64_t batch = 0;            // independent products (bmm batch, experts of a grouped GEMM)
+};
+
+struct AttentionDims {
+  double batch_heads = 0;    // batch * query heads
+  int64_t seq_q = 0, seq_k = 0, head_dim = 0, value_dim = 0;
+  bool causal = false;
+  bool backward = false;
+};
+
 struct OpCount {
   double flops = 0.0;
   double bytes_read = 0.0;
@@ -51,6 +65,8 @@ struct OpCount {
   DType compute_dtype = DType::fp32;  // dtype whose peak applies (operands for matmuls)
   bool launches_kernel = true;
   bool known = true;  // false: not in the catalogue, counted conservatively on bytes
+  GemmDims gemm;            // matmul-class ops
+  AttentionDims attention;  // attention-class ops
 
   double bytes() const { return bytes_read + bytes_written; }
 };

@@ -15,6 +15,25 @@ std::string_view bound_name(Bound bound) {
   return "none";
 }
 
+std::string_view attention_impl_name(AttentionImpl impl) {
+  switch (impl) {
+    case AttentionImpl::flash2: return "flash2";
+    case AttentionImpl::flash3: return "flash3";
+    case AttentionImpl::cudnn: return "cudnn";
+    case AttentionImpl::eager: return "eager";
+  }
+  return "flash2";
+}
+
+AttentionImpl parse_attention_impl(std::string_view name) {
+  if (name == "flash2") return AttentionImpl::flash2;
+  if (name == "flash3") return AttentionImpl::flash3;
+  if (name == "cudnn") return AttentionImpl::cudnn;
+  if (name == "eager") return AttentionImpl::eager;
+  throw ConfigError("unknown attention implementation '" + std::string(name) +
+                    "' (known: flash2, flash3, cudnn, eager)");
+}
+
 OpCost RooflineCostModel::cost(const OpCount& count, const DeviceSpec& device,
                                const CostOptions& options) const {
   OpCost c;
@@ -28,18 +47,20 @@ OpCost RooflineCostModel::cost(const OpCount& count, const DeviceSpec& device,
   c.compute_time_s = peak.flops_per_s > 0 ? count.flops / peak.flops_per_s : 0.0;
   c.memory_time_s = count.bytes() / device.memory_bandwidth_bytes_per_s;
   c.bound = c.compute_time_s > c.memory_time_s ? Bound::compute : Bound::memory;
-  c.launch_overhead_s = options.include_launch_overhead ? device.kernel_launch_overhead_s : 0.0;
+  c.launch_overhead_s =
+      options.include_launch_overhead && !options.cuda_graphs ? device.kernel_launch_overhead_s : 0.0;
   c.time_s = std::max(c.compute_time_s, c.memory_time_s) + c.launch_overhead_s;
   return c;
 }
 
 std::unique_ptr<CostModel> make_cost_model(std::string_view name) {
   if (name == "roofline") return std::make_unique<RooflineCostModel>();
+  if (name == "kernel") return std::make_unique<KernelCostModel>();
   std::string known;
   for (const std::string& n : cost_model_names()) known += (known.empty() ? "" : ", ") + n;
   throw ConfigError("unknown cost model '" + std::string(name) + "' (known: " + known + ")");
 }
 
-std::vector<std::string> cost_model_names() { return {"roofline"}; }
+std::vector<std::string> cost_model_names() { return {"kernel", "roofline"}; }
 
 }  // namespace accelsim

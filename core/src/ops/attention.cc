@@ -68,6 +68,9 @@ OpCount count_attention(const Graph& g, const Node& n, size_t q_index, double d_
             (d_matmuls * static_cast<double>(s.d) + dv_matmuls * static_cast<double>(s.dv));
   c.bytes_read = read_inputs(g, n);
   c.bytes_written = write_outputs(g, n);
+  c.attention = {.batch_heads = s.heads, .seq_q = s.sq, .seq_k = s.skv, .head_dim = s.d,
+                 .value_dim = s.dv, .causal = n.attr_bool("is_causal", false),
+                 .backward = q_index > 0};
   return c;
 }
 

@@ -30,6 +30,12 @@ OpCount count_product(const Graph& g, const Node& n, size_t a_index, size_t b_in
   c.flops = 2.0 * out * static_cast<double>(k) + (adds_bias ? out : 0.0);
   c.bytes_read = read_inputs(g, n);
   c.bytes_written = write_outputs(g, n);
+  const TensorMeta& y = output(g, n, 0);
+  c.gemm.k = k;
+  c.gemm.n = b.shape.size() == 1 ? 1 : b.shape.back();
+  c.gemm.m = a.shape.size() == 1 ? 1 : a.shape[a.shape.size() - 2];
+  const double mn = static_cast<double>(c.gemm.m) * static_cast<double>(c.gemm.n);
+  c.gemm.batch = mn > 0 ? std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(y.numel()) / mn)) : 1;
   return c;
 }
 
@@ -81,6 +87,20 @@ OpCount count_grouped_mm(const Graph& g, const Node& n) {
   }
   c.bytes_read = read_inputs(g, n);
   c.bytes_written = write_outputs(g, n);
+  if (a.shape.size() == 2 && b.shape.size() == 2) {
+    // Weight gradient: [M, Ktot] x [Ktot, N] split along K into G groups.
+    c.gemm = {.m = a.shape[0], .n = b.shape[1], .k = a.shape[1],
+              .batch = std::max<int64_t>(1, output_numel(g, n) / std::max<int64_t>(1, a.shape[0] * b.shape[1]))};
+    if (c.gemm.batch > 1) c.gemm.k = std::max<int64_t>(1, a.shape[1] / c.gemm.batch);
+  } else if (a.shape.size() == 2) {
+    // Tokens against per-group weights: each group gets its share of the rows.
+    const int64_t groups = std::max<int64_t>(1, b.shape[0]);
+    c.gemm = {.m = std::max<int64_t>(1, a.shape[0] / groups), .n = output(g, n, 0).shape.back(),
+              .k = a.shape[1], .batch = groups};
+  } else {
+    c.gemm = {.m = a.shape[a.shape.size() - 2], .n = output(g, n, 0).shape.back(),
+              .k = a.shape.back(), .batch = a.shape[0]};
+  }
   if (a.shape.size() == 2 && b.shape.size() == 3 && b.shape[0] > 0) {
     // Only experts that receive tokens have their weights read. Routing assumption (stated in
     // model.h): each token's top_k experts are uniform at random; without a top_k attribute
@@ -115,6 +135,7 @@ OpCount count_weight_only_mm(const Graph& g, const Node& n) {
             static_cast<double>(y.shape.back());
   c.bytes_read = read_inputs(g, n);
   c.bytes_written = write_outputs(g, n);
+  c.gemm = {.m = x.shape[0], .n = y.shape.back(), .k = x.shape[1], .batch = 1};
   return c;
 }
 

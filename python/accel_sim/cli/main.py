@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from accel_sim.cli.kernels import add_parsers as add_kernel_parsers
+from accel_sim.cli.kernels import cmd_calibrate, cmd_kernel, cmd_validate
 from accel_sim.io.model_config import KV_DTYPES, WEIGHT_DTYPES
 
 _DTYPES = ("fp32", "bf16", "fp16")
@@ -49,8 +51,10 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weight-dtype", choices=WEIGHT_DTYPES, help="with --model: the weights' dtype (int4: weight-only, packed, groups of 128, as AWQ/GPTQ; default: the model dtype)")
     p.add_argument("--kv-dtype", choices=KV_DTYPES, help="with --model: the KV cache's dtype (default: the model dtype)")
     p.add_argument("--tf32", action="store_true", help="run fp32 matmuls on TF32 tensor cores (off by default, as in PyTorch)")
-    p.add_argument("--cost-model", default="roofline", help="cost model (default: roofline)")
+    p.add_argument("--cost-model", default="kernel", help="cost model: kernel (tiles, waves, sustained rates, floors; default) or roofline")
     p.add_argument("--no-launch-overhead", action="store_true", help="leave out the per-kernel launch overhead")
+    p.add_argument("--cuda-graphs", action="store_true", help="kernels replayed from a CUDA graph: no host launch cost per kernel")
+    p.add_argument("--clock-mhz", type=float, help="core clock override for the kernel model (a power-capped or down-clocked part)")
     p.add_argument("--free-at-last-use", action="store_true",
                    help="free activations right after their last use (as torch.compile plans memory) instead of when the eager program drops them")
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file (docs/formats/device.md); repeatable")
@@ -93,6 +97,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("models", help="list the shipped model configs (params, family, builder support)")
     p.add_argument("--json", action="store_true", help="print as JSON")
 
+    add_kernel_parsers(sub)
+
     p = sub.add_parser("devices", help="list the known devices and their numbers")
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="also list this device file")
     p.add_argument("--json", action="store_true", help="print as JSON")
@@ -111,6 +117,8 @@ def _common(args: argparse.Namespace) -> dict:
         "launch_overhead": not args.no_launch_overhead,
         "free_at_last_use": args.free_at_last_use,
         "device_files": args.device_file,
+        "cuda_graphs": args.cuda_graphs,
+        "clock_mhz": args.clock_mhz,
     }
 
 
@@ -313,6 +321,9 @@ _COMMANDS = {
     "capture": _cmd_capture,
     "devices": _cmd_devices,
     "models": _cmd_models,
+    "kernel": cmd_kernel,
+    "validate": cmd_validate,
+    "calibrate": cmd_calibrate,
 }
 
 

@@ -45,7 +45,7 @@ _NUMBERS = {
     "scaleup_bandwidth_gbs",
 }
 _TEXT = {"id", "name", "vendor", "architecture", "compute_unit_kind", "notes"}
-_KNOWN = set(_REQUIRED) | _NUMBERS | _TEXT | {"aliases", "sources", "peak_tflops"}
+_KNOWN = set(_REQUIRED) | _NUMBERS | _TEXT | {"aliases", "sources", "peak_tflops", "kernel"}
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,7 @@ def parse_device(data: Any, where: str, expected_id: str | None = None) -> Devic
     spec.l2_cache_bytes = float(data.get("l2_cache_mib", 0.0)) * _MIB
     spec.tdp_w = float(data.get("tdp_w", 0.0))
     spec.price_usd_per_hour = float(data.get("price_usd_per_hour", 0.0))
+    _read_kernel_constants(spec, data, where)
     try:
         spec.validate()
     except ValueError as e:
@@ -135,6 +136,39 @@ def parse_device(data: Any, where: str, expected_id: str | None = None) -> Devic
         sources={str(k): str(v) for k, v in data["sources"].items()},
         peak_tflops={str(k): float(v) for k, v in peaks.items()},
     )
+
+
+_KERNEL_FIELDS = ("calibrated", "matmul_efficiency", "fp8_matmul_efficiency", "attention_efficiency", "attention_backward_efficiency",
+                  "flash3_efficiency", "cudnn_efficiency", "memory_efficiency", "kernel_floor_us",
+                  "stream_floor_us")
+
+
+def _read_kernel_constants(spec: Any, data: dict, where: str) -> None:
+    """The optional `kernel:` section: the kernel cost model's sustained fractions and floor."""
+    section = data.get("kernel")
+    if section is None:
+        return
+    if not isinstance(section, dict):
+        raise UsageError(f"{where}: 'kernel' must be a mapping of {', '.join(_KERNEL_FIELDS)}")
+    if "kernel" not in data["sources"]:
+        raise UsageError(f"{where}: 'kernel' constants need a 'sources.kernel' entry saying where they come from")
+    k = spec.kernel
+    for key, value in section.items():
+        if key not in _KERNEL_FIELDS:
+            raise UsageError(f"{where}: unknown field 'kernel.{key}' (known: {', '.join(_KERNEL_FIELDS)})")
+        if key == "calibrated":
+            if not isinstance(value, bool):
+                raise UsageError(f"{where}: 'kernel.calibrated' must be true or false")
+            k.calibrated = value
+            continue
+        number = _number(section, key, f"{where}: kernel")
+        if key in ("kernel_floor_us", "stream_floor_us"):
+            setattr(k, key.replace("_us", "_s"), number * 1e-6)
+            continue
+        if not 0 < number <= 1:
+            raise UsageError(f"{where}: 'kernel.{key}' must be a fraction in (0, 1], got {number}")
+        setattr(k, key, number)
+    spec.kernel = k
 
 
 def load_device_file(path: str | Path) -> DeviceEntry:

@@ -1,0 +1,80 @@
+// One kernel described by its problem, timed by a cost model; error statistics and the fit of a
+// device's kernel constants against measured kernels.
+//
+// The `kernel` command answers what-if questions with estimate_kernel(); `validate` and
+// `calibrate` compare it with measurements (validation/kernels.csv). A matmul or attention
+// query is turned into a one-node graph so the op catalogue counts it exactly as it counts the
+// same op inside a model.
+//
+//   KernelQuery q{.kind = KernelKind::matmul, .m = 4096, .n = 4096, .k = 4096};
+//   KernelEstimate e = estimate_kernel(q, device, "kernel", CostOptions{});
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "accelsim/cost_model.h"
+#include "accelsim/device.h"
+#include "accelsim/op_catalog.h"
+
+namespace accelsim {
+
+enum class KernelKind : uint8_t { matmul, attention, memory };
+
+struct KernelQuery {
+  KernelKind kind = KernelKind::matmul;
+  DType dtype = DType::bf16;
+  // matmul: batch products of [m, k] x [k, n]
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  // attention: q [batch, heads, seq_q, head_dim], k and v [batch, kv_heads, seq_k, head_dim]
+  int64_t heads = 0, kv_heads = 0, seq_q = 0, seq_k = 0, head_dim = 0;
+  bool causal = false;
+  bool forward = true;    // time the forward kernel
+  bool backward = false;  // and/or the backward kernel
+  AttentionImpl impl = AttentionImpl::flash2;
+  // memory: a streaming kernel moving `bytes` (read + written) over `elements` elements; with
+  // bytes = 0, the bytes follow from `op` (unary ops read and write each element once, binary
+  // ones read two operands; norms, softmax and RoPE read and write once) at the dtype's size.
+  double bytes = 0, elements = 0;
+  std::string op;
+};
+
+struct KernelEstimate {
+  // The chosen cost model's time per kernel; with CostOptions::include_launch_overhead, as a
+  // benchmark launching it back to back measures it (a short kernel waits for the host).
+  double time_s = 0;
+  double roofline_time_s = 0;  // the roofline's, for comparison
+  double flops = 0;
+  double bytes = 0;
+  Bound bound = Bound::none;
+};
+
+// REQUIRES: the query's sizes for its kind are positive. Throws ConfigError otherwise.
+KernelEstimate estimate_kernel(const KernelQuery& query, const DeviceSpec& device,
+                               std::string_view cost_model, const CostOptions& options);
+
+struct ErrorStats {
+  int64_t rows = 0;
+  double median_abs_error = 0;  // median of |predicted / measured - 1|
+  double p90_abs_error = 0;
+  double median_signed_error = 0;  // median of predicted / measured - 1 (> 0: overestimates)
+};
+
+// REQUIRES: equal lengths, measured values > 0.
+ErrorStats error_stats(const std::vector<double>& predicted, const std::vector<double>& measured);
+
+// Fits the device's kernel constants to measured kernels by minimising the mean
+// |log(predicted / measured)| of each class over a grid: the matmul efficiencies on the GEMM rows
+// (fp8 apart),
+// the attention efficiencies on the FlashAttention-2 forward and backward rows, the memory
+// efficiency and floor of streaming kernels on the memory-bound rows, the library kernel floor
+// on the GEMM and attention rows. A constant whose class has no rows keeps
+// the device's value. The result is marked calibrated when any class had rows. Measurements
+// are taken to be device times of kernels launched back to back (CUDA events, do_bench).
+KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
+                                     const std::vector<double>& measured_s,
+                                     const DeviceSpec& device);
+
+}  // namespace accelsim

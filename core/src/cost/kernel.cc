@@ -1,0 +1,179 @@
+// The kernel cost model (layer 3 of DESIGN.md): each op timed as the kernel that runs it.
+//
+// GEMMs (NVIDIA, "Matrix Multiplication Background User's Guide"; ../shared/reference/costmodel.md
+// sec. 2): the library tiles C into Tm x Tn output tiles, one CTA each, processed in waves over
+// the device's SMs/CUs. Time = waves x the time of one tile (2 Tm Tn K at the per-unit sustained
+// matrix rate, K rounded up to the 64-wide main-loop step), or the DRAM time of the operands,
+// whichever is longer, plus the device's kernel floor. The tile shape (and a split-K factor for
+// problems with too few tiles to fill the device) is the one that minimises the time, as the
+// library's heuristic aims to; tile and wave quantization, skinny decode GEMMs (bandwidth-bound
+// on the weights) and batched/grouped GEMMs all follow from that.
+//
+// Attention (FlashAttention-2, Dao 2023; FlashAttention-3, Shah et al. 2024): one CTA per
+// (batch x head, 128-query block), waves over the SMs; the FLOPs over the unmasked pairs at the
+// device's sustained attention rate, or the traffic of q, k, v and the output at the achievable
+// bandwidth (decode: the KV cache), plus the floor.
+//
+// Everything else is a streaming kernel: the kernel floor plus its bytes at the achievable
+// bandwidth, or its FLOPs at the vector peak if that is longer.
+//
+// The sustained fractions (KernelConstants) come from the device file, with sources.
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "accelsim/cost_model.h"
+
+namespace accelsim {
+namespace {
+
+double ceil_div(double a, double b) { return std::ceil(a / b); }
+
+// Output tile shapes the GEMM libraries pick from, most efficient first (cuBLAS tile list of the
+// NVIDIA matmul performance guide; CUTLASS/hipBLASLt use the same family).
+constexpr std::array<std::array<double, 2>, 8> kTiles = {{{256, 128},
+                                                          {128, 256},
+                                                          {128, 128},
+                                                          {256, 64},
+                                                          {64, 256},
+                                                          {128, 64},
+                                                          {64, 128},
+                                                          {64, 64}}};
+constexpr double kTileK = 64;  // main-loop step along K
+
+// Seconds for a GEMM of `d` whose operands are `in_bytes` and result `out_bytes` per element.
+// Split-K partial tiles that fit in the L2 cache are reduced there, at an assumed 4x the DRAM
+// bandwidth (H100's L2 delivers several times its HBM bandwidth; costmodel.md sec. 2.2).
+double gemm_time(const GemmDims& d, double peak, double bandwidth, int units, double in_bytes,
+                 double out_bytes, double l2_bytes) {
+  const double m = static_cast<double>(d.m), n = static_cast<double>(d.n);
+  const double k = static_cast<double>(d.k), batch = static_cast<double>(std::max<int64_t>(1, d.batch));
+  const double traffic = batch * (in_bytes * (m * k + k * n) + out_bytes * m * n);
+  const double memory = traffic / bandwidth;
+  if (units <= 0) return std::max(2.0 * m * n * k * batch / peak, memory);
+  const double per_unit = peak / units;
+  double best = 1e300;
+  for (const auto& [tm, tn] : kTiles) {
+    const double tiles = ceil_div(m, tm) * ceil_div(n, tn) * batch;
+    for (double split : {1.0, 2.0, 4.0, 8.0}) {
+      // Split-K only to fill an under-occupied device, and not below one 512-deep slice.
+      if (split > 1 && (tiles * split > 2.0 * units || k / split < 512)) break;
+      const double waves = ceil_div(tiles * split, units);
+      const double k_slice = ceil_div(k / split, kTileK) * kTileK;
+      const double compute = waves * 2.0 * tm * tn * k_slice / per_unit;
+      // Split-K writes fp32 partial tiles and reduces them: one more pass over C per slice.
+      const double partial_bytes = split > 1 ? batch * m * n * 4.0 * 2.0 * split : 0.0;
+      const double partials = partial_bytes / (partial_bytes <= l2_bytes ? 4.0 * bandwidth : bandwidth);
+      best = std::min(best, std::max(compute, memory) + partials);
+    }
+  }
+  return best;
+}
+
+// The softmax of each score (max, exp, sum, rescale) runs on the special-function units beside
+// the matmuls: H100 SXM5 has 989 TFLOPS of fp16 matmul but 3.9 TFLOPS of exp (FlashAttention-3,
+// Shah et al. 2024, sec. 3), so one exp costs as much time as 989 / 3.9 / 4 = 63 head-dim units of
+// the 4 d matmul FLOPs per score. Kernel efficiencies are calibrated at head dim 128; other head
+// dims scale by (1 + 63/d) / (1 + 63/128).
+constexpr double kSoftmaxHeadDims = 63.0;
+
+// Seconds for a fused attention kernel.
+double attention_time(const OpCount& c, double peak, double bandwidth, int units) {
+  const AttentionDims& a = c.attention;
+  const double memory = c.bytes() / bandwidth;
+  if (peak <= 0) return memory;
+  double compute = c.flops / peak;
+  if (a.head_dim > 0) {
+    compute *= (1.0 + kSoftmaxHeadDims / static_cast<double>(a.head_dim)) /
+               (1.0 + kSoftmaxHeadDims / 128.0);
+  }
+  if (units > 0 && a.seq_q > 0) {
+    // Wave quantization over (batch x head, 128-query block) CTAs.
+    const double ctas = a.batch_heads * ceil_div(static_cast<double>(a.seq_q), 128.0);
+    const double waves = ceil_div(ctas, units);
+    compute *= waves * units / std::max(ctas, 1.0);
+  }
+  return std::max(compute, memory);
+}
+
+}  // namespace
+
+OpCost KernelCostModel::cost(const OpCount& count, const DeviceSpec& device,
+                             const CostOptions& options) const {
+  OpCost c;
+  if (!count.launches_kernel) return c;
+  const KernelConstants& k = device.kernel;
+  const bool matrix = uses_matrix_units(count.op_class);
+  const PeakRate peak = peak_rate(device, count.compute_dtype, matrix, options.allow_tf32);
+  // A clock override scales the compute rates (a power-capped or down-clocked part); memory
+  // bandwidth does not follow the core clock.
+  const double clock_scale =
+      options.clock_hz > 0 && device.clock_hz > 0 ? options.clock_hz / device.clock_hz : 1.0;
+  const double bandwidth = device.memory_bandwidth_bytes_per_s * k.memory_efficiency;
+  c.peak_flops_per_s = peak.flops_per_s * clock_scale;
+  c.peak_fallback = peak.fallback;
+  c.memory_time_s = count.bytes() / bandwidth;
+
+  double body = 0.0;
+  if (count.op_class == OpClass::matmul && count.gemm.m > 0 && peak.flops_per_s > 0) {
+    const bool fp8 = count.compute_dtype == DType::fp8_e4m3 || count.compute_dtype == DType::fp8_e5m2;
+    const double sustained = c.peak_flops_per_s * (fp8 && k.fp8_matmul_efficiency > 0
+                                                       ? k.fp8_matmul_efficiency
+                                                       : k.matmul_efficiency);
+    const double elements = static_cast<double>(count.gemm.batch) *
+                            (static_cast<double>(count.gemm.m) * count.gemm.k +
+                             static_cast<double>(count.gemm.k) * count.gemm.n +
+                             static_cast<double>(count.gemm.m) * count.gemm.n);
+    // Bytes per element of the operands from the op's own traffic (weights may be packed).
+    const double per_element = elements > 0 ? count.bytes() / elements : 2.0;
+    body = gemm_time(count.gemm, sustained, bandwidth, device.num_compute_units, per_element,
+                     per_element, device.l2_cache_bytes);
+    c.compute_time_s = count.flops / sustained;
+  } else if (count.op_class == OpClass::attention && peak.flops_per_s > 0 &&
+             options.attention_impl == AttentionImpl::eager && !count.attention.backward) {
+    // Eager attention: S = Q K^T and O = P V as batched GEMMs, and the scores written, read by
+    // the softmax, written as probabilities and read again: four passes over [sq, sk], six with
+    // a causal mask applied to the scores (read and written once more).
+    const AttentionDims& a = count.attention;
+    const auto batch = static_cast<int64_t>(a.batch_heads);
+    const double sustained = c.peak_flops_per_s * k.matmul_efficiency;
+    const double element = static_cast<double>(size_bytes(count.compute_dtype));
+    const double scores = a.batch_heads * static_cast<double>(a.seq_q) * a.seq_k * element;
+    body = gemm_time({.m = a.seq_q, .n = a.seq_k, .k = a.head_dim, .batch = batch}, sustained,
+                     bandwidth, device.num_compute_units, element, element, device.l2_cache_bytes) +
+           gemm_time({.m = a.seq_q, .n = a.value_dim, .k = a.seq_k, .batch = batch}, sustained,
+                     bandwidth, device.num_compute_units, element, element, device.l2_cache_bytes) +
+           (a.causal ? 6.0 : 4.0) * scores / bandwidth + 2.0 * k.kernel_floor_s;
+    c.compute_time_s = count.flops / sustained;
+    c.memory_time_s += (a.causal ? 6.0 : 4.0) * scores / bandwidth;
+  } else if (count.op_class == OpClass::attention && peak.flops_per_s > 0) {
+    double efficiency = k.attention_efficiency;
+    if (count.attention.backward) {
+      efficiency = k.attention_backward_efficiency;
+    } else if (options.attention_impl == AttentionImpl::flash3 && k.flash3_efficiency > 0) {
+      efficiency = k.flash3_efficiency;
+    } else if (options.attention_impl == AttentionImpl::cudnn && k.cudnn_efficiency > 0) {
+      efficiency = k.cudnn_efficiency;
+    }
+    const double sustained = c.peak_flops_per_s * efficiency;
+    body = attention_time(count, sustained, bandwidth, device.num_compute_units);
+    c.compute_time_s = count.flops / sustained;
+  } else {
+    const double sustained = c.peak_flops_per_s * (matrix ? k.matmul_efficiency : 1.0);
+    c.compute_time_s = sustained > 0 ? count.flops / sustained : 0.0;
+    body = std::max(c.compute_time_s, c.memory_time_s);
+  }
+  c.bound = c.compute_time_s >= c.memory_time_s ? Bound::compute : Bound::memory;
+  // The host issues kernels asynchronously: a kernel shorter than the host's launch cost waits
+  // for the next launch (launch-bound), a longer one hides it. launch_overhead_s is the part of
+  // the op's time the device spends waiting for the host.
+  const bool library = count.op_class == OpClass::matmul || count.op_class == OpClass::attention;
+  const double device_time = body + (library ? k.kernel_floor_s : k.stream_floor_s);
+  const double launch =
+      options.include_launch_overhead && !options.cuda_graphs ? device.kernel_launch_overhead_s : 0.0;
+  c.launch_overhead_s = std::max(0.0, launch - device_time);
+  c.time_s = device_time + c.launch_overhead_s;
+  return c;
+}
+
+}  // namespace accelsim

@@ -1,0 +1,240 @@
+#include "accelsim/kernel_query.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "accelsim/error.h"
+#include "accelsim/graph.h"
+
+namespace accelsim {
+namespace {
+
+TensorId tensor(Graph& g, std::vector<int64_t> shape, DType dtype) {
+  TensorMeta t{.shape = std::move(shape), .dtype = dtype};
+  t.storage = g.add_storage({.size_bytes = t.logical_bytes(), .kind = StorageKind::activation});
+  return g.add_tensor(std::move(t));
+}
+
+// Passes over the elements a named streaming op makes: reads plus writes.
+double streaming_passes(const std::string& op) {
+  for (const char* unary : {"relu", "gelu", "silu", "sigmoid", "tanh", "exp", "neg", "copy", "cast",
+                            "rms_norm", "layer_norm", "softmax", "rope"}) {
+    if (op == unary) return 2.0;
+  }
+  for (const char* binary : {"add", "mul", "sub", "div"}) {
+    if (op == binary) return 3.0;
+  }
+  throw ConfigError("unknown memory-bound op '" + op +
+                    "' (known: relu, gelu, silu, sigmoid, tanh, exp, neg, copy, cast, add, mul, sub, "
+                    "div, rms_norm, layer_norm, softmax, rope)");
+}
+
+// The one-node graphs whose op the catalogue counts.
+std::vector<OpCount> counts_of(const KernelQuery& q) {
+  Graph g;
+  std::vector<OpCount> counts;
+  auto add = [&](const char* op, std::vector<TensorId> in, std::vector<TensorId> out,
+                 std::vector<Attr> attrs = {}) {
+    const NodeId n = g.add_node(Node{.op = op, .inputs = std::move(in), .outputs = std::move(out),
+                                     .attrs = std::move(attrs)});
+    counts.push_back(count_op(g, g.node(n)));
+  };
+  switch (q.kind) {
+    case KernelKind::matmul: {
+      ACCELSIM_CHECK(q.m > 0 && q.n > 0 && q.k > 0 && q.batch > 0,
+                     "a matmul needs positive m, n, k and batch");
+      if (q.batch == 1) {
+        add("mm", {tensor(g, {q.m, q.k}, q.dtype), tensor(g, {q.k, q.n}, q.dtype)},
+            {tensor(g, {q.m, q.n}, q.dtype)});
+      } else {
+        add("bmm", {tensor(g, {q.batch, q.m, q.k}, q.dtype), tensor(g, {q.batch, q.k, q.n}, q.dtype)},
+            {tensor(g, {q.batch, q.m, q.n}, q.dtype)});
+      }
+      break;
+    }
+    case KernelKind::attention: {
+      ACCELSIM_CHECK(q.batch > 0 && q.heads > 0 && q.seq_q > 0 && q.seq_k > 0 && q.head_dim > 0,
+                     "attention needs positive batch, heads, seq_q, seq_k and head_dim");
+      const int64_t kv = q.kv_heads > 0 ? q.kv_heads : q.heads;
+      ACCELSIM_CHECK(q.heads % kv == 0, "attention heads must be a multiple of the KV heads");
+      ACCELSIM_CHECK(q.forward || q.backward, "time the forward, the backward, or both");
+      const std::vector<int64_t> qs{q.batch, q.heads, q.seq_q, q.head_dim};
+      const std::vector<int64_t> ks{q.batch, kv, q.seq_k, q.head_dim};
+      const std::vector<Attr> attrs = {{"is_causal", q.causal}, {"enable_gqa", kv != q.heads}};
+      const TensorId query = tensor(g, qs, q.dtype), key = tensor(g, ks, q.dtype);
+      const TensorId value = tensor(g, ks, q.dtype), out = tensor(g, qs, q.dtype);
+      const TensorId lse = tensor(g, {q.batch, q.heads, q.seq_q}, DType::fp32);
+      if (q.forward) add("accel_sim::attention", {query, key, value}, {out, lse}, attrs);
+      if (q.backward) {
+        add("accel_sim::attention_backward", {tensor(g, qs, q.dtype), query, key, value, out, lse},
+            {tensor(g, qs, q.dtype), tensor(g, ks, q.dtype), tensor(g, ks, q.dtype)}, attrs);
+      }
+      break;
+    }
+    case KernelKind::memory: {
+      double bytes = q.bytes;
+      if (bytes <= 0) {
+        ACCELSIM_CHECK(q.elements > 0, "a memory-bound kernel needs its elements (or bytes)");
+        const double passes = streaming_passes(q.op);
+        bytes = passes * q.elements * static_cast<double>(size_bytes(q.dtype));
+      }
+      ACCELSIM_CHECK(bytes > 0, "a memory-bound kernel needs its bytes");
+      OpCount c;
+      c.op_class = OpClass::elementwise;
+      c.compute_dtype = DType::fp32;
+      c.flops = q.elements;
+      c.bytes_read = bytes;
+      counts.push_back(c);
+      break;
+    }
+  }
+  return counts;
+}
+
+}  // namespace
+
+KernelEstimate estimate_kernel(const KernelQuery& query, const DeviceSpec& device,
+                               std::string_view cost_model, const CostOptions& options) {
+  device.validate();
+  const std::unique_ptr<CostModel> model = make_cost_model(cost_model);
+  const RooflineCostModel roofline;
+  CostOptions o = options;
+  if (query.kind == KernelKind::attention) o.attention_impl = query.impl;
+  KernelEstimate e;
+  double longest = 0;
+  for (const OpCount& c : counts_of(query)) {
+    const OpCost cost = model->cost(c, device, o);
+    e.time_s += cost.time_s;
+    e.roofline_time_s += roofline.cost(c, device, o).time_s;
+    e.flops += c.flops;
+    e.bytes += c.bytes();
+    if (cost.time_s > longest) {
+      longest = cost.time_s;
+      e.bound = cost.bound;
+    }
+  }
+  return e;
+}
+
+ErrorStats error_stats(const std::vector<double>& predicted, const std::vector<double>& measured) {
+  ACCELSIM_CHECK(predicted.size() == measured.size(), "predicted and measured differ in length");
+  ErrorStats s;
+  s.rows = static_cast<int64_t>(predicted.size());
+  if (predicted.empty()) return s;
+  std::vector<double> abs_err, signed_err;
+  for (size_t i = 0; i < predicted.size(); ++i) {
+    ACCELSIM_CHECK(measured[i] > 0, "measured times must be positive");
+    const double e = predicted[i] / measured[i] - 1.0;
+    signed_err.push_back(e);
+    abs_err.push_back(std::abs(e));
+  }
+  // Quantiles by the nearest-rank-with-interpolation rule (numpy's default, "linear").
+  auto quantile = [](std::vector<double> v, double q) {
+    std::sort(v.begin(), v.end());
+    const double pos = q * static_cast<double>(v.size() - 1);
+    const auto lo = static_cast<size_t>(std::floor(pos));
+    const size_t hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+  };
+  s.median_abs_error = quantile(abs_err, 0.5);
+  s.p90_abs_error = quantile(abs_err, 0.9);
+  s.median_signed_error = quantile(signed_err, 0.5);
+  return s;
+}
+
+namespace {
+
+// Mean |log(predicted / measured)| of the rows selected by `pick` under constants `k` (the
+// mean, not the median, so that every row pulls on the constant).
+template <typename Pick>
+double fit_loss(const std::vector<KernelQuery>& queries, const std::vector<double>& measured,
+                DeviceSpec device, const KernelConstants& k, Pick pick) {
+  device.kernel = k;
+  std::vector<double> errors;
+  for (size_t i = 0; i < queries.size(); ++i) {
+    if (!pick(queries[i])) continue;
+    const double t = estimate_kernel(queries[i], device, "kernel", CostOptions{}).time_s;  // launches back to back
+    errors.push_back(std::abs(std::log(t / measured[i])));
+  }
+  if (errors.empty()) return -1;
+  double sum = 0;
+  for (double e : errors) sum += e;
+  return sum / static_cast<double>(errors.size());
+}
+
+// Grid search of one field over [lo, hi] in `steps` steps; keeps the field when no row applies.
+template <typename Pick>
+bool fit_field(const std::vector<KernelQuery>& queries, const std::vector<double>& measured,
+               const DeviceSpec& device, KernelConstants& k, double KernelConstants::*field,
+               double lo, double hi, int steps, Pick pick) {
+  // The current value stands unless a grid value does measurably better (rows that do not
+  // depend on the constant, e.g. bandwidth-bound GEMMs for the matmul efficiency, leave it).
+  const double current = fit_loss(queries, measured, device, k, pick);
+  if (current < 0) return false;
+  double best_value = k.*field, best = current * (1.0 - 1e-3);
+  for (int i = 0; i <= steps; ++i) {
+    KernelConstants trial = k;
+    trial.*field = lo + (hi - lo) * i / steps;
+    const double loss = fit_loss(queries, measured, device, trial, pick);
+    if (loss < best) {
+      best = loss;
+      best_value = trial.*field;
+    }
+  }
+  k.*field = best_value;
+  return true;
+}
+
+}  // namespace
+
+KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
+                                     const std::vector<double>& measured_s,
+                                     const DeviceSpec& device) {
+  ACCELSIM_CHECK(queries.size() == measured_s.size(), "queries and measurements differ in length");
+  KernelConstants k = device.kernel;
+  bool any = false;
+  auto memory = [](const KernelQuery& q) { return q.kind == KernelKind::memory; };
+  auto library = [](const KernelQuery& q) { return q.kind != KernelKind::memory; };
+  auto is_fp8 = [](DType d) { return d == DType::fp8_e4m3 || d == DType::fp8_e5m2; };
+  auto matmul = [&](const KernelQuery& q) { return q.kind == KernelKind::matmul && !is_fp8(q.dtype); };
+  auto fp8_matmul = [&](const KernelQuery& q) { return q.kind == KernelKind::matmul && is_fp8(q.dtype); };
+  auto attention = [](AttentionImpl impl, bool backward) {
+    return [=](const KernelQuery& q) {
+      return q.kind == KernelKind::attention && q.impl == impl && q.backward == backward &&
+             q.forward != backward;
+    };
+  };
+  // Coordinate descent: the floor and the bandwidth of streaming kernels from the memory-bound
+  // rows (small ones show the floor, large ones the bandwidth); the floor of library kernels,
+  // the matmul and the attention efficiencies from the GEMM and attention rows. The constants
+  // interact (a floor shifts every small kernel), so the passes repeat.
+  for (int round = 0; round < 3; ++round) {
+    any |= fit_field(queries, measured_s, device, k, &KernelConstants::stream_floor_s, 0.5e-6,
+                     20e-6, 78, memory);
+    any |= fit_field(queries, measured_s, device, k, &KernelConstants::memory_efficiency, 0.40,
+                     1.00, 60, memory);
+    any |= fit_field(queries, measured_s, device, k, &KernelConstants::kernel_floor_s, 0.5e-6,
+                     10e-6, 38, library);
+    any |= fit_field(queries, measured_s, device, k, &KernelConstants::matmul_efficiency, 0.30,
+                     1.00, 70, matmul);
+    if (k.fp8_matmul_efficiency <= 0) k.fp8_matmul_efficiency = k.matmul_efficiency;
+    any |= fit_field(queries, measured_s, device, k, &KernelConstants::fp8_matmul_efficiency, 0.30,
+                     1.00, 70, fp8_matmul);
+    any |= fit_field(queries, measured_s, device, k, &KernelConstants::attention_efficiency, 0.15,
+                     1.00, 85, attention(AttentionImpl::flash2, false));
+    any |= fit_field(queries, measured_s, device, k,
+                     &KernelConstants::attention_backward_efficiency, 0.15, 1.00, 85,
+                     attention(AttentionImpl::flash2, true));
+    any |= fit_field(queries, measured_s, device, k, &KernelConstants::flash3_efficiency, 0.15,
+                     1.00, 85, attention(AttentionImpl::flash3, false));
+    any |= fit_field(queries, measured_s, device, k, &KernelConstants::cudnn_efficiency, 0.15,
+                     1.00, 85, attention(AttentionImpl::cudnn, false));
+  }
+  k.calibrated = k.calibrated || any;
+  return k;
+}
+
+}  // namespace accelsim

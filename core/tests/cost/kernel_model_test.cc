@@ -1,0 +1,158 @@
+// The kernel cost model and its calibration, against times worked out by hand on round numbers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "accelsim/cost_model.h"
+#include "accelsim/error.h"
+#include "accelsim/kernel_query.h"
+#include "testing/round_device.h"
+
+namespace accelsim {
+namespace {
+
+// The round device with 108 compute units, perfect efficiencies and no floors, so that a time
+// is its tile and wave arithmetic alone.
+DeviceSpec ideal_device(int units = 108) {
+  DeviceSpec d = testing::round_device();
+  d.num_compute_units = units;
+  d.kernel = {.calibrated = true, .matmul_efficiency = 1.0, .attention_efficiency = 1.0,
+              .attention_backward_efficiency = 1.0, .memory_efficiency = 1.0,
+              .kernel_floor_s = 0.0, .stream_floor_s = 0.0};
+  return d;
+}
+
+CostOptions no_launch() {
+  CostOptions o;
+  o.include_launch_overhead = false;
+  return o;
+}
+
+KernelQuery matmul(int64_t m, int64_t n, int64_t k) {
+  return {.kind = KernelKind::matmul, .m = m, .n = n, .k = k};
+}
+
+TEST(KernelModelTest, GemmPaysForWholeTilesAndWaves) {
+  // 2048 x 2048 x 4096 bf16 on 108 units (A100's SM count), bandwidth made irrelevant.
+  // 256x128 tiles: 128 tiles, 2 waves = 2 tile-times of 2*256*128*4096 FLOPs at 100/108 TFLOP/s
+  // per unit; 128x64 tiles: 512 tiles, 5 waves of quarter-size tiles = 1.25 tile-times, the
+  // best of the tile list (64x64: 10 waves of eighth-size tiles, also 1.25). Split-K does not
+  // apply (128 tiles x 2 > 2 x 108). Time = 1.25 * 2*256*128*4096 * 108 / 100e12 s,
+  // 1.0546875 x the ideal 2*2048*2048*4096 / 100e12.
+  DeviceSpec d = ideal_device();
+  d.memory_bandwidth_bytes_per_s = 1e18;
+  const KernelEstimate e = estimate_kernel(matmul(2048, 2048, 4096), d, "kernel", no_launch());
+  const double ideal = 2.0 * 2048 * 2048 * 4096 / 100e12;
+  EXPECT_NEAR(e.time_s, 1.0546875 * ideal, 1e-15);
+  EXPECT_DOUBLE_EQ(e.roofline_time_s, ideal);
+  EXPECT_EQ(e.bound, Bound::compute);
+}
+
+TEST(KernelModelTest, SkinnyGemmIsBoundByItsWeights) {
+  // A decode GEMM, 1 x 8192 by 8192 x 8192 bf16: 2 * (8192 + 8192^2 + 8192) bytes at 1 TB/s
+  // times the 0.8 memory efficiency, plus the library kernel floor of 2 us.
+  DeviceSpec d = ideal_device();
+  d.kernel.memory_efficiency = 0.8;
+  d.kernel.kernel_floor_s = 2e-6;
+  const KernelEstimate e = estimate_kernel(matmul(1, 8192, 8192), d, "kernel", no_launch());
+  const double bytes = 2.0 * (8192 + 8192.0 * 8192 + 8192);
+  EXPECT_NEAR(e.time_s, bytes / 0.8e12 + 2e-6, 1e-15);
+  EXPECT_EQ(e.bound, Bound::memory);
+}
+
+TEST(KernelModelTest, StreamingKernelIsFloorPlusBytesOrWaitsForTheHost) {
+  // add over 1e6 bf16 elements: 3 passes = 6e6 bytes at 1 TB/s * 0.5 = 12 us, plus a 3 us floor.
+  DeviceSpec d = ideal_device();
+  d.kernel.memory_efficiency = 0.5;
+  d.kernel.stream_floor_s = 3e-6;
+  KernelQuery q{.kind = KernelKind::memory, .elements = 1e6, .op = "add"};
+  EXPECT_NEAR(estimate_kernel(q, d, "kernel", no_launch()).time_s, 15e-6, 1e-15);
+  // A host that needs 40 us per launch leaves the device waiting: 40 us per kernel.
+  d.kernel_launch_overhead_s = 40e-6;
+  const OpCount c{.flops = 1e6, .bytes_read = 6e6, .op_class = OpClass::elementwise};
+  const OpCost launch_bound = KernelCostModel().cost(c, d, CostOptions{});
+  EXPECT_NEAR(launch_bound.time_s, 40e-6, 1e-15);
+  EXPECT_NEAR(launch_bound.launch_overhead_s, 25e-6, 1e-15);
+  // ... unless it replays a CUDA graph.
+  CostOptions graphs;
+  graphs.cuda_graphs = true;
+  EXPECT_NEAR(KernelCostModel().cost(c, d, graphs).time_s, 15e-6, 1e-15);
+  q.op = "no_such_op";
+  EXPECT_THROW(estimate_kernel(q, d, "kernel", no_launch()), ConfigError);
+}
+
+TEST(KernelModelTest, AttentionScalesWithHeadDimAndClock) {
+  // With no compute units (no wave quantization) attention is its FLOPs at the sustained rate,
+  // times (1 + 63/d) / (1 + 63/128) for the softmax's exp work: head dim 64 costs
+  // (127/64) / (191/128) = 1.3298... of head dim 128 per FLOP.
+  DeviceSpec d = ideal_device(0);
+  d.memory_bandwidth_bytes_per_s = 1e18;
+  auto per_flop = [&](int64_t head_dim, CostOptions o) {
+    KernelQuery q{.kind = KernelKind::attention, .batch = 2, .heads = 8, .seq_q = 1024,
+                  .seq_k = 1024, .head_dim = head_dim};
+    const KernelEstimate e = estimate_kernel(q, d, "kernel", o);
+    return e.time_s / e.flops;
+  };
+  EXPECT_NEAR(per_flop(128, no_launch()), 1.0 / 100e12, 1e-27);
+  EXPECT_NEAR(per_flop(64, no_launch()) / per_flop(128, no_launch()), (127.0 / 64) / (191.0 / 128),
+              1e-12);
+  // Half the clock, half the compute rate.
+  d.clock_hz = 2e9;
+  CostOptions slow = no_launch();
+  slow.clock_hz = 1e9;
+  EXPECT_NEAR(per_flop(128, slow), 2.0 / 100e12, 1e-27);
+  // The backward runs at its own efficiency and counts 2.5x the forward's FLOPs.
+  d.clock_hz = 0;
+  d.kernel.attention_backward_efficiency = 0.5;
+  KernelQuery both{.kind = KernelKind::attention, .batch = 1, .heads = 4, .seq_q = 512,
+                   .seq_k = 512, .head_dim = 128, .forward = true, .backward = true};
+  const KernelEstimate e = estimate_kernel(both, d, "kernel", no_launch());
+  const double forward = 4.0 * 4 * 512 * 512 * 128;
+  EXPECT_DOUBLE_EQ(e.flops, 3.5 * forward);
+  EXPECT_NEAR(e.time_s, forward / 100e12 + 2.5 * forward / 50e12, 1e-15);
+}
+
+TEST(KernelModelTest, ErrorStatsAreMediansAndP90OfRelativeErrors) {
+  // |errors| 0.1, 0.2, 0, 0.5: median 0.15, p90 (linear) 0.2 + 0.7 * 0.3 = 0.41; signed
+  // errors 0.1, -0.2, 0, 0.5: median 0.05.
+  const ErrorStats s = error_stats({1.1, 0.8, 1.0, 1.5}, {1, 1, 1, 1});
+  EXPECT_EQ(s.rows, 4);
+  EXPECT_NEAR(s.median_abs_error, 0.15, 1e-12);
+  EXPECT_NEAR(s.p90_abs_error, 0.41, 1e-12);
+  EXPECT_NEAR(s.median_signed_error, 0.05, 1e-12);
+  EXPECT_THROW(error_stats({1.0}, {0.0}), ConfigError);
+}
+
+TEST(KernelModelTest, FitRecoversTheConstantsThatMadeTheMeasurements) {
+  // Measurements made by the model itself under known constants are fitted back from the
+  // defaults to the grid points they were made with.
+  DeviceSpec truth = ideal_device();
+  truth.kernel = {.calibrated = true, .matmul_efficiency = 0.6, .attention_efficiency = 0.4,
+                  .attention_backward_efficiency = 0.45, .memory_efficiency = 0.7,
+                  .kernel_floor_s = 4e-6, .stream_floor_s = 6e-6};
+  std::vector<KernelQuery> queries;
+  for (int64_t m : {1, 64, 1024, 4096, 8192}) queries.push_back(matmul(m, 4096, 4096));
+  for (int64_t s : {512, 2048, 8192}) {
+    queries.push_back({.kind = KernelKind::attention, .batch = 4, .heads = 16, .seq_q = s,
+                       .seq_k = s, .head_dim = 128});
+  }
+  for (double n : {1e4, 1e5, 1e6, 1e7, 1e8}) {
+    queries.push_back({.kind = KernelKind::memory, .elements = n, .op = "mul"});
+  }
+  std::vector<double> measured;
+  for (const KernelQuery& q : queries) {
+    measured.push_back(estimate_kernel(q, truth, "kernel", no_launch()).time_s);
+  }
+  DeviceSpec start = ideal_device();
+  start.kernel = KernelConstants{};
+  const KernelConstants k = fit_kernel_constants(queries, measured, start);
+  EXPECT_TRUE(k.calibrated);
+  EXPECT_NEAR(k.matmul_efficiency, 0.6, 0.011);
+  EXPECT_NEAR(k.attention_efficiency, 0.4, 0.011);
+  EXPECT_NEAR(k.memory_efficiency, 0.7, 0.011);
+  EXPECT_NEAR(k.stream_floor_s, 6e-6, 0.3e-6);
+  EXPECT_NEAR(k.kernel_floor_s, 4e-6, 0.3e-6);
+}
+
+}  // namespace
+}  // namespace accelsim

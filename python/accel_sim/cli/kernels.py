@@ -1,0 +1,203 @@
+"""`accel-sim kernel`, `validate` and `calibrate`: one kernel's time, the measured error of the
+cost models, and fitting a device's kernel constants. The numbers come from the C++ core."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+_DTYPES = ("bf16", "fp16", "fp32", "fp8", "tf32")
+_CORE_DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "fp8": "fp8_e4m3", "tf32": "fp32"}
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("kernel", help="time one kernel (matmul, attention, memory-bound) on a device")
+    kinds = p.add_subparsers(dest="kernel_kind", required=True, metavar="KIND")
+    for name, text in (("matmul", "a [batch x] M x K by K x N product"),
+                       ("attention", "fused attention (SDPA)"),
+                       ("memory", "a memory-bound op over N elements")):
+        k = kinds.add_parser(name, help=text)
+        k.add_argument("--device", default="h100", help="device name or alias (default: h100)")
+        k.add_argument("--dtype", choices=_DTYPES, default="bf16", help="element type (default: bf16; tf32: fp32 on TF32 tensor cores)")
+        k.add_argument("--cost-model", default="kernel", help="cost model (default: kernel)")
+        k.add_argument("--clock-mhz", type=float, help="core clock override (power-capped or down-clocked parts)")
+        k.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file; repeatable")
+        k.add_argument("--json", action="store_true", help="print JSON")
+        if name == "matmul":
+            for dim in ("m", "n", "k"):
+                k.add_argument(f"--{dim}", type=int, required=True)
+            k.add_argument("--batch", type=int, default=1, help="independent products (default: 1)")
+        elif name == "attention":
+            k.add_argument("--batch", type=int, default=1)
+            k.add_argument("--heads", type=int, required=True)
+            k.add_argument("--kv-heads", type=int, help="KV heads (GQA/MQA; default: --heads)")
+            k.add_argument("--seq-q", type=int, required=True)
+            k.add_argument("--seq-k", type=int, help="key length (default: --seq-q)")
+            k.add_argument("--head-dim", type=int, required=True)
+            k.add_argument("--causal", action="store_true")
+            k.add_argument("--backward", action="store_true", help="time the backward kernel (with --forward too: both)")
+            k.add_argument("--forward", action="store_true", help="with --backward: time forward and backward")
+            k.add_argument("--impl", choices=("flash2", "flash3", "cudnn", "eager"), default="flash2",
+                           help="implementation (default: flash2, what PyTorch's SDPA flash backend runs)")
+        else:
+            k.add_argument("--op", required=True, help="unary (relu, gelu, silu, exp, cast, copy), binary (add, mul, sub, div), rms_norm, layer_norm, softmax, rope")
+            k.add_argument("--elements", type=float, required=True, help="elements of the op's main input")
+
+    p = sub.add_parser("validate", help="measured error of the kernel model and the roofline, per device and class")
+    p.add_argument("--split", choices=("report", "fit", "all"), default="report", help="rows to report on (default: report, never used for fitting)")
+    p.add_argument("--data", metavar="FILE", help="kernel measurements (default: the shipped validation data)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("calibrate", help="fit a device's kernel constants (micro-benchmarks on a local GPU, or --data)")
+    p.add_argument("--device", required=True, help="device name or alias")
+    p.add_argument("--data", metavar="FILE", nargs="?", const="", help="fit from measured kernels instead of benchmarking (default file: the shipped validation data, its fit split)")
+    p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file; repeatable")
+
+
+def _spec(name: str, files: list[str]) -> Any:
+    from accel_sim.device import resolve_device
+
+    return resolve_device(name, files).spec
+
+
+def cmd_kernel(args: argparse.Namespace) -> int:
+    from accel_sim import _core
+    from accel_sim.errors import UsageError
+
+    spec = _spec(args.device, args.device_file)
+    q = _core.KernelQuery()
+    q.dtype = _core.parse_dtype(_CORE_DTYPES[args.dtype])
+    if args.kernel_kind == "matmul":
+        q.kind = _core.KernelKind.matmul
+        q.m, q.n, q.k, q.batch = args.m, args.n, args.k, args.batch
+        what = f"matmul {args.batch} x {args.m}x{args.k} @ {args.k}x{args.n}" if args.batch > 1 else f"matmul {args.m}x{args.k} @ {args.k}x{args.n}"
+    elif args.kernel_kind == "attention":
+        q.kind = _core.KernelKind.attention
+        q.batch, q.heads = args.batch, args.heads
+        q.kv_heads = args.kv_heads or args.heads
+        q.seq_q, q.seq_k, q.head_dim = args.seq_q, args.seq_k or args.seq_q, args.head_dim
+        q.causal = args.causal
+        q.backward = args.backward
+        q.forward = args.forward or not args.backward
+        q.impl = getattr(_core.AttentionImpl, args.impl)
+        passes = "forward + backward" if q.forward and q.backward else "backward" if q.backward else "forward"
+        what = (f"attention {args.impl} {passes}: batch {q.batch}, heads {q.heads}/{q.kv_heads}, "
+                f"seq {q.seq_q}x{q.seq_k}, head dim {q.head_dim}" + (", causal" if q.causal else ""))
+    else:
+        q.kind = _core.KernelKind.memory
+        q.op = args.op
+        q.elements = args.elements
+        what = f"{args.op} over {args.elements:,.0f} elements"
+    options = _core.CostOptions()
+    options.include_launch_overhead = False
+    options.allow_tf32 = args.dtype == "tf32"
+    if args.clock_mhz:
+        if args.clock_mhz <= 0:
+            raise UsageError("--clock-mhz must be positive")
+        options.clock_hz = args.clock_mhz * 1e6
+    try:
+        e = _core.estimate_kernel(q, spec, args.cost_model, options)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    tflops = e.flops / e.time_s / 1e12 if e.time_s > 0 else 0.0
+    if args.json:
+        print(json.dumps({
+            "kernel": args.kernel_kind, "what": what, "device": spec.id, "dtype": args.dtype,
+            "cost_model": args.cost_model, "time_s": e.time_s, "tflops": tflops,
+            "bandwidth_bytes_per_s": e.bytes / e.time_s if e.time_s > 0 else 0.0,
+            "bound": e.bound.name, "roofline_time_s": e.roofline_time_s, "flops": e.flops,
+            "bytes": e.bytes, "calibrated": spec.kernel.calibrated,
+        }, indent=1))
+        return 0
+    calibrated = "calibrated" if spec.kernel.calibrated else "uncalibrated constants"
+    print(f"accel-sim · {what} · {args.dtype} on {spec.name} ({args.cost_model} model, {calibrated})")
+    print(f"  time       {e.time_s * 1e6:,.2f} µs   ({e.bound.name}-bound; roofline {e.roofline_time_s * 1e6:,.2f} µs)")
+    print(f"  achieved   {tflops:,.1f} TFLOP/s · {e.bytes / e.time_s / 1e9:,.0f} GB/s" if e.time_s > 0 else "  achieved   -")
+    print(f"  work       {e.flops / 1e9:,.3f} GFLOP · {e.bytes / 1e6:,.3f} MB")
+    return 0
+
+
+def _devices(ids: set[str]) -> dict[str, Any]:
+    from accel_sim.device import resolve_device
+
+    out = {}
+    for device_id in sorted(ids):
+        try:
+            out[device_id] = resolve_device(device_id, []).spec
+        except Exception:  # noqa: BLE001 - a row for a device we do not ship is reported as such
+            continue
+    return out
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from accel_sim import validation
+    from accel_sim.report.tables import table
+
+    rows, skipped = validation.load_rows(args.data)
+    devices = _devices({r.device for r in rows})
+    splits = ("fit", "report") if args.split == "all" else (args.split,)
+    lines = []
+    for split in splits:
+        lines += [(split, line) for line in validation.validate(devices, rows, split)]
+    if args.json:
+        print(json.dumps({
+            "schema": "accel-sim/validate", "rows": len(rows), "skipped": skipped,
+            "lines": [{"split": s, "device": l.device, "class": l.kind, "calibrated": l.calibrated, "rows": l.kernel.rows,
+                       "kernel": {"median_abs_error": l.kernel.median_abs_error, "p90_abs_error": l.kernel.p90_abs_error,
+                                  "median_signed_error": l.kernel.median_signed_error},
+                       "roofline": {"median_abs_error": l.roofline.median_abs_error, "p90_abs_error": l.roofline.p90_abs_error,
+                                    "median_signed_error": l.roofline.median_signed_error}}
+                      for s, l in lines],
+        }, indent=1))
+        return 0
+    pct = lambda x: f"{x * 100:.1f}%"  # noqa: E731
+    print(f"accel-sim validate · {len(rows)} measured kernels · split: {args.split}\n")
+    print(table(["split", "device", "class", "rows", "kernel median", "kernel p90", "roofline median", "roofline p90", "constants"],
+                [(s, l.device, l.kind, l.kernel.rows, pct(l.kernel.median_abs_error), pct(l.kernel.p90_abs_error),
+                  pct(l.roofline.median_abs_error), pct(l.roofline.p90_abs_error),
+                  "calibrated" if l.calibrated else "uncalibrated") for s, l in lines],
+                [False, False, False, True, True, True, True, True, False]))
+    print(f"\n  |error| = |predicted / measured - 1|; data: {args.data or validation.data_path()}")
+    print("  left out (not one kernel, or no constants for the implementation): "
+          + ", ".join(f"{k} {v}" for k, v in sorted(skipped.items())))
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from accel_sim import _core, validation
+    from accel_sim.errors import UsageError
+
+    spec = _spec(args.device, args.device_file)
+    if args.data is None:
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is None or not torch.cuda.is_available():
+            raise UsageError("calibrate runs micro-benchmarks through PyTorch on a local GPU, and this machine has "
+                             "none; use --data [FILE] to fit from measured kernels instead")
+        raise UsageError("the GPU micro-benchmark sweep is not part of this version; measure with your own "
+                         "harness and fit with --data FILE (columns as in the shipped validation data)")
+    rows, _ = validation.load_rows(args.data or None)
+    before = validation.validate({spec.id: spec}, rows, "fit")
+    constants, n = validation.fit_device(spec, rows)
+    if n == 0:
+        raise UsageError(f"no fit-split measurements for device '{spec.id}' in {args.data or validation.data_path()}")
+    spec.kernel = constants
+    after = validation.validate({spec.id: spec}, rows, "fit")
+    for b, a in zip(before, after):
+        print(f"# {b.kind}: {a.kernel.rows} fit rows, median |error| {b.kernel.median_abs_error * 100:.1f}% -> "
+              f"{a.kernel.median_abs_error * 100:.1f}%")
+    k = constants
+    print("kernel:")
+    print("  calibrated: true")
+    for field in ("matmul_efficiency", "fp8_matmul_efficiency", "attention_efficiency", "attention_backward_efficiency",
+                  "flash3_efficiency", "cudnn_efficiency", "memory_efficiency"):
+        value = getattr(k, field)
+        if value > 0:
+            print(f"  {field}: {value:.3f}")
+    print(f"  kernel_floor_us: {k.kernel_floor_s * 1e6:.2f}")
+    print(f"  stream_floor_us: {k.stream_floor_s * 1e6:.2f}")
+    _ = _core  # the fit ran in the core
+    return 0

@@ -1,0 +1,151 @@
+"""Measured kernels against the cost models: the data, the fit split and the report split.
+
+The data (`data/validation/kernels.csv`, produced by `validation/extract_published.py` from the
+published measurements with their sources) holds one measured kernel per row, each assigned to
+`fit` (used by `accel-sim calibrate --data` to fit a device's kernel constants) or `report`
+(used only by `accel-sim validate` to report error). The C++ core times every row and computes
+the error statistics; this module reads rows and arranges the results.
+
+Rows the kernel model does not describe are left out and counted: attention implementations it
+has no constants for (Triton tutorials, FlashAttention-4), Liger's "full" timings, which
+include per-call overheads of a Python benchmark loop rather than one forward and one backward,
+HF's eager modules (an RMSNorm is seven kernels there), torch.compile's backward graphs and a
+norm's backward (per-block weight-gradient partials, then their sum), which are not one kernel.
+
+Measurements are device times of one kernel launched back to back (CUDA events, do_bench), so
+predictions leave out the host launch overhead of a model's eager loop.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.resources
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from accel_sim import _core
+from accel_sim.errors import UsageError
+
+CLASSES = ("gemm", "attention", "memory")
+_IMPLS = {"flash2", "flash3", "cudnn", "eager"}
+_DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "fp8": "fp8_e4m3", "tf32": "fp32"}
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    id: str
+    kind: str  # gemm | attention | memory
+    device: str
+    split: str  # fit | report
+    query: Any  # _core.KernelQuery
+    measured_s: float
+    source: str
+    label: str  # a short description for tables
+
+
+def data_path() -> Path:
+    return Path(str(importlib.resources.files("accel_sim") / "data" / "validation" / "kernels.csv"))
+
+
+def _int(row: dict, key: str, default: int = 0) -> int:
+    value = row.get(key, "")
+    return int(float(value)) if value not in ("", None) else default
+
+
+def _query(row: dict) -> tuple[Any, str] | None:
+    """The core query of a row, or None when the kernel model does not describe it."""
+    q = _core.KernelQuery()
+    q.dtype = _core.parse_dtype(_DTYPES[row["dtype"]])
+    kind = row["kind"]
+    if kind == "gemm":
+        if row["impl"] == "cutlass_actquant":  # the timing includes a quantization kernel
+            return None
+        q.kind = _core.KernelKind.matmul
+        q.m, q.n, q.k, q.batch = _int(row, "m"), _int(row, "n"), _int(row, "k"), _int(row, "batch", 1)
+        return q, f"{row['op']} {q.m}x{q.n}x{q.k}" + (f" x{q.batch}" if q.batch > 1 else "")
+    if kind == "attention":
+        if row["impl"] not in _IMPLS:
+            return None
+        q.kind = _core.KernelKind.attention
+        q.impl = getattr(_core.AttentionImpl, row["impl"])
+        q.batch, q.heads = _int(row, "batch"), _int(row, "heads")
+        q.kv_heads = _int(row, "kv_heads", q.heads)
+        q.seq_q, q.seq_k, q.head_dim = _int(row, "seq_q"), _int(row, "seq_k"), _int(row, "head_dim")
+        q.causal = row["causal"].lower() == "true"
+        direction = row["direction"]
+        q.forward = direction in ("forward", "forward+backward")
+        q.backward = direction in ("backward", "forward+backward")
+        if q.impl == _core.AttentionImpl.eager and q.backward:
+            return None
+        return q, f"{row['impl']} {direction} b{q.batch} h{q.heads} s{q.seq_q} d{q.head_dim}" + (" causal" if q.causal else "")
+    if kind == "memory":
+        # Not one kernel: Liger's "full" timings, HF's eager modules, a compiled backward graph,
+        # and a norm's backward (a kernel writing per-block weight-gradient partials, then their sum).
+        if (row["direction"] not in ("forward", "backward") or row["impl"] == "huggingface"
+                or (row["direction"] == "backward" and (row["impl"] == "torch_compile" or "norm" in row["op"]))):
+            return None
+        q.kind = _core.KernelKind.memory
+        q.bytes = float(row["bytes"])
+        q.elements = float(row["elements"] or 0)
+        return q, f"{row['op']} {row['impl']} {row['direction']} {q.bytes / 1e6:.1f} MB"
+    return None
+
+
+def load_rows(path: str | Path | None = None) -> tuple[list[KernelRow], dict[str, int]]:
+    """All rows the kernel model describes, and the number left out per reason."""
+    p = Path(path) if path else data_path()
+    if not p.is_file():
+        raise UsageError(f"validation data not found: {p}")
+    rows, skipped = [], {}
+    with open(p, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            made = _query(row) if row["dtype"] in _DTYPES else None
+            if made is None:
+                reason = f"{row['kind']} {row['impl'] or row['op']} {row['direction']}".strip()
+                skipped[reason] = skipped.get(reason, 0) + 1
+                continue
+            query, label = made
+            rows.append(KernelRow(row["id"], row["kind"], row["device"], row["split"], query,
+                                  float(row["measured_s"]), row["source"], label))
+    return rows, skipped
+
+
+def predict(rows: Iterable[KernelRow], spec: Any, cost_model: str) -> list[float]:
+    options = _core.CostOptions()
+    options.include_launch_overhead = False
+    return [_core.estimate_kernel(r.query, spec, cost_model, options).time_s for r in rows]
+
+
+def fit_device(spec: Any, rows: list[KernelRow]) -> Any:
+    """Kernel constants fitted on the device's `fit` rows (the core's grid search)."""
+    mine = [r for r in rows if r.device == spec.id and r.split == "fit"]
+    return _core.fit_kernel_constants([r.query for r in mine], [r.measured_s for r in mine], spec), len(mine)
+
+
+@dataclass(frozen=True)
+class ValidationLine:
+    device: str
+    kind: str
+    calibrated: bool
+    kernel: Any  # _core.ErrorStats
+    roofline: Any
+
+
+def validate(devices: dict[str, Any], rows: list[KernelRow], split: str = "report") -> list[ValidationLine]:
+    """Error of the kernel model and of the roofline per device and class, on one split."""
+    lines = []
+    for device_id in sorted({r.device for r in rows}):
+        spec = devices.get(device_id)
+        if spec is None:
+            continue
+        for kind in CLASSES:
+            mine = [r for r in rows if r.device == device_id and r.kind == kind and r.split == split]
+            if not mine:
+                continue
+            measured = [r.measured_s for r in mine]
+            lines.append(ValidationLine(
+                device_id, kind, spec.kernel.calibrated,
+                _core.error_stats(predict(mine, spec, "kernel"), measured),
+                _core.error_stats(predict(mine, spec, "roofline"), measured)))
+    return lines

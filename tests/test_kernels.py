@@ -1,0 +1,121 @@
+"""The kernel command, the validation report against measured kernels, and calibration."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli
+
+
+def test_kernel_matmul_reports_time_tflops_bound_and_the_roofline():
+    result = run_cli("kernel", "matmul", "--m", "8192", "--n", "8192", "--k", "8192", "--device", "h100", "--json")
+    assert result.returncode == 0, result.stderr
+    d = json.loads(result.stdout)
+    assert d["flops"] == 2 * 8192**3
+    # Roofline: 2 * 8192^3 FLOPs at the 989.4 TFLOP/s bf16 peak.
+    assert d["roofline_time_s"] == pytest.approx(2 * 8192**3 / 989.4e12, rel=1e-12)
+    # The kernel model sits above the roofline by at least the sustained fraction (MAMF 80.3%).
+    assert d["time_s"] >= d["roofline_time_s"] / 0.803
+    assert d["tflops"] == pytest.approx(d["flops"] / d["time_s"] / 1e12)
+    assert d["bound"] == "compute" and d["calibrated"] is True
+
+
+def test_kernel_attention_and_memory_forms():
+    fwd = json.loads(run_cli("kernel", "attention", "--batch", "4", "--heads", "32", "--kv-heads", "8",
+                             "--seq-q", "4096", "--head-dim", "128", "--causal", "--device", "h100", "--json").stdout)
+    both = json.loads(run_cli("kernel", "attention", "--batch", "4", "--heads", "32", "--kv-heads", "8",
+                              "--seq-q", "4096", "--head-dim", "128", "--causal", "--forward", "--backward",
+                              "--device", "h100", "--json").stdout)
+    # Causal forward: 4 * 4 * 32 heads * (4096 * 4097 / 2) pairs * 128; with backward 3.5x.
+    assert fwd["flops"] == 4 * 4 * 32 * (4096 * 4097 // 2) * 128
+    assert both["flops"] == pytest.approx(3.5 * fwd["flops"])
+    assert both["time_s"] > fwd["time_s"]
+    mem = json.loads(run_cli("kernel", "memory", "--op", "add", "--elements", "1e8", "--dtype", "bf16",
+                             "--device", "a100", "--json").stdout)
+    assert mem["bytes"] == 3 * 1e8 * 2 and mem["bound"] == "memory"
+    slow = json.loads(run_cli("kernel", "matmul", "--m", "8192", "--n", "8192", "--k", "8192", "--device", "h100",
+                              "--clock-mhz", "915", "--json").stdout)
+    # Half the 1830 MHz clock: about twice the compute-bound time.
+    big = json.loads(run_cli("kernel", "matmul", "--m", "8192", "--n", "8192", "--k", "8192", "--device", "h100",
+                             "--json").stdout)
+    assert slow["time_s"] == pytest.approx(2 * big["time_s"], rel=0.01)
+    bad = run_cli("kernel", "memory", "--op", "frobnicate", "--elements", "10", "--device", "h100")
+    assert bad.returncode == 2 and "unknown memory-bound op 'frobnicate'" in bad.stderr
+
+
+def test_validate_reports_the_kernel_model_against_measurements():
+    result = run_cli("validate", "--json")
+    assert result.returncode == 0, result.stderr
+    d = json.loads(result.stdout)
+    lines = {(l["device"], l["class"]): l for l in d["lines"]}
+    assert ("h100_sxm", "gemm") in lines and ("h100_sxm", "attention") in lines
+    for (device, cls), line in lines.items():
+        # On rows never used for fitting, the kernel model beats the roofline everywhere.
+        assert line["kernel"]["median_abs_error"] < line["roofline"]["median_abs_error"], (device, cls)
+    # Regression guard at today's measured levels (README table): H100 GEMM 12.0%, attention
+    # 13.8%, memory-bound 17.5%; B200 GEMM 9.3%, attention 6.5%; A100 memory-bound 5.7%.
+    limits = {("h100_sxm", "gemm"): 0.13, ("h100_sxm", "attention"): 0.15, ("h100_sxm", "memory"): 0.19,
+              ("b200", "gemm"): 0.10, ("b200", "attention"): 0.07, ("a100_80gb", "memory"): 0.06,
+              ("a100_pcie_80gb", "memory"): 0.12, ("h100_nvl", "memory"): 0.15}
+    for key, limit in limits.items():
+        assert lines[key]["kernel"]["median_abs_error"] <= limit, key
+    # At least 2x better than the roofline on H100 GEMMs and attention, and on A100 memory-bound kernels.
+    for key in (("h100_sxm", "gemm"), ("h100_sxm", "attention"), ("a100_80gb", "memory")):
+        assert lines[key]["kernel"]["median_abs_error"] * 2 <= lines[key]["roofline"]["median_abs_error"], key
+    text = run_cli("validate")
+    assert "kernel median" in text.stdout and "left out" in text.stdout
+
+
+def test_calibrate_needs_a_gpu_or_data():
+    no_gpu = run_cli("calibrate", "--device", "h100")
+    assert no_gpu.returncode == 2 and "local GPU" in no_gpu.stderr
+    fitted = run_cli("calibrate", "--device", "h100", "--data")
+    assert fitted.returncode == 0, fitted.stderr
+    # The shipped constants are the fit's fixed point: fitting again reproduces them.
+    assert "matmul_efficiency: 0.803" in fitted.stdout and "fp8_matmul_efficiency: 0.620" in fitted.stdout
+    none = run_cli("calibrate", "--device", "mi300x", "--data")
+    assert none.returncode == 2 and "no fit-split measurements" in none.stderr
+
+
+def test_device_file_kernel_section_is_checked(tmp_path):
+    from accel_sim.errors import UsageError
+    from accel_sim.io.device_file import load_device_file
+
+    good = tmp_path / "chip.yaml"
+    base = ("id: chip\nname: Chip\nvendor: Acme\nmemory_gib: 16\nmemory_bandwidth_gbs: 1000\n"
+            "peak_tflops: {bf16: 100}\n")
+    good.write_text(base + "kernel: {calibrated: true, matmul_efficiency: 0.7, kernel_floor_us: 2}\n"
+                    "sources: {peak_tflops: x, memory_gib: x, memory_bandwidth_gbs: x, kernel: fitted}\n")
+    spec = load_device_file(good).spec
+    assert spec.kernel.matmul_efficiency == 0.7 and spec.kernel.kernel_floor_s == pytest.approx(2e-6)
+    assert spec.kernel.calibrated is True
+    (tmp_path / "bad").mkdir()
+    bad = tmp_path / "bad" / "chip.yaml"
+    bad.write_text(base + "kernel: {matmul_efficiency: 1.7}\n"
+                   "sources: {peak_tflops: x, memory_gib: x, memory_bandwidth_gbs: x, kernel: fitted}\n")
+    with pytest.raises(UsageError, match="must be a fraction"):
+        load_device_file(bad)
+    (tmp_path / "unsourced").mkdir()
+    unsourced = tmp_path / "unsourced" / "chip.yaml"
+    unsourced.write_text(base + "kernel: {matmul_efficiency: 0.7}\n"
+                         "sources: {peak_tflops: x, memory_gib: x, memory_bandwidth_gbs: x}\n")
+    with pytest.raises(UsageError, match="sources.kernel"):
+        load_device_file(unsourced)
+
+
+def test_simulate_what_ifs_cuda_graphs_and_clock():
+    def latency(*extra):
+        r = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--json", "--no-ops", *extra)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["latency_s"]
+
+    # A batch-1 decode step is many short kernels: CUDA graphs remove the host's launch waits.
+    decode = ("--phase", "decode", "--context", "1024")
+    assert latency(*decode, "--cuda-graphs") < latency(*decode)
+    # A prefill is compute-bound: half the clock, close to twice the time.
+    prefill = ("--seq", "4096")
+    assert 1.7 < latency(*prefill, "--clock-mhz", "915") / latency(*prefill) < 2.0
+    roofline = latency(*prefill, "--cost-model", "roofline")
+    assert roofline < latency(*prefill)
