@@ -117,6 +117,12 @@ void bind_report(nb::module_& m) {
       .def_ro("p90_abs_error", &ErrorStats::p90_abs_error)
       .def_ro("median_signed_error", &ErrorStats::median_signed_error);
   m.def("error_stats", &error_stats, nb::arg("predicted"), nb::arg("measured"));
+  nb::class_<ClassErrors>(m, "ClassErrors")
+      .def(nb::init<>())
+      .def_rw("gemm", &ClassErrors::gemm)
+      .def_rw("attention", &ClassErrors::attention)
+      .def_rw("memory", &ClassErrors::memory);
+  m.def("latency_error_band", &latency_error_band, nb::arg("result"), nb::arg("errors"));
   m.def(
       "fit_kernel_constants",
       [](const std::vector<KernelQuery>& q, const std::vector<double>& t, const DeviceSpec& d) {

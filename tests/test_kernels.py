@@ -66,6 +66,8 @@ def test_validate_reports_the_kernel_model_against_measurements():
         assert lines[key]["kernel"]["median_abs_error"] * 2 <= lines[key]["roofline"]["median_abs_error"], key
     text = run_cli("validate")
     assert "kernel median" in text.stdout and "left out" in text.stdout
+    # AMD and TPU parts appear, as uncalibrated.
+    assert "mi300x" in d["uncalibrated_devices"] and "tpu_v5e" in d["uncalibrated_devices"]
 
 
 def test_calibrate_needs_a_gpu_or_data():
@@ -119,3 +121,17 @@ def test_simulate_what_ifs_cuda_graphs_and_clock():
     assert 1.7 < latency(*prefill, "--clock-mhz", "915") / latency(*prefill) < 2.0
     roofline = latency(*prefill, "--cost-model", "roofline")
     assert roofline < latency(*prefill)
+
+
+def test_latency_carries_an_error_band_from_the_measured_error():
+    def band(device):
+        r = run_cli("simulate", "--model", "llama-3-8b", "--device", device, "--json", "--no-ops")
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["latency_band"]
+
+    h100 = band("h100")
+    assert h100["basis"] == "measured on this device" and 0 < h100["fraction"] < 0.2
+    mi300x = band("mi300x")
+    assert mi300x["basis"] == "uncalibrated" and mi300x["fraction"] > h100["fraction"]
+    text = run_cli("compare", "--model", "llama-3-8b", "--devices", "h100,mi300x", "--phase", "decode")
+    assert "*" in text.stdout and "uncalibrated" in text.stdout

@@ -149,3 +149,45 @@ def validate(devices: dict[str, Any], rows: list[KernelRow], split: str = "repor
                 _core.error_stats(predict(mine, spec, "kernel"), measured),
                 _core.error_stats(predict(mine, spec, "roofline"), measured)))
     return lines
+
+
+_BAND_CACHE: dict[tuple[str, str], tuple[Any, str]] = {}
+
+
+def class_errors(spec: Any, cost_model: str) -> tuple[Any, str]:
+    """The measured error per op class of `cost_model` on this device, for latency bands.
+
+    Median |error| on the report split (rows never used for fitting) where the device has rows
+    of that class; otherwise the largest p90 any measured device shows for the class, and the
+    basis says "uncalibrated". Returns (_core.ClassErrors, basis)."""
+    key = (spec.id, cost_model)
+    if key in _BAND_CACHE:
+        return _BAND_CACHE[key]
+    from accel_sim.device import resolve_device
+
+    rows, _ = load_rows()
+    report = [r for r in rows if r.split == "report"]
+    errors, measured, fallback = _core.ClassErrors(), [], []
+    for kind, field in (("gemm", "gemm"), ("attention", "attention"), ("memory", "memory")):
+        mine = [r for r in report if r.device == spec.id and r.kind == kind]
+        if mine and spec.kernel.calibrated:
+            stats = _core.error_stats(predict(mine, spec, cost_model), [r.measured_s for r in mine])
+            setattr(errors, field, stats.median_abs_error)
+            measured.append(kind)
+            continue
+        worst = 0.0
+        for device_id in sorted({r.device for r in report if r.kind == kind}):
+            other = resolve_device(device_id, []).spec
+            theirs = [r for r in report if r.device == device_id and r.kind == kind]
+            worst = max(worst, _core.error_stats(predict(theirs, other, cost_model),
+                                                 [r.measured_s for r in theirs]).p90_abs_error)
+        setattr(errors, field, worst or 0.5)
+        fallback.append(kind)
+    if not fallback:
+        basis = "measured on this device"
+    elif not measured:
+        basis = "uncalibrated"
+    else:
+        basis = f"measured for {', '.join(measured)}; uncalibrated for {', '.join(fallback)}"
+    _BAND_CACHE[key] = (errors, basis)
+    return errors, basis

@@ -18,6 +18,7 @@
 #include "accelsim/cost_model.h"
 #include "accelsim/device.h"
 #include "accelsim/op_catalog.h"
+#include "accelsim/simulate.h"
 
 namespace accelsim {
 
@@ -76,5 +77,16 @@ ErrorStats error_stats(const std::vector<double>& predicted, const std::vector<d
 KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
                                      const std::vector<double>& measured_s,
                                      const DeviceSpec& device);
+
+// Measured |error| of a cost model per op class on one device (median over validation rows).
+struct ClassErrors {
+  double gemm = 0;       // matmul and convolution kernels
+  double attention = 0;  // fused attention
+  double memory = 0;     // every other kernel (memory-bound)
+};
+
+// The error band of a simulated latency as a fraction: the op classes' errors weighted by the
+// time each class takes in `result` (errors of one class are taken to add up, not to cancel).
+double latency_error_band(const SimulationResult& result, const ClassErrors& errors);
 
 }  // namespace accelsim

@@ -237,4 +237,19 @@ KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
   return k;
 }
 
+double latency_error_band(const SimulationResult& result, const ClassErrors& errors) {
+  double weighted = 0, total = 0;
+  for (const OpResult& op : result.ops) {
+    const OpClass c = op.count.op_class;
+    const double t = op.cost.time_s;
+    if (c == OpClass::communication || t <= 0) continue;
+    const double e = c == OpClass::matmul || c == OpClass::convolution ? errors.gemm
+                     : c == OpClass::attention                         ? errors.attention
+                                                                       : errors.memory;
+    weighted += t * e;
+    total += t;
+  }
+  return total > 0 ? weighted / total : 0.0;
+}
+
 }  // namespace accelsim

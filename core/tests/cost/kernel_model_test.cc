@@ -154,5 +154,23 @@ TEST(KernelModelTest, FitRecoversTheConstantsThatMadeTheMeasurements) {
   EXPECT_NEAR(k.kernel_floor_s, 4e-6, 0.3e-6);
 }
 
+TEST(KernelModelTest, LatencyBandWeighsEachClassErrorByItsTime) {
+  // 3 s of matmul at 10%, 1 s of attention at 20%, 1 s of elementwise at 30%; collectives are
+  // not timed here and do not count: (0.3 + 0.2 + 0.3) / 5 = 0.16.
+  SimulationResult r;
+  auto add = [&](OpClass c, double t) {
+    OpResult op;
+    op.count.op_class = c;
+    op.cost.time_s = t;
+    r.ops.push_back(op);
+  };
+  add(OpClass::matmul, 3.0);
+  add(OpClass::attention, 1.0);
+  add(OpClass::elementwise, 1.0);
+  add(OpClass::communication, 5.0);
+  EXPECT_NEAR(latency_error_band(r, {.gemm = 0.1, .attention = 0.2, .memory = 0.3}), 0.16, 1e-12);
+  EXPECT_EQ(latency_error_band(SimulationResult{}, {}), 0.0);
+}
+
 }  // namespace
 }  // namespace accelsim

@@ -140,9 +140,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     lines = []
     for split in splits:
         lines += [(split, line) for line in validation.validate(devices, rows, split)]
+    from accel_sim.device import catalog
+
+    unmeasured = sorted(e.spec.id for e in catalog().entries if e.spec.id not in devices)
     if args.json:
         print(json.dumps({
             "schema": "accel-sim/validate", "rows": len(rows), "skipped": skipped,
+            "uncalibrated_devices": unmeasured,
             "lines": [{"split": s, "device": l.device, "class": l.kind, "calibrated": l.calibrated, "rows": l.kernel.rows,
                        "kernel": {"median_abs_error": l.kernel.median_abs_error, "p90_abs_error": l.kernel.p90_abs_error,
                                   "median_signed_error": l.kernel.median_signed_error},
@@ -159,6 +163,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
                   "calibrated" if l.calibrated else "uncalibrated") for s, l in lines],
                 [False, False, False, True, True, True, True, True, False]))
     print(f"\n  |error| = |predicted / measured - 1|; data: {args.data or validation.data_path()}")
+    print("  no kernel measurements (uncalibrated: MAMF-based matmul efficiency where published, model defaults "
+          "otherwise; latency bands use the widest measured p90): " + ", ".join(unmeasured))
     print("  left out (not one kernel, or no constants for the implementation): "
           + ", ".join(f"{k} {v}" for k, v in sorted(skipped.items())))
     return 0

@@ -48,6 +48,7 @@ def simulation_to_dict(report: Any, include_ops: bool = True) -> dict:
         "capture": {k: v for k, v in report.metadata.items() if k != "model_info"},
         "model_info": report.model_info,
         "latency_s": r.latency_s,
+        "latency_band": dict(zip(("fraction", "basis"), report.latency_band)),
         "peak_memory_bytes": m.peak_bytes,
         "memory_capacity_bytes": r.memory_capacity_bytes,
         "fits": r.fits,

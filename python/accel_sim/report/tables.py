@@ -59,10 +59,12 @@ def simulation_text(report: Any, top: int = 10) -> str:
     spec = report.device.spec
     lines = [f"accel-sim · {report.name or 'graph'} on {spec.name} ({report.options.cost_model})", ""]
     total = r.latency_s or 1.0
+    band, basis = report.latency_band
+    lines.append(f"  latency      {ms(r.latency_s)} ±{band * 100:.0f}%   (band: the model's measured error, {basis})")
     lines.append(
-        f"  latency      {ms(r.latency_s)}   (compute-bound ops {r.compute_bound_time_s / total * 100:.0f}% · "
-        f"memory-bound ops {r.memory_bound_time_s / total * 100:.0f}% · of which launch overhead "
-        f"{r.launch_overhead_time_s / total * 100:.0f}%)"
+        f"               compute-bound ops {r.compute_bound_time_s / total * 100:.0f}% · "
+        f"memory-bound ops {r.memory_bound_time_s / total * 100:.0f}% · waiting on kernel launches "
+        f"{r.launch_overhead_time_s / total * 100:.0f}%"
     )
     verdict = "✓ fits" if r.fits else "✗ OOM"
     peak = report.peak_op
@@ -138,7 +140,7 @@ def comparison_text(compare: Any) -> str:
         rows.append(
             (
                 report.device.id,
-                ms(r.latency_s),
+                f"{ms(r.latency_s)} ±{report.latency_band[0] * 100:.0f}%" + ("" if report.latency_band[1].startswith("measured on") else "*"),
                 f"{v.speedup_vs_slowest:.2f}x",
                 gib(r.memory.peak_bytes),
                 gib(r.memory_capacity_bytes),
@@ -155,6 +157,7 @@ def comparison_text(compare: Any) -> str:
             [False, True, True, True, True, False, False, True, True],
         )
     )
+    lines.append("  latency ± the cost model's measured error on that device; * = no measurements there (uncalibrated, wider band)")
     lines.append("")
     fastest, best = compare.fastest, compare.best_value
     lines.append(f"  fastest:    {fastest.device.id} ({ms(fastest.latency_s)})" if fastest else "  fastest:    none fits")
