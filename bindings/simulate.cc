@@ -65,10 +65,12 @@ void bind_simulate(nb::module_& m) {
       .def(nb::init<>())
       .def_rw("cost_model", &SimulateOptions::cost_model)
       .def_rw("cost", &SimulateOptions::cost)
-      .def_rw("release_policy", &SimulateOptions::release_policy);
+      .def_rw("release_policy", &SimulateOptions::release_policy)
+      .def_rw("fuse_elementwise", &SimulateOptions::fuse_elementwise);
 
   nb::class_<OpResult>(m, "OpResult")
       .def_ro("node", &OpResult::node)
+      .def_ro("fused_into", &OpResult::fused_into)
       .def_ro("count", &OpResult::count)
       .def_ro("cost", &OpResult::cost)
       .def_ro("start_s", &OpResult::start_s)

@@ -135,3 +135,20 @@ def test_latency_carries_an_error_band_from_the_measured_error():
     assert mi300x["basis"] == "uncalibrated" and mi300x["fraction"] > h100["fraction"]
     text = run_cli("compare", "--model", "llama-3-8b", "--devices", "h100,mi300x", "--phase", "decode")
     assert "*" in text.stdout and "uncalibrated" in text.stdout
+
+
+def test_fusion_what_if_reports_what_torch_compile_style_fusion_would_save():
+    def run(*extra):
+        r = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--kernels", "hf-eager", "--seq", "512",
+                    "--json", "--no-ops", *extra)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    eager, fused = run(), run("--fuse")
+    assert fused["fused"] is True and fused["fusion_gain_s"] == 0
+    assert fused["num_kernels"] < eager["num_kernels"]
+    # The gain the unfused report states is exactly the fused run's saving.
+    assert eager["fusion_gain_s"] == pytest.approx(eager["latency_s"] - fused["latency_s"], rel=1e-9)
+    assert eager["fusion_gain_s"] > 0.05 * eager["latency_s"]
+    # Fusion moves fewer bytes and does the same arithmetic.
+    assert fused["bytes"] < eager["bytes"] and fused["flops"] == pytest.approx(eager["flops"])

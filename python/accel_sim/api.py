@@ -40,6 +40,7 @@ class OpRow:
     module_type: str
     source: str
     pass_name: str  # forward | backward | optimizer
+    fused_into: int  # with fuse: index of the chain's first op, which carries its time; -1 otherwise
     op_class: str
     bound: str
     flops: float
@@ -201,7 +202,7 @@ def build_model_graph(
 
 
 def _options(cost_model: str, tf32: bool, launch_overhead: bool, free_at_last_use: bool = False,
-             cuda_graphs: bool = False, clock_mhz: float | None = None) -> Any:
+             cuda_graphs: bool = False, clock_mhz: float | None = None, fuse: bool = False) -> Any:
     options = _core.SimulateOptions()
     options.release_policy = _core.ReleasePolicy.last_use if free_at_last_use else _core.ReleasePolicy.recorded
     if cost_model not in _core.cost_model_names():
@@ -211,6 +212,7 @@ def _options(cost_model: str, tf32: bool, launch_overhead: bool, free_at_last_us
     options.cost.allow_tf32 = tf32
     options.cost.include_launch_overhead = launch_overhead
     options.cost.cuda_graphs = cuda_graphs
+    options.fuse_elementwise = fuse
     if clock_mhz is not None:
         if clock_mhz <= 0:
             raise UsageError("the clock override must be positive (MHz)")
@@ -240,6 +242,19 @@ class SimulationReport:
     @property
     def latency_s(self) -> float:
         return self.result.latency_s
+
+    @property
+    def fusion_gain_s(self) -> float:
+        """Time torch.compile-style fusion of elementwise chains would save (0 when already fused):
+        the core simulates the graph again with fuse_elementwise."""
+        if self.options.fuse_elementwise:
+            return 0.0
+        if not hasattr(self, "_fusion_gain_s"):
+            fused = _core.SimulateOptions()
+            fused.cost_model, fused.cost, fused.release_policy = self.options.cost_model, self.options.cost, self.options.release_policy
+            fused.fuse_elementwise = True
+            self._fusion_gain_s = self.result.latency_s - _core.simulate(self.graph, self.device.spec, fused).latency_s
+        return self._fusion_gain_s
 
     @property
     def latency_band(self) -> tuple[float, str]:
@@ -297,6 +312,7 @@ class SimulationReport:
                     module_type=node.module_type,
                     source=node.source,
                     pass_name=node.pass_name,
+                    fused_into=r.fused_into,
                     op_class=r.count.op_class.name,
                     bound=r.cost.bound.name,
                     flops=r.count.flops,
@@ -367,6 +383,7 @@ def simulate(
     device_files: Sequence[str] = (),
     cuda_graphs: bool = False,
     clock_mhz: float | None = None,
+    fuse: bool = False,
 ) -> SimulationReport:
     """Simulates `model_or_graph` (an nn.Module with example inputs, a graph dict, a graph file
     or a script path) on `device` (a name, a Device, or a DeviceProfile).
@@ -376,7 +393,7 @@ def simulate(
     activation after its last use instead, as a memory-planning compiler would.
     """
     dev = resolve_device(device, list(device_files))
-    options = _options(cost_model, tf32, launch_overhead, free_at_last_use, cuda_graphs, clock_mhz)
+    options = _options(cost_model, tf32, launch_overhead, free_at_last_use, cuda_graphs, clock_mhz, fuse)
     graph, metadata = _as_graph(model_or_graph, example_inputs, dtype)
     result = _core.simulate(graph, dev.spec, options)
     return SimulationReport(graph, dev, result, options, metadata)
@@ -395,12 +412,13 @@ def compare(
     device_files: Sequence[str] = (),
     cuda_graphs: bool = False,
     clock_mhz: float | None = None,
+    fuse: bool = False,
 ) -> CompareReport:
     """Captures once, simulates on every device and returns the core's comparison."""
     if not devices:
         raise UsageError("compare needs at least one device")
     devs = [resolve_device(d, list(device_files)) for d in devices]
-    options = _options(cost_model, tf32, launch_overhead, free_at_last_use, cuda_graphs, clock_mhz)
+    options = _options(cost_model, tf32, launch_overhead, free_at_last_use, cuda_graphs, clock_mhz, fuse)
     graph, metadata = _as_graph(model_or_graph, example_inputs, dtype)
     reports = [SimulationReport(graph, d, _core.simulate(graph, d.spec, options), options, metadata) for d in devs]
     comparison = _core.compare_devices([r.result for r in reports], [d.spec for d in devs])

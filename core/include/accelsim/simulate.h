@@ -25,10 +25,16 @@ struct SimulateOptions {
   CostOptions cost;
   // How activations are released (memory.h). Default: as the captured program released them.
   ReleasePolicy release_policy = ReleasePolicy::recorded;
+  // Cost each chain of consecutive memory-bound ops (pointwise, casts, copies, reductions,
+  // norms, softmax), each consuming the chain's own results, as one kernel, the way
+  // torch.compile (Inductor) fuses them: one launch, and only the tensors that enter or leave the
+  // chain touch memory. The first op of a chain carries its cost; the others are marked fused.
+  bool fuse_elementwise = false;
 };
 
 struct OpResult {
   NodeId node = kNoNode;
+  NodeId fused_into = kNoNode;  // with fuse_elementwise: the chain's first op, which carries its cost
   OpCount count;
   OpCost cost;
   double start_s = 0.0;

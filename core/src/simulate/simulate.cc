@@ -25,6 +25,95 @@ DType dominant_matrix_dtype(const std::vector<OpResult>& ops) {
   return best;
 }
 
+bool fusible(const OpCount& c) {
+  switch (c.op_class) {
+    case OpClass::elementwise:
+    case OpClass::copy:
+    case OpClass::reduction:
+    case OpClass::normalization:
+    case OpClass::softmax: return c.known && c.launches_kernel;
+    default: return false;
+  }
+}
+
+// Chains of fusible ops (SimulateOptions::fuse_elementwise): per node, the first node of its
+// chain (itself when alone). A node joins the running chain when it is fusible and reads a
+// storage the chain wrote.
+std::vector<NodeId> fusion_chains(const Graph& g, const std::vector<OpCount>& counts) {
+  const auto nodes = g.nodes();
+  std::vector<NodeId> leader(nodes.size());
+  std::vector<NodeId> writer_chain(g.storages().size(), kNoNode);  // chain that last wrote it
+  NodeId current = kNoNode;
+  for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
+    leader[n] = n;
+    if (!fusible(counts[n])) {
+      current = kNoNode;
+      continue;
+    }
+    bool joins = false;
+    for (TensorId t : nodes[n].inputs) {
+      joins = joins || (current != kNoNode && writer_chain[g.tensor(t).storage] == current);
+    }
+    current = joins ? current : n;
+    leader[n] = current;
+    for (TensorId t : nodes[n].outputs) writer_chain[g.tensor(t).storage] = current;
+  }
+  return leader;
+}
+
+// The work of each chain as one kernel: its FLOPs, and the bytes of the storages that are not
+// internal to it (an internal storage is an activation first and last touched inside the chain
+// and not a graph output), each read or written once. Members other than the leader are zeroed.
+void fuse_counts(const Graph& g, const std::vector<NodeId>& leader, std::vector<OpCount>& counts) {
+  const auto nodes = g.nodes();
+  const size_t storages = g.storages().size();
+  std::vector<NodeId> first(storages, kNoNode), last(storages, kNoNode);
+  for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
+    for (const auto* list : {&nodes[n].inputs, &nodes[n].outputs}) {
+      for (TensorId t : *list) {
+        const StorageId s = g.tensor(t).storage;
+        if (first[s] == kNoNode) first[s] = n;
+        last[s] = n;
+      }
+    }
+  }
+  std::vector<char> is_output(storages, 0);
+  for (TensorId t : g.outputs()) is_output[g.tensor(t).storage] = 1;
+  std::vector<NodeId> seen_read(storages, kNoNode), seen_write(storages, kNoNode);
+  for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
+    const NodeId lead = leader[n];
+    const bool chained = lead != n || (n + 1 < static_cast<NodeId>(nodes.size()) && leader[n + 1] == n);
+    if (!chained) continue;
+    OpCount& head = counts[lead];
+    if (lead == n) {
+      head.bytes_read = head.bytes_written = 0;
+    } else {
+      head.flops += counts[n].flops;
+    }
+    auto internal = [&](StorageId s) {
+      return g.storage(s).kind == StorageKind::activation && !is_output[s] &&
+             first[s] != kNoNode && leader[first[s]] == lead && leader[last[s]] == lead;
+    };
+    for (TensorId t : nodes[n].inputs) {
+      const StorageId s = g.tensor(t).storage;
+      if (internal(s) || seen_read[s] == lead) continue;
+      seen_read[s] = lead;
+      head.bytes_read += static_cast<double>(g.tensor(t).accessed_bytes());
+    }
+    for (TensorId t : nodes[n].outputs) {
+      const StorageId s = g.tensor(t).storage;
+      if (internal(s) || seen_write[s] == lead) continue;
+      seen_write[s] = lead;
+      head.bytes_written += static_cast<double>(g.tensor(t).accessed_bytes());
+    }
+    if (lead != n) {
+      const OpClass cls = counts[n].op_class;
+      counts[n] = OpCount{.op_class = cls, .compute_dtype = counts[n].compute_dtype,
+                          .launches_kernel = false};
+    }
+  }
+}
+
 }  // namespace
 
 SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
@@ -37,12 +126,21 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
   const auto nodes = graph.nodes();
   r.ops.reserve(nodes.size());
 
+  std::vector<OpCount> counts(nodes.size());
+  for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) counts[n] = count_op(graph, nodes[n]);
+  std::vector<NodeId> leader;
+  if (options.fuse_elementwise) {
+    leader = fusion_chains(graph, counts);
+    fuse_counts(graph, leader, counts);
+  }
+
   std::map<std::string, size_t> uncovered_index;
   double clock_s = 0.0;
   for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
     OpResult op;
     op.node = n;
-    op.count = count_op(graph, nodes[n]);
+    if (!leader.empty() && leader[n] != n) op.fused_into = leader[n];
+    op.count = counts[n];
     op.cost = model->cost(op.count, device, options.cost);
     op.start_s = clock_s;
     clock_s += op.cost.time_s;

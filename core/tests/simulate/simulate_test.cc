@@ -85,3 +85,46 @@ TEST(SimulateTest, RejectsInvalidDeviceAndCostModel) {
 
 }  // namespace
 }  // namespace accelsim
+
+namespace accelsim {
+namespace {
+
+TEST(FusionTest, ElementwiseChainBecomesOneKernelTouchingOnlyItsInputsAndOutputs) {
+  // x [1M] fp32 -> relu -> mul -> add(., x) -> graph output; then an mm breaks the chain and a
+  // lone relu after it stays alone. Unfused the chain moves 8 + 8 + 12 MB in three launches;
+  // fused it reads x once and writes the output once: 8 MB, one 1 us launch (round device:
+  // 1 TB/s): 9 us instead of 31 us.
+  Graph g;
+  const TensorId x = testing::new_tensor(g, {1000000}, DType::fp32, StorageKind::input);
+  const TensorId a = testing::new_tensor(g, {1000000});
+  const TensorId b = testing::new_tensor(g, {1000000});
+  const TensorId c = testing::new_tensor(g, {1000000});
+  testing::add(g, "relu", {x}, {a});
+  testing::add(g, "mul", {a}, {b});
+  testing::add(g, "add", {b, x}, {c});
+  const TensorId m = testing::new_tensor(g, {1000, 1000});
+  const TensorId w = testing::new_tensor(g, {1000, 1000}, DType::fp32, StorageKind::parameter);
+  const TensorId y = testing::new_tensor(g, {1000, 1000});
+  testing::add(g, "mm", {testing::view_of(g, c, {1000, 1000}), w}, {y});
+  const TensorId z = testing::new_tensor(g, {1000, 1000});
+  testing::add(g, "relu", {y}, {z});
+  g.add_output(z);
+  SimulateOptions fused;
+  fused.fuse_elementwise = true;
+  const SimulationResult plain = simulate(g, testing::round_device(), {});
+  const SimulationResult r = simulate(g, testing::round_device(), fused);
+  EXPECT_NEAR(plain.ops[0].cost.time_s + plain.ops[1].cost.time_s + plain.ops[2].cost.time_s, 31e-6, 1e-12);
+  EXPECT_NEAR(r.ops[0].cost.time_s, 9e-6, 1e-12);
+  EXPECT_DOUBLE_EQ(r.ops[0].count.flops, 3e6);
+  EXPECT_EQ(r.ops[1].fused_into, 0);
+  EXPECT_EQ(r.ops[2].fused_into, 0);
+  EXPECT_EQ(r.ops[1].cost.time_s, 0.0);
+  EXPECT_EQ(r.ops[3].fused_into, kNoNode);  // the mm
+  EXPECT_EQ(r.ops[4].fused_into, kNoNode);  // the lone relu after it
+  EXPECT_DOUBLE_EQ(r.ops[4].cost.time_s, plain.ops[4].cost.time_s);
+  EXPECT_EQ(r.num_kernels, plain.num_kernels - 2);
+  EXPECT_NEAR(plain.latency_s - r.latency_s, 22e-6, 1e-12);
+}
+
+}  // namespace
+}  // namespace accelsim

@@ -111,6 +111,12 @@ def simulation_text(report: Any, top: int = 10) -> str:
         f"  utilization  compute {r.compute_utilization * 100:.1f}% of {si(r.reference_peak_flops_per_s, 'FLOP/s')} · "
         f"bandwidth {r.bandwidth_utilization * 100:.1f}% of {si(spec.memory_bandwidth_bytes_per_s, 'B/s')}"
     )
+    gain = report.fusion_gain_s
+    if gain > 0:
+        lines.append(f"  fusion       fusing elementwise chains into single kernels (torch.compile) would save "
+                     f"{ms(gain)} ({gain / total * 100:.1f}%); --fuse costs the graph that way")
+    elif report.options.fuse_elementwise:
+        lines.append("  fusion       elementwise chains costed as single kernels (--fuse)")
     lines += ["", "Time by op type", _groups_table(report.groups("op"), top)]
     layers = report.groups("layer")
     if any(g.name != "(top level)" for g in layers):
