@@ -74,7 +74,8 @@ void bind_simulate(nb::module_& m) {
       .def_ro("count", &OpResult::count)
       .def_ro("cost", &OpResult::cost)
       .def_ro("start_s", &OpResult::start_s)
-      .def_ro("end_s", &OpResult::end_s);
+      .def_ro("end_s", &OpResult::end_s)
+      .def_ro("energy_j", &OpResult::energy_j);
 
   nb::class_<UncoveredOp>(m, "UncoveredOp")
       .def_ro("op", &UncoveredOp::op)
@@ -92,6 +93,7 @@ void bind_simulate(nb::module_& m) {
       .def_ro("forward_time_s", &SimulationResult::forward_time_s)
       .def_ro("backward_time_s", &SimulationResult::backward_time_s)
       .def_ro("optimizer_time_s", &SimulationResult::optimizer_time_s)
+      .def_ro("energy_j", &SimulationResult::energy_j)
       .def_ro("num_kernels", &SimulationResult::num_kernels)
       .def_ro("num_collectives", &SimulationResult::num_collectives)
       .def_ro("communication_bytes", &SimulationResult::communication_bytes)

@@ -152,3 +152,14 @@ def test_fusion_what_if_reports_what_torch_compile_style_fusion_would_save():
     assert eager["fusion_gain_s"] > 0.05 * eager["latency_s"]
     # Fusion moves fewer bytes and does the same arithmetic.
     assert fused["bytes"] < eager["bytes"] and fused["flops"] == pytest.approx(eager["flops"])
+
+
+def test_energy_is_reported_as_a_bounded_estimate():
+    r = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--seq", "1024", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    # Never above the 700 W TDP for the run's time, never below the 15% idle draw.
+    assert 0.15 * 700 * d["latency_s"] <= d["energy_j"] <= 700 * d["latency_s"] * (1 + 1e-9)
+    assert sum(op["energy_j"] for op in d["ops"]) == pytest.approx(d["energy_j"])
+    text = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--seq", "1024")
+    assert "energy" in text.stdout and "estimate" in text.stdout

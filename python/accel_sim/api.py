@@ -51,6 +51,7 @@ class OpRow:
     compute_time_s: float
     memory_time_s: float
     launch_overhead_s: float
+    energy_j: float
     known: bool
     input_shapes: list[list[int]]
     output_shapes: list[list[int]]
@@ -323,6 +324,7 @@ class SimulationReport:
                     compute_time_s=r.cost.compute_time_s,
                     memory_time_s=r.cost.memory_time_s,
                     launch_overhead_s=r.cost.launch_overhead_s,
+                    energy_j=r.energy_j,
                     known=r.count.known,
                     input_shapes=[list(g.tensor(t).shape) for t in node.inputs],
                     output_shapes=[list(g.tensor(t).shape) for t in node.outputs],

@@ -39,6 +39,7 @@ struct OpResult {
   OpCost cost;
   double start_s = 0.0;
   double end_s = 0.0;
+  double energy_j = 0.0;  // estimate (see SimulationResult::energy_j)
 };
 
 // An op the catalogue does not know: how often it ran and the time it was charged.
@@ -68,6 +69,10 @@ struct SimulationResult {
   double compute_utilization = 0.0;
   double bandwidth_utilization = 0.0;
   double reference_peak_flops_per_s = 0.0;  // the peak compute_utilization is relative to
+  // Energy estimate of the run from an activity model: each op draws the device's idle power
+  // for its time plus energy per FLOP and per byte moved, and never more than the TDP for its
+  // time (core/src/simulate/simulate.cc names the constants). 0 when the TDP is unknown.
+  double energy_j = 0.0;
   MemoryProfile memory;
   double memory_capacity_bytes = 0.0;
   bool fits = true;

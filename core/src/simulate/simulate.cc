@@ -1,5 +1,6 @@
 #include "accelsim/simulate.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -23,6 +24,24 @@ DType dominant_matrix_dtype(const std::vector<OpResult>& ops) {
     }
   }
   return best;
+}
+
+// Activity-based energy of one op, an estimate:
+//   E = t * P_idle + FLOPs * e_flop + bytes * e_byte, at most t * TDP.
+// P_idle = 15% of TDP: datacenter GPUs idle at 10-20% of their TDP (e.g. 62 W measured on a
+// 400 W A100-80GB, github.com/chuyishang/inference-energy results_paste.md). e_byte = 32 pJ/B:
+// HBM2 moves data at about 3.9 pJ/bit (O'Connor et al., "Fine-Grained DRAM", MICRO 2017).
+// e_flop apportions what is left of the TDP at the op's peak rate, (TDP - P_idle) / peak, so an
+// op running at its peak draws the TDP (a power-at-peak bound, not a measurement).
+constexpr double kIdleFractionOfTdp = 0.15;
+constexpr double kJoulesPerByte = 32e-12;
+
+double op_energy(const OpCount& count, const OpCost& cost, const DeviceSpec& device) {
+  if (device.tdp_w <= 0 || cost.time_s <= 0) return 0.0;
+  const double idle = kIdleFractionOfTdp * device.tdp_w;
+  const double per_flop = cost.peak_flops_per_s > 0 ? (device.tdp_w - idle) / cost.peak_flops_per_s : 0.0;
+  const double energy = cost.time_s * idle + count.flops * per_flop + count.bytes() * kJoulesPerByte;
+  return std::min(energy, cost.time_s * device.tdp_w);
 }
 
 bool fusible(const OpCount& c) {
@@ -142,6 +161,8 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
     if (!leader.empty() && leader[n] != n) op.fused_into = leader[n];
     op.count = counts[n];
     op.cost = model->cost(op.count, device, options.cost);
+    op.energy_j = op_energy(op.count, op.cost, device);
+    r.energy_j += op.energy_j;
     op.start_s = clock_s;
     clock_s += op.cost.time_s;
     op.end_s = clock_s;

@@ -128,3 +128,29 @@ TEST(FusionTest, ElementwiseChainBecomesOneKernelTouchingOnlyItsInputsAndOutputs
 
 }  // namespace
 }  // namespace accelsim
+
+namespace accelsim {
+namespace {
+
+TEST(EnergyTest, IdlePowerPlusEnergyPerFlopAndByteCappedAtTdp) {
+  // relu over 1M fp32 on the round device with a 100 W TDP: 8 MB at 1 TB/s + 1 us launch = 9 us.
+  // Idle 15 W * 9 us = 1.35e-4 J; 1e6 FLOPs * (100 - 15) W / 1e12 FLOP/s = 0.85e-4 J; 8e6 B *
+  // 32 pJ = 2.56e-4 J; total 4.76e-4 J, under the cap of 100 W * 9 us = 9e-4 J.
+  Graph g;
+  const TensorId x = testing::new_tensor(g, {1000000}, DType::fp32, StorageKind::input);
+  const TensorId y = testing::new_tensor(g, {1000000});
+  testing::add(g, "relu", {x}, {y});
+  DeviceSpec d = testing::round_device();
+  d.tdp_w = 100;
+  const SimulationResult r = simulate(g, d, {});
+  EXPECT_NEAR(r.energy_j, 4.76e-4, 1e-12);
+  EXPECT_DOUBLE_EQ(r.ops[0].energy_j, r.energy_j);
+  // A device without a TDP has no energy estimate.
+  EXPECT_EQ(simulate(g, testing::round_device(), {}).energy_j, 0.0);
+  // The cap: a TDP so small that the activity terms exceed it for the op's time.
+  d.tdp_w = 1;
+  EXPECT_NEAR(simulate(g, d, {}).energy_j, 9e-6, 1e-15);
+}
+
+}  // namespace
+}  // namespace accelsim

@@ -50,6 +50,7 @@ def simulation_to_dict(report: Any, include_ops: bool = True) -> dict:
         "latency_s": r.latency_s,
         "latency_band": dict(zip(("fraction", "basis"), report.latency_band)),
         "fusion_gain_s": report.fusion_gain_s,
+        "energy_j": r.energy_j or None,
         "fused": report.options.fuse_elementwise,
         "peak_memory_bytes": m.peak_bytes,
         "memory_capacity_bytes": r.memory_capacity_bytes,

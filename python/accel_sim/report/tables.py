@@ -107,6 +107,11 @@ def simulation_text(report: Any, top: int = 10) -> str:
                 f"routing assumed uniform: {moe['expected_experts_touched_per_layer']:.1f} experts' weights read per layer"
             )
     lines.append(f"  work         {si(r.total_flops, 'FLOP')} · {si(r.total_bytes, 'B')} moved · {r.num_kernels} kernels")
+    if r.energy_j > 0:
+        lines.append(
+            f"  energy       {r.energy_j:,.3g} J, {r.energy_j / r.latency_s:,.0f} W average (estimate: idle power "
+            f"+ energy per FLOP and per byte, at most the {spec.tdp_w:,.0f} W TDP)"
+        )
     lines.append(
         f"  utilization  compute {r.compute_utilization * 100:.1f}% of {si(r.reference_peak_flops_per_s, 'FLOP/s')} · "
         f"bandwidth {r.bandwidth_utilization * 100:.1f}% of {si(spec.memory_bandwidth_bytes_per_s, 'B/s')}"
