@@ -163,3 +163,38 @@ def test_energy_is_reported_as_a_bounded_estimate():
     assert sum(op["energy_j"] for op in d["ops"]) == pytest.approx(d["energy_j"])
     text = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--seq", "1024")
     assert "energy" in text.stdout and "estimate" in text.stdout
+
+
+def test_calibration_sweep_produces_rows_the_validation_reads(tmp_path):
+    torch = pytest.importorskip("torch")
+    from accel_sim import validation
+    from accel_sim.calibration import measure, split_of, write_rows
+
+    rows = measure("h100_sxm", torch_device="cpu", quick=True)
+    kinds = {r["kind"] for r in rows}
+    assert kinds == {"gemm", "attention", "memory"}
+    assert all(float(r["measured_s"]) > 0 and "torch" in r["source"] and r["split"] == split_of(r) for r in rows)
+    assert {r["direction"] for r in rows if r["kind"] == "attention"} == {"forward", "backward"}
+    path = tmp_path / "measurements.csv"
+    write_rows(rows, path)
+    loaded, skipped = validation.load_rows(path)
+    assert len(loaded) == len(rows) and not skipped
+    assert torch.__version__ in rows[0]["source"]
+
+
+def test_fitted_device_file_loads_with_its_kernel_section(tmp_path):
+    import argparse
+
+    from accel_sim.cli.kernels import _write_device_file
+    from accel_sim import _core
+    from accel_sim.io.device_file import load_device_file
+
+
+    k = _core.KernelConstants()  # a fresh object: the catalogue's device must stay untouched
+    k.matmul_efficiency = 0.71
+    args = argparse.Namespace(device="h100", device_file=[], out_dir=str(tmp_path))
+    path = _write_device_file(args, k, 42, "calibration/measurements.csv")
+    entry = load_device_file(path)
+    assert entry.spec.id == "h100_sxm" and entry.spec.kernel.calibrated
+    assert entry.spec.kernel.matmul_efficiency == pytest.approx(0.71)
+    assert "42 rows" in entry.sources["kernel"]

@@ -53,6 +53,32 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--device", required=True, help="device name or alias")
     p.add_argument("--data", metavar="FILE", nargs="?", const="", help="fit from measured kernels instead of benchmarking (default file: the shipped validation data, its fit split)")
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file; repeatable")
+    p.add_argument("--out-dir", default="calibration", metavar="DIR", help="where the GPU sweep writes measurements.csv and the fitted device file (default: calibration/)")
+
+
+_KERNEL_KEYS = ("matmul_efficiency", "fp8_matmul_efficiency", "attention_efficiency", "attention_backward_efficiency",
+                "flash3_efficiency", "cudnn_efficiency", "memory_efficiency")
+
+
+def _write_device_file(args: argparse.Namespace, k: Any, rows: int, data: str) -> str:
+    """The device's file with the fitted `kernel:` section and its source, in --out-dir."""
+    from pathlib import Path
+
+    import yaml
+
+    from accel_sim.device import resolve_device
+
+    entry = resolve_device(args.device, args.device_file).entry
+    doc = yaml.safe_load(Path(entry.path).read_text(encoding="utf-8"))
+    section: dict[str, Any] = {"calibrated": True}
+    section.update({key: round(getattr(k, key), 4) for key in _KERNEL_KEYS if getattr(k, key) > 0})
+    section["kernel_floor_us"] = round(k.kernel_floor_s * 1e6, 3)
+    section["stream_floor_us"] = round(k.stream_floor_s * 1e6, 3)
+    doc["kernel"] = section
+    doc.setdefault("sources", {})["kernel"] = f"fitted by accel-sim calibrate on the fit split ({rows} rows) of {data}"
+    out = Path(args.out_dir) / f"{entry.spec.id}.yaml"
+    out.write_text(yaml.safe_dump(doc, sort_keys=False, width=100), encoding="utf-8")
+    return str(out)
 
 
 def _spec(name: str, files: list[str]) -> Any:
@@ -175,6 +201,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from accel_sim.errors import UsageError
 
     spec = _spec(args.device, args.device_file)
+    data = args.data or None
     if args.data is None:
         try:
             import torch
@@ -183,9 +210,16 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         if torch is None or not torch.cuda.is_available():
             raise UsageError("calibrate runs micro-benchmarks through PyTorch on a local GPU, and this machine has "
                              "none; use --data [FILE] to fit from measured kernels instead")
-        raise UsageError("the GPU micro-benchmark sweep is not part of this version; measure with your own "
-                         "harness and fit with --data FILE (columns as in the shipped validation data)")
-    rows, _ = validation.load_rows(args.data or None)
+        from pathlib import Path
+
+        from accel_sim.calibration import measure, write_rows
+
+        print(f"# measuring on {torch.cuda.get_device_name(0)} as '{spec.id}' ...", flush=True)
+        rows_out = measure(spec.id, "cuda")
+        data = str(Path(args.out_dir) / "measurements.csv")
+        write_rows(rows_out, Path(data))
+        print(f"# wrote {len(rows_out)} measurements to {data}")
+    rows, _ = validation.load_rows(data)
     before = validation.validate({spec.id: spec}, rows, "fit")
     constants, n = validation.fit_device(spec, rows)
     if n == 0:
@@ -196,10 +230,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print(f"# {b.kind}: {a.kernel.rows} fit rows, median |error| {b.kernel.median_abs_error * 100:.1f}% -> "
               f"{a.kernel.median_abs_error * 100:.1f}%")
     k = constants
+    if args.data is None:
+        path = _write_device_file(args, constants, n, data)
+        print(f"# wrote the fitted device file {path} (use it with --device-file)")
     print("kernel:")
     print("  calibrated: true")
-    for field in ("matmul_efficiency", "fp8_matmul_efficiency", "attention_efficiency", "attention_backward_efficiency",
-                  "flash3_efficiency", "cudnn_efficiency", "memory_efficiency"):
+    for field in _KERNEL_KEYS:
         value = getattr(k, field)
         if value > 0:
             print(f"  {field}: {value:.3f}")
