@@ -30,6 +30,9 @@ struct KernelConstants {
   // The same for FlashAttention-3 and cuDNN attention (forward); 0: as FlashAttention-2.
   double flash3_efficiency = 0.0;
   double cudnn_efficiency = 0.0;
+  // Fused attention in fp8, fraction of the fp8 matrix peak (any implementation); 0: as the
+  // implementation's own efficiency.
+  double fp8_attention_efficiency = 0.0;
   // Fraction of the peak DRAM bandwidth a large streaming kernel reaches.
   double memory_efficiency = 0.85;
   // Fixed time of a library kernel (GEMM, attention) beyond its work: launch latency, prologue

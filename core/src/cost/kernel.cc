@@ -155,6 +155,10 @@ OpCost KernelCostModel::cost(const OpCount& count, const DeviceSpec& device,
     } else if (options.attention_impl == AttentionImpl::cudnn && k.cudnn_efficiency > 0) {
       efficiency = k.cudnn_efficiency;
     }
+    const bool fp8 = count.compute_dtype == DType::fp8_e4m3 || count.compute_dtype == DType::fp8_e5m2;
+    if (fp8 && !count.attention.backward && k.fp8_attention_efficiency > 0) {
+      efficiency = k.fp8_attention_efficiency;
+    }
     const double sustained = c.peak_flops_per_s * efficiency;
     body = attention_time(count, sustained, bandwidth, device.num_compute_units);
     c.compute_time_s = count.flops / sustained;

@@ -201,11 +201,15 @@ KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
   auto is_fp8 = [](DType d) { return d == DType::fp8_e4m3 || d == DType::fp8_e5m2; };
   auto matmul = [&](const KernelQuery& q) { return q.kind == KernelKind::matmul && !is_fp8(q.dtype); };
   auto fp8_matmul = [&](const KernelQuery& q) { return q.kind == KernelKind::matmul && is_fp8(q.dtype); };
-  auto attention = [](AttentionImpl impl, bool backward) {
+  auto attention = [&](AttentionImpl impl, bool backward) {
     return [=](const KernelQuery& q) {
       return q.kind == KernelKind::attention && q.impl == impl && q.backward == backward &&
-             q.forward != backward;
+             q.forward != backward && !is_fp8(q.dtype);
     };
+  };
+  auto fp8_attention = [&](const KernelQuery& q) {
+    return q.kind == KernelKind::attention && q.forward && !q.backward && is_fp8(q.dtype) &&
+           q.impl != AttentionImpl::eager;
   };
   // Coordinate descent: the floor and the bandwidth of streaming kernels from the memory-bound
   // rows (small ones show the floor, large ones the bandwidth); the floor of library kernels,
@@ -232,6 +236,8 @@ KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
                      1.00, 85, attention(AttentionImpl::flash3, false));
     any |= fit_field(queries, measured_s, device, k, &KernelConstants::cudnn_efficiency, 0.15,
                      1.00, 85, attention(AttentionImpl::cudnn, false));
+    any |= fit_field(queries, measured_s, device, k, &KernelConstants::fp8_attention_efficiency,
+                     0.10, 1.00, 90, fp8_attention);
   }
   k.calibrated = k.calibrated || any;
   return k;

@@ -57,7 +57,7 @@ def add_parsers(sub: Any) -> None:
 
 
 _KERNEL_KEYS = ("matmul_efficiency", "fp8_matmul_efficiency", "attention_efficiency", "attention_backward_efficiency",
-                "flash3_efficiency", "cudnn_efficiency", "memory_efficiency")
+                "flash3_efficiency", "cudnn_efficiency", "fp8_attention_efficiency", "memory_efficiency")
 
 
 def _write_device_file(args: argparse.Namespace, k: Any, rows: int, data: str) -> str:
