@@ -198,3 +198,22 @@ def test_fitted_device_file_loads_with_its_kernel_section(tmp_path):
     assert entry.spec.id == "h100_sxm" and entry.spec.kernel.calibrated
     assert entry.spec.kernel.matmul_efficiency == pytest.approx(0.71)
     assert "42 rows" in entry.sources["kernel"]
+
+
+def test_whole_model_measurements_feed_an_end_to_end_class(tmp_path):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from accel_sim.calibration import E2E_COLUMNS, measure_models, write_rows
+
+    rows = measure_models("h100_sxm", torch_device="cpu", quick=True)
+    assert rows and rows[0]["phase"] == "train" and float(rows[0]["measured_s"]) > 0
+    # A row as a GPU run writes it: GPT-2 training step, batch 8, seq 1024, bf16, 0.1 s measured.
+    row = {c: "" for c in E2E_COLUMNS}
+    row.update(id="e0001", device="h100_sxm", model="gpt2", phase="train", batch=8, seq=1024, dtype="bf16",
+               kernels="hf-eager", optimizer="adamw", measured_s="0.1", split="report", source="test")
+    path = tmp_path / "end_to_end.csv"
+    write_rows([row], path, E2E_COLUMNS)
+    result = run_cli("validate", "--e2e-data", str(path), "--json")
+    assert result.returncode == 0, result.stderr
+    lines = [l for l in json.loads(result.stdout)["lines"] if l["class"] == "end-to-end"]
+    assert len(lines) == 1 and lines[0]["rows"] == 1 and lines[0]["device"] == "h100_sxm"

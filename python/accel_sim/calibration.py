@@ -8,8 +8,13 @@ benchmarks in the validation data were taken. Rows use the columns of
 `data/validation/kernels.csv`, carry the GPU, driver, torch and CUDA versions and the date, and
 get the same fit/report split rule, so `validate --data` and `calibrate --data` read them.
 
-`measure()` also runs on "cpu" with `quick=True` (tiny shapes): the tests exercise the sweep and
-its bookkeeping there; CPU timings calibrate nothing and the command refuses them.
+`measure_models()` times whole HF models built from shipped configs (GPT-2 and BERT-base training
+steps with AdamW, a Llama-3-8B prefill), with torch.cuda's peak allocated and reserved memory,
+as end-to-end rows (`E2E_COLUMNS`) that `validate` compares with the model builder.
+
+`measure()` and `measure_models()` also run on "cpu" with `quick=True` (tiny shapes): the tests
+exercise the sweep and its bookkeeping there; CPU timings calibrate nothing and the command
+refuses them.
 """
 
 from __future__ import annotations
@@ -144,9 +149,78 @@ def measure(device_id: str, torch_device: str = "cuda", quick: bool = False) -> 
     return rows
 
 
-def write_rows(rows: list[dict], path: Path) -> None:
+E2E_COLUMNS = ["id", "device", "model", "phase", "batch", "seq", "dtype", "kernels", "optimizer", "measured_s",
+               "peak_allocated_bytes", "peak_reserved_bytes", "split", "source", "notes"]
+
+
+def measure_models(device_id: str, torch_device: str = "cuda", quick: bool = False) -> list[dict]:
+    """End-to-end rows: HF models from shipped configs, timed step by step (median of repeats)."""
+    import json
+
+    import torch
+    import transformers
+
+    from accel_sim.io.model_config import load_model_config
+
+    cuda = torch_device.startswith("cuda")
+    dtype = torch.bfloat16 if cuda else torch.float32
+    dtype_name = "bf16" if cuda else "fp32"
+    timed = _timer(torch, torch_device, repeats=2 if quick else 10)
+    source = provenance(torch, torch_device)
+    # (shipped model, phase, batch, seq): training steps of models that fit with AdamW states,
+    # and a prefill of an 8B model.
+    cases = [("gpt2", "train", 1, 32)] if quick else [
+        ("gpt2", "train", b, 1024) for b in (4, 8, 16)] + [("bert-base", "train", b, 512) for b in (8, 32)] + [
+        ("llama-3-8b", "prefill", b, s) for b, s in ((1, 2048), (4, 2048), (1, 8192))]
+    rows = []
+    for model_id, phase, batch, seq in cases:
+        config, _ = load_model_config(model_id)
+        if quick:
+            config = {**config, "n_layer": 2, "n_embd": 64, "n_head": 2, "vocab_size": 128, "n_positions": 64}
+        hf_config = transformers.AutoConfig.for_model(**{k: v for k, v in config.items() if k != "architectures"})
+        hf_config._attn_implementation = "sdpa"
+        architecture = getattr(transformers, (config.get("architectures") or ["AutoModelForCausalLM"])[0])
+        model = architecture(hf_config).to(device=torch_device, dtype=dtype)
+        ids = torch.randint(0, hf_config.vocab_size, (batch, seq), device=torch_device)
+        if cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        if phase == "train":
+            model.train()
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=cuda)
+
+            def step() -> None:
+                model(input_ids=ids, labels=ids).loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+
+            seconds = timed(step)
+        else:
+            model.eval()
+
+            def step() -> None:
+                with torch.no_grad():
+                    model(input_ids=ids)
+
+            seconds = timed(step)
+        peak = torch.cuda.max_memory_allocated() if cuda else 0
+        reserved = torch.cuda.max_memory_reserved() if cuda else 0
+        row = {"device": device_id, "model": model_id, "phase": phase, "batch": batch, "seq": seq,
+               "dtype": dtype_name, "kernels": "hf-eager", "optimizer": "adamw" if phase == "train" else "",
+               "measured_s": f"{seconds:.6g}", "peak_allocated_bytes": peak, "peak_reserved_bytes": reserved,
+               "split": "report", "source": source,
+               "notes": "HF transformers, SDPA attention, weights and AdamW states in " + dtype_name
+               + ("; tiny config (test run)" if quick else "") + "; config " + json.dumps({"model": model_id})}
+        rows.append(row)
+        del model
+    for i, row in enumerate(rows, 1):
+        row["id"] = f"e{i:04d}"
+    return rows
+
+
+def write_rows(rows: list[dict], path: Path, columns: list[str] | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer = csv.DictWriter(f, fieldnames=columns or COLUMNS)
         writer.writeheader()
         writer.writerows(rows)

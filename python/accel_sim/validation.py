@@ -27,7 +27,7 @@ from typing import Any, Iterable
 from accel_sim import _core
 from accel_sim.errors import UsageError
 
-CLASSES = ("gemm", "attention", "memory")
+CLASSES = ("gemm", "attention", "memory", "end-to-end")
 _IMPLS = {"flash2", "flash3", "cudnn", "eager"}
 _DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "fp8": "fp8_e4m3", "tf32": "fp32"}
 
@@ -132,9 +132,49 @@ class ValidationLine:
     roofline: Any
 
 
-def validate(devices: dict[str, Any], rows: list[KernelRow], split: str = "report") -> list[ValidationLine]:
+def end_to_end_path() -> Path:
+    return Path(str(importlib.resources.files("accel_sim") / "data" / "validation" / "end_to_end.csv"))
+
+
+def load_end_to_end(path: str | Path | None = None) -> list[dict]:
+    """Measured whole-model steps (`accel-sim calibrate` on a GPU); none until measured."""
+    p = Path(path) if path else end_to_end_path()
+    if not p.is_file():
+        if path:
+            raise UsageError(f"end-to-end data not found: {p}")
+        return []
+    with open(p, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def predict_end_to_end(row: dict, spec: Any, cost_model: str) -> float:
+    """The model builder's step time for a measured row: HF-eager kernels for a forward, the
+    builder's fused training step (weights and AdamW states in the row's dtype) for training."""
+    from accel_sim.api import build_model_graph
+
+    train = row["phase"] == "train"
+    built = build_model_graph(row["model"], phase=row["phase"], batch=int(row["batch"]), seq=int(row["seq"]),
+                              kernels="fused" if train else row.get("kernels") or "hf-eager", dtype=row["dtype"],
+                              optimizer=row.get("optimizer") or "adamw", master_weights=False)
+    options = _core.SimulateOptions()
+    options.cost_model = cost_model
+    return _core.simulate(built.graph, spec, options).latency_s
+
+
+def validate(devices: dict[str, Any], rows: list[KernelRow], split: str = "report",
+             end_to_end: list[dict] | None = None) -> list[ValidationLine]:
     """Error of the kernel model and of the roofline per device and class, on one split."""
     lines = []
+    for device_id in sorted({r["device"] for r in end_to_end or [] if r["split"] == split}):
+        spec = devices.get(device_id)
+        mine = [r for r in end_to_end or [] if r["device"] == device_id and r["split"] == split]
+        if spec is None or not mine:
+            continue
+        measured = [float(r["measured_s"]) for r in mine]
+        lines.append(ValidationLine(
+            device_id, "end-to-end", spec.kernel.calibrated,
+            _core.error_stats([predict_end_to_end(r, spec, "kernel") for r in mine], measured),
+            _core.error_stats([predict_end_to_end(r, spec, "roofline") for r in mine], measured)))
     for device_id in sorted({r.device for r in rows}):
         spec = devices.get(device_id)
         if spec is None:

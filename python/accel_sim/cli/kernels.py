@@ -47,6 +47,7 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("validate", help="measured error of the kernel model and the roofline, per device and class")
     p.add_argument("--split", choices=("report", "fit", "all"), default="report", help="rows to report on (default: report, never used for fitting)")
     p.add_argument("--data", metavar="FILE", help="kernel measurements (default: the shipped validation data)")
+    p.add_argument("--e2e-data", metavar="FILE", help="whole-model measurements from `calibrate` (default: the shipped ones, if any)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("calibrate", help="fit a device's kernel constants (micro-benchmarks on a local GPU, or --data)")
@@ -161,11 +162,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from accel_sim.report.tables import table
 
     rows, skipped = validation.load_rows(args.data)
-    devices = _devices({r.device for r in rows})
+    end_to_end = validation.load_end_to_end(args.e2e_data)
+    devices = _devices({r.device for r in rows} | {r["device"] for r in end_to_end})
     splits = ("fit", "report") if args.split == "all" else (args.split,)
     lines = []
     for split in splits:
-        lines += [(split, line) for line in validation.validate(devices, rows, split)]
+        lines += [(split, line) for line in validation.validate(devices, rows, split, end_to_end)]
     from accel_sim.device import catalog
 
     unmeasured = sorted(e.spec.id for e in catalog().entries if e.spec.id not in devices)
@@ -214,11 +216,17 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
         from accel_sim.calibration import measure, write_rows
 
+        from accel_sim.calibration import E2E_COLUMNS, measure_models
+
         print(f"# measuring on {torch.cuda.get_device_name(0)} as '{spec.id}' ...", flush=True)
         rows_out = measure(spec.id, "cuda")
         data = str(Path(args.out_dir) / "measurements.csv")
         write_rows(rows_out, Path(data))
-        print(f"# wrote {len(rows_out)} measurements to {data}")
+        print(f"# wrote {len(rows_out)} kernel measurements to {data}")
+        models_out = measure_models(spec.id, "cuda")
+        write_rows(models_out, Path(args.out_dir) / "end_to_end.csv", E2E_COLUMNS)
+        print(f"# wrote {len(models_out)} whole-model measurements to {Path(args.out_dir) / 'end_to_end.csv'} "
+              "(compare with `accel-sim validate --e2e-data`)")
     rows, _ = validation.load_rows(data)
     before = validation.validate({spec.id: spec}, rows, "fit")
     constants, n = validation.fit_device(spec, rows)
