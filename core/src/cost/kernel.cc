@@ -76,6 +76,8 @@ double gemm_time(const GemmDims& d, double peak, double bandwidth, int units, do
 // the 4 d matmul FLOPs per score. Kernel efficiencies are calibrated at head dim 128; other head
 // dims scale by (1 + 63/d) / (1 + 63/128).
 constexpr double kSoftmaxHeadDims = 63.0;
+// Query rows up to which attention runs as decode (split-KV) rather than in query blocks.
+constexpr int64_t kDecodeQueries = 16;
 
 // Seconds for a fused attention kernel.
 double attention_time(const OpCount& c, double peak, double bandwidth, int units) {
@@ -87,12 +89,18 @@ double attention_time(const OpCount& c, double peak, double bandwidth, int units
     compute *= (1.0 + kSoftmaxHeadDims / static_cast<double>(a.head_dim)) /
                (1.0 + kSoftmaxHeadDims / 128.0);
   }
-  if (units > 0 && a.seq_q > 0) {
-    // Wave quantization over (batch x head, 128-query block) CTAs.
-    const double ctas = a.batch_heads * ceil_div(static_cast<double>(a.seq_q), 128.0);
-    const double waves = ceil_div(ctas, units);
+  if (units > 0 && a.seq_q > kDecodeQueries) {
+    // Wave quantization over (batch x head, 128-query block) CTAs. Under a causal mask the
+    // blocks' work grows with their position (block i of n sees (i + 1/2) / n of the keys on
+    // average), so a single wave lasts as long as its last block: 2 (n - 1/2) / n average blocks.
+    const double blocks = ceil_div(static_cast<double>(a.seq_q), 128.0);
+    const double ctas = a.batch_heads * blocks;
+    double waves = ceil_div(ctas, units);
+    if (a.causal && blocks > 1) waves = std::max(waves, 2.0 * (blocks - 0.5) / blocks);
     compute *= waves * units / std::max(ctas, 1.0);
   }
+  // Decode (a few queries against a long cache) splits the keys across CTAs (split-KV,
+  // FlashDecoding), filling the device: no wave penalty, bandwidth-bound on the cache.
   return std::max(compute, memory);
 }
 

@@ -112,6 +112,25 @@ TEST(KernelModelTest, AttentionScalesWithHeadDimAndClock) {
   EXPECT_NEAR(e.time_s, forward / 100e12 + 2.5 * forward / 50e12, 1e-15);
 }
 
+TEST(KernelModelTest, AttentionWavesCausalImbalanceAndSplitKvDecode) {
+  // 108 units, bandwidth irrelevant. Non-causal, batch 1 x 54 heads x 1024 queries = 432 CTAs
+  // of 128 queries: 4 waves for 4 CTAs per unit, no penalty: time = FLOPs / peak.
+  DeviceSpec d = ideal_device();
+  d.memory_bandwidth_bytes_per_s = 1e18;
+  auto attention = [&](int64_t heads, int64_t sq, int64_t sk, bool causal) {
+    KernelQuery q{.kind = KernelKind::attention, .batch = 1, .heads = heads, .seq_q = sq,
+                  .seq_k = sk, .head_dim = 128, .causal = causal};
+    const KernelEstimate e = estimate_kernel(q, d, "kernel", no_launch());
+    return e.time_s / (e.flops / 100e12);
+  };
+  EXPECT_NEAR(attention(54, 1024, 1024, false), 1.0, 1e-12);
+  // Causal with 8 query blocks and only 8 CTAs (1 head): one wave, as long as its last block,
+  // 2 * 7.5 / 8 = 1.875 average blocks, over 8 CTAs on 108 units: 1.875 * 108 / 8 = 25.3125.
+  EXPECT_NEAR(attention(1, 1024, 1024, true), 1.875 * 108 / 8, 1e-9);
+  // Decode: 1 query per head against 4096 keys splits the keys (no wave penalty).
+  EXPECT_NEAR(attention(8, 1, 4096, false), 1.0, 1e-12);
+}
+
 TEST(KernelModelTest, ErrorStatsAreMediansAndP90OfRelativeErrors) {
   // |errors| 0.1, 0.2, 0, 0.5: median 0.15, p90 (linear) 0.2 + 0.7 * 0.3 = 0.41; signed
   // errors 0.1, -0.2, 0, 0.5: median 0.05.
