@@ -22,7 +22,8 @@ double best_ms(const ModelSpec& model, const BuildOptions& options, const Device
   for (int i = 0; i < reps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     const Graph g = build_graph(model, options);
-    const SimulationResult r = simulate(g, device, {});
+    // The kernel cost model, as the command line uses by default.
+    const SimulationResult r = simulate(g, device, {.cost_model = "kernel"});
     const auto t1 = std::chrono::steady_clock::now();
     *nodes = g.nodes().size();
     best = std::min(best, std::chrono::duration<double, std::milli>(t1 - t0).count());
