@@ -203,7 +203,8 @@ def build_model_graph(
 
 
 def _options(cost_model: str, tf32: bool, launch_overhead: bool, free_at_last_use: bool = False,
-             cuda_graphs: bool = False, clock_mhz: float | None = None, fuse: bool = False) -> Any:
+             cuda_graphs: bool = False, clock_mhz: float | None = None, fuse: bool = False,
+             attention_impl: str = "flash2") -> Any:
     options = _core.SimulateOptions()
     options.release_policy = _core.ReleasePolicy.last_use if free_at_last_use else _core.ReleasePolicy.recorded
     if cost_model not in _core.cost_model_names():
@@ -214,6 +215,9 @@ def _options(cost_model: str, tf32: bool, launch_overhead: bool, free_at_last_us
     options.cost.include_launch_overhead = launch_overhead
     options.cost.cuda_graphs = cuda_graphs
     options.fuse_elementwise = fuse
+    if attention_impl not in ("flash2", "flash3", "cudnn", "eager"):
+        raise UsageError(f"unknown attention implementation '{attention_impl}' (known: flash2, flash3, cudnn, eager)")
+    options.cost.attention_impl = getattr(_core.AttentionImpl, attention_impl)
     if clock_mhz is not None:
         if clock_mhz <= 0:
             raise UsageError("the clock override must be positive (MHz)")
@@ -386,6 +390,7 @@ def simulate(
     cuda_graphs: bool = False,
     clock_mhz: float | None = None,
     fuse: bool = False,
+    attention_impl: str = "flash2",
 ) -> SimulationReport:
     """Simulates `model_or_graph` (an nn.Module with example inputs, a graph dict, a graph file
     or a script path) on `device` (a name, a Device, or a DeviceProfile).
@@ -395,7 +400,8 @@ def simulate(
     activation after its last use instead, as a memory-planning compiler would.
     """
     dev = resolve_device(device, list(device_files))
-    options = _options(cost_model, tf32, launch_overhead, free_at_last_use, cuda_graphs, clock_mhz, fuse)
+    options = _options(cost_model, tf32, launch_overhead, free_at_last_use, cuda_graphs, clock_mhz, fuse,
+                       attention_impl)
     graph, metadata = _as_graph(model_or_graph, example_inputs, dtype)
     result = _core.simulate(graph, dev.spec, options)
     return SimulationReport(graph, dev, result, options, metadata)
@@ -415,12 +421,14 @@ def compare(
     cuda_graphs: bool = False,
     clock_mhz: float | None = None,
     fuse: bool = False,
+    attention_impl: str = "flash2",
 ) -> CompareReport:
     """Captures once, simulates on every device and returns the core's comparison."""
     if not devices:
         raise UsageError("compare needs at least one device")
     devs = [resolve_device(d, list(device_files)) for d in devices]
-    options = _options(cost_model, tf32, launch_overhead, free_at_last_use, cuda_graphs, clock_mhz, fuse)
+    options = _options(cost_model, tf32, launch_overhead, free_at_last_use, cuda_graphs, clock_mhz, fuse,
+                       attention_impl)
     graph, metadata = _as_graph(model_or_graph, example_inputs, dtype)
     reports = [SimulationReport(graph, d, _core.simulate(graph, d.spec, options), options, metadata) for d in devs]
     comparison = _core.compare_devices([r.result for r in reports], [d.spec for d in devs])

@@ -55,6 +55,8 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-launch-overhead", action="store_true", help="leave out the per-kernel launch overhead")
     p.add_argument("--cuda-graphs", action="store_true", help="kernels replayed from a CUDA graph: no host launch cost per kernel")
     p.add_argument("--fuse", action="store_true", help="cost chains of elementwise ops as single kernels, as torch.compile fuses them")
+    p.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn", "eager"), default="flash2",
+                   help="which kernel runs fused attention in the kernel model (default: flash2, PyTorch SDPA's flash backend)")
     p.add_argument("--clock-mhz", type=float, help="core clock override for the kernel model (a power-capped or down-clocked part)")
     p.add_argument("--free-at-last-use", action="store_true",
                    help="free activations right after their last use (as torch.compile plans memory) instead of when the eager program drops them")
@@ -121,6 +123,7 @@ def _common(args: argparse.Namespace) -> dict:
         "cuda_graphs": args.cuda_graphs,
         "clock_mhz": args.clock_mhz,
         "fuse": args.fuse,
+        "attention_impl": args.attention_impl,
     }
 
 
