@@ -104,6 +104,8 @@ void bind_report(nb::module_& m) {
       .def_ro("roofline_time_s", &KernelEstimate::roofline_time_s)
       .def_ro("flops", &KernelEstimate::flops)
       .def_ro("bytes", &KernelEstimate::bytes)
+      .def_ro("achieved_flops_per_s", &KernelEstimate::achieved_flops_per_s)
+      .def_ro("achieved_bytes_per_s", &KernelEstimate::achieved_bytes_per_s)
       .def_ro("bound", &KernelEstimate::bound);
   m.def(
       "estimate_kernel",

@@ -108,6 +108,13 @@ void bind_simulate(nb::module_& m) {
       .def_ro("uncovered_ops", &SimulationResult::uncovered_ops);
 
   m.def(
+      "fusion_saving_s",
+      [](const Graph& g, const DeviceSpec& d, const SimulateOptions& o, const SimulationResult& r) {
+        nb::gil_scoped_release release;
+        return fusion_saving_s(g, d, o, r);
+      },
+      nb::arg("graph"), nb::arg("device"), nb::arg("options"), nb::arg("simulated"));
+  m.def(
       "simulate",
       [](const Graph& graph, const DeviceSpec& device, const SimulateOptions& options) {
         nb::gil_scoped_release release;

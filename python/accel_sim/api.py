@@ -250,15 +250,10 @@ class SimulationReport:
 
     @property
     def fusion_gain_s(self) -> float:
-        """Time torch.compile-style fusion of elementwise chains would save (0 when already fused):
-        the core simulates the graph again with fuse_elementwise."""
-        if self.options.fuse_elementwise:
-            return 0.0
+        """Time torch.compile-style fusion of elementwise chains would save (0 when already fused),
+        from the core (it simulates the graph once more, fused)."""
         if not hasattr(self, "_fusion_gain_s"):
-            fused = _core.SimulateOptions()
-            fused.cost_model, fused.cost, fused.release_policy = self.options.cost_model, self.options.cost, self.options.release_policy
-            fused.fuse_elementwise = True
-            self._fusion_gain_s = self.result.latency_s - _core.simulate(self.graph, self.device.spec, fused).latency_s
+            self._fusion_gain_s = _core.fusion_saving_s(self.graph, self.device.spec, self.options, self.result)
         return self._fusion_gain_s
 
     @property

@@ -19,6 +19,7 @@ predictions leave out the host launch overhead of a model's eager loop.
 from __future__ import annotations
 
 import csv
+import functools
 import importlib.resources
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,8 @@ from accel_sim.errors import UsageError
 
 CLASSES = ("gemm", "attention", "memory", "end-to-end")
 _IMPLS = {"flash2", "flash3", "cudnn", "eager"}
-_DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "fp8": "fp8_e4m3", "tf32": "fp32"}
+# Data and command-line dtype names -> core dtypes (tf32: fp32 data on TF32 tensor cores).
+DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "fp8": "fp8_e4m3", "tf32": "fp32"}
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ def _int(row: dict, key: str, default: int = 0) -> int:
 def _query(row: dict) -> tuple[Any, str] | None:
     """The core query of a row, or None when the kernel model does not describe it."""
     q = _core.KernelQuery()
-    q.dtype = _core.parse_dtype(_DTYPES[row["dtype"]])
+    q.dtype = _core.parse_dtype(DTYPES[row["dtype"]])
     kind = row["kind"]
     if kind == "gemm":
         if row["impl"] == "cutlass_actquant":  # the timing includes a quantization kernel
@@ -97,18 +99,30 @@ def load_rows(path: str | Path | None = None) -> tuple[list[KernelRow], dict[str
     p = Path(path) if path else data_path()
     if not p.is_file():
         raise UsageError(f"validation data not found: {p}")
+    rows, skipped = _read_rows(str(p.resolve()), p.stat().st_mtime)
+    return list(rows), dict(skipped)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_rows(path: str, mtime: float) -> tuple[tuple[KernelRow, ...], tuple[tuple[str, int], ...]]:
+    """Parses a kernels CSV once per file version (latency bands read it on every report)."""
     rows, skipped = [], {}
-    with open(p, newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            made = _query(row) if row["dtype"] in _DTYPES else None
-            if made is None:
-                reason = f"{row['kind']} {row['impl'] or row['op']} {row['direction']}".strip()
-                skipped[reason] = skipped.get(reason, 0) + 1
-                continue
-            query, label = made
-            rows.append(KernelRow(row["id"], row["kind"], row["device"], row["split"], query,
-                                  float(row["measured_s"]), row["source"], label))
-    return rows, skipped
+    with open(path, newline="", encoding="utf-8") as f:
+        for line, row in enumerate(csv.DictReader(f), 2):
+            try:
+                made = _query(row) if row["dtype"] in DTYPES else None
+                if made is None:
+                    reason = f"{row['kind']} {row['impl'] or row['op']} {row['direction']}".strip()
+                    skipped[reason] = skipped.get(reason, 0) + 1
+                    continue
+                query, label = made
+                rows.append(KernelRow(row["id"], row["kind"], row["device"], row["split"], query,
+                                      float(row["measured_s"]), row["source"], label))
+            except KeyError as e:
+                raise UsageError(f"{path}: line {line} lacks the column {e}") from None
+            except (TypeError, ValueError) as e:
+                raise UsageError(f"{path}: line {line}: {e}") from None
+    return tuple(rows), tuple(skipped.items())
 
 
 def predict(rows: Iterable[KernelRow], spec: Any, cost_model: str) -> list[float]:
@@ -144,7 +158,13 @@ def load_end_to_end(path: str | Path | None = None) -> list[dict]:
             raise UsageError(f"end-to-end data not found: {p}")
         return []
     with open(p, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+        rows = list(csv.DictReader(f))
+    needed = ("device", "model", "phase", "batch", "seq", "dtype", "measured_s", "split")
+    for line, row in enumerate(rows, 2):
+        missing = [c for c in needed if not row.get(c)]
+        if missing:
+            raise UsageError(f"{p}: line {line} lacks {', '.join(missing)}")
+    return rows
 
 
 def predict_end_to_end(row: dict, spec: Any, cost_model: str) -> float:
@@ -194,6 +214,26 @@ def validate(devices: dict[str, Any], rows: list[KernelRow], split: str = "repor
 _BAND_CACHE: dict[tuple[str, str], tuple[Any, str]] = {}
 
 
+# Band of a class no device has measurements for: the top of the 20-50% per-kernel error the
+# literature reports for uncalibrated rooflines (../shared/reference/costmodel.md, sec. 0).
+_UNMEASURED_BAND = 0.5
+
+
+@functools.lru_cache(maxsize=16)
+def _widest_p90(kind: str, cost_model: str) -> float:
+    """The largest p90 |error| of a class over the measured devices (report split)."""
+    from accel_sim.device import resolve_device
+
+    rows, _ = load_rows()
+    report = [r for r in rows if r.split == "report" and r.kind == kind]
+    p90s = []
+    for device_id in sorted({r.device for r in report}):
+        spec = resolve_device(device_id, []).spec
+        theirs = [r for r in report if r.device == device_id]
+        p90s.append(_core.error_stats(predict(theirs, spec, cost_model), [r.measured_s for r in theirs]).p90_abs_error)
+    return max(p90s, default=_UNMEASURED_BAND)
+
+
 def class_errors(spec: Any, cost_model: str) -> tuple[Any, str]:
     """The measured error per op class of `cost_model` on this device, for latency bands.
 
@@ -203,8 +243,6 @@ def class_errors(spec: Any, cost_model: str) -> tuple[Any, str]:
     key = (spec.id, cost_model)
     if key in _BAND_CACHE:
         return _BAND_CACHE[key]
-    from accel_sim.device import resolve_device
-
     rows, _ = load_rows()
     report = [r for r in rows if r.split == "report"]
     errors, measured, fallback = _core.ClassErrors(), [], []
@@ -215,13 +253,7 @@ def class_errors(spec: Any, cost_model: str) -> tuple[Any, str]:
             setattr(errors, field, stats.median_abs_error)
             measured.append(kind)
             continue
-        worst = 0.0
-        for device_id in sorted({r.device for r in report if r.kind == kind}):
-            other = resolve_device(device_id, []).spec
-            theirs = [r for r in report if r.device == device_id and r.kind == kind]
-            worst = max(worst, _core.error_stats(predict(theirs, other, cost_model),
-                                                 [r.measured_s for r in theirs]).p90_abs_error)
-        setattr(errors, field, worst or 0.5)
+        setattr(errors, field, _widest_p90(kind, cost_model))
         fallback.append(kind)
     if not fallback:
         basis = "measured on this device"

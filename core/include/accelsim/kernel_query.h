@@ -49,6 +49,8 @@ struct KernelEstimate {
   double roofline_time_s = 0;  // the roofline's, for comparison
   double flops = 0;
   double bytes = 0;
+  double achieved_flops_per_s = 0;  // flops / time_s
+  double achieved_bytes_per_s = 0;  // bytes / time_s
   Bound bound = Bound::none;
 };
 

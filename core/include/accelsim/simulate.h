@@ -85,4 +85,10 @@ struct SimulationResult {
 SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
                           const SimulateOptions& options);
 
+// The time fusing elementwise chains would save (SimulateOptions::fuse_elementwise): the latency
+// of `simulated`, the result of simulate(graph, device, options), minus that of the same run with
+// fusion on. 0 when `options` already fuses.
+double fusion_saving_s(const Graph& graph, const DeviceSpec& device, const SimulateOptions& options,
+                       const SimulationResult& simulated);
+
 }  // namespace accelsim

@@ -235,9 +235,17 @@ class Backward {
       any = any || dys[i] >= 0;
     }
     if (!any) return;
-    // An in-place op's output is its input's storage: the gradient w.r.t. the value before the
-    // op replaces the one after it.
-    if (n.op == "div_") grad_[storage(n.outputs[0])] = -1;
+    // An in-place op (an output on the storage of an input it updates) turns the value before
+    // it into the value after it: the gradient w.r.t. the value before replaces the one after.
+    // copy_ into a slice is the exception: it writes one part of a larger value, whose gradient
+    // the other parts still need.
+    if (n.op != "copy_") {
+      for (TensorId out : n.outputs) {
+        for (TensorId in_tensor : n.inputs) {
+          if (storage(out) == storage(in_tensor)) grad_[storage(out)] = -1;
+        }
+      }
+    }
     const TensorId dy = dys[0];
     const std::vector<TensorId>& x = n.inputs;
     auto in = [&](size_t i) { return i < x.size() && needs(x[i]); };

@@ -116,6 +116,10 @@ KernelEstimate estimate_kernel(const KernelQuery& query, const DeviceSpec& devic
       e.bound = cost.bound;
     }
   }
+  if (e.time_s > 0) {
+    e.achieved_flops_per_s = e.flops / e.time_s;
+    e.achieved_bytes_per_s = e.bytes / e.time_s;
+  }
   return e;
 }
 

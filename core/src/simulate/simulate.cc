@@ -210,4 +210,12 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
   return r;
 }
 
+double fusion_saving_s(const Graph& graph, const DeviceSpec& device, const SimulateOptions& options,
+                       const SimulationResult& simulated) {
+  if (options.fuse_elementwise) return 0.0;
+  SimulateOptions fused = options;
+  fused.fuse_elementwise = true;
+  return simulated.latency_s - simulate(graph, device, fused).latency_s;
+}
+
 }  // namespace accelsim

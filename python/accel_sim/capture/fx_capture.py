@@ -3,8 +3,8 @@
 How: every parameter, buffer and input becomes a FakeTensor (shape, dtype, strides and storage
 identity, no bytes) in one `FakeTensorMode` with static shapes; `make_fx` traces
 `torch.func.functional_call(model, state, inputs)` below autograd, recording each node's module
-stack and stack trace. Parameters and buffers are explicit graph inputs, so they appear as
-placeholders that the export labels "parameter"/"buffer". Nothing is computed and no weight is
+stack and stack trace. Parameters and buffers are explicit graph inputs (FX "placeholder"
+nodes), which the export labels "parameter"/"buffer". Nothing is computed and no weight is
 allocated: a meta-device Llama-3-70B captures in a few hundred MB.
 
 Attention is recorded as one `accel_sim::attention` node (`attention.py`, `hf.py`).
@@ -221,12 +221,12 @@ def capture_model(
     args, kwargs = _split_inputs(example_inputs)
     leaves, spec = pytree.tree_flatten_with_path((args, kwargs))
     input_leaves: list[Any] = []
-    placeholders: list[tuple[str, str]] = [("parameter", n) for n in parameters]
-    placeholders += [("buffer", n) for n in buffers]
+    graph_inputs: list[tuple[str, str]] = [("parameter", n) for n in parameters]
+    graph_inputs += [("buffer", n) for n in buffers]
     for path, leaf in leaves:
         if isinstance(leaf, torch.Tensor):
             input_leaves.append(state.fake(leaf))
-            placeholders.append(("input", _input_name(path[1:])))
+            graph_inputs.append(("input", _input_name(path[1:])))
         else:
             input_leaves.append(leaf)
     tensor_positions = [i for i, leaf in enumerate(input_leaves) if isinstance(leaf, torch.Tensor)]
@@ -272,7 +272,7 @@ def capture_model(
     )
     return export_graph(
         graph_module,
-        placeholders,
+        graph_inputs,
         name=name or type(model).__name__,
         metadata=metadata,
         released_at=lifetimes.released_at,

@@ -2,11 +2,11 @@
 
 Format, version 1 (see the schema in docs/formats/graph.md when present):
 
-* storages: one per distinct fake storage, ids dense in order of first appearance (placeholders
+* storages: one per distinct fake storage, ids dense in order of first appearance (graph inputs
   first); kind "parameter" | "buffer" | "input" | "activation"; size_bytes of the whole storage.
   Views and in-place results share their base's storage, so aliasing is explicit.
-* tensors: one per distinct tensor value (placeholder or op output): storage, dtype, shape,
-  strides, offset (elements); placeholders carry their name.
+* tensors: one per distinct tensor value (graph input or op output): storage, dtype, shape,
+  strides, offset (elements); graph inputs carry their name.
 * nodes: one per ATen/custom op with a tensor output, in execution order: op (packet name without
   the aten namespace, "ns::name" otherwise), overload, tensor inputs in schema order, non-tensor
   arguments in attrs by schema argument name, tensor outputs, module path/type and source line.
@@ -178,7 +178,7 @@ def _flatten(value: Any) -> Iterable[Any]:
 
 def export_graph(
     graph_module: torch.fx.GraphModule,
-    placeholders: list[tuple[str, str]],
+    graph_inputs: list[tuple[str, str]],
     *,
     name: str,
     metadata: dict[str, Any],
@@ -186,7 +186,7 @@ def export_graph(
 ) -> dict[str, Any]:
     """The "accel-sim-graph" document of a make_fx graph.
 
-    "placeholders" gives (kind, name) for each placeholder in order: kind is "parameter",
+    "graph_inputs" gives (kind, name) for each graph input (FX placeholder node) in order: kind is "parameter",
     "buffer" or "input"; name the parameter/buffer FQN or "input.<path>". "released_at" maps a
     storage address to the FX node traced when the program dropped its last reference (None:
     held to the end); it becomes the storage's "released_after" node index.
@@ -196,7 +196,7 @@ def export_graph(
     ids: dict[torch.fx.Node, Any] = {}
     nodes: list[dict[str, Any]] = []
     outputs: list[int] = []
-    placeholder_index = 0
+    input_index = 0
     exported_before: dict[torch.fx.Node, int] = {}  # FX node -> index of the last node emitted by then
 
     def tensor_ids_of(arg: Any) -> list[int]:
@@ -217,8 +217,8 @@ def export_graph(
         exported_before[node] = len(nodes) - 1
         value = node.meta.get("val")
         if node.op == "placeholder":
-            kind, tensor_name = placeholders[placeholder_index]
-            placeholder_index += 1
+            kind, tensor_name = graph_inputs[input_index]
+            input_index += 1
             if isinstance(value, torch.Tensor):
                 ids[node] = builder.add_tensor(value, kind, tensor_name)
         elif node.op == "get_attr":

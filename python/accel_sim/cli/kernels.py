@@ -7,8 +7,9 @@ import argparse
 import json
 from typing import Any
 
-_DTYPES = ("bf16", "fp16", "fp32", "fp8", "tf32")
-_CORE_DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "fp8": "fp8_e4m3", "tf32": "fp32"}
+from accel_sim.validation import DTYPES as _CORE_DTYPES
+
+_DTYPES = tuple(_CORE_DTYPES)
 
 
 def add_parsers(sub: Any) -> None:
@@ -127,12 +128,12 @@ def cmd_kernel(args: argparse.Namespace) -> int:
         e = _core.estimate_kernel(q, spec, args.cost_model, options)
     except ValueError as err:
         raise UsageError(str(err)) from None
-    tflops = e.flops / e.time_s / 1e12 if e.time_s > 0 else 0.0
+    tflops = e.achieved_flops_per_s / 1e12
     if args.json:
         print(json.dumps({
             "kernel": args.kernel_kind, "what": what, "device": spec.id, "dtype": args.dtype,
             "cost_model": args.cost_model, "time_s": e.time_s, "tflops": tflops,
-            "bandwidth_bytes_per_s": e.bytes / e.time_s if e.time_s > 0 else 0.0,
+            "bandwidth_bytes_per_s": e.achieved_bytes_per_s,
             "bound": e.bound.name, "roofline_time_s": e.roofline_time_s, "flops": e.flops,
             "bytes": e.bytes, "calibrated": spec.kernel.calibrated,
         }, indent=1))
@@ -140,7 +141,7 @@ def cmd_kernel(args: argparse.Namespace) -> int:
     calibrated = "calibrated" if spec.kernel.calibrated else "uncalibrated constants"
     print(f"accel-sim · {what} · {args.dtype} on {spec.name} ({args.cost_model} model, {calibrated})")
     print(f"  time       {e.time_s * 1e6:,.2f} µs   ({e.bound.name}-bound; roofline {e.roofline_time_s * 1e6:,.2f} µs)")
-    print(f"  achieved   {tflops:,.1f} TFLOP/s · {e.bytes / e.time_s / 1e9:,.0f} GB/s" if e.time_s > 0 else "  achieved   -")
+    print(f"  achieved   {tflops:,.1f} TFLOP/s · {e.achieved_bytes_per_s / 1e9:,.0f} GB/s")
     print(f"  work       {e.flops / 1e9:,.3f} GFLOP · {e.bytes / 1e6:,.3f} MB")
     return 0
 
@@ -199,7 +200,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from accel_sim import _core, validation
+    from accel_sim import validation
     from accel_sim.errors import UsageError
 
     spec = _spec(args.device, args.device_file)
@@ -237,7 +238,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     for b, a in zip(before, after):
         print(f"# {b.kind}: {a.kernel.rows} fit rows, median |error| {b.kernel.median_abs_error * 100:.1f}% -> "
               f"{a.kernel.median_abs_error * 100:.1f}%")
-    k = constants
+    k = constants  # fitted by the core
     if args.data is None:
         path = _write_device_file(args, constants, n, data)
         print(f"# wrote the fitted device file {path} (use it with --device-file)")
@@ -249,5 +250,4 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             print(f"  {field}: {value:.3f}")
     print(f"  kernel_floor_us: {k.kernel_floor_s * 1e6:.2f}")
     print(f"  stream_floor_us: {k.stream_floor_s * 1e6:.2f}")
-    _ = _core  # the fit ran in the core
     return 0
