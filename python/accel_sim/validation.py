@@ -9,7 +9,8 @@ the error statistics; this module reads rows and arranges the results.
 Rows the kernel model does not describe are left out and counted: attention implementations it
 has no constants for (Triton tutorials, FlashAttention-4), Liger's "full" timings, which
 include per-call overheads of a Python benchmark loop rather than one forward and one backward,
-HF's eager modules (an RMSNorm is seven kernels there), torch.compile's backward graphs and a
+HF's eager modules (an RMSNorm is seven kernels there), the unfused add-then-RMSNorm baseline of
+Liger's fused_add_rms_norm benchmark (two kernels), torch.compile's backward graphs and a
 norm's backward (per-block weight-gradient partials, then their sum), which are not one kernel.
 
 Measurements are device times of one kernel launched back to back (CUDA events, do_bench), so
@@ -82,9 +83,10 @@ def _query(row: dict) -> tuple[Any, str] | None:
             return None
         return q, f"{row['impl']} {direction} b{q.batch} h{q.heads} s{q.seq_q} d{q.head_dim}" + (" causal" if q.causal else "")
     if kind == "memory":
-        # Not one kernel: Liger's "full" timings, HF's eager modules, a compiled backward graph,
-        # and a norm's backward (a kernel writing per-block weight-gradient partials, then their sum).
-        if (row["direction"] not in ("forward", "backward") or row["impl"] == "huggingface"
+        # Not one kernel: Liger's "full" timings, HF's eager modules, the unfused add-then-norm
+        # baseline (torch's add, then Liger's RMSNorm), a compiled backward graph, and a norm's
+        # backward (a kernel writing per-block weight-gradient partials, then their sum).
+        if (row["direction"] not in ("forward", "backward") or row["impl"] in ("huggingface", "liger_unfused_add")
                 or (row["direction"] == "backward" and (row["impl"] == "torch_compile" or "norm" in row["op"]))):
             return None
         q.kind = _core.KernelKind.memory
