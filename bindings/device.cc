@@ -21,7 +21,9 @@ void bind_device(nb::module_& m) {
       .def_rw("fp8_attention_efficiency", &KernelConstants::fp8_attention_efficiency)
       .def_rw("memory_efficiency", &KernelConstants::memory_efficiency)
       .def_rw("kernel_floor_s", &KernelConstants::kernel_floor_s)
-      .def_rw("stream_floor_s", &KernelConstants::stream_floor_s);
+      .def_rw("stream_floor_s", &KernelConstants::stream_floor_s)
+      .def_rw("gemm_memory_efficiency", &KernelConstants::gemm_memory_efficiency)
+      .def_rw("gemm_tile_overhead_s", &KernelConstants::gemm_tile_overhead_s);
 
   nb::class_<DeviceSpec>(m, "DeviceSpec")
       .def(nb::init<>())

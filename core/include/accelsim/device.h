@@ -35,6 +35,14 @@ struct KernelConstants {
   double fp8_attention_efficiency = 0.0;
   // Fraction of the peak DRAM bandwidth a large streaming kernel reaches.
   double memory_efficiency = 0.85;
+  // Fraction of the peak DRAM bandwidth a GEMM's operand loads reach (TMA / cp.async pipelines
+  // over weight tiles, not the element-wise loops of a streaming kernel); 0: memory_efficiency.
+  double gemm_memory_efficiency = 0.0;
+  // Fixed time of each wave of GEMM output tiles (and of fused attention's 128-query blocks)
+  // beyond its multiply-adds: the prologue that fills the operand pipeline, the epilogue that
+  // converts and stores the tile. Default: the 1500 cycles per tile of AMD's Origami GEMM model
+  // (costmodel.md sec. 5) at 1.8 GHz.
+  double gemm_tile_overhead_s = 0.8e-6;
   // Fixed time of a library kernel (GEMM, attention) beyond its work: launch latency, prologue
   // and epilogue, the tail of the last wave.
   double kernel_floor_s = 3e-6;

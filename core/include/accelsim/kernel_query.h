@@ -73,7 +73,7 @@ ErrorStats error_stats(const std::vector<double>& predicted, const std::vector<d
 // (fp8 apart),
 // the attention efficiencies on the FlashAttention-2 forward and backward rows, the memory
 // efficiency and floor of streaming kernels on the memory-bound rows, the library kernel floor
-// on the GEMM and attention rows. A constant whose class has no rows keeps
+// on the GEMM and attention rows, the GEMM bandwidth and tile overhead on the GEMM rows. A constant whose class has no rows keeps
 // the device's value. The result is marked calibrated when any class had rows. Measurements
 // are taken to be device times of kernels launched back to back (CUDA events, do_bench).
 KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,

@@ -3,8 +3,9 @@
 // GEMMs (NVIDIA, "Matrix Multiplication Background User's Guide"; ../shared/reference/costmodel.md
 // sec. 2): the library tiles C into Tm x Tn output tiles, one CTA each, processed in waves over
 // the device's SMs/CUs. Time = waves x the time of one tile (2 Tm Tn K at the per-unit sustained
-// matrix rate, K rounded up to the 64-wide main-loop step), or the DRAM time of the operands,
-// whichever is longer, plus the device's kernel floor. The tile shape (and a split-K factor for
+// matrix rate, K rounded up to the 64-wide main-loop step, plus the tile's fixed prologue and
+// epilogue, as AMD's Origami model charges per tile), or the DRAM time of the operands at the
+// bandwidth GEMM loads reach, whichever is longer, plus the device's kernel floor. The tile shape (and a split-K factor for
 // problems with too few tiles to fill the device) is the one that minimises the time, as the
 // library's heuristic aims to; tile and wave quantization, skinny decode GEMMs (bandwidth-bound
 // on the weights) and batched/grouped GEMMs all follow from that.
@@ -41,11 +42,11 @@ constexpr std::array<std::array<double, 2>, 8> kTiles = {{{256, 128},
                                                           {64, 64}}};
 constexpr double kTileK = 64;  // main-loop step along K
 
-// Seconds for a GEMM of `d` whose operands are `in_bytes` and result `out_bytes` per element.
-// Split-K partial tiles that fit in the L2 cache are reduced there, at an assumed 4x the DRAM
+// Seconds for a GEMM of `d` whose operands are `in_bytes` and result `out_bytes` per element;
+// `tile_overhead` is the fixed time of each wave of tiles. Split-K partial tiles that fit in the L2 cache are reduced there, at an assumed 4x the DRAM
 // bandwidth (H100's L2 delivers several times its HBM bandwidth; costmodel.md sec. 2.2).
 double gemm_time(const GemmDims& d, double peak, double bandwidth, int units, double in_bytes,
-                 double out_bytes, double l2_bytes) {
+                 double out_bytes, double l2_bytes, double tile_overhead) {
   const double m = static_cast<double>(d.m), n = static_cast<double>(d.n);
   const double k = static_cast<double>(d.k), batch = static_cast<double>(std::max<int64_t>(1, d.batch));
   const double traffic = batch * (in_bytes * (m * k + k * n) + out_bytes * m * n);
@@ -60,7 +61,7 @@ double gemm_time(const GemmDims& d, double peak, double bandwidth, int units, do
       if (split > 1 && (tiles * split > 2.0 * units || k / split < 512)) break;
       const double waves = ceil_div(tiles * split, units);
       const double k_slice = ceil_div(k / split, kTileK) * kTileK;
-      const double compute = waves * 2.0 * tm * tn * k_slice / per_unit;
+      const double compute = waves * (2.0 * tm * tn * k_slice / per_unit + tile_overhead);
       // Split-K writes fp32 partial tiles and reduces them: one more pass over C per slice.
       const double partial_bytes = split > 1 ? batch * m * n * 4.0 * 2.0 * split : 0.0;
       const double partials = partial_bytes / (partial_bytes <= l2_bytes ? 4.0 * bandwidth : bandwidth);
@@ -80,14 +81,26 @@ constexpr double kSoftmaxHeadDims = 63.0;
 constexpr int64_t kDecodeQueries = 16;
 
 // Seconds for a fused attention kernel.
-double attention_time(const OpCount& c, double peak, double bandwidth, int units) {
+// `softmax_head_dims`: kSoftmaxHeadDims scaled by the matrix rate of the kernel's dtype over the
+// fp16 rate (the exp units do not speed up with fp8 matmuls). `block_overhead`: the fixed time of
+// each wave of query blocks (load Q, initialise, normalise and store O and the log-sum-exp).
+double attention_time(const OpCount& c, double peak, double bandwidth, int units,
+                      double softmax_head_dims, double block_overhead) {
   const AttentionDims& a = c.attention;
   const double memory = c.bytes() / bandwidth;
   if (peak <= 0) return memory;
   double compute = c.flops / peak;
   if (a.head_dim > 0) {
-    compute *= (1.0 + kSoftmaxHeadDims / static_cast<double>(a.head_dim)) /
-               (1.0 + kSoftmaxHeadDims / 128.0);
+    compute *= (1.0 + softmax_head_dims / static_cast<double>(a.head_dim)) /
+               (1.0 + softmax_head_dims / 128.0);
+  }
+  if (a.causal && a.seq_q > kDecodeQueries) {
+    // The kernel skips key blocks above the diagonal but computes the diagonal ones whole: each
+    // query row pays for the keys up to the end of its 128-query block, (128 - 1) / 2 more on
+    // average than the causal mask lets through (FlashAttention-2, Dao 2023, sec. 3.1.1).
+    const double sq = static_cast<double>(a.seq_q), sk = static_cast<double>(a.seq_k);
+    const double pairs = sq <= sk ? sq * (sq + 1.0) / 2.0 : sq * sk;
+    compute *= std::min(sq * sk, pairs + sq * (128.0 - 1.0) / 2.0) / pairs;
   }
   if (units > 0 && a.seq_q > kDecodeQueries) {
     // Wave quantization over (batch x head, 128-query block) CTAs. Under a causal mask the
@@ -98,6 +111,7 @@ double attention_time(const OpCount& c, double peak, double bandwidth, int units
     double waves = ceil_div(ctas, units);
     if (a.causal && blocks > 1) waves = std::max(waves, 2.0 * (blocks - 0.5) / blocks);
     compute *= waves * units / std::max(ctas, 1.0);
+    compute += ceil_div(ctas, units) * block_overhead;
   }
   // Decode (a few queries against a long cache) splits the keys across CTAs (split-KV,
   // FlashDecoding), filling the device: no wave penalty, bandwidth-bound on the cache.
@@ -118,6 +132,11 @@ OpCost KernelCostModel::cost(const OpCount& count, const DeviceSpec& device,
   const double clock_scale =
       options.clock_hz > 0 && device.clock_hz > 0 ? options.clock_hz / device.clock_hz : 1.0;
   const double bandwidth = device.memory_bandwidth_bytes_per_s * k.memory_efficiency;
+  const double gemm_bandwidth =
+      k.gemm_memory_efficiency > 0 ? device.memory_bandwidth_bytes_per_s * k.gemm_memory_efficiency
+                                   : bandwidth;
+  // The tile prologue and epilogue are cycles: they follow a clock override.
+  const double tile_overhead = k.gemm_tile_overhead_s / clock_scale;
   c.peak_flops_per_s = peak.flops_per_s * clock_scale;
   c.peak_fallback = peak.fallback;
   c.memory_time_s = count.bytes() / bandwidth;
@@ -128,14 +147,21 @@ OpCost KernelCostModel::cost(const OpCount& count, const DeviceSpec& device,
     const double sustained = c.peak_flops_per_s * (fp8 && k.fp8_matmul_efficiency > 0
                                                        ? k.fp8_matmul_efficiency
                                                        : k.matmul_efficiency);
-    const double elements = static_cast<double>(count.gemm.batch) *
-                            (static_cast<double>(count.gemm.m) * count.gemm.k +
-                             static_cast<double>(count.gemm.k) * count.gemm.n +
-                             static_cast<double>(count.gemm.m) * count.gemm.n);
-    // Bytes per element of the operands from the op's own traffic (weights may be packed).
-    const double per_element = elements > 0 ? count.bytes() / elements : 2.0;
-    body = gemm_time(count.gemm, sustained, bandwidth, device.num_compute_units, per_element,
-                     per_element, device.l2_cache_bytes);
+    const double batch = static_cast<double>(count.gemm.batch);
+    const double m = static_cast<double>(count.gemm.m), n = static_cast<double>(count.gemm.n);
+    const double kk = static_cast<double>(count.gemm.k);
+    const double in_elements = batch * (m * kk + kk * n), out_elements = batch * m * n;
+    // Bytes per element of the operands and of the result from the op's own traffic (weights
+    // may be packed; an fp8 GEMM writes bf16).
+    double in_bytes = 2.0, out_bytes = 2.0;
+    if (count.bytes_read > 0 && count.bytes_written > 0) {
+      in_bytes = count.bytes_read / in_elements;
+      out_bytes = count.bytes_written / out_elements;
+    } else if (count.bytes() > 0) {
+      in_bytes = out_bytes = count.bytes() / (in_elements + out_elements);
+    }
+    body = gemm_time(count.gemm, sustained, gemm_bandwidth, device.num_compute_units, in_bytes,
+                     out_bytes, device.l2_cache_bytes, tile_overhead);
     c.compute_time_s = count.flops / sustained;
   } else if (count.op_class == OpClass::attention && peak.flops_per_s > 0 &&
              options.attention_impl == AttentionImpl::eager && !count.attention.backward) {
@@ -148,9 +174,11 @@ OpCost KernelCostModel::cost(const OpCount& count, const DeviceSpec& device,
     const double element = static_cast<double>(size_bytes(count.compute_dtype));
     const double scores = a.batch_heads * static_cast<double>(a.seq_q) * a.seq_k * element;
     body = gemm_time({.m = a.seq_q, .n = a.seq_k, .k = a.head_dim, .batch = batch}, sustained,
-                     bandwidth, device.num_compute_units, element, element, device.l2_cache_bytes) +
+                     gemm_bandwidth, device.num_compute_units, element, element,
+                     device.l2_cache_bytes, tile_overhead) +
            gemm_time({.m = a.seq_q, .n = a.value_dim, .k = a.seq_k, .batch = batch}, sustained,
-                     bandwidth, device.num_compute_units, element, element, device.l2_cache_bytes) +
+                     gemm_bandwidth, device.num_compute_units, element, element,
+                     device.l2_cache_bytes, tile_overhead) +
            (a.causal ? 6.0 : 4.0) * scores / bandwidth + 2.0 * k.kernel_floor_s;
     c.compute_time_s = count.flops / sustained;
     c.memory_time_s += (a.causal ? 6.0 : 4.0) * scores / bandwidth;
@@ -168,7 +196,11 @@ OpCost KernelCostModel::cost(const OpCount& count, const DeviceSpec& device,
       efficiency = k.fp8_attention_efficiency;
     }
     const double sustained = c.peak_flops_per_s * efficiency;
-    body = attention_time(count, sustained, bandwidth, device.num_compute_units);
+    const double fp16_rate = device.fp16_matrix_flops_per_s * clock_scale;
+    const double softmax = fp8 && fp16_rate > 0 ? kSoftmaxHeadDims * c.peak_flops_per_s / fp16_rate
+                                                : kSoftmaxHeadDims;
+    body = attention_time(count, sustained, bandwidth, device.num_compute_units, softmax,
+                          tile_overhead);
     c.compute_time_s = count.flops / sustained;
   } else {
     const double sustained = c.peak_flops_per_s * (matrix ? k.matmul_efficiency : 1.0);

@@ -59,7 +59,8 @@ def add_parsers(sub: Any) -> None:
 
 
 _KERNEL_KEYS = ("matmul_efficiency", "fp8_matmul_efficiency", "attention_efficiency", "attention_backward_efficiency",
-                "flash3_efficiency", "cudnn_efficiency", "fp8_attention_efficiency", "memory_efficiency")
+                "flash3_efficiency", "cudnn_efficiency", "fp8_attention_efficiency", "memory_efficiency",
+                "gemm_memory_efficiency")
 
 
 def _write_device_file(args: argparse.Namespace, k: Any, rows: int, data: str) -> str:
@@ -74,6 +75,7 @@ def _write_device_file(args: argparse.Namespace, k: Any, rows: int, data: str) -
     doc = yaml.safe_load(Path(entry.path).read_text(encoding="utf-8"))
     section: dict[str, Any] = {"calibrated": True}
     section.update({key: round(getattr(k, key), 4) for key in _KERNEL_KEYS if getattr(k, key) > 0})
+    section["gemm_tile_overhead_us"] = round(k.gemm_tile_overhead_s * 1e6, 3)
     section["kernel_floor_us"] = round(k.kernel_floor_s * 1e6, 3)
     section["stream_floor_us"] = round(k.stream_floor_s * 1e6, 3)
     doc["kernel"] = section
@@ -248,6 +250,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         value = getattr(k, field)
         if value > 0:
             print(f"  {field}: {value:.3f}")
+    print(f"  gemm_tile_overhead_us: {k.gemm_tile_overhead_s * 1e6:.2f}")
     print(f"  kernel_floor_us: {k.kernel_floor_s * 1e6:.2f}")
     print(f"  stream_floor_us: {k.stream_floor_s * 1e6:.2f}")
     return 0

@@ -139,8 +139,8 @@ def parse_device(data: Any, where: str, expected_id: str | None = None) -> Devic
 
 
 _KERNEL_FIELDS = ("calibrated", "matmul_efficiency", "fp8_matmul_efficiency", "attention_efficiency", "attention_backward_efficiency",
-                  "flash3_efficiency", "cudnn_efficiency", "fp8_attention_efficiency", "memory_efficiency", "kernel_floor_us",
-                  "stream_floor_us")
+                  "flash3_efficiency", "cudnn_efficiency", "fp8_attention_efficiency", "memory_efficiency",
+                  "gemm_memory_efficiency", "gemm_tile_overhead_us", "kernel_floor_us", "stream_floor_us")
 
 
 def _read_kernel_constants(spec: Any, data: dict, where: str) -> None:
@@ -162,7 +162,9 @@ def _read_kernel_constants(spec: Any, data: dict, where: str) -> None:
             k.calibrated = value
             continue
         number = _number(section, key, f"{where}: kernel")
-        if key in ("kernel_floor_us", "stream_floor_us"):
+        if key in ("kernel_floor_us", "stream_floor_us", "gemm_tile_overhead_us"):
+            if number < 0:
+                raise UsageError(f"{where}: 'kernel.{key}' must not be negative, got {number}")
             setattr(k, key.replace("_us", "_s"), number * 1e-6)
             continue
         if not 0 < number <= 1:
