@@ -82,6 +82,9 @@ void bind_model(nb::module_& m) {
       .def_rw("ffn_bias", &ModelSpec::ffn_bias)
       .def_rw("qk_norm", &ModelSpec::qk_norm)
       .def_rw("sliding_window", &ModelSpec::sliding_window)
+      .def_rw("hidden_dropout", &ModelSpec::hidden_dropout)
+      .def_rw("embedding_dropout", &ModelSpec::embedding_dropout)
+      .def_rw("attention_dropout", &ModelSpec::attention_dropout)
       .def_rw("moe", &ModelSpec::moe)
       .def_rw("mla", &ModelSpec::mla)
       .def_rw("weight_dtype", &ModelSpec::weight_dtype)
@@ -107,6 +110,10 @@ void bind_model(nb::module_& m) {
   nb::enum_<KernelStyle>(m, "KernelStyle")
       .value("fused", KernelStyle::fused)
       .value("hf_eager", KernelStyle::hf_eager);
+  nb::enum_<Recompute>(m, "Recompute")
+      .value("none", Recompute::none)
+      .value("selective", Recompute::selective)
+      .value("full", Recompute::full);
   nb::enum_<MoeImpl>(m, "MoeImpl")
       .value("grouped", MoeImpl::grouped)
       .value("sequential", MoeImpl::sequential);
@@ -123,7 +130,8 @@ void bind_model(nb::module_& m) {
       .def_rw("context_parallel", &BuildOptions::context_parallel)
       .def_rw("moe_impl", &BuildOptions::moe_impl)
       .def_rw("optimizer", &BuildOptions::optimizer)
-      .def_rw("master_weights", &BuildOptions::master_weights);
+      .def_rw("master_weights", &BuildOptions::master_weights)
+      .def_rw("recompute", &BuildOptions::recompute);
   m.def(
       "build_graph",
       [](const ModelSpec& model, const BuildOptions& options) {

@@ -82,3 +82,32 @@ def test_quantization_config_of_a_checkpoint(tmp_path):
     path.write_text(json.dumps({**config, "quantization_config": {"quant_method": "bitsandbytes", "bits": 4}}))
     bad = run_cli("simulate", "--model", str(path), "--device", "h100")
     assert bad.returncode == 2 and "quantization_config with quant_method 'bitsandbytes'" in bad.stderr
+
+
+def test_recompute_policies_from_the_command_line():
+    def run(policy):
+        result = run_cli("simulate", "--model", "gpt2", "--device", "a100", "--phase", "train", "--batch", "8",
+                         "--seq", "1024", "--recompute", policy, "--json", "--no-ops")
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    none, selective, full = run("none"), run("selective"), run("full")
+    assert full["model_info"]["recompute"] == "full"
+    # GPT-2's config has dropout 0.1 (resid_pdrop, embd_pdrop, attn_pdrop): masks are kept for backward.
+    assert none["model_info"]["dropout"] == {"hidden": 0.1, "embedding": 0.1, "attention": 0.1}
+    # FlashAttention already recomputes the attention core: selective keeps what none keeps.
+    assert selective["peak_memory_bytes"] == none["peak_memory_bytes"]
+    # Korthikanti's 34 sbh bytes per layer are 16 sbh 2-byte values and two 1-byte dropout masks;
+    # GPT-2 runs in fp32, so a layer keeps 16 * 4 + 2 = 66 sbh bytes, and with full recompute its
+    # input, 4 sbh bytes. Over 12 layers with sbh = 1024 * 8 * 768 the peak (in the loss's
+    # backward, when every layer's saved values are still held) drops by 12 * 62 sbh bytes, plus
+    # the small fp32 norm statistics and log-sum-exps.
+    saved = none["memory"]["peak_activation_bytes"] - full["memory"]["peak_activation_bytes"]
+    assert abs(saved / (12 * 62 * 1024 * 8 * 768) - 1) < 0.01
+    # The layers' forward runs again in backward: more backward time, same forward.
+    assert full["pass_time_s"]["forward"] == none["pass_time_s"]["forward"]
+    assert full["pass_time_s"]["backward"] > none["pass_time_s"]["backward"]
+    bad = run_cli("simulate", "--model", "gpt2", "--recompute", "full")
+    assert bad.returncode == 2 and "--phase train" in bad.stderr
+    script = run_cli("simulate", "examples/gpt2.py", "--recompute", "full")
+    assert script.returncode == 2 and "--recompute applies" in script.stderr

@@ -133,6 +133,7 @@ def build_model_graph(
     dtype: str | None = None,
     optimizer: str = "adamw",
     master_weights: bool = True,
+    recompute: str = "none",
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
 ) -> BuiltModel:
@@ -163,6 +164,11 @@ def build_model_graph(
         raise UsageError(f"unknown optimizer '{optimizer}' (known: {', '.join(_OPTIMIZERS)})")
     options.optimizer = getattr(_core.Optimizer, optimizer)
     options.master_weights = master_weights
+    if recompute not in ("none", "selective", "full"):
+        raise UsageError(f"unknown recompute policy '{recompute}' (known: none, selective, full)")
+    if recompute != "none" and phase != "train":
+        raise UsageError("--recompute applies to a training step (--phase train)")
+    options.recompute = getattr(_core.Recompute, recompute)
     try:
         graph = _core.build_graph(spec, options)
     except ValueError as e:
@@ -188,6 +194,9 @@ def build_model_graph(
     if phase == "train":
         info["optimizer"] = optimizer
         info["master_weights"] = master_weights and _core.dtype_name(spec.weight_dtype) != "fp32"
+        info["recompute"] = recompute
+        info["dropout"] = {"hidden": spec.hidden_dropout, "embedding": spec.embedding_dropout,
+                           "attention": spec.attention_dropout}
         info["loss"] = "cross-entropy over every position" if spec.lm_head else "mean squared error of the last hidden state"
     if spec.moe.num_experts > 0:
         tokens = batch * (seq if phase != "decode" else 1)

@@ -37,6 +37,14 @@ enum class Optimizer : uint8_t { adamw, adam, sgd, none };
 
 enum class KernelStyle : uint8_t { fused, hf_eager };
 
+// Activation recomputation in a training step (Korthikanti et al. 2022, "Reducing Activation
+// Recomputation in Large Transformer Models"): none keeps every value the backward reads;
+// selective recomputes the attention core (QK^T, softmax, dropout, attention over V), which the
+// builder's fused FlashAttention kernel already does in its backward (it saves only q, k, v, the
+// output and the log-sum-exp), so it keeps what none keeps; full keeps each layer's input and
+// runs the layer's forward again in the backward.
+enum class Recompute : uint8_t { none, selective, full };
+
 // How MoE experts run: one grouped GEMM over all experts (torch._grouped_mm, CUTLASS grouped
 // GEMM) or one GEMM per expert that received tokens (a loop over experts).
 enum class MoeImpl : uint8_t { grouped, sequential };
@@ -58,6 +66,7 @@ struct BuildOptions {
   // for forward and backward, gradients, fp32 master weights and optimizer states in fp32
   // (18 bytes per bf16 parameter with Adam). Off: gradients and states in the weight dtype.
   bool master_weights = true;
+  Recompute recompute = Recompute::none;
 };
 
 // REQUIRES: model.validate() passes; prefill: seq >= 1; decode: context >= 0; batch >= 1.

@@ -104,6 +104,14 @@ struct ModelSpec {
   bool ffn_bias = false;           // biases on the FFN projections
   bool qk_norm = false;            // RMSNorm over head_dim on q and k (Qwen3)
   int64_t sliding_window = 0;      // 0: full attention
+  // Dropout probabilities of a training step (HF configs: GPT-2 resid_pdrop / embd_pdrop /
+  // attn_pdrop, BERT hidden_dropout_prob / attention_probs_dropout_prob). Hidden dropout follows
+  // the attention output projection and the FFN, embedding dropout the summed embeddings; each
+  // keeps a 1-byte mask for backward. Attention dropout runs inside the fused attention kernel
+  // (FlashAttention regenerates its mask in backward). Inference ignores them.
+  double hidden_dropout = 0.0;
+  double embedding_dropout = 0.0;
+  double attention_dropout = 0.0;
   MoeSpec moe;
   MlaSpec mla;  // when enabled, head_dim = qk_nope_head_dim + qk_rope_head_dim
 

@@ -284,6 +284,11 @@ class Backward {
         if (in(0)) broadcast_product(op == "mul" ? "mul" : "div", dy, x[1], x[0]);
         if (in(1)) broadcast_product("mul", dy, x[0], x[1]);
       }
+    } else if (op == "native_dropout") {
+      if (in(0)) {
+        const double keep = 1.0 - n.attr_double("p", 0.0);
+        grad_op("native_dropout_backward", {dy, n.outputs[1]}, x[0], {{"scale", 1.0 / keep}});
+      }
     } else if (op == "silu" || op == "gelu") {
       if (in(0)) grad_op(op == "silu" ? "silu_backward" : "gelu_backward", {dy, x[0]}, x[0], n.attrs);
     } else if (op == "relu") {
@@ -481,6 +486,108 @@ class Backward {
 std::vector<TensorId> append_backward(Graph& graph, TensorId loss, const BackwardOptions& options) {
   ACCELSIM_CHECK(graph.tensor(loss).numel() == 1, "the loss must be a single value");
   return Backward(graph, options).run(loss);
+}
+
+void recompute_regions(Graph& graph, const std::vector<std::vector<NodeId>>& regions) {
+  const auto nodes = graph.nodes();
+  const auto tensors = graph.tensors();
+  const auto storages = graph.storages();
+  const auto node_count = static_cast<NodeId>(nodes.size());
+  // The region owning each storage: the one whose node first writes it (views and in-place
+  // results on a storage written earlier, outside the region, stay with that writer).
+  std::vector<int> owner(storages.size(), -1);
+  std::vector<NodeId> first_writer(storages.size(), kNoNode);
+  for (NodeId i = 0; i < node_count; ++i) {
+    for (TensorId t : nodes[i].outputs) {
+      const StorageId st = tensors[t].storage;
+      if (first_writer[st] == kNoNode) first_writer[st] = i;
+    }
+  }
+  std::vector<int> region_of(nodes.size(), -1);
+  for (size_t r = 0; r < regions.size(); ++r) {
+    for (NodeId i : regions[r]) {
+      ACCELSIM_CHECK(i >= 0 && i < node_count && nodes[i].pass == Pass::forward,
+                     "a recompute region holds forward nodes only");
+      region_of[i] = static_cast<int>(r);
+    }
+  }
+  for (size_t st = 0; st < storages.size(); ++st) {
+    if (first_writer[st] != kNoNode && storages[st].kind == StorageKind::activation) {
+      owner[st] = region_of[first_writer[st]];
+    }
+  }
+  // Where each region is recomputed: before the first non-forward node reading its values.
+  std::vector<NodeId> at(regions.size(), kNoNode);
+  for (NodeId i = 0; i < node_count; ++i) {
+    if (nodes[i].pass == Pass::forward) continue;
+    for (TensorId t : nodes[i].inputs) {
+      const int r = owner[tensors[t].storage];
+      if (r >= 0 && at[r] == kNoNode) at[r] = i;
+    }
+  }
+  std::vector<std::vector<int>> starting(nodes.size());
+  for (size_t r = 0; r < regions.size(); ++r) {
+    if (at[r] != kNoNode) starting[at[r]].push_back(static_cast<int>(r));
+  }
+
+  Graph out;
+  out.name = graph.name;
+  out.reserve(storages.size() * 2, tensors.size() * 2, nodes.size() * 2);
+  for (Storage st : storages) {
+    st.released_after = kNoNode;  // renumbered below
+    out.add_storage(st);
+  }
+  for (const TensorMeta& t : tensors) out.add_tensor(t);
+  // Copies of every tensor on a region's storages, on fresh storages.
+  std::vector<TensorId> copy(tensors.size(), -1);
+  std::vector<StorageId> storage_copy(storages.size(), -1);
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const StorageId st = tensors[t].storage;
+    const int r = owner[st];
+    if (r < 0 || at[r] == kNoNode) continue;
+    if (storage_copy[st] < 0) {
+      storage_copy[st] = out.add_storage({.size_bytes = storages[st].size_bytes,
+                                          .kind = StorageKind::activation});
+    }
+    TensorMeta m = tensors[t];
+    m.storage = storage_copy[st];
+    copy[t] = out.add_tensor(std::move(m));
+  }
+  std::vector<char> active(regions.size(), 0);
+  auto mapped = [&](std::vector<TensorId> ids) {
+    for (TensorId& t : ids) {
+      const int r = owner[tensors[t].storage];
+      if (r >= 0 && active[r]) t = copy[t];
+    }
+    return ids;
+  };
+  std::vector<NodeId> new_index(nodes.size(), kNoNode);
+  for (NodeId i = 0; i < node_count; ++i) {
+    for (int r : starting[i]) {
+      active[r] = 1;
+      for (NodeId j : regions[r]) {
+        Node n = nodes[j];
+        n.inputs = mapped(std::move(n.inputs));
+        n.outputs = mapped(std::move(n.outputs));
+        n.pass = Pass::backward;
+        n.attrs.push_back({"recompute", true});
+        out.add_node(std::move(n));
+      }
+    }
+    Node n = nodes[i];
+    if (n.pass != Pass::forward) {
+      n.inputs = mapped(std::move(n.inputs));
+      n.outputs = mapped(std::move(n.outputs));
+    }
+    new_index[i] = out.add_node(std::move(n));
+  }
+  for (size_t st = 0; st < storages.size(); ++st) {
+    if (storages[st].released_after != kNoNode) {
+      out.hold_storage_until(static_cast<StorageId>(st), new_index[storages[st].released_after]);
+    }
+  }
+  for (TensorId t : graph.outputs()) out.add_output(t);
+  graph = std::move(out);
 }
 
 }  // namespace accelsim

@@ -35,4 +35,14 @@ struct BackwardOptions {
 // not a parameter or no gradient reaches it).
 std::vector<TensorId> append_backward(Graph& graph, TensorId loss, const BackwardOptions& options);
 
+// Activation recomputation (torch.utils.checkpoint, Megatron-LM's recompute): each region, a
+// list of forward node ids, is run again in the backward, just before the first backward node
+// that reads a value the region produced, and from there on every backward read of such a
+// value reads the recomputed one. The region's own outputs are then needed only by the
+// forward (and by backward nodes before that point), so liveness frees them early; what stays
+// alive into the backward is what the region reads from outside (its checkpointed inputs). The
+// recomputed nodes are tagged Pass::backward with the attribute recompute = true. A region none
+// of whose values the backward reads is left alone.
+void recompute_regions(Graph& graph, const std::vector<std::vector<NodeId>>& regions);
+
 }  // namespace accelsim

@@ -158,6 +158,7 @@ class Builder {
       e_.module_type = "LayerNorm";
       x = norm(x, "model.embeddings.norm");
     }
+    x = dropout(x, m_.embedding_dropout);
     rotary_tables();
     for (int64_t l = 0; l < m_.num_layers; ++l) {
       x = m_.post_norm ? post_norm_layer(l, x) : layer(l, x);
@@ -237,6 +238,16 @@ class Builder {
     TensorId first = e_.view(x, {b_, h}, {s_ * h, 1});
     TensorId pooled = e_.op("tanh", {linear(first, h, "model.pooler.dense", true)}, {b_, h}, dt_);
     outputs_.push_back(pooled);
+  }
+
+  // Dropout in a training step (torch's native_dropout): the output and a 1-byte mask that the
+  // backward multiplies the gradient by. Inference, or p = 0, leaves `x` as is.
+  TensorId dropout(TensorId x, double p) {
+    if (!train_ || p <= 0.0) return x;
+    TensorId out = e_.fresh(e_.shape(x), e_.dtype(x));
+    TensorId mask = e_.fresh(e_.shape(x), DType::boolean);
+    e_.node("native_dropout", {x}, {out, mask}, {{"p", p}, {"train", true}});
+    return out;
   }
 
   TensorId collective(const char* op, TensorId x, Shape shape, const char* group) {
@@ -999,6 +1010,7 @@ class Builder {
     if (eager_) e_.hold(normed_in);  // held in `hidden_states` until self_attn returns
     e_.module = p;
     e_.module_type = "DecoderLayer";
+    h = dropout(h, m_.hidden_dropout);
     const TensorId layer_input = x;
     const TensorId attention_output = h;
     x = e_.op("add", {x, h}, shape, dt_);
@@ -1010,6 +1022,7 @@ class Builder {
     if (eager_) e_.hold(normed);  // HF's decoder layer holds it in `hidden_states` until mlp returns
     e_.module = p;
     e_.module_type = "DecoderLayer";
+    h = dropout(h, m_.hidden_dropout);
     TensorId out = e_.op("add", {x, h}, shape, dt_);
     if (eager_) {
       e_.hold(layer_input);  // the caller's `hidden_states` holds it until the layer returns
@@ -1025,10 +1038,12 @@ class Builder {
     TensorId a = reduce_output(attention(l, gather_sequence(x)));
     e_.module = p + ".attention_norm";
     e_.module_type = "Norm";
+    a = dropout(a, m_.hidden_dropout);
     TensorId y = norm(e_.op("add", {a, x}, shape, dt_), p + ".attention_norm");
     TensorId f = reduce_output(ffn(l, gather_sequence(y)));
     e_.module = p + ".output_norm";
     e_.module_type = "Norm";
+    f = dropout(f, m_.hidden_dropout);
     return norm(e_.op("add", {f, y}, shape, dt_), p + ".output_norm");
   }
 
@@ -1094,6 +1109,19 @@ class Builder {
     const DType grad_dtype = o_.master_weights ? DType::fp32 : m_.weight_dtype;
     const std::vector<TensorId> grads = append_backward(
         graph_, loss, {.parameter_grad_dtype = grad_dtype, .all_reduce_grad_of = column_inputs_});
+    if (o_.recompute == Recompute::full) {
+      // Each transformer layer is one checkpoint: its input stays, its forward runs again.
+      std::vector<std::vector<NodeId>> layers(static_cast<size_t>(m_.num_layers));
+      const std::string prefix = "model.layers.";
+      for (NodeId i = 0; i < static_cast<NodeId>(graph_.nodes().size()); ++i) {
+        const Node& n = graph_.node(i);
+        if (n.pass != Pass::forward || n.module_path.rfind(prefix, 0) != 0) continue;
+        const size_t end = n.module_path.find('.', prefix.size());
+        const int64_t l = std::stoll(n.module_path.substr(prefix.size(), end - prefix.size()));
+        layers[static_cast<size_t>(l)].push_back(i);
+      }
+      recompute_regions(graph_, layers);
+    }
     if (o_.optimizer != Optimizer::none) optimizer_step(grads);
   }
 

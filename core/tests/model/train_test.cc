@@ -101,6 +101,86 @@ TEST(TrainTest, ActivationsSavedForBackwardRaiseThePeak) {
   EXPECT_GT(train.peak_activation_bytes, 10 * prefill.peak_activation_bytes);
 }
 
+// A GPT-3-style model (pre-LayerNorm, fused QKV, 4h GELU MLP, biases, learned positions, fp16,
+// dropout 0.1) with `layers` layers: hidden 256, 8 heads, batch 2, seq 128.
+ModelSpec gpt3_style(int64_t layers) {
+  return ModelSpec{.name = "gpt3-style", .family = "gpt2", .hidden_size = 256,
+                   .num_layers = layers, .num_heads = 8, .num_kv_heads = 8, .head_dim = 32,
+                   .ffn_size = 1024, .vocab_size = 1000, .max_position_embeddings = 512,
+                   .activation = Activation::gelu_tanh, .gated_ffn = false,
+                   .norm = NormKind::layer_norm, .rotary = false, .learned_positions = true,
+                   .fused_qkv = true, .tied_embeddings = true, .qkv_bias = true,
+                   .output_bias = true, .ffn_bias = true, .hidden_dropout = 0.1,
+                   .embedding_dropout = 0.1, .attention_dropout = 0.1,
+                   .weight_dtype = DType::fp16, .activation_dtype = DType::fp16,
+                   .kv_cache_dtype = DType::fp16};
+}
+
+// Activation bytes live when the forward ends (at the loss), beyond the resident ones.
+int64_t saved_activations(int64_t layers, Recompute recompute) {
+  const Graph g = build_graph(gpt3_style(layers), {.phase = Phase::train, .batch = 2, .seq = 128,
+                                                   .optimizer = Optimizer::none,
+                                                   .recompute = recompute});
+  const MemoryProfile p = compute_memory_profile(g);
+  for (NodeId i = 0; i < static_cast<NodeId>(g.nodes().size()); ++i) {
+    if (g.node(i).op == "nll_loss_forward") return p.live_bytes_after[i] - p.resident_bytes;
+  }
+  ADD_FAILURE() << "no loss node";
+  return 0;
+}
+
+TEST(TrainTest, ActivationMemoryPerLayerMatchesKorthikanti) {
+  // Korthikanti et al. 2022, sec. 4.1, 16-bit activations, s = 128, b = 2, h = 256, a = 8,
+  // sbh = 65,536: per layer the attention block keeps its QKV input (2sbh), Q and K (4sbh), V
+  // (2sbh), the projection's input (2sbh) and the dropout mask (sbh); the MLP its two inputs
+  // (2sbh, 8sbh), the GELU input (8sbh) and the dropout mask (sbh); the two LayerNorms their
+  // inputs (4sbh): 34sbh, plus 5as^2b for the unfused attention core, which FlashAttention does
+  // not keep (its backward recomputes the core: Korthikanti's "selective" recompute). Beyond the
+  // formula, small fp32 statistics: each LayerNorm's mean and rstd (2 x 2 x 4 bytes x sb) and the
+  // attention's log-sum-exp (4 bytes x abs).
+  const int64_t sbh = 128 * 2 * 256;
+  const int64_t statistics = 2 * 2 * 4 * 128 * 2 + 4 * 8 * 2 * 128;
+  const int64_t none = saved_activations(3, Recompute::none) - saved_activations(2, Recompute::none);
+  EXPECT_EQ(none, 34 * sbh + statistics);
+  const int64_t selective =
+      saved_activations(3, Recompute::selective) - saved_activations(2, Recompute::selective);
+  EXPECT_EQ(selective, 34 * sbh + statistics);
+  // Full recompute keeps each layer's input only: 2sbh.
+  const int64_t full = saved_activations(3, Recompute::full) - saved_activations(2, Recompute::full);
+  EXPECT_EQ(full, 2 * sbh);
+}
+
+TEST(TrainTest, FullRecomputeRunsEachLayerForwardAgainInBackward) {
+  // The recomputed forward doubles the layers' forward GEMMs (8 per layer: c_attn, c_proj, c_fc,
+  // c_proj in forward and again in backward); the lm_head's is not repeated. The step's
+  // gradients and FLOPs otherwise stay those of the step without recompute.
+  const ModelSpec m = gpt3_style(2);
+  const Graph plain = build_graph(m, {.phase = Phase::train, .batch = 2, .seq = 128,
+                                      .optimizer = Optimizer::none});
+  const Graph full = build_graph(m, {.phase = Phase::train, .batch = 2, .seq = 128,
+                                     .optimizer = Optimizer::none, .recompute = Recompute::full});
+  int recomputed = 0;
+  double layer_forward_flops = 0;
+  for (const Node& n : full.nodes()) {
+    if (!n.attr_bool("recompute", false)) continue;
+    ++recomputed;
+    EXPECT_EQ(n.pass, Pass::backward);
+    EXPECT_EQ(n.module_path.rfind("model.layers.", 0), 0u) << n.module_path;
+    const OpCount c = count_op(full, n);
+    if (c.op_class == OpClass::matmul) layer_forward_flops += c.flops;
+  }
+  int layer_nodes = 0;
+  for (const Node& n : plain.nodes()) {
+    layer_nodes += n.pass == Pass::forward && n.module_path.rfind("model.layers.", 0) == 0;
+  }
+  EXPECT_EQ(recomputed, layer_nodes);
+  // Per layer 2 * tokens * (3h^2 + h^2 + 4h^2 + 4h^2) FLOPs of GEMMs plus their bias adds,
+  // tokens * (3h + h + 4h + h); two layers, 256 tokens, h = 256.
+  EXPECT_DOUBLE_EQ(layer_forward_flops, 2 * (2.0 * 256 * 12 * 256 * 256 + 256.0 * 9 * 256));
+  EXPECT_DOUBLE_EQ(sums(full).matmul, sums(plain).matmul + layer_forward_flops);
+  EXPECT_LT(compute_memory_profile(full).peak_bytes, compute_memory_profile(plain).peak_bytes);
+}
+
 TEST(TrainTest, UnusedParametersGetNoGradientAndNoOptimizerState) {
   // ViT's pooler runs in the forward but feeds no loss (MSE on the last hidden state): its
   // 4096 * 4096 + 4096 parameters get no gradient and no optimizer state.

@@ -38,6 +38,7 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--phase", choices=("prefill", "decode", "train"), default="prefill", help="with --model: prefill (batch x seq new tokens), one decode step, or one training step on batch x seq tokens (default: prefill)")
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd", "none"), default="adamw", help="with --phase train: the optimizer step (fused kernels; none: stop after backward; default: adamw)")
     p.add_argument("--no-master-weights", action="store_true", help="with --phase train: keep gradients and optimizer states in the weight dtype instead of fp32 master weights, fp32 gradients and fp32 states")
+    p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="with --phase train: activation recomputation (Korthikanti et al. 2022): none; selective, the attention core (FlashAttention's backward already recomputes it, so it keeps what none keeps); full, each layer's input kept and its forward run again in backward (default: none)")
     p.add_argument("--batch", type=int, default=1, help="with --model: sequences in the batch (default: 1)")
     p.add_argument("--seq", type=int, default=2048, help="with --model: prompt tokens per sequence for prefill (default: 2048)")
     p.add_argument("--context", type=int, default=2048, help="with --model: cached tokens per sequence for decode (default: 2048)")
@@ -134,6 +135,8 @@ def _load(args: argparse.Namespace) -> Any:
 
     if (args.target is None) == (args.model is None):
         raise UsageError("give either a script/graph file or --model NAME (not both)")
+    if args.target is not None and getattr(args, "recompute", "none") != "none":
+        raise UsageError("--recompute applies to a training step built with --model NAME --phase train")
     for flag in ("batch", "seq", "context", "tp", "ep", "cp"):
         if getattr(args, flag) < (0 if flag == "context" else 1):
             raise UsageError(f"--{flag} must be {'non-negative' if flag == 'context' else 'at least 1'}")
@@ -147,7 +150,7 @@ def _load(args: argparse.Namespace) -> Any:
                                  sequence_parallel=args.sp, expert_parallel=args.ep,
                                  context_parallel=args.cp, moe_impl=args.moe_impl, dtype=args.dtype,
                                  optimizer=args.optimizer, master_weights=not args.no_master_weights,
-                                 weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
+                                 recompute=args.recompute, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
     if Path(args.target).suffix == ".py":
         _status(f"capturing {args.target} ...")
     return load_target(args.target, dtype=args.dtype)

@@ -218,6 +218,7 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
         _read_vit(spec, config, where)
     if model_type == "deepseek_v3":
         _read_mla(spec, config, where)
+    _read_dropout(spec, config, model_type)
     window = config.get("sliding_window")
     use_window = config.get("use_sliding_window", model_type == "mistral")
     spec.sliding_window = int(window) if (window and use_window) else 0
@@ -244,6 +245,17 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
     except ValueError as e:
         raise UsageError(f"{where}: {e}") from None
     return spec
+
+
+def _read_dropout(spec: Any, config: dict, model_type: str) -> None:
+    """Dropout probabilities of a training step, under each family's config names."""
+    names = {"gpt2": ("resid_pdrop", "embd_pdrop", "attn_pdrop"),
+             "bert": ("hidden_dropout_prob", "hidden_dropout_prob", "attention_probs_dropout_prob"),
+             "vit": ("hidden_dropout_prob", "hidden_dropout_prob", "attention_probs_dropout_prob")}
+    hidden, embedding, attention = names.get(model_type, ("hidden_dropout", "embedding_dropout", "attention_dropout"))
+    spec.hidden_dropout = float(config.get(hidden) or 0.0)
+    spec.embedding_dropout = float(config.get(embedding) or 0.0)
+    spec.attention_dropout = float(config.get(attention) or 0.0)
 
 
 def _read_mla(spec: Any, config: dict, where: str) -> None:

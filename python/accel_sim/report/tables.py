@@ -98,7 +98,9 @@ def simulation_text(report: Any, top: int = 10) -> str:
         )
         if info["phase"] == "train":
             masters = "fp32 master weights, gradients and states" if info["master_weights"] else "gradients and states in " + info["dtype"]
-            lines.append(f"               training step: {info['optimizer']}, {masters}; loss: {info['loss']}")
+            recompute = info.get("recompute", "none")
+            lines.append(f"               training step: {info['optimizer']}, {masters}; loss: {info['loss']}; "
+                         f"recompute: {recompute}")
         moe = info.get("moe")
         if moe:
             lines.append(
