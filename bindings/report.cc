@@ -1,9 +1,11 @@
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/function.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include "accelsim/advice.h"
 #include "accelsim/breakdown.h"
+#include "accelsim/fit.h"
 #include "accelsim/kernel_query.h"
 #include "accelsim/regression.h"
 #include "bindings.h"
@@ -132,6 +134,15 @@ void bind_report(nb::module_& m) {
         return fit_kernel_constants(q, t, d);
       },
       nb::arg("queries"), nb::arg("measured_s"), nb::arg("device"));
+  nb::class_<FitResult>(m, "FitResult")
+      .def_ro("largest", &FitResult::largest)
+      .def_ro("peak_bytes", &FitResult::peak_bytes)
+      .def_ro("next_peak_bytes", &FitResult::next_peak_bytes)
+      .def_ro("at_limit", &FitResult::at_limit)
+      .def_ro("probes", &FitResult::probes);
+  // The probe calls back into Python (a build or a capture): the GIL stays held.
+  m.def("largest_fitting", &largest_fitting, nb::arg("peak_at"), nb::arg("capacity_bytes"),
+        nb::arg("max_value"));
 }
 
 }  // namespace accelsim::bindings

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from accel_sim.cli.fit import add_parser as add_fit_parser
+from accel_sim.cli.fit import cmd_fit
 from accel_sim.cli.kernels import add_parsers as add_kernel_parsers
 from accel_sim.cli.kernels import cmd_calibrate, cmd_kernel, cmd_validate
 from accel_sim.io.model_config import KV_DTYPES, WEIGHT_DTYPES
@@ -101,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("models", help="list the shipped model configs (params, family, builder support)")
     p.add_argument("--json", action="store_true", help="print as JSON")
 
+    add_fit_parser(sub, _DTYPES)
     add_kernel_parsers(sub)
 
     p = sub.add_parser("devices", help="list the known devices and their numbers")
@@ -330,6 +333,7 @@ _COMMANDS = {
     "devices": _cmd_devices,
     "models": _cmd_models,
     "kernel": cmd_kernel,
+    "fit": cmd_fit,
     "validate": cmd_validate,
     "calibrate": cmd_calibrate,
 }

@@ -1,0 +1,97 @@
+"""`accel-sim fit`: the largest batch or sequence length that fits each device."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+_WHAT = {"batch": "batch", "seq": "sequence length"}
+
+
+def add_parser(sub: Any, dtypes: tuple[str, ...]) -> None:
+    p = sub.add_parser("fit", help="the largest batch or sequence length that fits each device")
+    p.add_argument("target", nargs="?", help="a Python script with get_model() -> (model, example_inputs)")
+    p.add_argument("--model", metavar="NAME|CONFIG", help="a shipped model or an HF config.json, built by the model builder")
+    p.add_argument("--devices", required=True, help="comma-separated device names, e.g. v100,a100,h100")
+    p.add_argument("--axis", choices=("batch", "seq"), required=True, help="the dimension to grow: batch size or sequence length")
+    p.add_argument("--phase", choices=("prefill", "decode", "train"), default="prefill", help="with --model: prefill, one decode step (seq: the cached context) or a training step (default: prefill)")
+    p.add_argument("--train", action="store_true", help="the same as --phase train")
+    p.add_argument("--batch", type=int, default=1, help="with --model and --axis seq: the batch (default: 1)")
+    p.add_argument("--seq", type=int, default=2048, help="with --model and --axis batch: the sequence length, or decode's context (default: 2048)")
+    p.add_argument("--max", type=int, help="largest value to try (default: 65536 for batch; the model's position limit, or 131072, for seq)")
+    p.add_argument("--optimizer", choices=("adamw", "adam", "sgd", "none"), default="adamw", help="with --phase train (default: adamw)")
+    p.add_argument("--no-master-weights", action="store_true", help="with --phase train: gradients and states in the weight dtype")
+    p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="with --phase train: activation recomputation (default: none)")
+    p.add_argument("--kernels", choices=("fused", "hf-eager"), default="fused", help="with --model: kernel style (default: fused)")
+    p.add_argument("--tp", type=int, default=1, help="with --model: tensor-parallel degree (one rank's memory)")
+    p.add_argument("--sp", action="store_true", help="with --model and --tp > 1: sequence parallelism")
+    p.add_argument("--dtype", choices=dtypes, help="the model's dtype (a script: cast before capture)")
+    p.add_argument("--free-at-last-use", action="store_true", help="free activations right after their last use, as torch.compile plans memory")
+    p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file (docs/formats/device.md); repeatable")
+    p.add_argument("--plot", metavar="FILE", help="write peak memory vs the axis, with each device's memory, as an SVG")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from accel_sim.device import resolve_device
+    from accel_sim.errors import UsageError
+    from accel_sim.fit import builder_probe, fit, script_probe, write_svg
+    from accel_sim.io.model_config import load_model_spec
+
+    if (args.target is None) == (args.model is None):
+        raise UsageError("give either a script or --model NAME (not both)")
+    phase = "train" if args.train else args.phase
+    names = [d.strip() for d in args.devices.split(",") if d.strip()]
+    if not names:
+        raise UsageError("--devices names no device")
+    specs = [resolve_device(name, args.device_file).spec for name in names]
+    for flag in ("batch", "seq", "tp"):
+        if getattr(args, flag) < 1:
+            raise UsageError(f"--{flag} must be at least 1")
+    if args.model is not None:
+        spec = load_model_spec(args.model, dtype=args.dtype)
+        limit = args.max or (65536 if args.axis == "batch" else spec.max_position_embeddings or 131072)
+        fixed = f"seq {args.seq}" if args.axis == "batch" and phase != "decode" else (
+            f"context {args.seq}" if args.axis == "batch" else f"batch {args.batch}")
+        what = f"{spec.name}, {phase}, {fixed}" + (f", recompute {args.recompute}" if phase == "train" else "")
+        probe = builder_probe(args.model, args.axis, free_at_last_use=args.free_at_last_use, phase=phase,
+                              batch=args.batch, seq=args.seq, context=args.seq, kernels=args.kernels,
+                              tensor_parallel=args.tp, sequence_parallel=args.sp, dtype=args.dtype,
+                              optimizer=args.optimizer, master_weights=not args.no_master_weights,
+                              recompute=args.recompute)
+    else:
+        if phase != "prefill" or args.recompute != "none":
+            raise UsageError("a script's graph is its model's forward; for a training step use --model NAME --phase train "
+                             "(training-step capture of a script is not supported yet)")
+        probe, original = script_probe(args.target, args.axis, dtype=args.dtype, free_at_last_use=args.free_at_last_use)
+        limit = args.max or (65536 if args.axis == "batch" else 131072)
+        what = f"{args.target} forward, its example inputs resized along {_WHAT[args.axis]} (script's own: {original})"
+    report = fit(probe, specs, args.axis, limit, what)
+    if args.plot:
+        write_svg(report, args.plot)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=1))
+        return 0
+    gib = 2**30
+    print(f"accel-sim fit · largest {_WHAT[args.axis]} that fits · {what}")
+    print()
+    header = ("device", "memory", f"largest {args.axis}", "peak at it", f"peak at {args.axis} + 1")
+    rows = []
+    for r in report.rows:
+        largest = "none" if r.largest == 0 else f"{r.largest}" + (" (search limit)" if r.at_limit else "")
+        rows.append((r.device, f"{r.memory_bytes / gib:.1f} GiB", largest,
+                     f"{r.peak_bytes / gib:.2f} GiB" + (" (at 1)" if r.largest == 0 else ""),
+                     "-" if r.next_peak_bytes < 0 or r.largest == 0 else f"{r.next_peak_bytes / gib:.2f} GiB"))
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+    print(("  " + "  ".join(h.ljust(w) for h, w in zip(header, widths))).rstrip())
+    print("  " + "  ".join("-" * w for w in widths))
+    for row in rows:
+        print(("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths))).rstrip())
+    print()
+    print(f"  peak memory: the liveness analysis of the {'built' if args.model else 'captured'} graph "
+          f"({'freed at last use' if args.free_at_last_use else 'freed when the program drops it'}), "
+          f"{len(report.probes)} value{'s' if len(report.probes) != 1 else ''} probed; not yet counted: the CUDA context and the caching allocator's rounding")
+    if args.plot:
+        print(f"  wrote {args.plot}")
+    return 0

@@ -1,0 +1,164 @@
+"""`accel-sim fit`: the largest batch size or sequence length that fits each device.
+
+A probe builds (model builder) or captures (a script's get_model(), its example inputs resized
+along the axis) the graph at one value and takes the peak of the core's liveness analysis. The
+core's largest_fitting() chooses which values to probe; probes are cached across devices, since
+the peak does not depend on the device, only the capacity it is compared with does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from accel_sim import _core
+from accel_sim.errors import UsageError
+
+AXES = ("batch", "seq")
+
+
+@dataclass
+class FitRow:
+    device: str
+    memory_bytes: float
+    largest: int  # 0: not even 1 fits
+    peak_bytes: int
+    next_peak_bytes: int  # -1 when `largest` is the search limit
+    at_limit: bool
+
+
+@dataclass
+class FitReport:
+    axis: str
+    what: str  # the model and the fixed dimensions, for the header
+    limit: int
+    rows: list[FitRow]
+    probes: dict[int, int] = field(default_factory=dict)  # value -> peak bytes
+
+    def to_dict(self) -> dict:
+        return {"axis": self.axis, "what": self.what, "limit": self.limit,
+                "rows": [vars(r) for r in self.rows],
+                "probes": [{"value": v, "peak_bytes": p} for v, p in sorted(self.probes.items())]}
+
+
+def _peak(graph: Any, free_at_last_use: bool) -> int:
+    policy = _core.ReleasePolicy.last_use if free_at_last_use else _core.ReleasePolicy.recorded
+    return _core.compute_memory_profile(graph, policy).peak_bytes
+
+
+def builder_probe(model: str, axis: str, *, free_at_last_use: bool = False, **build: Any) -> Callable[[int], int]:
+    """Peak bytes of the model builder's graph with `axis` (batch, or seq / decode context) set."""
+    from accel_sim.api import build_model_graph
+
+    key = "batch" if axis == "batch" else ("context" if build.get("phase") == "decode" else "seq")
+
+    def probe(value: int) -> int:
+        return _peak(build_model_graph(model, **{**build, key: value}).graph, free_at_last_use)
+
+    return probe
+
+
+def _resized(inputs: Any, dim: int, old: int, new: int) -> Any:
+    import torch
+
+    if isinstance(inputs, torch.Tensor):
+        if inputs.dim() > dim and inputs.shape[dim] == old:
+            shape = list(inputs.shape)
+            shape[dim] = new
+            return torch.zeros(shape, dtype=inputs.dtype, device=inputs.device)
+        return inputs
+    if isinstance(inputs, dict):
+        return {k: _resized(v, dim, old, new) for k, v in inputs.items()}
+    if isinstance(inputs, (list, tuple)):
+        return type(inputs)(_resized(v, dim, old, new) for v in inputs)
+    return inputs
+
+
+def _first_tensor(inputs: Any) -> Any:
+    import torch
+
+    if isinstance(inputs, torch.Tensor):
+        return inputs
+    values = inputs.values() if isinstance(inputs, dict) else inputs if isinstance(inputs, (list, tuple)) else ()
+    for v in values:
+        t = _first_tensor(v)
+        if t is not None:
+            return t
+    return None
+
+
+def script_probe(path: str, axis: str, *, dtype: str | None = None,
+                 free_at_last_use: bool = False) -> tuple[Callable[[int], int], int]:
+    """Peak bytes of the script's model captured with its example inputs resized along `axis`
+    (dim 0 for batch, dim 1 for seq, in every input whose size there equals the first input's),
+    and the script's own value on that axis."""
+    from accel_sim.api import capture, to_core
+    from accel_sim.capture import load_script
+
+    model, inputs = load_script(path)
+    first = _first_tensor(inputs)
+    dim = 0 if axis == "batch" else 1
+    if first is None or first.dim() <= dim:
+        raise UsageError(f"{path}: get_model()'s first example input has no {axis} dimension (dim {dim}) to scale")
+    original = int(first.shape[dim])
+
+    def probe(value: int) -> int:
+        graph = capture(model, _resized(inputs, dim, original, value), dtype=dtype, name=Path(path).stem)
+        return _peak(to_core(graph), free_at_last_use)
+
+    return probe, original
+
+
+def fit(probe: Callable[[int], int], devices: list[Any], axis: str, limit: int, what: str) -> FitReport:
+    """The largest value along `axis` fitting each device (specs), probing through `probe`."""
+    if axis not in AXES:
+        raise UsageError(f"unknown axis '{axis}' (known: {', '.join(AXES)})")
+    if limit < 1:
+        raise UsageError("--max must be at least 1")
+    cache: dict[int, int] = {}
+
+    def cached(value: int) -> int:
+        if value not in cache:
+            cache[value] = int(probe(value))
+        return cache[value]
+
+    rows = []
+    for spec in devices:
+        try:
+            r = _core.largest_fitting(cached, spec.memory_bytes, limit)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        rows.append(FitRow(spec.id, spec.memory_bytes, r.largest, r.peak_bytes, r.next_peak_bytes, r.at_limit))
+    return FitReport(axis, what, limit, rows, cache)
+
+
+def write_svg(report: FitReport, path: str) -> None:
+    """Peak memory vs the axis value at the probed points, with each device's memory drawn."""
+    points = sorted(report.probes.items())
+    if not points:
+        raise UsageError("nothing was probed, nothing to plot")
+    width, height, left, bottom, top, right = 720, 420, 70, 50, 30, 150
+    max_x = max(v for v, _ in points)
+    max_y = max([p for _, p in points] + [r.memory_bytes for r in report.rows]) * 1.05
+    sx = lambda v: left + (width - left - right) * (v / max_x)  # noqa: E731
+    sy = lambda b: height - bottom - (height - bottom - top) * (b / max_y)  # noqa: E731
+    gib = 2**30
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
+             f'<text x="{left}" y="18">peak memory vs {report.axis} · {report.what}</text>',
+             f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="black"/>',
+             f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="black"/>',
+             f'<text x="{(left + width - right) / 2}" y="{height - 15}" text-anchor="middle">{report.axis}</text>',
+             f'<text x="{left - 8}" y="{sy(0)}" text-anchor="end">0</text>',
+             f'<text x="{left - 8}" y="{sy(max_y / 1.05) + 4}" text-anchor="end">{max_y / 1.05 / gib:.0f} GiB</text>',
+             f'<text x="{sx(max_x)}" y="{height - bottom + 16}" text-anchor="middle">{max_x}</text>']
+    for r in report.rows:
+        y = sy(r.memory_bytes)
+        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="#c33" stroke-dasharray="4 3"/>')
+        parts.append(f'<text x="{width - right + 6}" y="{y + 4:.1f}">{r.device} ({r.memory_bytes / gib:.0f} GiB): {r.largest}</text>')
+    line = " ".join(f"{sx(v):.1f},{sy(p):.1f}" for v, p in points)
+    parts.append(f'<polyline points="{line}" fill="none" stroke="#236" stroke-width="2"/>')
+    for v, p in points:
+        parts.append(f'<circle cx="{sx(v):.1f}" cy="{sy(p):.1f}" r="3" fill="#236"><title>{report.axis} {v}: {p / gib:.2f} GiB</title></circle>')
+    parts.append("</svg>")
+    Path(path).write_text("\n".join(parts) + "\n", encoding="utf-8")

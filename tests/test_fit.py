@@ -1,0 +1,68 @@
+"""`accel-sim fit`: the largest batch or sequence length per device, checked by brute force."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import REPO, run_cli
+
+
+def _fit(*args):
+    result = run_cli("fit", *args, "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_builder_fit_agrees_with_a_linear_scan(tmp_path):
+    from accel_sim import _core
+    from accel_sim.api import build_model_graph
+    from accel_sim.device import resolve_device
+
+    d = _fit("--model", "gpt2", "--devices", "v100,a100-40gb", "--axis", "batch", "--train", "--seq", "1024",
+             "--plot", str(tmp_path / "fit.svg"))
+    assert [r["device"] for r in d["rows"]] == ["v100_sxm2_16gb", "a100_40gb"]
+    for row in d["rows"]:
+        capacity = resolve_device(row["device"], []).spec.memory_bytes
+        brute, batch = 0, 1
+        while batch <= row["largest"] + 1:
+            graph = build_model_graph("gpt2", phase="train", batch=batch, seq=1024).graph
+            if _core.compute_memory_profile(graph).peak_bytes > capacity:
+                break
+            brute, batch = batch, batch + 1
+        assert row["largest"] == brute > 1
+        assert row["peak_bytes"] <= capacity < row["next_peak_bytes"]
+    svg = (tmp_path / "fit.svg").read_text()
+    assert svg.startswith("<svg") and "v100_sxm2_16gb" in svg and "a100_40gb" in svg
+
+
+def test_builder_fit_along_the_sequence_with_recompute():
+    plain = _fit("--model", "llama-3-8b", "--devices", "h100", "--axis", "seq", "--phase", "prefill", "--batch", "4")
+    row = plain["rows"][0]
+    assert 1 < row["largest"] <= 8192  # capped by the model's 8192 positions
+    # Training Llama-3-8B with AdamW on one 80 GB H100 does not fit at any length (144 GB of state).
+    train = _fit("--model", "llama-3-8b", "--devices", "h100", "--axis", "seq", "--train", "--recompute", "full")
+    assert train["rows"][0]["largest"] == 0
+
+
+def test_script_fit_resizes_the_example_inputs():
+    from accel_sim.device import resolve_device
+    from accel_sim.fit import script_probe
+
+    d = _fit(str(REPO / "examples" / "gpt2.py"), "--devices", "v100", "--axis", "batch")
+    row = d["rows"][0]
+    probe, original = script_probe(str(REPO / "examples" / "gpt2.py"), "batch")
+    assert original == 8
+    capacity = resolve_device("v100", []).spec.memory_bytes
+    # The boundary, captured again directly: the largest batch fits, one more does not.
+    assert probe(row["largest"]) == row["peak_bytes"] <= capacity < probe(row["largest"] + 1)
+    probes = sorted((p["value"], p["peak_bytes"]) for p in d["probes"])
+    assert all(a[1] <= b[1] for a, b in zip(probes, probes[1:]))
+
+
+def test_fit_usage_errors():
+    script = run_cli("fit", str(REPO / "examples" / "gpt2.py"), "--devices", "h100", "--axis", "batch", "--train")
+    assert script.returncode == 2 and "--model NAME --phase train" in script.stderr
+    both = run_cli("fit", "--devices", "h100", "--axis", "batch")
+    assert both.returncode == 2 and "either a script or --model" in both.stderr
+    device = run_cli("fit", "--model", "gpt2", "--devices", "h100,nosuchchip", "--axis", "batch")
+    assert device.returncode == 2 and "nosuchchip" in device.stderr and "Traceback" not in device.stderr
