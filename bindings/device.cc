@@ -42,6 +42,7 @@ void bind_device(nb::module_& m) {
       .def_rw("fp8_matrix_flops_per_s", &DeviceSpec::fp8_matrix_flops_per_s)
       .def_rw("int8_matrix_ops_per_s", &DeviceSpec::int8_matrix_ops_per_s)
       .def_rw("kernel_launch_overhead_s", &DeviceSpec::kernel_launch_overhead_s)
+      .def_rw("runtime_reserved_bytes", &DeviceSpec::runtime_reserved_bytes)
       .def_rw("num_compute_units", &DeviceSpec::num_compute_units)
       .def_rw("clock_hz", &DeviceSpec::clock_hz)
       .def_rw("l2_cache_bytes", &DeviceSpec::l2_cache_bytes)

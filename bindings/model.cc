@@ -131,7 +131,9 @@ void bind_model(nb::module_& m) {
       .def_rw("moe_impl", &BuildOptions::moe_impl)
       .def_rw("optimizer", &BuildOptions::optimizer)
       .def_rw("master_weights", &BuildOptions::master_weights)
-      .def_rw("recompute", &BuildOptions::recompute);
+      .def_rw("recompute", &BuildOptions::recompute)
+      .def_rw("eager_attention", &BuildOptions::eager_attention)
+      .def_rw("persistent_gradients", &BuildOptions::persistent_gradients);
   m.def(
       "build_graph",
       [](const ModelSpec& model, const BuildOptions& options) {

@@ -139,7 +139,8 @@ void bind_report(nb::module_& m) {
       .def_ro("peak_bytes", &FitResult::peak_bytes)
       .def_ro("next_peak_bytes", &FitResult::next_peak_bytes)
       .def_ro("at_limit", &FitResult::at_limit)
-      .def_ro("probes", &FitResult::probes);
+      .def_ro("probes", &FitResult::probes)
+      .def_ro("monotone", &FitResult::monotone);
   // The probe calls back into Python (a build or a capture): the GIL stays held.
   m.def("largest_fitting", &largest_fitting, nb::arg("peak_at"), nb::arg("capacity_bytes"),
         nb::arg("max_value"));

@@ -57,7 +57,10 @@ void bind_simulate(nb::module_& m) {
       .def_ro("peak_activation_bytes", &MemoryProfile::peak_activation_bytes)
       .def_ro("peak_node", &MemoryProfile::peak_node)
       .def_ro("live_bytes", &MemoryProfile::live_bytes)
-      .def_ro("live_bytes_after", &MemoryProfile::live_bytes_after);
+      .def_ro("live_bytes_after", &MemoryProfile::live_bytes_after)
+      .def_ro("peak_allocated_bytes", &MemoryProfile::peak_allocated_bytes)
+      .def_ro("peak_reserved_bytes", &MemoryProfile::peak_reserved_bytes)
+      .def_ro("peak_segment_bytes", &MemoryProfile::peak_segment_bytes);
   m.def("compute_memory_profile", &compute_memory_profile, nb::arg("graph"),
         nb::arg("policy") = ReleasePolicy::recorded);
 
@@ -102,6 +105,7 @@ void bind_simulate(nb::module_& m) {
       .def_ro("reference_peak_flops_per_s", &SimulationResult::reference_peak_flops_per_s)
       .def_ro("memory", &SimulationResult::memory)
       .def_ro("memory_capacity_bytes", &SimulationResult::memory_capacity_bytes)
+      .def_ro("required_bytes", &SimulationResult::required_bytes)
       .def_ro("fits", &SimulationResult::fits)
       .def_ro("used_peak_fallback", &SimulationResult::used_peak_fallback)
       .def_ro("ops", &SimulationResult::ops)

@@ -134,6 +134,8 @@ def build_model_graph(
     optimizer: str = "adamw",
     master_weights: bool = True,
     recompute: str = "none",
+    eager_attention: bool = False,
+    persistent_gradients: bool = False,
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
 ) -> BuiltModel:
@@ -169,6 +171,10 @@ def build_model_graph(
     if recompute != "none" and phase != "train":
         raise UsageError("--recompute applies to a training step (--phase train)")
     options.recompute = getattr(_core.Recompute, recompute)
+    options.eager_attention = eager_attention
+    if persistent_gradients and phase != "train":
+        raise UsageError("--keep-grads applies to a training step (--phase train)")
+    options.persistent_gradients = persistent_gradients
     try:
         graph = _core.build_graph(spec, options)
     except ValueError as e:
@@ -195,6 +201,8 @@ def build_model_graph(
         info["optimizer"] = optimizer
         info["master_weights"] = master_weights and _core.dtype_name(spec.weight_dtype) != "fp32"
         info["recompute"] = recompute
+        info["attention"] = "unfused core (scores materialized)" if eager_attention else "fused kernel"
+        info["gradients_kept_between_steps"] = persistent_gradients
         info["dropout"] = {"hidden": spec.hidden_dropout, "embedding": spec.embedding_dropout,
                            "attention": spec.attention_dropout}
         info["loss"] = "cross-entropy over every position" if spec.lm_head else "mean squared error of the last hidden state"

@@ -1,7 +1,9 @@
 """`accel-sim fit`: the largest batch size or sequence length that fits each device.
 
 A probe builds (model builder) or captures (a script's get_model(), its example inputs resized
-along the axis) the graph at one value and takes the peak of the core's liveness analysis. The
+along the axis) the graph at one value and takes the peak of the core's liveness analysis
+replayed through PyTorch's caching allocator (the segments it must hold); a device fits the
+value when that plus its runtime reserve (CUDA context, libraries) fits its memory. The
 core's largest_fitting() chooses which values to probe; probes are cached across devices, since
 the peak does not depend on the device, only the capacity it is compared with does.
 """
@@ -23,9 +25,10 @@ class FitRow:
     device: str
     memory_bytes: float
     largest: int  # 0: not even 1 fits
-    peak_bytes: int
-    next_peak_bytes: int  # -1 when `largest` is the search limit
+    peak_bytes: int  # needed at `largest`: the allocator's segments plus the runtime reserve
+    next_peak_bytes: int  # needed at largest + 1; -1 when `largest` is the search limit
     at_limit: bool
+    monotone: bool  # false: a larger value probed lower (allocator packing); one beyond may fit
 
 
 @dataclass
@@ -34,7 +37,7 @@ class FitReport:
     what: str  # the model and the fixed dimensions, for the header
     limit: int
     rows: list[FitRow]
-    probes: dict[int, int] = field(default_factory=dict)  # value -> peak bytes
+    probes: dict[int, int] = field(default_factory=dict)  # value -> allocator segments at the peak
 
     def to_dict(self) -> dict:
         return {"axis": self.axis, "what": self.what, "limit": self.limit,
@@ -43,8 +46,10 @@ class FitReport:
 
 
 def _peak(graph: Any, free_at_last_use: bool) -> int:
+    """The caching allocator's segments in use at their peak (the device-independent part of
+    what must fit; the device adds its runtime reserve)."""
     policy = _core.ReleasePolicy.last_use if free_at_last_use else _core.ReleasePolicy.recorded
-    return _core.compute_memory_profile(graph, policy).peak_bytes
+    return _core.compute_memory_profile(graph, policy).peak_segment_bytes
 
 
 def builder_probe(model: str, axis: str, *, free_at_last_use: bool = False, **build: Any) -> Callable[[int], int]:
@@ -125,11 +130,14 @@ def fit(probe: Callable[[int], int], devices: list[Any], axis: str, limit: int, 
 
     rows = []
     for spec in devices:
+        runtime = spec.runtime_reserved_bytes
         try:
-            r = _core.largest_fitting(cached, spec.memory_bytes, limit)
+            r = _core.largest_fitting(cached, spec.memory_bytes - runtime, limit)
         except ValueError as e:
             raise UsageError(str(e)) from None
-        rows.append(FitRow(spec.id, spec.memory_bytes, r.largest, r.peak_bytes, r.next_peak_bytes, r.at_limit))
+        rows.append(FitRow(spec.id, spec.memory_bytes, r.largest, int(r.peak_bytes + runtime),
+                           int(r.next_peak_bytes + runtime) if r.next_peak_bytes >= 0 else -1, r.at_limit,
+                           r.monotone))
     return FitReport(axis, what, limit, rows, cache)
 
 

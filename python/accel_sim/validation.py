@@ -265,3 +265,49 @@ def class_errors(spec: Any, cost_model: str) -> tuple[Any, str]:
         basis = f"measured for {', '.join(measured)}; uncalibrated for {', '.join(fallback)}"
     _BAND_CACHE[key] = (errors, basis)
     return errors, basis
+
+
+def training_memory_path() -> Path:
+    return Path(str(importlib.resources.files("accel_sim") / "data" / "validation" / "training_memory.csv"))
+
+
+def load_training_memory(path: str | Path | None = None) -> list[dict]:
+    """Measured memory of whole training runs (`validation/extract_memory.py`), report-only."""
+    p = Path(path) if path else training_memory_path()
+    if not p.is_file():
+        raise UsageError(f"training-memory data not found: {p}")
+    with open(p, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    needed = ("device", "model", "batch", "seq", "runtime_mib", "measured_mib")
+    for line, row in enumerate(rows, 2):
+        missing = [c for c in needed if not row.get(c)]
+        if missing:
+            raise UsageError(f"{p}: line {line} lacks {', '.join(missing)}")
+    return rows
+
+
+def predict_training_memory(row: dict) -> dict:
+    """The builder's training step for a measured run, replayed through the caching allocator:
+    what NVML shows once the run is over is the allocator's reserved segments (it keeps them)
+    plus the CUDA context measured for that software stack (the row's runtime_mib).
+
+    A sequence-classification fine-tune is built as the encoder without the MLM head (its
+    pooler and 2-way classifier hold 0.1% of BERT-large's parameters); gradient accumulation
+    runs micro-batches of `batch`, so one micro-step's memory is the step's."""
+    from accel_sim.api import build_model_graph
+    from accel_sim.io.model_config import load_model_spec
+
+    spec = load_model_spec(row["model"], dtype=row.get("precision") or "fp32")
+    if "classification" in row.get("task", ""):
+        spec.lm_head = spec.lm_head_transform = spec.lm_head_bias = False
+        spec.pooler = True
+    built = build_model_graph(spec, phase="train", batch=int(row["batch"]), seq=int(row["seq"]),
+                              optimizer=row.get("optimizer") or "adamw",
+                              recompute="full" if row.get("gradient_checkpointing") == "true" else "none",
+                              eager_attention=row.get("attention") == "eager",
+                              persistent_gradients=row.get("zero_grad") == "in_place")
+    profile = _core.compute_memory_profile(built.graph)
+    mib = 2**20
+    return {"logical_mib": profile.peak_bytes / mib, "allocated_mib": profile.peak_allocated_bytes / mib,
+            "reserved_mib": profile.peak_reserved_bytes / mib,
+            "predicted_mib": profile.peak_reserved_bytes / mib + float(row["runtime_mib"])}

@@ -39,10 +39,11 @@ enum class KernelStyle : uint8_t { fused, hf_eager };
 
 // Activation recomputation in a training step (Korthikanti et al. 2022, "Reducing Activation
 // Recomputation in Large Transformer Models"): none keeps every value the backward reads;
-// selective recomputes the attention core (QK^T, softmax, dropout, attention over V), which the
-// builder's fused FlashAttention kernel already does in its backward (it saves only q, k, v, the
-// output and the log-sum-exp), so it keeps what none keeps; full keeps each layer's input and
-// runs the layer's forward again in the backward.
+// selective recomputes the unfused attention core (QK^T, softmax, dropout, attention over V;
+// BuildOptions::eager_attention), which a fused FlashAttention kernel already does in its
+// backward (it saves only q, k, v, the output and the log-sum-exp), so with it selective keeps
+// what none keeps; full keeps each layer's input and runs the layer's forward again in the
+// backward.
 enum class Recompute : uint8_t { none, selective, full };
 
 // How MoE experts run: one grouped GEMM over all experts (torch._grouped_mm, CUTLASS grouped
@@ -67,6 +68,13 @@ struct BuildOptions {
   // (18 bytes per bf16 parameter with Adam). Off: gradients and states in the weight dtype.
   bool master_weights = true;
   Recompute recompute = Recompute::none;
+  // Attention as the unfused core (batched GEMMs, a softmax over the materialized scores,
+  // dropout, a copy back) instead of one fused FlashAttention-style kernel.
+  bool eager_attention = false;
+  // Training step only: gradients kept between steps and zeroed at the start of this one
+  // (optimizer.zero_grad(set_to_none=False), PyTorch's default before 2.0), so they are live
+  // from the first forward op; otherwise each is created by its first backward contribution.
+  bool persistent_gradients = false;
 };
 
 // REQUIRES: model.validate() passes; prefill: seq >= 1; decode: context >= 0; batch >= 1.

@@ -71,6 +71,11 @@ struct DeviceSpec {
   double int8_matrix_ops_per_s = 0.0;
 
   double kernel_launch_overhead_s = 0.0;  // host-side cost per kernel launch
+  // Device memory the runtime holds outside PyTorch's allocator: the CUDA/HIP context and the
+  // libraries' modules (cuBLAS, cuDNN, NCCL, Triton kernels). Default 512 MiB: "around 400 MB"
+  // with CUDA >= 11.7 lazy module loading, growing with the loaded libraries
+  // (../shared/reference/costmodel.md sec. 7.1; pytorch#109888, PR#86509).
+  double runtime_reserved_bytes = 512.0 * 1024 * 1024;
   int num_compute_units = 0;              // SMs / CUs / cores; 0 = unknown
   double clock_hz = 0.0;
   double l2_cache_bytes = 0.0;

@@ -22,10 +22,15 @@ struct FitResult {
   int64_t next_peak_bytes = -1; // peak at largest + 1; -1 when largest is the search limit
   bool at_limit = false;        // largest == max_value: larger values were not tried
   int probes = 0;               // distinct values probed
+  // false when a larger value probed lower than a smaller one (the caching allocator's segments
+  // can dip where sizes pack better): `largest` then still fits and largest + 1 does not, but a
+  // value beyond may fit again.
+  bool monotone = true;
 };
 
-// REQUIRES: max_value >= 1; peak_at(v) >= 0 and non-decreasing in v. Throws ConfigError
-// otherwise (a decreasing probe is reported, not searched through).
+// REQUIRES: max_value >= 1; peak_at(v) >= 0. The search assumes the peak grows with v; where it
+// does not, it still returns a value that fits followed by one that does not. Throws
+// ConfigError for a bad limit or a negative peak.
 FitResult largest_fitting(const std::function<int64_t(int64_t)>& peak_at, double capacity_bytes,
                           int64_t max_value);
 

@@ -31,7 +31,37 @@ struct MemoryProfile {
   NodeId peak_node = kNoNode;         // node during which the peak occurs; kNoNode if no nodes
   std::vector<int64_t> live_bytes;    // per node: bytes live while it runs
   std::vector<int64_t> live_bytes_after;  // per node: bytes live after its dead storages are freed
+  // The same allocations and frees replayed through PyTorch's CUDA caching allocator
+  // (replay_caching_allocator): the peak of the rounded live blocks (torch.cuda's
+  // max_memory_allocated), the peak of the segments it reserved from the driver when it never
+  // gives any back (max_memory_reserved), and the peak of the segments holding at least one live
+  // block, the least it must hold (on a failed cudaMalloc it frees its empty segments and
+  // retries): what has to fit beside the CUDA context.
+  int64_t peak_allocated_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
+  int64_t peak_segment_bytes = 0;
 };
+
+// One allocator request or release, in execution order.
+struct AllocatorEvent {
+  int64_t id;        // the storage
+  int64_t bytes;     // requested size (allocations)
+  bool allocate;     // false: free
+};
+
+struct AllocatorPeaks {
+  int64_t peak_allocated_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
+  int64_t peak_segment_bytes = 0;
+};
+
+// PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp, default settings; see
+// ../shared/reference/costmodel.md sec. 7.1): requests round up to 512 bytes; up to 1 MiB they
+// come from a small pool of 2 MiB segments, above it from a large pool (20 MiB segments for
+// requests under 10 MiB, otherwise the request rounded up to 2 MiB); the best-fitting cached
+// free block is split when more than 512 bytes (small pool) or 1 MiB (large pool) would remain;
+// freed blocks merge with free neighbours in their segment. Segments are never moved.
+AllocatorPeaks replay_caching_allocator(const std::vector<AllocatorEvent>& events);
 
 enum class ReleasePolicy : uint8_t { recorded, last_use };
 

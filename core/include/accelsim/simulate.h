@@ -75,6 +75,9 @@ struct SimulationResult {
   double energy_j = 0.0;
   MemoryProfile memory;
   double memory_capacity_bytes = 0.0;
+  // What must fit: the caching allocator's segments in use at their peak
+  // (MemoryProfile::peak_segment_bytes) plus the runtime's reserve (DeviceSpec).
+  double required_bytes = 0.0;
   bool fits = true;
   bool used_peak_fallback = false;
   std::vector<OpResult> ops;  // one per node, in execution order

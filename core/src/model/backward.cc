@@ -516,6 +516,15 @@ void recompute_regions(Graph& graph, const std::vector<std::vector<NodeId>>& reg
       owner[st] = region_of[first_writer[st]];
     }
   }
+  // A value the forward reads outside its region is the region's output, which a checkpoint
+  // keeps (as torch.utils.checkpoint keeps its function's outputs): not recomputed.
+  for (NodeId i = 0; i < node_count; ++i) {
+    if (nodes[i].pass != Pass::forward) continue;
+    for (TensorId t : nodes[i].inputs) {
+      const StorageId st = tensors[t].storage;
+      if (owner[st] >= 0 && owner[st] != region_of[i]) owner[st] = -1;
+    }
+  }
   // Where each region is recomputed: before the first non-forward node reading its values.
   std::vector<NodeId> at(regions.size(), kNoNode);
   for (NodeId i = 0; i < node_count; ++i) {
@@ -586,6 +595,21 @@ void recompute_regions(Graph& graph, const std::vector<std::vector<NodeId>>& reg
       out.hold_storage_until(static_cast<StorageId>(st), new_index[storages[st].released_after]);
     }
   }
+  for (TensorId t : graph.outputs()) out.add_output(t);
+  graph = std::move(out);
+}
+
+void prepend_node(Graph& graph, Node node) {
+  Graph out;
+  out.name = graph.name;
+  out.reserve(graph.storages().size(), graph.tensors().size(), graph.nodes().size() + 1);
+  for (Storage st : graph.storages()) {
+    if (st.released_after != kNoNode) ++st.released_after;
+    out.add_storage(st);
+  }
+  for (const TensorMeta& t : graph.tensors()) out.add_tensor(t);
+  out.add_node(std::move(node));
+  for (const Node& n : graph.nodes()) out.add_node(n);
   for (TensorId t : graph.outputs()) out.add_output(t);
   graph = std::move(out);
 }

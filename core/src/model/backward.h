@@ -45,4 +45,7 @@ std::vector<TensorId> append_backward(Graph& graph, TensorId loss, const Backwar
 // of whose values the backward reads is left alone.
 void recompute_regions(Graph& graph, const std::vector<std::vector<NodeId>>& regions);
 
+// Inserts `node` before the graph's first node (node ids shift by one; recorded releases follow).
+void prepend_node(Graph& graph, Node node);
+
 }  // namespace accelsim

@@ -656,9 +656,37 @@ class Builder {
   }
 
   TensorId attention_op(std::vector<TensorId> qkv, Shape out, std::vector<Attr> attrs) {
+    if (o_.eager_attention) return eager_core(qkv, out);
     TensorId o = e_.fresh(std::move(out), dt_);
     attention_node(std::move(qkv), o, std::move(attrs));
     return o;
+  }
+
+  // The unfused attention core Korthikanti et al. analyse (Megatron-LM without FlashAttention):
+  // scores = Q K^T as a batched GEMM, one fused scale-mask-softmax kernel, dropout on the
+  // probabilities (training), P V, and the copy back to [b, s, heads, dv] for the output
+  // projection. The scores, probabilities and dropout output are [b * heads, sq, sk] tensors;
+  // the backward keeps the probabilities, the dropout mask and output, Q, K and V. Masks and
+  // sliding windows are applied inside the softmax (the full sq x sk product is computed); GQA
+  // reads shared K/V heads without copying them. Nodes carry the module path "<attention>.core"
+  // (selective recomputation's region).
+  TensorId eager_core(const std::vector<TensorId>& qkv, const Shape& out) {
+    const std::string module = e_.module;
+    e_.module = module + ".core";
+    const Shape& q = e_.shape(qkv[0]);
+    const int64_t b = q[0], h = q[1], sq = q[2], d = q[3];
+    const int64_t sk = e_.shape(qkv[1])[2], dv = out[3];
+    TensorId scores = e_.op("bmm", {e_.view(qkv[0], {b * h, sq, d}),
+                                    e_.view(qkv[1], {b * h, d, sk}, {sk * d, 1, d})},
+                            {b * h, sq, sk}, dt_);
+    TensorId probs = e_.op("_softmax", {scores}, {b * h, sq, sk}, dt_,
+                           {{"dim", int64_t{-1}}, {"half_to_float", false}});
+    probs = dropout(probs, m_.attention_dropout);
+    TensorId ctx = e_.op("bmm", {probs, e_.view(qkv[2], {b * h, sk, dv})}, {b * h, sq, dv}, dt_);
+    TensorId o = e_.op("clone", {e_.view(ctx, {b, sq, h, dv}, {h * sq * dv, dv, sq * dv, 1})},
+                       {b, sq, h, dv}, dt_);
+    e_.module = module;
+    return e_.view(o, {b, h, sq, dv}, {sq * h * dv, dv, h * dv, 1});
   }
 
   // Appends this step's [b, 1, s, width] latent (or RoPE key) to an MLA cache.
@@ -1109,18 +1137,38 @@ class Builder {
     const DType grad_dtype = o_.master_weights ? DType::fp32 : m_.weight_dtype;
     const std::vector<TensorId> grads = append_backward(
         graph_, loss, {.parameter_grad_dtype = grad_dtype, .all_reduce_grad_of = column_inputs_});
-    if (o_.recompute == Recompute::full) {
-      // Each transformer layer is one checkpoint: its input stays, its forward runs again.
+    if (o_.recompute != Recompute::none) {
+      // Full: each transformer layer is one checkpoint, its input stays and its forward runs
+      // again. Selective: each layer's unfused attention core (FlashAttention has none: its
+      // backward recomputes the core itself).
       std::vector<std::vector<NodeId>> layers(static_cast<size_t>(m_.num_layers));
       const std::string prefix = "model.layers.";
+      const std::string core = ".core";
       for (NodeId i = 0; i < static_cast<NodeId>(graph_.nodes().size()); ++i) {
         const Node& n = graph_.node(i);
         if (n.pass != Pass::forward || n.module_path.rfind(prefix, 0) != 0) continue;
+        if (o_.recompute == Recompute::selective &&
+            (n.module_path.size() < core.size() ||
+             n.module_path.compare(n.module_path.size() - core.size(), core.size(), core) != 0)) {
+          continue;
+        }
         const size_t end = n.module_path.find('.', prefix.size());
         const int64_t l = std::stoll(n.module_path.substr(prefix.size(), end - prefix.size()));
         layers[static_cast<size_t>(l)].push_back(i);
       }
       recompute_regions(graph_, layers);
+    }
+    if (o_.persistent_gradients) {
+      // One _foreach_zero_ over last step's gradients before the forward.
+      std::vector<TensorId> held, zeroed;
+      for (TensorId g : grads) {
+        if (g < 0) continue;
+        held.push_back(g);
+        zeroed.push_back(e_.alias(g, e_.shape(g)));
+      }
+      prepend_node(graph_, Node{.op = "_foreach_zero_", .overload = "default", .inputs = held,
+                                .outputs = zeroed, .module_path = "optimizer",
+                                .module_type = "Optimizer", .pass = Pass::optimizer});
     }
     if (o_.optimizer != Optimizer::none) optimizer_step(grads);
   }
@@ -1233,6 +1281,8 @@ Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
                  "sequence parallelism needs a tensor-parallel degree above 1");
   ACCELSIM_CHECK(options.expert_parallel == 1 || model.moe.enabled(),
                  "expert parallelism needs a mixture-of-experts model");
+  ACCELSIM_CHECK(!options.eager_attention || options.context_parallel == 1,
+                 "eager (unfused) attention under context parallelism is not modelled");
   if (options.phase == Phase::train) {
     ACCELSIM_CHECK(options.kernels == KernelStyle::fused,
                    "the training step is built with fused kernels only (hf_eager training is not "

@@ -6,6 +6,7 @@
 //                   state_steps[N or 0])
 //   _fused_sgd_(self[N], grads[N], momentum_buffer_list[N])
 //   _foreach_copy_(self[N], src[N])
+//   _foreach_zero_(self[N])  (zero_grad without set_to_none)
 // They update `self` and the states in place: a node either lists the updated tensors as its
 // outputs (the model builder does) or has none (PyTorch's schema returns nothing), in which case
 // the written bytes are those of the updated lists.
@@ -85,9 +86,18 @@ OpCount count_foreach_copy(const Graph& g, const Node& n) {
   return c;
 }
 
+// _foreach_zero_(self): writes zeros into each tensor (optimizer.zero_grad(set_to_none=False)).
+OpCount count_foreach_zero(const Graph& g, const Node& n) {
+  OpCount c = count_multi_tensor(g, n, 1, {0}, 0.0);
+  c.op_class = OpClass::copy;
+  c.bytes_read = 0;
+  return c;
+}
+
 }  // namespace
 
 void add_optimizer_ops(OpTable& t) {
+  t["_foreach_zero_"] = count_foreach_zero;
   t["_fused_adamw_"] = count_adam;
   t["_fused_adam_"] = count_adam;
   t["_fused_adamw"] = count_adam;

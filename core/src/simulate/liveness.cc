@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "accelsim/memory.h"
@@ -84,6 +85,51 @@ MemoryProfile compute_memory_profile(const Graph& graph, ReleasePolicy policy) {
     p.live_bytes_after[n] = live;
   }
   p.peak_activation_bytes = p.peak_bytes - p.resident_bytes - p.peak_gradient_bytes;
+
+  // The same lifetimes through the caching allocator: resident storages first (loaded before
+  // the step), then per node its new storages, then the ones it was the last to use.
+  std::vector<AllocatorEvent> events;
+  events.reserve(2 * storages.size());
+  // Storages bucketed by the node that creates and the node that frees them (counting sort).
+  std::vector<int32_t> born_start(nodes.size() + 1, 0), dead_start(nodes.size() + 1, 0);
+  for (size_t s = 0; s < storages.size(); ++s) {
+    const StorageKind kind = storages[s].kind;
+    if (storages[s].size_bytes <= 0) continue;
+    if (kind != StorageKind::activation && kind != StorageKind::gradient) {
+      events.push_back({static_cast<int64_t>(s), storages[s].size_bytes, true});
+    } else if (first[s] != kNoNode) {
+      ++born_start[first[s] + 1];
+      if (last[s] < never) ++dead_start[last[s] + 1];
+    }
+  }
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    born_start[n + 1] += born_start[n];
+    dead_start[n + 1] += dead_start[n];
+  }
+  std::vector<StorageId> born(born_start.back()), dead(dead_start.back());
+  {
+    std::vector<int32_t> b(born_start.begin(), born_start.end() - 1);
+    std::vector<int32_t> d(dead_start.begin(), dead_start.end() - 1);
+    for (size_t s = 0; s < storages.size(); ++s) {
+      const StorageKind kind = storages[s].kind;
+      if (storages[s].size_bytes <= 0 || first[s] == kNoNode ||
+          (kind != StorageKind::activation && kind != StorageKind::gradient)) {
+        continue;
+      }
+      born[b[first[s]]++] = static_cast<StorageId>(s);
+      if (last[s] < never) dead[d[last[s]]++] = static_cast<StorageId>(s);
+    }
+  }
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    for (int32_t i = born_start[n]; i < born_start[n + 1]; ++i) {
+      events.push_back({born[i], storages[born[i]].size_bytes, true});
+    }
+    for (int32_t i = dead_start[n]; i < dead_start[n + 1]; ++i) events.push_back({dead[i], 0, false});
+  }
+  const AllocatorPeaks a = replay_caching_allocator(events);
+  p.peak_allocated_bytes = a.peak_allocated_bytes;
+  p.peak_reserved_bytes = a.peak_reserved_bytes;
+  p.peak_segment_bytes = a.peak_segment_bytes;
   return p;
 }
 

@@ -206,7 +206,8 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
 
   r.memory = compute_memory_profile(graph, options.release_policy);
   r.memory_capacity_bytes = device.memory_bytes;
-  r.fits = static_cast<double>(r.memory.peak_bytes) <= device.memory_bytes;
+  r.required_bytes = static_cast<double>(r.memory.peak_segment_bytes) + device.runtime_reserved_bytes;
+  r.fits = r.required_bytes <= device.memory_bytes;
   return r;
 }
 

@@ -117,10 +117,11 @@ ModelSpec gpt3_style(int64_t layers) {
 }
 
 // Activation bytes live when the forward ends (at the loss), beyond the resident ones.
-int64_t saved_activations(int64_t layers, Recompute recompute) {
+int64_t saved_activations(int64_t layers, Recompute recompute, bool eager_attention = false) {
   const Graph g = build_graph(gpt3_style(layers), {.phase = Phase::train, .batch = 2, .seq = 128,
                                                    .optimizer = Optimizer::none,
-                                                   .recompute = recompute});
+                                                   .recompute = recompute,
+                                                   .eager_attention = eager_attention});
   const MemoryProfile p = compute_memory_profile(g);
   for (NodeId i = 0; i < static_cast<NodeId>(g.nodes().size()); ++i) {
     if (g.node(i).op == "nll_loss_forward") return p.live_bytes_after[i] - p.resident_bytes;
@@ -148,6 +149,49 @@ TEST(TrainTest, ActivationMemoryPerLayerMatchesKorthikanti) {
   // Full recompute keeps each layer's input only: 2sbh.
   const int64_t full = saved_activations(3, Recompute::full) - saved_activations(2, Recompute::full);
   EXPECT_EQ(full, 2 * sbh);
+}
+
+TEST(TrainTest, UnfusedAttentionCoreAddsKorthikantisQuadraticTerm) {
+  // The unfused core keeps the softmax output (2as^2b), the dropout mask (as^2b) and the dropout
+  // output (2as^2b): 5as^2b = 5 * 8 * 128^2 * 2 bytes per layer on top of 34sbh (no
+  // log-sum-exp now, only the LayerNorm statistics). Selective recomputation runs the core again
+  // in backward and keeps 34sbh; full keeps 2sbh.
+  const int64_t sbh = 128 * 2 * 256;
+  const int64_t as2b = 8 * 128 * 128 * 2;
+  const int64_t norms = 2 * 2 * 4 * 128 * 2;
+  auto per_layer = [](Recompute r) {
+    return saved_activations(3, r, true) - saved_activations(2, r, true);
+  };
+  EXPECT_EQ(per_layer(Recompute::none), 34 * sbh + 5 * as2b + norms);
+  EXPECT_EQ(per_layer(Recompute::selective), 34 * sbh + norms);
+  EXPECT_EQ(per_layer(Recompute::full), 2 * sbh);
+}
+
+TEST(TrainTest, GradientsKeptBetweenStepsAreLiveFromTheFirstOp) {
+  // zero_grad(set_to_none=False): one _foreach_zero_ over every gradient before the forward, so
+  // at the loss (end of forward) the fp16 model's gradients (weights' bytes) are already live.
+  const ModelSpec m = gpt3_style(2);
+  const BuildOptions kept{.phase = Phase::train, .batch = 2, .seq = 128,
+                          .optimizer = Optimizer::none, .persistent_gradients = true};
+  const Graph g = build_graph(m, kept);
+  ASSERT_EQ(g.node(0).op, "_foreach_zero_");
+  EXPECT_EQ(g.node(0).pass, Pass::optimizer);
+  int64_t parameter_bytes = 0;
+  for (const Storage& st : g.storages()) {
+    if (st.kind == StorageKind::parameter) parameter_bytes += st.size_bytes;
+  }
+  const Graph plain = build_graph(m, {.phase = Phase::train, .batch = 2, .seq = 128,
+                                      .optimizer = Optimizer::none});
+  const MemoryProfile with = compute_memory_profile(g);
+  const MemoryProfile without = compute_memory_profile(plain);
+  auto at_loss = [](const Graph& graph, const MemoryProfile& p) {
+    for (NodeId i = 0; i < static_cast<NodeId>(graph.nodes().size()); ++i) {
+      if (graph.node(i).op == "nll_loss_forward") return p.live_bytes_after[i];
+    }
+    return int64_t{-1};
+  };
+  // Mixed precision keeps fp32 gradients: 2x the fp16 weights' bytes.
+  EXPECT_EQ(at_loss(g, with) - at_loss(plain, without), 2 * parameter_bytes);
 }
 
 TEST(TrainTest, FullRecomputeRunsEachLayerForwardAgainInBackward) {

@@ -54,10 +54,22 @@ TEST(FitTest, NothingFitsOrEverythingFits) {
   EXPECT_EQ(all.next_peak_bytes, -1);
 }
 
-TEST(FitTest, RejectsADecreasingPeak) {
-  auto peak = [](int64_t v) { return v == 1 ? int64_t{100} : int64_t{10}; };
-  EXPECT_THROW(largest_fitting(peak, 500, 64), ConfigError);
-  EXPECT_THROW(largest_fitting([](int64_t) { return 1; }, 10, 0), ConfigError);
+TEST(FitTest, ADipInThePeakIsReportedAndTheBoundaryStillHolds) {
+  // 100 v, but 50 bytes less at every multiple of 7 (a size that packs better): still a value
+  // that fits followed by one that does not, and the dip is reported when probed.
+  auto peak = [](int64_t v) { return 100 * v - (v % 7 == 0 ? 150 : 0); };
+  for (double capacity : {1000.0, 2345.0, 6950.0}) {
+    const FitResult r = largest_fitting(peak, capacity, 1000);
+    EXPECT_LE(static_cast<double>(peak(r.largest)), capacity);
+    EXPECT_GT(static_cast<double>(peak(r.largest + 1)), capacity);
+  }
+  // 6950: the line through 100 and 200 meets it at 69 (6900), 70 dips to 6850 and fits,
+  // 71 (7100) does not: the answer is 70 and the dip below 69's peak is reported.
+  const FitResult dip = largest_fitting(peak, 6950, 1000);
+  EXPECT_EQ(dip.largest, 70);
+  EXPECT_FALSE(dip.monotone);
+  EXPECT_TRUE(largest_fitting([](int64_t v) { return 100 * v; }, 6950, 1000).monotone);
+  EXPECT_THROW(largest_fitting([](int64_t) { return int64_t{1}; }, 10, 0), ConfigError);
 }
 
 }  // namespace

@@ -23,7 +23,9 @@ def add_parser(sub: Any, dtypes: tuple[str, ...]) -> None:
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd", "none"), default="adamw", help="with --phase train (default: adamw)")
     p.add_argument("--no-master-weights", action="store_true", help="with --phase train: gradients and states in the weight dtype")
     p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="with --phase train: activation recomputation (default: none)")
+    p.add_argument("--keep-grads", action="store_true", help="with --phase train: gradients kept between steps (zero_grad(set_to_none=False))")
     p.add_argument("--kernels", choices=("fused", "hf-eager"), default="fused", help="with --model: kernel style (default: fused)")
+    p.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn", "eager"), default="flash2", help="with --model: eager builds the unfused attention core, whose scores take memory (default: a fused kernel)")
     p.add_argument("--tp", type=int, default=1, help="with --model: tensor-parallel degree (one rank's memory)")
     p.add_argument("--sp", action="store_true", help="with --model and --tp > 1: sequence parallelism")
     p.add_argument("--dtype", choices=dtypes, help="the model's dtype (a script: cast before capture)")
@@ -59,9 +61,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
                               batch=args.batch, seq=args.seq, context=args.seq, kernels=args.kernels,
                               tensor_parallel=args.tp, sequence_parallel=args.sp, dtype=args.dtype,
                               optimizer=args.optimizer, master_weights=not args.no_master_weights,
-                              recompute=args.recompute)
+                              recompute=args.recompute, eager_attention=args.attention_impl == "eager",
+                              persistent_gradients=args.keep_grads)
     else:
-        if phase != "prefill" or args.recompute != "none":
+        if phase != "prefill" or args.recompute != "none" or args.keep_grads:
             raise UsageError("a script's graph is its model's forward; for a training step use --model NAME --phase train "
                              "(training-step capture of a script is not supported yet)")
         probe, original = script_probe(args.target, args.axis, dtype=args.dtype, free_at_last_use=args.free_at_last_use)
@@ -76,7 +79,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     gib = 2**30
     print(f"accel-sim fit · largest {_WHAT[args.axis]} that fits · {what}")
     print()
-    header = ("device", "memory", f"largest {args.axis}", "peak at it", f"peak at {args.axis} + 1")
+    header = ("device", "memory", f"largest {args.axis}", "needed at it", f"needed at {args.axis} + 1")
     rows = []
     for r in report.rows:
         largest = "none" if r.largest == 0 else f"{r.largest}" + (" (search limit)" if r.at_limit else "")
@@ -89,9 +92,15 @@ def cmd_fit(args: argparse.Namespace) -> int:
     for row in rows:
         print(("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths))).rstrip())
     print()
-    print(f"  peak memory: the liveness analysis of the {'built' if args.model else 'captured'} graph "
-          f"({'freed at last use' if args.free_at_last_use else 'freed when the program drops it'}), "
-          f"{len(report.probes)} value{'s' if len(report.probes) != 1 else ''} probed; not yet counted: the CUDA context and the caching allocator's rounding")
+    print(f"  peak: the liveness analysis of the {'built' if args.model else 'captured'} graph "
+          f"({'freed at last use' if args.free_at_last_use else 'freed when the program drops it'}) replayed through "
+          f"PyTorch's caching allocator, plus each device's runtime reserve (CUDA context, libraries); "
+          f"{len(report.probes)} value{'s' if len(report.probes) != 1 else ''} probed")
+    dips = [r.device for r in report.rows if not r.monotone]
+    if dips:
+        print(f"  note ({', '.join(dips)}): a larger {args.axis} needed less than a smaller one among the probes "
+              f"(the allocator packs some sizes better); the answer fits and the next value does not, "
+              f"but a value beyond it may fit again")
     if args.plot:
         print(f"  wrote {args.plot}")
     return 0

@@ -174,6 +174,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from accel_sim.device import catalog
 
     unmeasured = sorted(e.spec.id for e in catalog().entries if e.spec.id not in devices)
+    memory_rows = validation.load_training_memory() if args.split in ("report", "all") else []
+    memory = []
+    for row in memory_rows:
+        p = validation.predict_training_memory(row)
+        memory.append({**{k: row[k] for k in ("id", "device", "model", "batch", "seq", "grad_accum",
+                                              "gradient_checkpointing", "measured_mib", "runtime_mib")},
+                       **p, "error": p["predicted_mib"] / float(row["measured_mib"]) - 1})
     if args.json:
         print(json.dumps({
             "schema": "accel-sim/validate", "rows": len(rows), "skipped": skipped,
@@ -184,6 +191,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                        "roofline": {"median_abs_error": l.roofline.median_abs_error, "p90_abs_error": l.roofline.p90_abs_error,
                                     "median_signed_error": l.roofline.median_signed_error}}
                       for s, l in lines],
+            "training_memory": memory,
         }, indent=1))
         return 0
     pct = lambda x: f"{x * 100:.1f}%"  # noqa: E731
@@ -198,6 +206,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
           "otherwise; latency bands use the widest measured p90): " + ", ".join(unmeasured))
     print("  left out (not one kernel, or no constants for the implementation): "
           + ", ".join(f"{k} {v}" for k, v in sorted(skipped.items())))
+    if memory:
+        print("\ntraining memory (report only): the builder's step through PyTorch's caching allocator + the CUDA context, "
+              "vs GPU memory used after training (NVML)\n")
+        print(table(["device", "model", "batch", "accum", "checkpointing", "measured", "predicted", "error"],
+                    [(m["device"], m["model"], m["batch"], m["grad_accum"], m["gradient_checkpointing"],
+                      f"{float(m['measured_mib']):,.0f} MiB", f"{m['predicted_mib']:,.0f} MiB", f"{m['error'] * 100:+.1f}%")
+                     for m in memory],
+                    [False, False, True, True, False, True, True, True]))
+        print(f"\n  data: {validation.training_memory_path()} (validation/extract_memory.py)")
     return 0
 
 

@@ -41,6 +41,7 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd", "none"), default="adamw", help="with --phase train: the optimizer step (fused kernels; none: stop after backward; default: adamw)")
     p.add_argument("--no-master-weights", action="store_true", help="with --phase train: keep gradients and optimizer states in the weight dtype instead of fp32 master weights, fp32 gradients and fp32 states")
     p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="with --phase train: activation recomputation (Korthikanti et al. 2022): none; selective, the attention core (FlashAttention's backward already recomputes it, so it keeps what none keeps); full, each layer's input kept and its forward run again in backward (default: none)")
+    p.add_argument("--keep-grads", action="store_true", help="with --phase train: gradients kept between steps and zeroed in place (optimizer.zero_grad(set_to_none=False), PyTorch's default before 2.0), so they are live through the forward")
     p.add_argument("--batch", type=int, default=1, help="with --model: sequences in the batch (default: 1)")
     p.add_argument("--seq", type=int, default=2048, help="with --model: prompt tokens per sequence for prefill (default: 2048)")
     p.add_argument("--context", type=int, default=2048, help="with --model: cached tokens per sequence for decode (default: 2048)")
@@ -59,7 +60,7 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cuda-graphs", action="store_true", help="kernels replayed from a CUDA graph: no host launch cost per kernel")
     p.add_argument("--fuse", action="store_true", help="cost chains of elementwise ops as single kernels, as torch.compile fuses them")
     p.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn", "eager"), default="flash2",
-                   help="which kernel runs fused attention in the kernel model (default: flash2, PyTorch SDPA's flash backend)")
+                   help="which kernel runs attention in the kernel model (default: flash2, PyTorch SDPA's flash backend); eager with --model: the builder emits the unfused core (QK^T, softmax, dropout, PV) with its scores in memory")
     p.add_argument("--clock-mhz", type=float, help="core clock override for the kernel model (a power-capped or down-clocked part)")
     p.add_argument("--free-at-last-use", action="store_true",
                    help="free activations right after their last use (as torch.compile plans memory) instead of when the eager program drops them")
@@ -138,8 +139,8 @@ def _load(args: argparse.Namespace) -> Any:
 
     if (args.target is None) == (args.model is None):
         raise UsageError("give either a script/graph file or --model NAME (not both)")
-    if args.target is not None and getattr(args, "recompute", "none") != "none":
-        raise UsageError("--recompute applies to a training step built with --model NAME --phase train")
+    if args.target is not None and (getattr(args, "recompute", "none") != "none" or getattr(args, "keep_grads", False)):
+        raise UsageError("--recompute and --keep-grads apply to a training step built with --model NAME --phase train")
     for flag in ("batch", "seq", "context", "tp", "ep", "cp"):
         if getattr(args, flag) < (0 if flag == "context" else 1):
             raise UsageError(f"--{flag} must be {'non-negative' if flag == 'context' else 'at least 1'}")
@@ -153,7 +154,9 @@ def _load(args: argparse.Namespace) -> Any:
                                  sequence_parallel=args.sp, expert_parallel=args.ep,
                                  context_parallel=args.cp, moe_impl=args.moe_impl, dtype=args.dtype,
                                  optimizer=args.optimizer, master_weights=not args.no_master_weights,
-                                 recompute=args.recompute, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
+                                 recompute=args.recompute, eager_attention=args.attention_impl == "eager",
+                                 persistent_gradients=args.keep_grads,
+                                 weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
     if Path(args.target).suffix == ".py":
         _status(f"capturing {args.target} ...")
     return load_target(args.target, dtype=args.dtype)

@@ -41,6 +41,7 @@ _NUMBERS = {
     "l2_cache_mib",
     "tdp_w",
     "kernel_launch_overhead_us",
+    "runtime_reserved_mib",
     "price_usd_per_hour",
     "scaleup_bandwidth_gbs",
 }
@@ -118,6 +119,10 @@ def parse_device(data: Any, where: str, expected_id: str | None = None) -> Devic
     for key in _NUMBERS & data.keys():
         _number(data, key, where)
     spec.kernel_launch_overhead_s = float(data.get("kernel_launch_overhead_us", 0.0)) * 1e-6
+    if "runtime_reserved_mib" in data:
+        if "runtime_reserved_mib" not in data["sources"]:
+            raise UsageError(f"{where}: 'runtime_reserved_mib' needs a 'sources.runtime_reserved_mib' entry")
+        spec.runtime_reserved_bytes = _number(data, "runtime_reserved_mib", where) * _MIB
     spec.num_compute_units = int(data.get("compute_units", 0))
     spec.clock_hz = float(data.get("clock_mhz", 0.0)) * 1e6
     spec.l2_cache_bytes = float(data.get("l2_cache_mib", 0.0)) * _MIB

@@ -55,6 +55,13 @@ def simulation_to_dict(report: Any, include_ops: bool = True) -> dict:
         "peak_memory_bytes": m.peak_bytes,
         "memory_capacity_bytes": r.memory_capacity_bytes,
         "fits": r.fits,
+        "allocator": {
+            "peak_allocated_bytes": m.peak_allocated_bytes,
+            "peak_reserved_bytes": m.peak_reserved_bytes,
+            "peak_segment_bytes": m.peak_segment_bytes,
+            "runtime_reserved_bytes": report.device.spec.runtime_reserved_bytes,
+            "required_bytes": r.required_bytes,
+        },
         "peak_op": None if peak is None else {"index": peak.index, "op": peak.op, "module": peak.module},
         "memory": {
             "parameter_bytes": m.parameter_bytes,

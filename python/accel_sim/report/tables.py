@@ -71,6 +71,11 @@ def simulation_text(report: Any, top: int = 10) -> str:
     where = f"   peak during op #{peak.index} {peak.op}" + (f" in {peak.module}" if peak.module else "") if peak else ""
     lines.append(f"  peak memory  {gib(m.peak_bytes)} of {gib(r.memory_capacity_bytes)}  {verdict}{where}")
     lines.append(
+        f"               with PyTorch's caching allocator {gib(m.peak_segment_bytes)} in segments "
+        f"({gib(m.peak_reserved_bytes)} if none is released) + runtime {gib(report.device.spec.runtime_reserved_bytes)} "
+        f"= {gib(r.required_bytes)} needed"
+    )
+    lines.append(
         f"               weights {gib(m.parameter_bytes)} · buffers {gib(m.buffer_bytes)} · inputs "
         f"{gib(m.input_bytes)} · activations at peak {gib(m.peak_activation_bytes)}"
     )

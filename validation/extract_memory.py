@@ -1,0 +1,73 @@
+"""Extracts the training-memory measurements of ../shared/validation/published.csv that the
+model builder can reproduce into python/accel_sim/data/validation/training_memory.csv.
+
+The rows are HF's single-GPU training study (BERT-large sequence classification, seq 512, on a
+V100-SXM2 16GB, driver 460.91.03, CUDA 11.2, PyTorch ~1.10): GPU memory used after training as
+NVML reports it, which includes the CUDA context (measured in the same study as the memory used
+after `torch.ones((1, 1)).to("cuda")`) and whatever PyTorch's caching allocator kept reserved.
+Kept: the fp32 AdamW runs (plain, gradient accumulation, gradient accumulation with gradient
+checkpointing). Left out, with the reason printed: fp16 autocast (per-op casts with fp32 weights,
+not the builder's mixed precision) and the Adafactor and 8-bit Adam optimizers (not modelled).
+All rows are report-only: nothing is fitted to them (the context is its own measured row).
+
+Run: python validation/extract_memory.py [path/to/published.csv]  (standard library only)
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_INPUT = REPO_ROOT.parent / "shared" / "validation" / "published.csv"
+OUTPUT = REPO_ROOT / "python" / "accel_sim" / "data" / "validation" / "training_memory.csv"
+COLUMNS = ["id", "device", "model", "task", "batch", "seq", "grad_accum", "gradient_checkpointing",
+           "precision", "optimizer", "zero_grad", "attention", "runtime_mib", "measured_mib", "metric",
+           "split", "source", "notes"]
+
+
+def main(argv: list[str]) -> int:
+    src = Path(argv[1]) if len(argv) > 1 else DEFAULT_INPUT
+    with open(src, newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r["category"] == "memory" and "V100" in r["hardware"]]
+    context = [r for r in rows if "torch CUDA init" in r["params_json"]]
+    if len(context) != 1:
+        raise SystemExit(f"{src}: expected one CUDA-context row for the V100 study, found {len(context)}")
+    runtime_mib = float(context[0]["value"])
+    kept, skipped = [], []
+    for r in rows:
+        p = json.loads(r["params_json"])
+        if "task" not in p:
+            continue  # the context row and the weights-only row
+        why = ("fp16 autocast (per-op casts, fp32 weights) is not the builder's mixed precision" if p.get("fp16")
+               else f"optimizer {p['optim']!r} is not modelled" if p.get("optim") else "")
+        if why:
+            skipped.append(f"{r['workload']}: {why}")
+            continue
+        kept.append({
+            "id": f"m{len(kept) + 1:03d}", "device": "v100_sxm2_16gb", "model": p["model"], "task": p["task"],
+            "batch": p["per_device_bs"], "seq": p["seq_len"], "grad_accum": p.get("grad_accum", 1),
+            "gradient_checkpointing": str(bool(p.get("gradient_checkpointing", False))).lower(),
+            "precision": "fp32", "optimizer": "adamw",
+            # PyTorch ~1.10's optimizer.zero_grad() zeroed gradients in place (set_to_none=False).
+            "zero_grad": "in_place",
+            # transformers' BERT of that time computed attention with matmul, softmax, dropout.
+            "attention": "eager",
+            "runtime_mib": runtime_mib, "measured_mib": float(r["value"]), "metric": r["metric"],
+            "split": "report", "source": r["source"], "notes": r["notes"],
+        })
+    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
+    with open(OUTPUT, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(kept)
+    print(f"wrote {len(kept)} rows to {OUTPUT} (CUDA context {runtime_mib:.0f} MiB from its own row)")
+    for line in skipped:
+        print(f"  skipped: {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
