@@ -143,3 +143,21 @@ def test_keep_grads_and_allocator_in_the_report():
     assert plain["fits"] == (a["required_bytes"] <= plain["memory_capacity_bytes"])
     assert kept["model_info"]["gradients_kept_between_steps"] is True
     assert kept["peak_memory_bytes"] > plain["peak_memory_bytes"]
+
+
+def test_mfu_of_a_llama_step_next_to_its_roofline_bound():
+    # Llama-3-8B, batch 1, seq 4096, one H100: model FLOPs = 6 N T + 3 x forward causal attention
+    # with N = 7,504,658,432 parameters in matmuls (everything but the input embedding table).
+    result = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--phase", "train", "--batch", "1",
+                     "--seq", "4096", "--json", "--no-ops")
+    assert result.returncode == 0, result.stderr
+    d = json.loads(result.stdout)
+    attention = 32 * 4 * 32 * (4096 * 4097 / 2) * 128
+    assert d["model_flops"] == 6 * 7_504_658_432 * 4096 + 3 * attention
+    assert abs(d["mfu"] / (d["model_flops"] / (d["latency_s"] * 989.4e12)) - 1) < 1e-12
+    # The roofline's times are a lower bound, so its MFU bounds the kernel model's from above.
+    assert 0.2 < d["mfu"] < d["mfu_roofline_bound"] < 1
+    assert abs(d["tokens_per_s"] * d["latency_s"] / 4096 - 1) < 1e-12
+    text = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--phase", "train", "--batch", "1",
+                   "--seq", "4096")
+    assert "MFU" in text.stdout and "roofline bound" in text.stdout

@@ -274,6 +274,31 @@ class SimulationReport:
         return self._fusion_gain_s
 
     @property
+    def mfu_roofline_bound(self) -> float:
+        """MFU the same graph would reach at the plain roofline's times (a lower bound on the
+        latency, so an upper bound on MFU), from the core (one more simulation)."""
+        if not hasattr(self, "_mfu_roofline"):
+            if self.options.cost_model == "roofline":
+                self._mfu_roofline = self.result.model_flops_utilization
+            else:
+                roofline = _core.SimulateOptions()
+                roofline.cost_model = "roofline"
+                roofline.cost = self.options.cost
+                roofline.release_policy = self.options.release_policy
+                self._mfu_roofline = _core.simulate(self.graph, self.device.spec, roofline).model_flops_utilization
+        return self._mfu_roofline
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Tokens processed per second for a builder graph (prefill and training: batch x seq;
+        decode: batch); None for a capture, whose token count the graph does not say."""
+        info = self.model_info
+        if not info or self.result.latency_s <= 0:
+            return None
+        tokens = info["batch"] * (1 if info["phase"] == "decode" else info["seq"])
+        return tokens / self.result.latency_s
+
+    @property
     def latency_band(self) -> tuple[float, str]:
         """(fraction, basis): the latency's error band from the cost model's measured error per
         op class on this device (`accel-sim validate`), weighted by each class's time."""

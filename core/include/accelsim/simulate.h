@@ -69,6 +69,14 @@ struct SimulationResult {
   double compute_utilization = 0.0;
   double bandwidth_utilization = 0.0;
   double reference_peak_flops_per_s = 0.0;  // the peak compute_utilization is relative to
+  // Model FLOPs, counted the standard way whatever the implementation recomputes: the forward's
+  // matmul and attention FLOPs (2 N per token for the N parameters in matmuls, plus attention),
+  // times 3 when the graph has a backward (forward + a backward of twice the forward: 6 N per
+  // token, PaLM's accounting, Chowdhery et al. 2022 app. B). Recomputed forward ops, norms and
+  // elementwise ops do not count. model_flops_utilization (MFU) = model_flops / (latency x
+  // reference peak).
+  double model_flops = 0.0;
+  double model_flops_utilization = 0.0;
   // Energy estimate of the run from an activity model: each op draws the device's idle power
   // for its time plus energy per FLOP and per byte moved, and never more than the TDP for its
   // time (core/src/simulate/simulate.cc names the constants). 0 when the TDP is unknown.

@@ -155,6 +155,8 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
 
   std::map<std::string, size_t> uncovered_index;
   double clock_s = 0.0;
+  double forward_model_flops = 0.0;
+  bool has_backward = false;
   for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
     OpResult op;
     op.node = n;
@@ -168,6 +170,11 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
     op.end_s = clock_s;
 
     r.total_flops += op.count.flops;
+    if (nodes[n].pass == Pass::forward &&
+        (op.count.op_class == OpClass::matmul || op.count.op_class == OpClass::attention)) {
+      forward_model_flops += op.count.flops;
+    }
+    has_backward = has_backward || nodes[n].pass == Pass::backward;
     r.total_bytes += op.count.bytes();
     r.launch_overhead_time_s += op.cost.launch_overhead_s;
     switch (nodes[n].pass) {
@@ -192,6 +199,7 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
     r.ops.push_back(op);
   }
   r.latency_s = clock_s;
+  r.model_flops = (has_backward ? 3.0 : 1.0) * forward_model_flops;
 
   const PeakRate reference =
       peak_rate(device, dominant_matrix_dtype(r.ops), true, options.cost.allow_tf32);
@@ -199,6 +207,7 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
   if (r.latency_s > 0) {
     if (reference.flops_per_s > 0) {
       r.compute_utilization = r.total_flops / (r.latency_s * reference.flops_per_s);
+      r.model_flops_utilization = r.model_flops / (r.latency_s * reference.flops_per_s);
     }
     r.bandwidth_utilization =
         r.total_bytes / (r.latency_s * device.memory_bandwidth_bytes_per_s);

@@ -8,7 +8,9 @@
 #include "accelsim/error.h"
 #include "accelsim/memory.h"
 #include "accelsim/op_catalog.h"
+#include "accelsim/simulate.h"
 #include "testing/models.h"
+#include "testing/round_device.h"
 
 namespace accelsim {
 namespace {
@@ -58,6 +60,29 @@ TEST(TrainTest, LlamaStepIsSixFlopsPerParameterPerTokenPlusAttention) {
   EXPECT_EQ(count(g, "accel_sim::attention_backward", Pass::backward), 32);
   // AdamW: 16 FLOPs per parameter element, every parameter updated.
   EXPECT_DOUBLE_EQ(s.optimizer_flops, 16.0 * kLlamaParams);
+}
+
+TEST(TrainTest, ModelFlopsAreSixNTPlusThreeTimesForwardAttention) {
+  // Llama-3-8B, batch 1, seq 4096: 6 * 7,504,658,432 matmul parameters * 4096 tokens plus
+  // 3 x the causal forward attention, 32 layers x 4 x 32 heads x (4096 * 4097 / 2) pairs x 128.
+  // Full recompute runs the forward again but leaves the model FLOPs alone; MFU is model FLOPs
+  // over the latency at the device's bf16 peak.
+  const double tokens = 4096;
+  const double attention = 32.0 * 4 * 32 * (4096.0 * 4097 / 2) * 128;
+  const double expected = 6 * kLlamaMatmulParams * tokens + 3 * attention;
+  const DeviceSpec d = testing::round_device();
+  for (Recompute r : {Recompute::none, Recompute::full}) {
+    const Graph g = build_graph(testing::llama3_8b(),
+                                {.phase = Phase::train, .batch = 1, .seq = 4096, .recompute = r});
+    const SimulationResult s = simulate(g, d, SimulateOptions{});
+    EXPECT_DOUBLE_EQ(s.model_flops, expected);
+    EXPECT_DOUBLE_EQ(s.model_flops_utilization, expected / (s.latency_s * 100e12));
+    EXPECT_LT(s.model_flops, s.total_flops);  // the hardware does more (norms, optimizer, recompute)
+  }
+  // An inference graph counts its forward once.
+  const Graph prefill = build_graph(testing::llama3_8b(), {.phase = Phase::prefill, .seq = 4096});
+  const SimulationResult p = simulate(prefill, d, SimulateOptions{});
+  EXPECT_GT(p.model_flops, 2 * 6979321856.0 * tokens);  // layers' matmuls alone
 }
 
 TEST(TrainTest, MixedPrecisionAdamHoldsEighteenBytesPerParameter) {

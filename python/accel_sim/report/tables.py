@@ -85,6 +85,13 @@ def simulation_text(report: Any, top: int = 10) -> str:
             f"{gib(m.optimizer_state_bytes)}"
         )
     if r.backward_time_s or r.optimizer_time_s:
+        tokens = report.tokens_per_s
+        lines.append(
+            f"  throughput   MFU {r.model_flops_utilization * 100:.1f}% (roofline bound {report.mfu_roofline_bound * 100:.1f}%)"
+            + (f" · {tokens:,.0f} tokens/s" if tokens else "")
+            + f" · model FLOPs {si(r.model_flops, 'FLOP')} = 6 N T + 3 x forward attention, at the "
+            f"{si(r.reference_peak_flops_per_s, 'FLOP/s')} peak"
+        )
         lines.append(
             f"  step         forward {ms(r.forward_time_s)} · backward {ms(r.backward_time_s)} · "
             f"optimizer {ms(r.optimizer_time_s)}"
