@@ -66,8 +66,9 @@ def test_script_fit_resizes_the_example_inputs():
 
 
 def test_fit_usage_errors():
-    script = run_cli("fit", str(REPO / "examples" / "gpt2.py"), "--devices", "h100", "--axis", "batch", "--train")
-    assert script.returncode == 2 and "--model NAME --phase train" in script.stderr
+    script = run_cli("fit", str(REPO / "examples" / "gpt2.py"), "--devices", "h100", "--axis", "batch", "--train",
+                     "--recompute", "full")
+    assert script.returncode == 2 and "apply to --model NAME" in script.stderr
     both = run_cli("fit", "--devices", "h100", "--axis", "batch")
     assert both.returncode == 2 and "either a script or --model" in both.stderr
     device = run_cli("fit", "--model", "gpt2", "--devices", "h100,nosuchchip", "--axis", "batch")

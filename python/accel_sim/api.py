@@ -69,12 +69,14 @@ def capture(model: Any, example_inputs: Any = (), *, dtype: str | None = None, n
     return capture_model(model, example_inputs, dtype=dtype, name=name)
 
 
-def load_target(target: str | Path, *, dtype: str | None = None) -> dict:
-    """A graph dict from a script with get_model() (captured) or from a graph .json file."""
+def load_target(target: str | Path, *, dtype: str | None = None, train: bool = False,
+                optimizer: str = "adamw", autocast: str | None = None) -> dict:
+    """A graph dict from a script with get_model() (captured: its forward, or with `train` one
+    training step) or from a graph .json file."""
     path = Path(target)
     if path.suffix == ".json":
-        if dtype is not None:
-            raise UsageError(f"--dtype applies when capturing a script, not to the saved graph {path}")
+        if dtype is not None or train or autocast:
+            raise UsageError(f"--dtype, --train and --precision apply when capturing a script, not to the saved graph {path}")
         return load_graph(path)
     if path.suffix != ".py":
         raise UsageError(f"{path}: expected a Python script with get_model() or a graph .json file")
@@ -85,6 +87,13 @@ def load_target(target: str | Path, *, dtype: str | None = None) -> dict:
             f"running {path} needs torch ({e}); install it with: pip install torch==2.13.0"
         ) from None
     model, example_inputs = load_script(str(path))
+    if train:
+        from accel_sim.capture import capture_training_step
+
+        return capture_training_step(model, example_inputs, optimizer=optimizer, dtype=dtype, autocast=autocast,
+                                     name=path.stem)
+    if autocast:
+        raise UsageError("--precision with a mixed mode applies to a training step (--train)")
     return capture(model, example_inputs, dtype=dtype, name=path.stem)
 
 

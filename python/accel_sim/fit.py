@@ -93,11 +93,12 @@ def _first_tensor(inputs: Any) -> Any:
     return None
 
 
-def script_probe(path: str, axis: str, *, dtype: str | None = None,
-                 free_at_last_use: bool = False) -> tuple[Callable[[int], int], int]:
-    """Peak bytes of the script's model captured with its example inputs resized along `axis`
-    (dim 0 for batch, dim 1 for seq, in every input whose size there equals the first input's),
-    and the script's own value on that axis."""
+def script_probe(path: str, axis: str, *, dtype: str | None = None, free_at_last_use: bool = False,
+                 train: bool = False, optimizer: str = "adamw",
+                 autocast: str | None = None) -> tuple[Callable[[int], int], int]:
+    """Peak of the script's model captured (its forward, or with `train` one training step)
+    with its example inputs resized along `axis` (dim 0 for batch, dim 1 for seq, in every
+    input whose size there equals the first input's), and the script's own value on that axis."""
     from accel_sim.api import capture, to_core
     from accel_sim.capture import load_script
 
@@ -109,7 +110,14 @@ def script_probe(path: str, axis: str, *, dtype: str | None = None,
     original = int(first.shape[dim])
 
     def probe(value: int) -> int:
-        graph = capture(model, _resized(inputs, dim, original, value), dtype=dtype, name=Path(path).stem)
+        resized = _resized(inputs, dim, original, value)
+        if train:
+            from accel_sim.capture import capture_training_step
+
+            graph = capture_training_step(model, resized, optimizer=optimizer, dtype=dtype, autocast=autocast,
+                                          name=Path(path).stem)
+        else:
+            graph = capture(model, resized, dtype=dtype, name=Path(path).stem)
         return _peak(to_core(graph), free_at_last_use)
 
     return probe, original

@@ -86,6 +86,23 @@ OpCount count_foreach_copy(const Graph& g, const Node& n) {
   return c;
 }
 
+// _foreach_add_ / _foreach_mul_ (and the like) over one list and a scalar (overloads Scalar,
+// ScalarList, Tensor) or two lists (List): one FLOP per element of `self`, which it reads and
+// writes; the second list is read. torch.optim increments its step counts this way.
+OpCount count_foreach_pointwise(const Graph& g, const Node& n) {
+  const size_t lists = n.overload == "List" ? 2 : 1;
+  ACCELSIM_CHECK(n.inputs.size() % lists == 0,
+                 "op '" + n.op + "': the tensor lists differ in length");
+  const size_t count = n.inputs.size() / lists;
+  OpCount c;
+  c.op_class = OpClass::elementwise;
+  c.compute_dtype = count > 0 ? g.tensor(n.inputs[0]).dtype : DType::fp32;
+  c.flops = numel_of(g, n, count);
+  c.bytes_read = bytes_of(g, n, 0, n.inputs.size());
+  c.bytes_written = bytes_of(g, n, 0, count);
+  return c;
+}
+
 // _foreach_zero_(self): writes zeros into each tensor (optimizer.zero_grad(set_to_none=False)).
 OpCount count_foreach_zero(const Graph& g, const Node& n) {
   OpCount c = count_multi_tensor(g, n, 1, {0}, 0.0);
@@ -98,6 +115,9 @@ OpCount count_foreach_zero(const Graph& g, const Node& n) {
 
 void add_optimizer_ops(OpTable& t) {
   t["_foreach_zero_"] = count_foreach_zero;
+  for (const char* op : {"_foreach_add_", "_foreach_mul_", "_foreach_sub_", "_foreach_div_"}) {
+    t[op] = count_foreach_pointwise;
+  }
   t["_fused_adamw_"] = count_adam;
   t["_fused_adam_"] = count_adam;
   t["_fused_adamw"] = count_adam;

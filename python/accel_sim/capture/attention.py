@@ -74,6 +74,51 @@ def _attention_fake(
     return q.new_empty_strided(shape, strides)
 
 
+@torch.library.custom_op("accel_sim::attention_backward", mutates_args=())
+def attention_backward(
+    grad_out: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dq, dk, dv of `accel_sim::attention` (one FlashAttention-style backward kernel, which
+    recomputes the scores from q and k and reads the saved output)."""
+    with torch.enable_grad():
+        q2, k2, v2 = (t.detach().requires_grad_(True) for t in (q, k, v))
+        o = F.scaled_dot_product_attention(q2, k2, v2, attn_mask=attn_mask, dropout_p=dropout_p,
+                                           is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
+        dq, dk, dv = torch.autograd.grad(o, (q2, k2, v2), grad_out)
+    return dq, dk, dv
+
+
+@attention_backward.register_fake
+def _attention_backward_fake(grad_out, q, k, v, out, attn_mask=None, dropout_p=0.0, is_causal=False,  # noqa: ANN001
+                             scale=None, enable_gqa=False):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _attention_setup(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+    q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa = inputs
+    ctx.save_for_backward(q, k, v, output, attn_mask)
+    ctx.options = (dropout_p, is_causal, scale, enable_gqa)
+
+
+def _attention_grad(ctx: Any, grad_out: torch.Tensor) -> tuple:
+    q, k, v, out, attn_mask = ctx.saved_tensors
+    dq, dk, dv = torch.ops.accel_sim.attention_backward(grad_out, q, k, v, out, attn_mask, *ctx.options)
+    return dq, dk, dv, None, None, None, None, None
+
+
+# A training-step capture differentiates through the op: its backward is one node too.
+attention.register_autograd(_attention_grad, setup_context=_attention_setup)
+
+
 _SDPA_PARAMETERS = (
     "query",
     "key",

@@ -89,7 +89,8 @@ def _json_scalar(value: Any) -> Any:
     if isinstance(value, torch.dtype):
         return dtype_name(value)
     if isinstance(value, (list, tuple)):
-        return [_json_scalar(v) for v in value]
+        # A list of flags (native_layer_norm_backward's output_mask) is written as 0/1 ints.
+        return [int(v) if isinstance(v, bool) else _json_scalar(v) for v in value]
     return str(value).removeprefix(
         "torch."
     )  # torch.layout, torch.memory_format ("contiguous_format"), ...
@@ -183,13 +184,18 @@ def export_graph(
     name: str,
     metadata: dict[str, Any],
     released_at: dict[int, torch.fx.Node | None] | None = None,
+    pass_starts: tuple[frozenset[str], frozenset[str]] | None = None,
+    gradient_storages: set[int] | None = None,
 ) -> dict[str, Any]:
     """The "accel-sim-graph" document of a make_fx graph.
 
     "graph_inputs" gives (kind, name) for each graph input (FX placeholder node) in order: kind is "parameter",
     "buffer" or "input"; name the parameter/buffer FQN or "input.<path>". "released_at" maps a
     storage address to the FX node traced when the program dropped its last reference (None:
-    held to the end); it becomes the storage's "released_after" node index.
+    held to the end); it becomes the storage's "released_after" node index. "pass_starts" (a
+    training step) gives the names of the FX nodes traced before the backward and before the
+    optimizer began;
+    "gradient_storages" the storage addresses of the parameter gradients.
     """
     builder = _GraphBuilder()
     # Tensor ids of each FX node's value, nested like the value (None where not a tensor).
@@ -213,6 +219,11 @@ def export_graph(
             return [add_outputs(v) for v in value]
         return None
 
+    def pass_of(node: torch.fx.Node) -> str:
+        if pass_starts is None or node.name in pass_starts[0]:
+            return "forward"
+        return "backward" if node.name in pass_starts[1] else "optimizer"
+
     for node in graph_module.graph.nodes:
         exported_before[node] = len(nodes) - 1
         value = node.meta.get("val")
@@ -235,7 +246,10 @@ def export_graph(
         elif node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
             ids[node] = add_outputs(value)
             output_ids = [i for i in _flatten(ids[node]) if i is not None]
-            if not output_ids:
+            # An op that returns nothing but updates its arguments (torch.optim's fused and
+            # foreach kernels) is kept: the catalogue counts what it writes from its inputs.
+            mutates = any(a.alias_info is not None and a.alias_info.is_write for a in node.target._schema.arguments)
+            if not output_ids and not mutates:
                 continue
             op, overload = _op_name(node.target)
             inputs: list[int] = []
@@ -266,6 +280,7 @@ def export_graph(
                     "module": module,
                     "module_type": module_type,
                     "source": source_location(node.meta.get("stack_trace")),
+                    **({"pass": pass_of(node)} if pass_starts is not None else {}),
                 }
             )
             exported_before[node] = len(nodes) - 1
@@ -273,10 +288,14 @@ def export_graph(
             outputs = tensor_ids_of(node.args[0])
         # Other call_function targets (symbolic-int arithmetic, asserts) carry no tensor.
 
+    if gradient_storages:
+        for key, storage_id in builder.storage_keys():
+            if key in gradient_storages and builder.storages[storage_id]["kind"] == "activation":
+                builder.storages[storage_id]["kind"] = "gradient"
     if released_at is not None and nodes:
         for key, storage_id in builder.storage_keys():
             storage = builder.storages[storage_id]
-            if storage["kind"] != "activation":
+            if storage["kind"] not in ("activation", "gradient"):
                 continue
             node = released_at.get(key)
             index = exported_before.get(node, len(nodes) - 1) if node is not None else len(nodes) - 1

@@ -64,12 +64,15 @@ def cmd_fit(args: argparse.Namespace) -> int:
                               recompute=args.recompute, eager_attention=args.attention_impl == "eager",
                               persistent_gradients=args.keep_grads)
     else:
-        if phase != "prefill" or args.recompute != "none" or args.keep_grads:
-            raise UsageError("a script's graph is its model's forward; for a training step use --model NAME --phase train "
-                             "(training-step capture of a script is not supported yet)")
-        probe, original = script_probe(args.target, args.axis, dtype=args.dtype, free_at_last_use=args.free_at_last_use)
+        if phase == "decode" or args.recompute != "none" or args.keep_grads:
+            raise UsageError("with a script, --train captures its training step; --phase decode, --recompute and "
+                             "--keep-grads apply to --model NAME")
+        train = phase == "train"
+        probe, original = script_probe(args.target, args.axis, dtype=args.dtype, free_at_last_use=args.free_at_last_use,
+                                       train=train, optimizer=args.optimizer)
         limit = args.max or (65536 if args.axis == "batch" else 131072)
-        what = f"{args.target} forward, its example inputs resized along {_WHAT[args.axis]} (script's own: {original})"
+        what = (f"{args.target} {'training step (' + args.optimizer + ')' if train else 'forward'}, its example inputs "
+                f"resized along {_WHAT[args.axis]} (script's own: {original})")
     report = fit(probe, specs, args.axis, limit, what)
     if args.plot:
         write_svg(report, args.plot)

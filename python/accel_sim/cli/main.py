@@ -20,6 +20,7 @@ from accel_sim.cli.kernels import cmd_calibrate, cmd_kernel, cmd_validate
 from accel_sim.io.model_config import KV_DTYPES, WEIGHT_DTYPES
 
 _DTYPES = ("fp32", "bf16", "fp16")
+_PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16", "fp16")
 
 
 
@@ -38,7 +39,9 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", nargs="?", help="a Python script with get_model() -> (model, example_inputs), or a graph .json")
     p.add_argument("--model", metavar="NAME|CONFIG", help="build the graph from a shipped model (see `accel-sim models`) or an HF config.json instead of a script")
     p.add_argument("--phase", choices=("prefill", "decode", "train"), default="prefill", help="with --model: prefill (batch x seq new tokens), one decode step, or one training step on batch x seq tokens (default: prefill)")
-    p.add_argument("--optimizer", choices=("adamw", "adam", "sgd", "none"), default="adamw", help="with --phase train: the optimizer step (fused kernels; none: stop after backward; default: adamw)")
+    p.add_argument("--train", action="store_true", help="one training step: for a script, capture its forward, loss, backward and optimizer step; with --model, the same as --phase train")
+    p.add_argument("--precision", choices=_PRECISIONS, help="training precision: bf16-mixed / fp16-mixed compute in 16 bits with fp32 weights, gradients and optimizer states (a script: torch.autocast; --model: fp32 master weights); bf16 / fp16: everything in 16 bits; fp32")
+    p.add_argument("--optimizer", choices=("adamw", "adam", "sgd", "none"), default="adamw", help="with a training step: the optimizer step (fused kernels; none: stop after backward; default: adamw)")
     p.add_argument("--no-master-weights", action="store_true", help="with --phase train: keep gradients and optimizer states in the weight dtype instead of fp32 master weights, fp32 gradients and fp32 states")
     p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="with --phase train: activation recomputation (Korthikanti et al. 2022): none; selective, the attention core (FlashAttention's backward already recomputes it, so it keeps what none keeps); full, each layer's input kept and its forward run again in backward (default: none)")
     p.add_argument("--keep-grads", action="store_true", help="with --phase train: gradients kept between steps and zeroed in place (optimizer.zero_grad(set_to_none=False), PyTorch's default before 2.0), so they are live through the forward")
@@ -99,6 +102,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("script", help="a Python script with get_model()")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="graph file to write")
     p.add_argument("--dtype", choices=_DTYPES, help="cast the model and its float inputs before capture")
+    p.add_argument("--train", action="store_true", help="capture one training step (forward, loss, backward, optimizer)")
+    p.add_argument("--optimizer", choices=("adamw", "adam", "sgd", "none"), default="adamw", help="with --train (default: adamw)")
+    p.add_argument("--precision", choices=("bf16-mixed", "fp16-mixed"), help="with --train: torch.autocast mixed precision")
     p.add_argument("--json", action="store_true", help="print a summary of the written graph as JSON")
 
     p = sub.add_parser("models", help="list the shipped model configs (params, family, builder support)")
@@ -148,18 +154,32 @@ def _load(args: argparse.Namespace) -> Any:
     names = args.devices.split(",") if getattr(args, "devices", None) else [getattr(args, "device", "h100")]
     for name in names:
         resolve_device(name.strip(), args.device_file)
+    precision = args.precision
+    if precision and (args.dtype or args.no_master_weights):
+        raise UsageError("give --precision, or --dtype / --no-master-weights, not both")
     if args.model is not None:
-        return build_model_graph(args.model, phase=args.phase, batch=args.batch, seq=args.seq,
+        phase = "train" if args.train else args.phase
+        if precision and phase != "train":
+            raise UsageError("--precision applies to a training step (--train or --phase train)")
+        dtype = {"fp32": "fp32", "bf16-mixed": "bf16", "fp16-mixed": "fp16"}.get(precision, precision) or args.dtype
+        masters = precision.endswith("-mixed") if precision else not args.no_master_weights
+        return build_model_graph(args.model, phase=phase, batch=args.batch, seq=args.seq,
                                  context=args.context, kernels=args.kernels, tensor_parallel=args.tp,
                                  sequence_parallel=args.sp, expert_parallel=args.ep,
-                                 context_parallel=args.cp, moe_impl=args.moe_impl, dtype=args.dtype,
-                                 optimizer=args.optimizer, master_weights=not args.no_master_weights,
+                                 context_parallel=args.cp, moe_impl=args.moe_impl, dtype=dtype,
+                                 optimizer=args.optimizer, master_weights=masters,
                                  recompute=args.recompute, eager_attention=args.attention_impl == "eager",
                                  persistent_gradients=args.keep_grads,
                                  weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
+    if args.phase != "prefill":
+        raise UsageError("--phase applies to --model; for a script's training step use --train")
+    if precision and not args.train:
+        raise UsageError("--precision applies to a training step (--train)")
     if Path(args.target).suffix == ".py":
-        _status(f"capturing {args.target} ...")
-    return load_target(args.target, dtype=args.dtype)
+        _status(f"capturing {args.target}{' (training step)' if args.train else ''} ...")
+    mixed = precision if precision and precision.endswith("-mixed") else None
+    dtype = args.dtype or (precision if precision and not mixed else None)
+    return load_target(args.target, dtype=dtype, train=args.train, optimizer=args.optimizer, autocast=mixed)
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -256,8 +276,11 @@ def _cmd_capture(args: argparse.Namespace) -> int:
 
     if Path(args.script).suffix != ".py":
         raise UsageError(f"{args.script}: capture takes a Python script with get_model()")
-    _status(f"capturing {args.script} ...")
-    graph = load_target(args.script, dtype=args.dtype)
+    _status(f"capturing {args.script}{' (training step)' if args.train else ''} ...")
+    if args.precision and not args.train:
+        raise UsageError("--precision applies to a training step (--train)")
+    graph = load_target(args.script, dtype=args.dtype, train=args.train, optimizer=args.optimizer,
+                        autocast=args.precision)
     save_graph(graph, args.output)
     if args.json:
         print(json.dumps({

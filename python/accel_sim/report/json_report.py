@@ -62,7 +62,8 @@ def simulation_to_dict(report: Any, include_ops: bool = True) -> dict:
             "runtime_reserved_bytes": report.device.spec.runtime_reserved_bytes,
             "required_bytes": r.required_bytes,
         },
-        "peak_op": None if peak is None else {"index": peak.index, "op": peak.op, "module": peak.module},
+        "peak_op": None if peak is None else {"index": peak.index, "op": peak.op, "module": peak.module,
+                                               "pass": peak.pass_name},
         "memory": {
             "parameter_bytes": m.parameter_bytes,
             "buffer_bytes": m.buffer_bytes,

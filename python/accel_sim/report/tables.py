@@ -68,7 +68,8 @@ def simulation_text(report: Any, top: int = 10) -> str:
     )
     verdict = "✓ fits" if r.fits else "✗ OOM"
     peak = report.peak_op
-    where = f"   peak during op #{peak.index} {peak.op}" + (f" in {peak.module}" if peak.module else "") if peak else ""
+    where = (f"   peak during op #{peak.index} {peak.op}" + (f" in {peak.module}" if peak.module else "")
+             + (f" ({peak.pass_name})" if r.backward_time_s or r.optimizer_time_s else "")) if peak else ""
     lines.append(f"  peak memory  {gib(m.peak_bytes)} of {gib(r.memory_capacity_bytes)}  {verdict}{where}")
     lines.append(
         f"               with PyTorch's caching allocator {gib(m.peak_segment_bytes)} in segments "

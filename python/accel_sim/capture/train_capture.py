@@ -1,0 +1,214 @@
+"""capture_training_step: one training step of a PyTorch model as an "accel-sim-graph" document.
+
+The step is traced like a forward capture (fake tensors, `make_fx`, no weights), in one
+function: the forward in training mode, the loss, `torch.autograd.grad` of the loss with
+respect to every trainable parameter (the autograd engine runs under the tracer, so the
+backward ops, their order and the tensors autograd saves are those of an eager run; a
+`torch.utils.checkpoint` region is recomputed where autograd recomputes it), and the
+optimizer's fused step (torch.optim's `_fused_adamw_`, `_fused_adam_`, `_fused_sgd_` with
+momentum) over optimizer states that are graph inputs, as in any step after the first. Nodes
+are tagged forward / backward / optimizer by where the tracer stood when each phase began;
+gradients are stored as "gradient" storages, the states as "optimizer_state".
+
+The loss: the model's own when its output has one (`.loss`; an HF model given `labels`; a
+causal or masked LM whose forward takes `labels` gets labels = input_ids, as HF's Trainer feeds
+them), the output itself when it is a scalar, otherwise the mean of the first floating output
+(stated in the graph's metadata). Precision: the model's own dtype (or `dtype`); the optimizer
+states take the parameters' dtype.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import get_innermost_proxy_mode, make_fx
+
+from accel_sim.capture.attention import SdpaRouting
+from accel_sim.capture.fx_capture import (
+    CAST_DTYPES,
+    _dominant_float_dtype,
+    _FakeState,
+    _input_name,
+    _library_versions,
+    _output_tensors,
+    _quiet_fake_tensor_log,
+    _split_inputs,
+    _usage_error,
+)
+from accel_sim.capture.graph_export import export_graph
+from accel_sim.capture.hf import hf_capture_settings
+from accel_sim.capture.lifetime import PythonLifetimes
+from accel_sim.errors import UsageError
+
+OPTIMIZERS = ("adamw", "adam", "sgd", "none")
+AUTOCAST = {"bf16-mixed": torch.bfloat16, "fp16-mixed": torch.float16}
+
+
+def _with_labels(model: torch.nn.Module, kwargs: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    try:
+        accepts = "labels" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        accepts = False
+    if accepts and "labels" not in kwargs and isinstance(kwargs.get("input_ids"), torch.Tensor):
+        return {**kwargs, "labels": kwargs["input_ids"]}, "the model's loss with labels = input_ids"
+    return kwargs, ""
+
+
+def _loss_of(result: Any) -> tuple[torch.Tensor, str]:
+    loss = getattr(result, "loss", None)
+    if loss is None and isinstance(result, dict):
+        loss = result.get("loss")
+    if isinstance(loss, torch.Tensor):
+        return loss, "the model's loss"
+    if isinstance(result, torch.Tensor) and result.dim() == 0:
+        return result, "the model's scalar output"
+    for tensor in _output_tensors(result):
+        if tensor.is_floating_point():
+            return tensor.float().mean(), "the mean of the model's first floating output (it returns no loss)"
+    raise UsageError("the model's output has no floating tensor to take a loss of")
+
+
+def _traced_so_far() -> frozenset[str]:
+    """Names of the FX nodes traced so far (make_fx may drop dead nodes later, so positions
+    would shift; names do not)."""
+    mode = get_innermost_proxy_mode()
+    return frozenset(n.name for n in mode.tracer.graph.nodes) if mode is not None else frozenset()
+
+
+def capture_training_step(
+    model: torch.nn.Module,
+    example_inputs: Any,
+    *,
+    optimizer: str = "adamw",
+    dtype: str | None = None,
+    autocast: str | None = None,
+    name: str | None = None,
+) -> dict[str, Any]:
+    """Trace one training step of `model` on `example_inputs` into an "accel-sim-graph" dict.
+
+    `autocast` ("bf16-mixed", "fp16-mixed") runs the forward under torch.autocast: the weights,
+    gradients and optimizer states stay in their (fp32) dtype, the autocast ops compute in 16
+    bits (and their casts of the weights are in the graph), as torch.amp trains."""
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"capture needs a torch.nn.Module, got {type(model).__name__}")
+    if optimizer not in OPTIMIZERS:
+        raise UsageError(f"unknown optimizer {optimizer!r} for a captured step (known: {', '.join(OPTIMIZERS)})")
+    if dtype is not None and dtype not in CAST_DTYPES:
+        raise UsageError(f"unknown dtype {dtype!r}; choose one of {', '.join(CAST_DTYPES)}")
+    if autocast is not None and autocast not in AUTOCAST:
+        raise UsageError(f"unknown autocast precision {autocast!r} (known: {', '.join(AUTOCAST)})")
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    state = _FakeState(mode, CAST_DTYPES.get(dtype) if dtype else None)
+
+    named = list(model.named_parameters())
+    parameters = {n: state.fake(p) for n, p in named}
+    trainable = [n for n, p in named if p.requires_grad and parameters[n].is_floating_point()]
+    with mode:
+        for n in trainable:
+            parameters[n].requires_grad_(True)
+    buffers = {n: state.fake(b) for n, b in model.named_buffers()}
+    args, kwargs = _split_inputs(example_inputs)
+    kwargs, loss_note = _with_labels(model, kwargs)
+    leaves, spec = pytree.tree_flatten_with_path((args, kwargs))
+    input_leaves: list[Any] = []
+    graph_inputs: list[tuple[str, str]] = [("parameter", n) for n in parameters]
+    graph_inputs += [("buffer", n) for n in buffers]
+    for path, leaf in leaves:
+        if isinstance(leaf, torch.Tensor):
+            input_leaves.append(state.fake(leaf))
+            graph_inputs.append(("input", _input_name(path[1:])))
+        else:
+            input_leaves.append(leaf)
+    tensor_positions = [i for i, leaf in enumerate(input_leaves) if isinstance(leaf, torch.Tensor)]
+    state_names = list(parameters) + list(buffers)
+
+    # Optimizer states of a step after the first: Adam's two moments and step count, SGD's
+    # momentum buffer, per trainable parameter.
+    state_kinds = {"sgd": ("momentum_buffer",), "none": ()}.get(optimizer, ("exp_avg", "exp_avg_sq", "step"))
+    with mode:
+        states = {
+            kind: [torch.zeros((), dtype=torch.float32) if kind == "step" else torch.zeros_like(parameters[n])
+                   for n in trainable]
+            for kind in state_kinds
+        }
+    for kind in state_kinds:
+        graph_inputs += [("optimizer_state", f"{n}.{kind}") for n in trainable]
+
+    marks: list[frozenset[str]] = []
+    gradient_keys: set[int] = set()
+    notes: dict[str, str] = {}
+    lifetimes = PythonLifetimes()
+
+    def step(*flat: torch.Tensor) -> list[torch.Tensor]:
+        tensors = dict(zip(state_names, flat[: len(state_names)], strict=True))
+        rest = flat[len(state_names):]
+        leaves_now = list(input_leaves)
+        for position, tensor in zip(tensor_positions, rest[: len(tensor_positions)], strict=True):
+            leaves_now[position] = tensor
+        flat_states = list(rest[len(tensor_positions):])
+        per_kind = {kind: flat_states[i * len(trainable):(i + 1) * len(trainable)]
+                    for i, kind in enumerate(state_kinds)}
+        call_args, call_kwargs = pytree.tree_unflatten(leaves_now, spec)
+        amp = (torch.autocast("cpu", dtype=AUTOCAST[autocast]) if autocast
+               else contextlib.nullcontext())
+        with SdpaRouting(), lifetimes:
+            with amp:
+                result = torch.func.functional_call(model, tensors, call_args, call_kwargs, tie_weights=True,
+                                                    strict=False)
+                loss, how = _loss_of(result)
+            notes["loss"] = loss_note or how
+            del result, call_args, call_kwargs, leaves_now
+            marks.append(_traced_so_far())
+            params = [tensors[n] for n in trainable]
+            grads = torch.autograd.grad(loss, params, allow_unused=True)
+            marks.append(_traced_so_far())
+            used = [i for i, g in enumerate(grads) if g is not None]
+            gradient_keys.update(grads[i].untyped_storage()._cdata for i in used)
+            with torch.no_grad():
+                weights = [params[i].detach() for i in used]
+                grad_list = [grads[i] for i in used]
+                if optimizer == "none":
+                    pass
+                elif optimizer == "sgd":
+                    torch.optim._functional.sgd(
+                        weights, grad_list, [per_kind["momentum_buffer"][i] for i in used], fused=True,
+                        weight_decay=0.0, momentum=0.9, lr=1e-3, dampening=0.0, nesterov=False, maximize=False)
+                else:
+                    fn = torch.optim._functional.adamw if optimizer == "adamw" else torch.optim._functional.adam
+                    fn(weights, grad_list, [per_kind["exp_avg"][i] for i in used],
+                       [per_kind["exp_avg_sq"][i] for i in used], [], [per_kind["step"][i] for i in used],
+                       foreach=False, fused=True, amsgrad=False, beta1=0.9, beta2=0.999, lr=1e-3,
+                       weight_decay=0.01, eps=1e-8, maximize=False, capturable=False, differentiable=False,
+                       grad_scale=None, found_inf=None, has_complex=False)
+            del grads, grad_list, weights, params
+        return [loss.detach()]
+
+    step._orig_mod = model  # make_fx records nn_module_stack relative to this root
+    flat_inputs = [*parameters.values(), *buffers.values(), *(input_leaves[i] for i in tensor_positions),
+                   *(t for kind in state_kinds for t in states[kind])]
+    was_training = model.training
+    model.train()
+    try:
+        with _quiet_fake_tensor_log(), hf_capture_settings(model), mode:
+            graph_module = make_fx(step, record_module_stack=True, record_stack_traces=True)(*flat_inputs)
+    except UsageError:
+        raise
+    except Exception as error:  # the model's own code failed under fake tensors
+        raise _usage_error(error) from error
+    finally:
+        lifetimes.active = False
+        model.train(was_training)
+
+    metadata: dict[str, Any] = _library_versions()
+    metadata["dtype"] = dtype or _dominant_float_dtype([*parameters.values(), *buffers.values()]) or "fp32"
+    metadata["training_step"] = {"optimizer": f"{optimizer} (fused)" if optimizer != "none" else "none",
+                                 "loss": notes.get("loss", ""), "trainable_parameters": len(trainable),
+                                 "precision": autocast or metadata["dtype"]}
+    return export_graph(graph_module, graph_inputs, name=name or type(model).__name__, metadata=metadata,
+                        released_at=lifetimes.released_at, pass_starts=(marks[0], marks[1]),
+                        gradient_storages=gradient_keys)
