@@ -69,7 +69,8 @@ void bind_simulate(nb::module_& m) {
       .def_rw("cost_model", &SimulateOptions::cost_model)
       .def_rw("cost", &SimulateOptions::cost)
       .def_rw("release_policy", &SimulateOptions::release_policy)
-      .def_rw("fuse_elementwise", &SimulateOptions::fuse_elementwise);
+      .def_rw("fuse_elementwise", &SimulateOptions::fuse_elementwise)
+      .def_rw("micro_batches", &SimulateOptions::micro_batches);
 
   nb::class_<OpResult>(m, "OpResult")
       .def_ro("node", &OpResult::node)

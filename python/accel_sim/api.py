@@ -70,7 +70,7 @@ def capture(model: Any, example_inputs: Any = (), *, dtype: str | None = None, n
 
 
 def load_target(target: str | Path, *, dtype: str | None = None, train: bool = False,
-                optimizer: str = "adamw", autocast: str | None = None) -> dict:
+                optimizer: str = "adamw", autocast: str | None = None, accumulate: bool = False) -> dict:
     """A graph dict from a script with get_model() (captured: its forward, or with `train` one
     training step) or from a graph .json file."""
     path = Path(target)
@@ -91,7 +91,7 @@ def load_target(target: str | Path, *, dtype: str | None = None, train: bool = F
         from accel_sim.capture import capture_training_step
 
         return capture_training_step(model, example_inputs, optimizer=optimizer, dtype=dtype, autocast=autocast,
-                                     name=path.stem)
+                                     accumulate=accumulate, name=path.stem)
     if autocast:
         raise UsageError("--precision with a mixed mode applies to a training step (--train)")
     return capture(model, example_inputs, dtype=dtype, name=path.stem)
@@ -230,7 +230,7 @@ def build_model_graph(
 
 def _options(cost_model: str, tf32: bool, launch_overhead: bool, free_at_last_use: bool = False,
              cuda_graphs: bool = False, clock_mhz: float | None = None, fuse: bool = False,
-             attention_impl: str = "flash2") -> Any:
+             attention_impl: str = "flash2", micro_batches: int = 1) -> Any:
     options = _core.SimulateOptions()
     options.release_policy = _core.ReleasePolicy.last_use if free_at_last_use else _core.ReleasePolicy.recorded
     if cost_model not in _core.cost_model_names():
@@ -241,6 +241,9 @@ def _options(cost_model: str, tf32: bool, launch_overhead: bool, free_at_last_us
     options.cost.include_launch_overhead = launch_overhead
     options.cost.cuda_graphs = cuda_graphs
     options.fuse_elementwise = fuse
+    if micro_batches < 1:
+        raise UsageError("--grad-accum must be at least 1")
+    options.micro_batches = micro_batches
     if attention_impl not in ("flash2", "flash3", "cudnn", "eager"):
         raise UsageError(f"unknown attention implementation '{attention_impl}' (known: flash2, flash3, cudnn, eager)")
     options.cost.attention_impl = getattr(_core.AttentionImpl, attention_impl)
@@ -294,6 +297,7 @@ class SimulationReport:
                 roofline.cost_model = "roofline"
                 roofline.cost = self.options.cost
                 roofline.release_policy = self.options.release_policy
+                roofline.micro_batches = self.options.micro_batches
                 self._mfu_roofline = _core.simulate(self.graph, self.device.spec, roofline).model_flops_utilization
         return self._mfu_roofline
 
@@ -304,7 +308,7 @@ class SimulationReport:
         info = self.model_info
         if not info or self.result.latency_s <= 0:
             return None
-        tokens = info["batch"] * (1 if info["phase"] == "decode" else info["seq"])
+        tokens = info["batch"] * (1 if info["phase"] == "decode" else info["seq"]) * self.options.micro_batches
         return tokens / self.result.latency_s
 
     @property
@@ -437,6 +441,7 @@ def simulate(
     clock_mhz: float | None = None,
     fuse: bool = False,
     attention_impl: str = "flash2",
+    micro_batches: int = 1,
 ) -> SimulationReport:
     """Simulates `model_or_graph` (an nn.Module with example inputs, a graph dict, a graph file
     or a script path) on `device` (a name, a Device, or a DeviceProfile).
@@ -447,7 +452,7 @@ def simulate(
     """
     dev = resolve_device(device, list(device_files))
     options = _options(cost_model, tf32, launch_overhead, free_at_last_use, cuda_graphs, clock_mhz, fuse,
-                       attention_impl)
+                       attention_impl, micro_batches)
     graph, metadata = _as_graph(model_or_graph, example_inputs, dtype)
     result = _core.simulate(graph, dev.spec, options)
     return SimulationReport(graph, dev, result, options, metadata)
@@ -468,13 +473,14 @@ def compare(
     clock_mhz: float | None = None,
     fuse: bool = False,
     attention_impl: str = "flash2",
+    micro_batches: int = 1,
 ) -> CompareReport:
     """Captures once, simulates on every device and returns the core's comparison."""
     if not devices:
         raise UsageError("compare needs at least one device")
     devs = [resolve_device(d, list(device_files)) for d in devices]
     options = _options(cost_model, tf32, launch_overhead, free_at_last_use, cuda_graphs, clock_mhz, fuse,
-                       attention_impl)
+                       attention_impl, micro_batches)
     graph, metadata = _as_graph(model_or_graph, example_inputs, dtype)
     reports = [SimulationReport(graph, d, _core.simulate(graph, d.spec, options), options, metadata) for d in devs]
     comparison = _core.compare_devices([r.result for r in reports], [d.spec for d in devs])

@@ -30,6 +30,12 @@ struct SimulateOptions {
   // torch.compile (Inductor) fuses them: one launch, and only the tensors that enter or leave the
   // chain touch memory. The first op of a chain carries its cost; the others are marked fused.
   bool fuse_elementwise = false;
+  // Gradient accumulation: the graph's forward and backward run this many times (one
+  // micro-batch each) before its optimizer ops run once. Times, FLOPs, bytes, energy and model
+  // FLOPs count every micro-batch; the per-op timeline shows one; memory is the graph's (which
+  // should keep its gradient buffers live across micro-batches: the builder's
+  // persistent_gradients, a capture's accumulation buffers).
+  int64_t micro_batches = 1;
 };
 
 struct OpResult {

@@ -157,6 +157,9 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
   double clock_s = 0.0;
   double forward_model_flops = 0.0;
   bool has_backward = false;
+  ACCELSIM_CHECK(options.micro_batches >= 1, "micro_batches must be at least 1");
+  const double micro = static_cast<double>(options.micro_batches);
+  double step_s = 0.0;  // every micro-batch's forward and backward, then the optimizer
   for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
     OpResult op;
     op.node = n;
@@ -164,31 +167,34 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
     op.count = counts[n];
     op.cost = model->cost(op.count, device, options.cost);
     op.energy_j = op_energy(op.count, op.cost, device);
-    r.energy_j += op.energy_j;
+    // Forward and backward ops run once per micro-batch (gradient accumulation).
+    const double times = nodes[n].pass == Pass::optimizer ? 1.0 : micro;
+    r.energy_j += times * op.energy_j;
     op.start_s = clock_s;
     clock_s += op.cost.time_s;
     op.end_s = clock_s;
+    step_s += times * op.cost.time_s;
 
-    r.total_flops += op.count.flops;
+    r.total_flops += times * op.count.flops;
     if (nodes[n].pass == Pass::forward &&
         (op.count.op_class == OpClass::matmul || op.count.op_class == OpClass::attention)) {
       forward_model_flops += op.count.flops;
     }
     has_backward = has_backward || nodes[n].pass == Pass::backward;
-    r.total_bytes += op.count.bytes();
-    r.launch_overhead_time_s += op.cost.launch_overhead_s;
+    r.total_bytes += times * op.count.bytes();
+    r.launch_overhead_time_s += times * op.cost.launch_overhead_s;
     switch (nodes[n].pass) {
-      case Pass::forward: r.forward_time_s += op.cost.time_s; break;
-      case Pass::backward: r.backward_time_s += op.cost.time_s; break;
+      case Pass::forward: r.forward_time_s += times * op.cost.time_s; break;
+      case Pass::backward: r.backward_time_s += times * op.cost.time_s; break;
       case Pass::optimizer: r.optimizer_time_s += op.cost.time_s; break;
     }
-    if (op.count.launches_kernel) ++r.num_kernels;
+    if (op.count.launches_kernel) r.num_kernels += static_cast<int64_t>(times);
     if (op.count.op_class == OpClass::communication) {
-      ++r.num_collectives;
-      r.communication_bytes += op.count.communication_bytes;
+      r.num_collectives += static_cast<int64_t>(times);
+      r.communication_bytes += times * op.count.communication_bytes;
     }
-    if (op.cost.bound == Bound::compute) r.compute_bound_time_s += op.cost.time_s;
-    if (op.cost.bound == Bound::memory) r.memory_bound_time_s += op.cost.time_s;
+    if (op.cost.bound == Bound::compute) r.compute_bound_time_s += times * op.cost.time_s;
+    if (op.cost.bound == Bound::memory) r.memory_bound_time_s += times * op.cost.time_s;
     r.used_peak_fallback = r.used_peak_fallback || op.cost.peak_fallback;
     if (!op.count.known) {
       auto [it, inserted] = uncovered_index.try_emplace(nodes[n].op, r.uncovered_ops.size());
@@ -198,8 +204,8 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
     }
     r.ops.push_back(op);
   }
-  r.latency_s = clock_s;
-  r.model_flops = (has_backward ? 3.0 : 1.0) * forward_model_flops;
+  r.latency_s = step_s;
+  r.model_flops = (has_backward ? 3.0 : 1.0) * micro * forward_model_flops;
 
   const PeakRate reference =
       peak_rate(device, dominant_matrix_dtype(r.ops), true, options.cost.allow_tf32);

@@ -219,6 +219,25 @@ TEST(TrainTest, GradientsKeptBetweenStepsAreLiveFromTheFirstOp) {
   EXPECT_EQ(at_loss(g, with) - at_loss(plain, without), 2 * parameter_bytes);
 }
 
+TEST(TrainTest, GradientAccumulationRunsForwardAndBackwardPerMicroBatch) {
+  // 4 micro-batches: forward and backward time, FLOPs and model FLOPs 4x, the optimizer once.
+  const DeviceSpec d = testing::round_device();
+  const Graph g = build_graph(gpt3_style(2), {.phase = Phase::train, .batch = 2, .seq = 128,
+                                              .persistent_gradients = true});
+  const SimulationResult one = simulate(g, d, SimulateOptions{});
+  SimulateOptions four;
+  four.micro_batches = 4;
+  const SimulationResult acc = simulate(g, d, four);
+  EXPECT_DOUBLE_EQ(acc.forward_time_s, 4 * one.forward_time_s);
+  EXPECT_DOUBLE_EQ(acc.backward_time_s, 4 * one.backward_time_s);
+  EXPECT_DOUBLE_EQ(acc.optimizer_time_s, one.optimizer_time_s);
+  EXPECT_NEAR(acc.latency_s, acc.forward_time_s + acc.backward_time_s + acc.optimizer_time_s, 1e-15);
+  EXPECT_DOUBLE_EQ(acc.model_flops, 4 * one.model_flops);
+  EXPECT_EQ(acc.memory.peak_bytes, one.memory.peak_bytes);
+  four.micro_batches = 0;
+  EXPECT_THROW(simulate(g, d, four), ConfigError);
+}
+
 TEST(TrainTest, FullRecomputeRunsEachLayerForwardAgainInBackward) {
   // The recomputed forward doubles the layers' forward GEMMs (8 per layer: c_attn, c_proj, c_fc,
   // c_proj in forward and again in backward); the lm_head's is not repeated. The step's

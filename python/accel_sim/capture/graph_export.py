@@ -184,7 +184,7 @@ def export_graph(
     name: str,
     metadata: dict[str, Any],
     released_at: dict[int, torch.fx.Node | None] | None = None,
-    pass_starts: tuple[frozenset[str], frozenset[str]] | None = None,
+    pass_starts: tuple[frozenset[str], ...] | None = None,
     gradient_storages: set[int] | None = None,
 ) -> dict[str, Any]:
     """The "accel-sim-graph" document of a make_fx graph.
@@ -194,7 +194,7 @@ def export_graph(
     storage address to the FX node traced when the program dropped its last reference (None:
     held to the end); it becomes the storage's "released_after" node index. "pass_starts" (a
     training step) gives the names of the FX nodes traced before the backward and before the
-    optimizer began;
+    optimizer began (after an optional first set, a prelude tagged optimizer);
     "gradient_storages" the storage addresses of the parameter gradients.
     """
     builder = _GraphBuilder()
@@ -220,9 +220,14 @@ def export_graph(
         return None
 
     def pass_of(node: torch.fx.Node) -> str:
-        if pass_starts is None or node.name in pass_starts[0]:
+        if pass_starts is None:
             return "forward"
-        return "backward" if node.name in pass_starts[1] else "optimizer"
+        if len(pass_starts) == 3 and node.name in pass_starts[0]:
+            return "optimizer"  # a prelude (zeroing the gradient buffers) counts once per step
+        forward, backward = pass_starts[-2:]
+        if node.name in forward:
+            return "forward"
+        return "backward" if node.name in backward else "optimizer"
 
     for node in graph_module.graph.nodes:
         exported_before[node] = len(nodes) - 1

@@ -87,13 +87,17 @@ def capture_training_step(
     optimizer: str = "adamw",
     dtype: str | None = None,
     autocast: str | None = None,
+    accumulate: bool = False,
     name: str | None = None,
 ) -> dict[str, Any]:
     """Trace one training step of `model` on `example_inputs` into an "accel-sim-graph" dict.
 
     `autocast` ("bf16-mixed", "fp16-mixed") runs the forward under torch.autocast: the weights,
     gradients and optimizer states stay in their (fp32) dtype, the autocast ops compute in 16
-    bits (and their casts of the weights are in the graph), as torch.amp trains."""
+    bits (and their casts of the weights are in the graph), as torch.amp trains. `accumulate`
+    (gradient accumulation) adds gradient buffers that live through the whole micro-step: zeroed
+    once per step, each micro-batch's gradients added into them, the optimizer reading them
+    (simulate with micro_batches = N to run the forward and backward N times)."""
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"capture needs a torch.nn.Module, got {type(model).__name__}")
     if optimizer not in OPTIMIZERS:
@@ -138,6 +142,12 @@ def capture_training_step(
         }
     for kind in state_kinds:
         graph_inputs += [("optimizer_state", f"{n}.{kind}") for n in trainable]
+    if accumulate:
+        with mode:
+            buffers_in = [torch.zeros_like(parameters[n]) for n in trainable]
+        graph_inputs += [("gradient", f"{n}.grad") for n in trainable]
+    else:
+        buffers_in = []
 
     marks: list[frozenset[str]] = []
     gradient_keys: set[int] = set()
@@ -153,6 +163,10 @@ def capture_training_step(
         flat_states = list(rest[len(tensor_positions):])
         per_kind = {kind: flat_states[i * len(trainable):(i + 1) * len(trainable)]
                     for i, kind in enumerate(state_kinds)}
+        accumulators = flat_states[len(state_kinds) * len(trainable):]
+        if accumulators:
+            torch._foreach_zero_(accumulators)  # optimizer.zero_grad() at the step's start
+        marks.append(_traced_so_far())
         call_args, call_kwargs = pytree.tree_unflatten(leaves_now, spec)
         amp = (torch.autocast("cpu", dtype=AUTOCAST[autocast]) if autocast
                else contextlib.nullcontext())
@@ -166,9 +180,13 @@ def capture_training_step(
             marks.append(_traced_so_far())
             params = [tensors[n] for n in trainable]
             grads = torch.autograd.grad(loss, params, allow_unused=True)
-            marks.append(_traced_so_far())
             used = [i for i, g in enumerate(grads) if g is not None]
             gradient_keys.update(grads[i].untyped_storage()._cdata for i in used)
+            if accumulators:
+                with torch.no_grad():
+                    torch._foreach_add_([accumulators[i] for i in used], [grads[i] for i in used])
+                grads = tuple(accumulators[i] if grads[i] is not None else None for i in range(len(grads)))
+            marks.append(_traced_so_far())
             with torch.no_grad():
                 weights = [params[i].detach() for i in used]
                 grad_list = [grads[i] for i in used]
@@ -190,7 +208,7 @@ def capture_training_step(
 
     step._orig_mod = model  # make_fx records nn_module_stack relative to this root
     flat_inputs = [*parameters.values(), *buffers.values(), *(input_leaves[i] for i in tensor_positions),
-                   *(t for kind in state_kinds for t in states[kind])]
+                   *(t for kind in state_kinds for t in states[kind]), *buffers_in]
     was_training = model.training
     model.train()
     try:
@@ -206,9 +224,10 @@ def capture_training_step(
 
     metadata: dict[str, Any] = _library_versions()
     metadata["dtype"] = dtype or _dominant_float_dtype([*parameters.values(), *buffers.values()]) or "fp32"
-    metadata["training_step"] = {"optimizer": f"{optimizer} (fused)" if optimizer != "none" else "none",
+    metadata["training_step"] = {"gradient_accumulation": accumulate,
+                                 "optimizer": f"{optimizer} (fused)" if optimizer != "none" else "none",
                                  "loss": notes.get("loss", ""), "trainable_parameters": len(trainable),
                                  "precision": autocast or metadata["dtype"]}
     return export_graph(graph_module, graph_inputs, name=name or type(model).__name__, metadata=metadata,
-                        released_at=lifetimes.released_at, pass_starts=(marks[0], marks[1]),
+                        released_at=lifetimes.released_at, pass_starts=(marks[0], marks[1], marks[2]),
                         gradient_storages=gradient_keys)

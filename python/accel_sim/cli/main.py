@@ -42,6 +42,7 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--train", action="store_true", help="one training step: for a script, capture its forward, loss, backward and optimizer step; with --model, the same as --phase train")
     p.add_argument("--precision", choices=_PRECISIONS, help="training precision: bf16-mixed / fp16-mixed compute in 16 bits with fp32 weights, gradients and optimizer states (a script: torch.autocast; --model: fp32 master weights); bf16 / fp16: everything in 16 bits; fp32")
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd", "none"), default="adamw", help="with a training step: the optimizer step (fused kernels; none: stop after backward; default: adamw)")
+    p.add_argument("--grad-accum", type=int, default=1, metavar="N", help="with a training step: N micro-batches' forward and backward per optimizer step, gradients accumulated in buffers kept across them (default: 1)")
     p.add_argument("--no-master-weights", action="store_true", help="with --phase train: keep gradients and optimizer states in the weight dtype instead of fp32 master weights, fp32 gradients and fp32 states")
     p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="with --phase train: activation recomputation (Korthikanti et al. 2022): none; selective, the attention core (FlashAttention's backward already recomputes it, so it keeps what none keeps); full, each layer's input kept and its forward run again in backward (default: none)")
     p.add_argument("--keep-grads", action="store_true", help="with --phase train: gradients kept between steps and zeroed in place (optimizer.zero_grad(set_to_none=False), PyTorch's default before 2.0), so they are live through the forward")
@@ -135,6 +136,7 @@ def _common(args: argparse.Namespace) -> dict:
         "clock_mhz": args.clock_mhz,
         "fuse": args.fuse,
         "attention_impl": args.attention_impl,
+        "micro_batches": args.grad_accum,
     }
 
 
@@ -155,6 +157,9 @@ def _load(args: argparse.Namespace) -> Any:
     for name in names:
         resolve_device(name.strip(), args.device_file)
     precision = args.precision
+    accumulate = args.grad_accum > 1
+    if accumulate and not (args.train or args.phase == "train"):
+        raise UsageError("--grad-accum applies to a training step (--train or --phase train)")
     if precision and (args.dtype or args.no_master_weights):
         raise UsageError("give --precision, or --dtype / --no-master-weights, not both")
     if args.model is not None:
@@ -169,7 +174,7 @@ def _load(args: argparse.Namespace) -> Any:
                                  context_parallel=args.cp, moe_impl=args.moe_impl, dtype=dtype,
                                  optimizer=args.optimizer, master_weights=masters,
                                  recompute=args.recompute, eager_attention=args.attention_impl == "eager",
-                                 persistent_gradients=args.keep_grads,
+                                 persistent_gradients=args.keep_grads or accumulate,
                                  weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
     if args.phase != "prefill":
         raise UsageError("--phase applies to --model; for a script's training step use --train")
@@ -179,7 +184,8 @@ def _load(args: argparse.Namespace) -> Any:
         _status(f"capturing {args.target}{' (training step)' if args.train else ''} ...")
     mixed = precision if precision and precision.endswith("-mixed") else None
     dtype = args.dtype or (precision if precision and not mixed else None)
-    return load_target(args.target, dtype=dtype, train=args.train, optimizer=args.optimizer, autocast=mixed)
+    return load_target(args.target, dtype=dtype, train=args.train, optimizer=args.optimizer, autocast=mixed,
+                       accumulate=accumulate)
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
