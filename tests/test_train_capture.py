@@ -72,6 +72,10 @@ def test_gpt2_step_has_every_pass_and_matches_the_builders_model_flops(tmp_path)
     assert [n["op"] for n in g["nodes"] if n.get("pass") == "optimizer"].count("_fused_adamw_") == 1
     assert any(n["op"] == "accel_sim::attention_backward" for n in g["nodes"] if n.get("pass") == "backward")
     assert g["metadata"]["training_step"]["loss"] == "the model's loss with labels = input_ids"
+    # Backward GEMMs are attributed to the module whose forward they differentiate.
+    backward_gemms = [n for n in g["nodes"] if n.get("pass") == "backward" and n["op"] == "mm"]
+    assert backward_gemms and all(n["module"] for n in backward_gemms)
+    assert any(n["module"].endswith("mlp.c_fc") for n in backward_gemms)
 
     graph = tmp_path / "graph.json"
     captured = json.loads(run_cli("simulate", str(graph), "--device", "h100", "--json", "--no-ops").stdout)

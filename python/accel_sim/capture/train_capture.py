@@ -24,6 +24,7 @@ import inspect
 from typing import Any
 
 import torch
+import torch.fx.traceback as fx_traceback
 import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import get_innermost_proxy_mode, make_fx
@@ -78,6 +79,29 @@ def _traced_so_far() -> frozenset[str]:
     would shift; names do not)."""
     mode = get_innermost_proxy_mode()
     return frozenset(n.name for n in mode.tracer.graph.nodes) if mode is not None else frozenset()
+
+
+try:  # AOTAutograd's hooks that tag each backward op with its forward op's autograd seq_nr
+    from torch._functorch._aot_autograd.logging_utils import (
+        setup_stacktrace_preservation_hooks as _backward_hooks,
+    )
+except ImportError:  # pragma: no cover - a torch without them: backward ops stay unattributed
+    _backward_hooks = None
+
+
+def _attribute_backward(graph_module: torch.fx.GraphModule, forward: frozenset[str],
+                        backward: frozenset[str]) -> None:
+    """Gives each backward op the module of the forward op it differentiates (matched by the
+    autograd sequence number both carry), as AOTAutograd does for compiled graphs."""
+    by_seq: dict[int, Any] = {}
+    for node in graph_module.graph.nodes:
+        if node.name in forward and node.meta.get("nn_module_stack") and "seq_nr" in node.meta:
+            by_seq.setdefault(node.meta["seq_nr"], node.meta["nn_module_stack"])
+    for node in graph_module.graph.nodes:
+        if node.name in backward and node.name not in forward and not node.meta.get("nn_module_stack"):
+            stack = by_seq.get(node.meta.get("seq_nr"))
+            if stack:
+                node.meta["nn_module_stack"] = stack
 
 
 def capture_training_step(
@@ -178,6 +202,8 @@ def capture_training_step(
             notes["loss"] = loss_note or how
             del result, call_args, call_kwargs, leaves_now
             marks.append(_traced_so_far())
+            if _backward_hooks is not None and loss.grad_fn is not None:
+                _backward_hooks([loss.grad_fn])  # backward ops get their forward op's seq_nr
             params = [tensors[n] for n in trainable]
             grads = torch.autograd.grad(loss, params, allow_unused=True)
             used = [i for i, g in enumerate(grads) if g is not None]
@@ -212,7 +238,7 @@ def capture_training_step(
     was_training = model.training
     model.train()
     try:
-        with _quiet_fake_tensor_log(), hf_capture_settings(model), mode:
+        with _quiet_fake_tensor_log(), hf_capture_settings(model), mode, fx_traceback.preserve_node_meta():
             graph_module = make_fx(step, record_module_stack=True, record_stack_traces=True)(*flat_inputs)
     except UsageError:
         raise
@@ -222,6 +248,7 @@ def capture_training_step(
         lifetimes.active = False
         model.train(was_training)
 
+    _attribute_backward(graph_module, marks[1], marks[2])
     metadata: dict[str, Any] = _library_versions()
     metadata["dtype"] = dtype or _dominant_float_dtype([*parameters.values(), *buffers.values()]) or "fp32"
     metadata["training_step"] = {"gradient_accumulation": accumulate,
