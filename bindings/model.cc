@@ -133,7 +133,8 @@ void bind_model(nb::module_& m) {
       .def_rw("master_weights", &BuildOptions::master_weights)
       .def_rw("recompute", &BuildOptions::recompute)
       .def_rw("eager_attention", &BuildOptions::eager_attention)
-      .def_rw("persistent_gradients", &BuildOptions::persistent_gradients);
+      .def_rw("persistent_gradients", &BuildOptions::persistent_gradients)
+      .def_rw("fp8_gemms", &BuildOptions::fp8_gemms);
   m.def(
       "build_graph",
       [](const ModelSpec& model, const BuildOptions& options) {

@@ -161,3 +161,25 @@ def test_mfu_of_a_llama_step_next_to_its_roofline_bound():
     text = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--phase", "train", "--batch", "1",
                    "--seq", "4096")
     assert "MFU" in text.stdout and "roofline bound" in text.stdout
+
+
+def test_precision_modes_for_a_built_step():
+    def run(precision):
+        result = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--train", "--precision", precision,
+                         "--batch", "1", "--seq", "4096", "--json", "--no-ops")
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    mixed, pure, fp8 = run("bf16-mixed"), run("bf16"), run("fp8-mixed")
+    assert mixed["model_info"]["master_weights"] is True and pure["model_info"]["master_weights"] is False
+    # bf16-mixed: 18 bytes per parameter of state; pure bf16: weights, gradients and two moments in 2 bytes each.
+    assert mixed["memory"]["optimizer_state_bytes"] == 12 * LLAMA3_8B
+    assert pure["memory"]["optimizer_state_bytes"] == 4 * LLAMA3_8B
+    # fp8 GEMMs at twice the bf16 rate: the same model FLOPs (the Llama blocks have no biases), a shorter step.
+    assert fp8["model_info"]["fp8_gemms"] is True
+    assert fp8["model_flops"] == mixed["model_flops"]
+    assert fp8["latency_s"] < mixed["latency_s"]
+    both = run_cli("simulate", "--model", "llama-3-8b", "--train", "--precision", "bf16", "--dtype", "fp16")
+    assert both.returncode == 2 and "not both" in both.stderr
+    prefill = run_cli("simulate", "--model", "llama-3-8b", "--precision", "fp8-mixed")
+    assert prefill.returncode == 2 and "training step" in prefill.stderr

@@ -145,6 +145,7 @@ def build_model_graph(
     recompute: str = "none",
     eager_attention: bool = False,
     persistent_gradients: bool = False,
+    fp8_gemms: bool = False,
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
 ) -> BuiltModel:
@@ -184,6 +185,9 @@ def build_model_graph(
     if persistent_gradients and phase != "train":
         raise UsageError("--keep-grads applies to a training step (--phase train)")
     options.persistent_gradients = persistent_gradients
+    if fp8_gemms and phase != "train":
+        raise UsageError("fp8 GEMMs (--precision fp8-mixed) apply to a training step")
+    options.fp8_gemms = fp8_gemms
     try:
         graph = _core.build_graph(spec, options)
     except ValueError as e:
@@ -212,6 +216,7 @@ def build_model_graph(
         info["recompute"] = recompute
         info["attention"] = "unfused core (scores materialized)" if eager_attention else "fused kernel"
         info["gradients_kept_between_steps"] = persistent_gradients
+        info["fp8_gemms"] = fp8_gemms
         info["dropout"] = {"hidden": spec.hidden_dropout, "embedding": spec.embedding_dropout,
                            "attention": spec.attention_dropout}
         info["loss"] = "cross-entropy over every position" if spec.lm_head else "mean squared error of the last hidden state"

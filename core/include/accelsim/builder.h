@@ -75,6 +75,12 @@ struct BuildOptions {
   // (optimizer.zero_grad(set_to_none=False), PyTorch's default before 2.0), so they are live
   // from the first forward op; otherwise each is created by its first backward contribution.
   bool persistent_gradients = false;
+  // Training step only: the transformer blocks' linear layers run as fp8 GEMMs the way
+  // Transformer Engine's fp8 recipe does: the input and the weight are cast to e4m3 (per-tensor
+  // scales) each step, the GEMM (torch._scaled_mm) writes the 16-bit output, and the backward
+  // keeps the fp8 copies (1 byte per element) instead of the 16-bit input. The LM head stays in
+  // the activation dtype.
+  bool fp8_gemms = false;
 };
 
 // REQUIRES: model.validate() passes; prefill: seq >= 1; decode: context >= 0; batch >= 1.

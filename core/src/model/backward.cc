@@ -123,7 +123,11 @@ class Backward {
   }
 
   DType grad_dtype(StorageId s) const {
-    return is_parameter(s) ? o_.parameter_grad_dtype : meta(root_[s]).dtype;
+    if (is_parameter(s)) return o_.parameter_grad_dtype;
+    // The gradient of an fp8-quantized value travels in 16 bits (Transformer Engine returns
+    // bf16 gradients from its fp8 GEMMs).
+    const DType d = meta(root_[s]).dtype;
+    return d == DType::fp8_e4m3 || d == DType::fp8_e5m2 ? DType::bf16 : d;
   }
 
   StorageKind grad_kind(StorageId s) const {
@@ -253,6 +257,8 @@ class Backward {
 
     if (op == "mm" || op == "bmm") {
       matmul(dy, x[0], x[1]);
+    } else if (op == "_scaled_mm") {
+      scaled_matmul(dy, x[0], x[1]);
     } else if (op == "addmm") {
       if (in(0)) reduce_to(x[0], dy);
       matmul(dy, x[1], x[2]);
@@ -374,6 +380,23 @@ class Backward {
       emit(name, {transposed(a), dy}, {out});
     } else {
       emit(name, {transposed(dy), a}, {out});
+    }
+    commit(b, out);
+  }
+
+  // An fp8 GEMM's backward as Transformer Engine runs it: the output gradient is cast to
+  // e5m2 once, then dgrad (dY W) and wgrad (X^T dY) are fp8 GEMMs reading the saved fp8 X and W
+  // and writing 16-bit gradients.
+  void scaled_matmul(TensorId dy, TensorId a, TensorId b) {
+    TensorId dq = fresh(shape(dy), DType::fp8_e5m2, StorageKind::activation);
+    emit("_to_copy", {dy}, {dq});
+    if (needs(a)) grad_op("_scaled_mm", {dq, transposed(b)}, a);
+    if (!needs(b)) return;
+    TensorId out = slot(b);
+    if (shape(out) == shape(b)) {
+      emit("_scaled_mm", {transposed(a), dq}, {out});
+    } else {
+      emit("_scaled_mm", {transposed(dq), a}, {out});
     }
     commit(b, out);
   }

@@ -449,6 +449,16 @@ class Builder {
     TensorId wt = e_.transposed(w);
     TensorId x2 = e_.view(x, {rows, in});
     TensorId y;
+    if (o_.fp8_gemms && prefix.rfind("model.layers.", 0) == 0) {
+      TensorId xq = e_.op("_to_copy", {x2}, {rows, in}, DType::fp8_e4m3);
+      TensorId wq = e_.op("_to_copy", {w}, {out, in}, DType::fp8_e4m3);
+      y = e_.op("_scaled_mm", {xq, e_.transposed(wq)}, {rows, out}, dt_);
+      if (bias) {
+        TensorId b = e_.parameter({out}, m_.weight_dtype, prefix + ".bias");
+        y = e_.op("add", {y, b}, {rows, out}, dt_);
+      }
+      return e_.view(y, out_shape);
+    }
     if (bias) {
       TensorId b = e_.parameter({out}, m_.weight_dtype, prefix + ".bias");
       y = e_.op("addmm", {b, x2, wt}, {rows, out}, dt_);
@@ -1281,6 +1291,9 @@ Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
                  "sequence parallelism needs a tensor-parallel degree above 1");
   ACCELSIM_CHECK(options.expert_parallel == 1 || model.moe.enabled(),
                  "expert parallelism needs a mixture-of-experts model");
+  ACCELSIM_CHECK(!options.fp8_gemms || options.phase == Phase::train,
+                 "fp8 GEMMs (Transformer Engine's recipe) apply to a training step; for fp8 "
+                 "inference use fp8 weights");
   ACCELSIM_CHECK(!options.eager_attention || options.context_parallel == 1,
                  "eager (unfused) attention under context parallelism is not modelled");
   if (options.phase == Phase::train) {

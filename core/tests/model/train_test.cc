@@ -219,6 +219,59 @@ TEST(TrainTest, GradientsKeptBetweenStepsAreLiveFromTheFirstOp) {
   EXPECT_EQ(at_loss(g, with) - at_loss(plain, without), 2 * parameter_bytes);
 }
 
+TEST(TrainTest, Fp8GemmsKeepOneByteCopiesForBackward) {
+  // Transformer Engine's recipe on the GPT-3-style block (h = 256, sbh = 65,536): the backward
+  // keeps fp8 copies of the four linears' inputs (QKV input sbh, attention output sbh, FC1 input
+  // sbh, FC2 input 4sbh) instead of their 16-bit selves, and the fp8 weights (12 h^2 bytes).
+  // Still 16-bit: the LayerNorm inputs (2 x 2sbh), q, k, v (6sbh), the attention output
+  // FlashAttention reads (2sbh), the GELU input (8sbh), the dropout masks (2 x sbh): 29sbh.
+  const int64_t sbh = 128 * 2 * 256;
+  const int64_t statistics = 2 * 2 * 4 * 128 * 2 + 4 * 8 * 2 * 128;
+  auto saved = [](int64_t layers) {
+    const Graph g = build_graph(gpt3_style(layers), {.phase = Phase::train, .batch = 2, .seq = 128,
+                                                     .optimizer = Optimizer::none,
+                                                     .fp8_gemms = true});
+    const MemoryProfile p = compute_memory_profile(g);
+    for (NodeId i = 0; i < static_cast<NodeId>(g.nodes().size()); ++i) {
+      if (g.node(i).op == "nll_loss_forward") return p.live_bytes_after[i] - p.resident_bytes;
+    }
+    return int64_t{-1};
+  };
+  EXPECT_EQ(saved(3) - saved(2), 29 * sbh + 12 * 256 * 256 + statistics);
+  // Every block GEMM, forward and backward, is an fp8 GEMM: 4 per layer forward, 8 backward.
+  const Graph g = build_graph(gpt3_style(2), {.phase = Phase::train, .batch = 2, .seq = 128,
+                                              .optimizer = Optimizer::none, .fp8_gemms = true});
+  EXPECT_EQ(count(g, "_scaled_mm", Pass::forward), 8);
+  EXPECT_EQ(count(g, "_scaled_mm", Pass::backward), 16);
+  for (const Node& n : g.nodes()) {
+    if (n.op != "_scaled_mm") continue;
+    const DType in = g.tensor(n.inputs[0]).dtype;
+    EXPECT_TRUE(in == DType::fp8_e4m3 || in == DType::fp8_e5m2) << n.module_path;
+  }
+  // The model FLOPs stay (but for the bias adds, which now run beside the fp8 GEMM); at a
+  // GEMM-bound size (h = 4096, 8192 tokens) on a device whose fp8 peak is twice its fp16 one
+  // the step is faster, while at h = 256 the casts make it slower.
+  DeviceSpec d = testing::round_device();
+  d.fp8_matrix_flops_per_s = 200e12;
+  ModelSpec big = gpt3_style(2);
+  big.hidden_size = 4096;
+  big.num_heads = big.num_kv_heads = 32;
+  big.head_dim = 128;
+  big.ffn_size = 16384;
+  big.max_position_embeddings = 2048;
+  auto step = [&](const ModelSpec& m, int64_t seq, bool fp8) {
+    return simulate(build_graph(m, {.phase = Phase::train, .batch = 4, .seq = seq,
+                                    .optimizer = Optimizer::none, .fp8_gemms = fp8}),
+                    d, SimulateOptions{});
+  };
+  const SimulationResult fast = step(big, 2048, true), slow = step(big, 2048, false);
+  EXPECT_NEAR(fast.model_flops / slow.model_flops, 1.0, 1e-3);
+  EXPECT_LT(fast.latency_s, 0.8 * slow.latency_s);
+  EXPECT_GT(step(gpt3_style(2), 128, true).latency_s, step(gpt3_style(2), 128, false).latency_s);
+  EXPECT_THROW(build_graph(gpt3_style(2), {.phase = Phase::prefill, .seq = 128, .fp8_gemms = true}),
+               ConfigError);
+}
+
 TEST(TrainTest, GradientAccumulationRunsForwardAndBackwardPerMicroBatch) {
   // 4 micro-batches: forward and backward time, FLOPs and model FLOPs 4x, the optimizer once.
   const DeviceSpec d = testing::round_device();

@@ -20,7 +20,7 @@ from accel_sim.cli.kernels import cmd_calibrate, cmd_kernel, cmd_validate
 from accel_sim.io.model_config import KV_DTYPES, WEIGHT_DTYPES
 
 _DTYPES = ("fp32", "bf16", "fp16")
-_PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16", "fp16")
+_PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "fp8-mixed", "bf16", "fp16")
 
 
 
@@ -40,7 +40,7 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", metavar="NAME|CONFIG", help="build the graph from a shipped model (see `accel-sim models`) or an HF config.json instead of a script")
     p.add_argument("--phase", choices=("prefill", "decode", "train"), default="prefill", help="with --model: prefill (batch x seq new tokens), one decode step, or one training step on batch x seq tokens (default: prefill)")
     p.add_argument("--train", action="store_true", help="one training step: for a script, capture its forward, loss, backward and optimizer step; with --model, the same as --phase train")
-    p.add_argument("--precision", choices=_PRECISIONS, help="training precision: bf16-mixed / fp16-mixed compute in 16 bits with fp32 weights, gradients and optimizer states (a script: torch.autocast; --model: fp32 master weights); bf16 / fp16: everything in 16 bits; fp32")
+    p.add_argument("--precision", choices=_PRECISIONS, help="training precision: bf16-mixed / fp16-mixed compute in 16 bits with fp32 weights, gradients and optimizer states (a script: torch.autocast; --model: fp32 master weights); fp8-mixed (--model): bf16-mixed with the blocks' GEMMs in fp8 as Transformer Engine runs them; bf16 / fp16: everything in 16 bits; fp32")
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd", "none"), default="adamw", help="with a training step: the optimizer step (fused kernels; none: stop after backward; default: adamw)")
     p.add_argument("--grad-accum", type=int, default=1, metavar="N", help="with a training step: N micro-batches' forward and backward per optimizer step, gradients accumulated in buffers kept across them (default: 1)")
     p.add_argument("--no-master-weights", action="store_true", help="with --phase train: keep gradients and optimizer states in the weight dtype instead of fp32 master weights, fp32 gradients and fp32 states")
@@ -166,7 +166,8 @@ def _load(args: argparse.Namespace) -> Any:
         phase = "train" if args.train else args.phase
         if precision and phase != "train":
             raise UsageError("--precision applies to a training step (--train or --phase train)")
-        dtype = {"fp32": "fp32", "bf16-mixed": "bf16", "fp16-mixed": "fp16"}.get(precision, precision) or args.dtype
+        dtype = {"fp32": "fp32", "bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp8-mixed": "bf16"}.get(
+            precision, precision) or args.dtype
         masters = precision.endswith("-mixed") if precision else not args.no_master_weights
         return build_model_graph(args.model, phase=phase, batch=args.batch, seq=args.seq,
                                  context=args.context, kernels=args.kernels, tensor_parallel=args.tp,
@@ -175,11 +176,15 @@ def _load(args: argparse.Namespace) -> Any:
                                  optimizer=args.optimizer, master_weights=masters,
                                  recompute=args.recompute, eager_attention=args.attention_impl == "eager",
                                  persistent_gradients=args.keep_grads or accumulate,
+                                 fp8_gemms=precision == "fp8-mixed",
                                  weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
     if args.phase != "prefill":
         raise UsageError("--phase applies to --model; for a script's training step use --train")
     if precision and not args.train:
         raise UsageError("--precision applies to a training step (--train)")
+    if precision == "fp8-mixed":
+        raise UsageError("--precision fp8-mixed applies to --model (the builder's Transformer Engine-style fp8 GEMMs); "
+                         "torch.autocast has no fp8 mode for a captured script")
     if Path(args.target).suffix == ".py":
         _status(f"capturing {args.target}{' (training step)' if args.train else ''} ...")
     mixed = precision if precision and precision.endswith("-mixed") else None

@@ -112,6 +112,8 @@ def simulation_text(report: Any, top: int = 10) -> str:
         if info["phase"] == "train":
             masters = "fp32 master weights, gradients and states" if info["master_weights"] else "gradients and states in " + info["dtype"]
             recompute = info.get("recompute", "none")
+            if info.get("fp8_gemms"):
+                masters += "; block GEMMs in fp8 (Transformer Engine's recipe)"
             lines.append(f"               training step: {info['optimizer']}, {masters}; loss: {info['loss']}; "
                          f"recompute: {recompute}")
         moe = info.get("moe")
