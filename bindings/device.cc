@@ -1,6 +1,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include "accelsim/collective.h"
 #include "accelsim/device.h"
 #include "bindings.h"
 
@@ -58,6 +59,55 @@ void bind_device(nb::module_& m) {
 
   m.def("peak_rate", &peak_rate, nb::arg("device"), nb::arg("dtype"), nb::arg("matrix_op"),
         nb::arg("allow_tf32") = false);
+
+  nb::class_<Fabric>(m, "Fabric")
+      .def(nb::init<>())
+      .def_rw("bandwidth_bytes_per_s", &Fabric::bandwidth_bytes_per_s)
+      .def_rw("latency_s", &Fabric::latency_s)
+      .def_rw("efficiency", &Fabric::efficiency);
+  nb::class_<SystemSpec>(m, "SystemSpec")
+      .def(nb::init<>())
+      .def_rw("id", &SystemSpec::id)
+      .def_rw("name", &SystemSpec::name)
+      .def_rw("device", &SystemSpec::device)
+      .def_rw("gpus_per_node", &SystemSpec::gpus_per_node)
+      .def_rw("scaleup_domain", &SystemSpec::scaleup_domain)
+      .def_rw("scaleup", &SystemSpec::scaleup)
+      .def_rw("in_network_reduction", &SystemSpec::in_network_reduction)
+      .def_rw("nvls_efficiency", &SystemSpec::nvls_efficiency)
+      .def_rw("nics_per_gpu", &SystemSpec::nics_per_gpu)
+      .def_rw("scaleout", &SystemSpec::scaleout)
+      .def_rw("launch_s", &SystemSpec::launch_s)
+      .def("validate", &SystemSpec::validate);
+  nb::enum_<CollectiveKind>(m, "CollectiveKind")
+      .value("all_reduce", CollectiveKind::all_reduce)
+      .value("all_gather", CollectiveKind::all_gather)
+      .value("reduce_scatter", CollectiveKind::reduce_scatter)
+      .value("all_to_all", CollectiveKind::all_to_all)
+      .value("broadcast", CollectiveKind::broadcast)
+      .value("send_recv", CollectiveKind::send_recv);
+  nb::enum_<CollectiveAlgorithm>(m, "CollectiveAlgorithm")
+      .value("automatic", CollectiveAlgorithm::automatic)
+      .value("ring", CollectiveAlgorithm::ring)
+      .value("tree", CollectiveAlgorithm::tree)
+      .value("halving_doubling", CollectiveAlgorithm::halving_doubling)
+      .value("nvls", CollectiveAlgorithm::nvls)
+      .value("hierarchical", CollectiveAlgorithm::hierarchical);
+  nb::class_<CollectiveQuery>(m, "CollectiveQuery")
+      .def(nb::init<>())
+      .def_rw("kind", &CollectiveQuery::kind)
+      .def_rw("bytes", &CollectiveQuery::bytes)
+      .def_rw("ranks", &CollectiveQuery::ranks)
+      .def_rw("ranks_per_domain", &CollectiveQuery::ranks_per_domain)
+      .def_rw("algorithm", &CollectiveQuery::algorithm);
+  nb::class_<CollectiveEstimate>(m, "CollectiveEstimate")
+      .def_ro("time_s", &CollectiveEstimate::time_s)
+      .def_ro("algbw_bytes_per_s", &CollectiveEstimate::algbw_bytes_per_s)
+      .def_ro("busbw_bytes_per_s", &CollectiveEstimate::busbw_bytes_per_s)
+      .def_ro("algorithm", &CollectiveEstimate::algorithm)
+      .def_ro("crosses_domains", &CollectiveEstimate::crosses_domains);
+  m.def("estimate_collective", &estimate_collective, nb::arg("query"), nb::arg("system"));
+  m.def("busbw_factor", &busbw_factor, nb::arg("kind"), nb::arg("ranks"));
 }
 
 }  // namespace accelsim::bindings

@@ -1,0 +1,93 @@
+// Collectives over a cluster: systems (scale-up domains and scale-out NICs) and the time of one
+// all-reduce, all-gather, reduce-scatter, all-to-all, broadcast or send/recv.
+//
+// Sizes follow nccl-tests (../shared/reference/costmodel.md sec. 6.1): `bytes` is the whole
+// array S (all-reduce: the buffer; all-gather: the gathered output; reduce-scatter: the input;
+// all-to-all: what one rank sends in total; broadcast and send/recv: the message). algbw =
+// S / t; busbw = algbw x the collective's factor (all-reduce 2(p-1)/p; all-gather,
+// reduce-scatter and all-to-all (p-1)/p; broadcast and send/recv 1), comparable with a link's
+// bandwidth whatever p is.
+//
+// Times are alpha-beta models (Thakur, Rabenseifner and Gropp 2005; costmodel.md sec. 6.2) with
+// each fabric's per-step latency alpha and its bandwidth times the efficiency collectives reach
+// on it (protocol overheads; NCCL's own model scales bandwidths the same way, sec. 6.3):
+//   ring all-reduce      2(p-1) alpha + 2(p-1)/p S / B
+//   tree all-reduce      2 log2(p) alpha + 2(p-1)/p S / B  (NCCL's double binary tree)
+//   halving-doubling     2 log2(p) alpha + 2(p-1)/p S / B  (Rabenseifner)
+//   NVLS all-reduce      alpha + S / B_nvls                  (the switch reduces: each GPU sends and
+//                                                             receives S once)
+//   ring AG / RS / A2A   (p-1) alpha + (p-1)/p S / B
+//   broadcast            (p-1) alpha + S / B (pipelined ring); send/recv alpha + S / B
+// Across scale-up domains the hierarchical form runs inside each domain, then across domains on
+// each GPU's own NICs (rails in parallel), then inside again; all-to-all sends the share bound
+// for other domains over one NIC per GPU (NCCL does not aggregate NICs for all-to-all,
+// nccl-tests#267) while the rest crosses the scale-up fabric. `automatic` picks the fastest
+// algorithm the system supports, as NCCL's tuner does.
+//
+//   CollectiveEstimate e = estimate_collective({.kind = CollectiveKind::all_reduce,
+//                                               .bytes = 1e9, .ranks = 64}, dgx_h100);
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace accelsim {
+
+// One tier of a system's network, per GPU and per direction.
+struct Fabric {
+  double bandwidth_bytes_per_s = 0.0;  // scale-up: per GPU; scale-out: per NIC
+  double latency_s = 0.0;              // per algorithm step
+  double efficiency = 1.0;             // fraction of the bandwidth ring collectives reach
+};
+
+struct SystemSpec {
+  std::string id;      // file stem, e.g. "dgx_h100"
+  std::string name;
+  std::string device;  // device id of its accelerators
+  int gpus_per_node = 8;
+  int scaleup_domain = 8;  // GPUs sharing the scale-up fabric (NVLink/NVSwitch, xGMI, ICI)
+  Fabric scaleup;
+  bool in_network_reduction = false;  // NVLink SHARP (NVLS): all-reduce reduced in the switch
+  double nvls_efficiency = 0.0;       // NVLS algbw over the scale-up bandwidth
+  int nics_per_gpu = 1;
+  Fabric scaleout;     // per NIC
+  double launch_s = 0.0;  // fixed cost of launching one collective kernel
+
+  // REQUIRES: positive domain, GPUs per node and scale-up bandwidth; efficiencies in (0, 1].
+  // Throws ConfigError naming the field otherwise.
+  void validate() const;
+};
+
+enum class CollectiveKind : uint8_t { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv };
+enum class CollectiveAlgorithm : uint8_t { automatic, ring, tree, halving_doubling, nvls, hierarchical };
+
+std::string_view collective_kind_name(CollectiveKind kind);
+std::string_view collective_algorithm_name(CollectiveAlgorithm algorithm);
+
+struct CollectiveQuery {
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  double bytes = 0.0;  // nccl-tests' S (see above)
+  int64_t ranks = 1;
+  // Ranks per scale-up domain; 0: as many as fit (min(ranks, the system's domain size)).
+  int64_t ranks_per_domain = 0;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::automatic;
+};
+
+struct CollectiveEstimate {
+  double time_s = 0.0;
+  double algbw_bytes_per_s = 0.0;
+  double busbw_bytes_per_s = 0.0;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::automatic;  // the one timed
+  bool crosses_domains = false;
+};
+
+// The busbw factor of nccl-tests for `kind` over `ranks`.
+double busbw_factor(CollectiveKind kind, int64_t ranks);
+
+// REQUIRES: bytes >= 0; ranks >= 1; ranks_per_domain divides ranks and fits the domain; an
+// explicit algorithm the system supports for the collective (NVLS needs in-network reduction and
+// an all-reduce within one domain). Throws ConfigError otherwise.
+CollectiveEstimate estimate_collective(const CollectiveQuery& query, const SystemSpec& system);
+
+}  // namespace accelsim

@@ -1,0 +1,207 @@
+#include "accelsim/collective.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "accelsim/error.h"
+
+namespace accelsim {
+
+void SystemSpec::validate() const {
+  const std::string who = "system '" + id + "'";
+  ACCELSIM_CHECK(gpus_per_node > 0, who + ": gpus_per_node must be positive");
+  ACCELSIM_CHECK(scaleup_domain > 0, who + ": the scale-up domain size must be positive");
+  ACCELSIM_CHECK(scaleup.bandwidth_bytes_per_s > 0, who + ": the scale-up bandwidth must be positive");
+  ACCELSIM_CHECK(scaleup.latency_s >= 0 && scaleout.latency_s >= 0 && launch_s >= 0,
+                 who + ": latencies must not be negative");
+  for (double e : {scaleup.efficiency, scaleout.efficiency}) {
+    ACCELSIM_CHECK(e > 0 && e <= 1, who + ": collective efficiencies must be in (0, 1]");
+  }
+  ACCELSIM_CHECK(!in_network_reduction || (nvls_efficiency > 0 && nvls_efficiency <= 1),
+                 who + ": in-network reduction needs an nvls efficiency in (0, 1]");
+  ACCELSIM_CHECK(nics_per_gpu >= 0 && scaleout.bandwidth_bytes_per_s >= 0,
+                 who + ": the scale-out NICs must not be negative");
+}
+
+std::string_view collective_kind_name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::all_reduce: return "all_reduce";
+    case CollectiveKind::all_gather: return "all_gather";
+    case CollectiveKind::reduce_scatter: return "reduce_scatter";
+    case CollectiveKind::all_to_all: return "all_to_all";
+    case CollectiveKind::broadcast: return "broadcast";
+    case CollectiveKind::send_recv: return "send_recv";
+  }
+  return "?";
+}
+
+std::string_view collective_algorithm_name(CollectiveAlgorithm algorithm) {
+  switch (algorithm) {
+    case CollectiveAlgorithm::automatic: return "automatic";
+    case CollectiveAlgorithm::ring: return "ring";
+    case CollectiveAlgorithm::tree: return "tree";
+    case CollectiveAlgorithm::halving_doubling: return "halving_doubling";
+    case CollectiveAlgorithm::nvls: return "nvls";
+    case CollectiveAlgorithm::hierarchical: return "hierarchical";
+  }
+  return "?";
+}
+
+double busbw_factor(CollectiveKind kind, int64_t ranks) {
+  const double p = static_cast<double>(ranks);
+  switch (kind) {
+    case CollectiveKind::all_reduce: return 2.0 * (p - 1.0) / p;
+    case CollectiveKind::all_gather:
+    case CollectiveKind::reduce_scatter:
+    case CollectiveKind::all_to_all: return (p - 1.0) / p;
+    case CollectiveKind::broadcast:
+    case CollectiveKind::send_recv: return 1.0;
+  }
+  return 1.0;
+}
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// One tier: `p` ranks on a fabric with bandwidth `bw` (already times its efficiency) and
+// per-step latency `alpha`.
+double flat_time(CollectiveKind kind, CollectiveAlgorithm algo, double s, double p, double bw,
+                 double alpha) {
+  if (p <= 1) return 0.0;
+  const double log_p = std::ceil(std::log2(p));
+  switch (kind) {
+    case CollectiveKind::all_reduce:
+      if (algo == CollectiveAlgorithm::ring) return 2 * (p - 1) * alpha + 2 * (p - 1) / p * s / bw;
+      if (algo == CollectiveAlgorithm::tree || algo == CollectiveAlgorithm::halving_doubling) {
+        return 2 * log_p * alpha + 2 * (p - 1) / p * s / bw;
+      }
+      return kInf;
+    case CollectiveKind::all_gather:
+    case CollectiveKind::reduce_scatter:
+      if (algo == CollectiveAlgorithm::ring) return (p - 1) * alpha + (p - 1) / p * s / bw;
+      if (algo == CollectiveAlgorithm::halving_doubling) return log_p * alpha + (p - 1) / p * s / bw;
+      return kInf;
+    case CollectiveKind::all_to_all:
+      return algo == CollectiveAlgorithm::ring ? (p - 1) * alpha + (p - 1) / p * s / bw : kInf;
+    case CollectiveKind::broadcast:
+      if (algo == CollectiveAlgorithm::ring) return (p - 1) * alpha + s / bw;
+      if (algo == CollectiveAlgorithm::tree) return log_p * alpha + s / bw;
+      return kInf;
+    case CollectiveKind::send_recv:
+      return algo == CollectiveAlgorithm::ring ? alpha + s / bw : kInf;
+  }
+  return kInf;
+}
+
+}  // namespace
+
+CollectiveEstimate estimate_collective(const CollectiveQuery& q, const SystemSpec& sys) {
+  sys.validate();
+  ACCELSIM_CHECK(q.bytes >= 0, "a collective's size must not be negative");
+  ACCELSIM_CHECK(q.ranks >= 1, "a collective needs at least one rank");
+  const int64_t per_domain =
+      q.ranks_per_domain > 0 ? q.ranks_per_domain
+                             : std::min<int64_t>(q.ranks, sys.scaleup_domain);
+  ACCELSIM_CHECK(per_domain <= sys.scaleup_domain,
+                 std::to_string(per_domain) + " ranks per domain do not fit the system's " +
+                     std::to_string(sys.scaleup_domain) + "-GPU scale-up domain");
+  ACCELSIM_CHECK(q.ranks % per_domain == 0, std::to_string(q.ranks) + " ranks do not split into domains of " +
+                                                std::to_string(per_domain));
+  const double s = q.bytes, p = static_cast<double>(q.ranks), g = static_cast<double>(per_domain);
+  const double domains = p / g;
+  const double up_bw = sys.scaleup.bandwidth_bytes_per_s * sys.scaleup.efficiency;
+  const double up_alpha = sys.scaleup.latency_s;
+  // A GPU's share of the scale-out: its NICs (all-to-all: one, as NCCL runs it).
+  const double nic_bw = sys.scaleout.bandwidth_bytes_per_s * sys.scaleout.efficiency;
+  const double out_bw = nic_bw * std::max(1, sys.nics_per_gpu);
+  const double out_alpha = sys.scaleout.latency_s;
+  if (domains > 1) {
+    ACCELSIM_CHECK(sys.nics_per_gpu > 0 && sys.scaleout.bandwidth_bytes_per_s > 0,
+                   "system '" + sys.id + "' has no scale-out network for " + std::to_string(q.ranks) +
+                       " ranks beyond its " + std::to_string(per_domain) + "-rank domains");
+  }
+
+  CollectiveEstimate e;
+  e.crosses_domains = domains > 1;
+  double best = kInf;
+  auto consider = [&](CollectiveAlgorithm algo, double t) {
+    if (q.algorithm != CollectiveAlgorithm::automatic && q.algorithm != algo) return;
+    if (t < best) {
+      best = t;
+      e.algorithm = algo;
+    }
+  };
+  const bool reduce = q.kind == CollectiveKind::all_reduce;
+  if (domains <= 1) {
+    for (CollectiveAlgorithm algo : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree,
+                                     CollectiveAlgorithm::halving_doubling}) {
+      consider(algo, flat_time(q.kind, algo, s, p, up_bw, up_alpha));
+    }
+    if (reduce && sys.in_network_reduction && p > 1) {
+      consider(CollectiveAlgorithm::nvls,
+               up_alpha + s / (sys.scaleup.bandwidth_bytes_per_s * sys.nvls_efficiency));
+    }
+  } else {
+    // A flat ring over every rank runs at the slower tier; each step across domains pays the
+    // network latency.
+    const double slow = std::min(up_bw, out_bw);
+    for (CollectiveAlgorithm algo : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree,
+                                     CollectiveAlgorithm::halving_doubling}) {
+      if (q.kind != CollectiveKind::all_to_all) consider(algo, flat_time(q.kind, algo, s, p, slow, out_alpha));
+    }
+    double hier = kInf;
+    switch (q.kind) {
+      case CollectiveKind::all_reduce: {
+        // Reduce-scatter inside each domain, all-reduce of the 1/g shards across domains (each
+        // GPU on its own rails), all-gather inside: NVLS inside when the switch can reduce.
+        const double inside = sys.in_network_reduction
+                                  ? up_alpha + s / (sys.scaleup.bandwidth_bytes_per_s * sys.nvls_efficiency)
+                                  : flat_time(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, s, g,
+                                              up_bw, up_alpha);
+        const double across = std::min(
+            flat_time(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, s / g, domains, out_bw, out_alpha),
+            flat_time(CollectiveKind::all_reduce, CollectiveAlgorithm::tree, s / g, domains, out_bw, out_alpha));
+        hier = inside + across;
+        break;
+      }
+      case CollectiveKind::all_gather:
+      case CollectiveKind::reduce_scatter:
+        hier = flat_time(q.kind, CollectiveAlgorithm::ring, s, g, up_bw, up_alpha) +
+               flat_time(q.kind, CollectiveAlgorithm::ring, s / g, domains, out_bw, out_alpha);
+        break;
+      case CollectiveKind::all_to_all: {
+        // The share bound for other domains leaves on one NIC per GPU; the rest stays inside.
+        const double away = s * (p - g) / p, home = s * (g - 1) / p;
+        hier = (p - 1) * out_alpha + std::max(away / nic_bw, home / up_bw);
+        break;
+      }
+      case CollectiveKind::broadcast:
+        hier = flat_time(q.kind, CollectiveAlgorithm::tree, s, domains, out_bw, out_alpha) +
+               flat_time(q.kind, CollectiveAlgorithm::ring, s, g, up_bw, up_alpha);
+        break;
+      case CollectiveKind::send_recv:
+        hier = out_alpha + s / nic_bw;
+        break;
+    }
+    consider(CollectiveAlgorithm::hierarchical, hier);
+  }
+  if (p > 1) {
+    ACCELSIM_CHECK(best < kInf,
+                   std::string("algorithm '") + std::string(collective_algorithm_name(q.algorithm)) +
+                       "' does not run " + std::string(collective_kind_name(q.kind)) + " on system '" +
+                       sys.id + "'" + (q.algorithm == CollectiveAlgorithm::nvls
+                                           ? " (NVLS needs in-network reduction, an all-reduce, one domain)"
+                                           : ""));
+    e.time_s = best + sys.launch_s;
+  }
+  if (e.time_s > 0) {
+    e.algbw_bytes_per_s = s / e.time_s;
+    e.busbw_bytes_per_s = e.algbw_bytes_per_s * busbw_factor(q.kind, q.ranks);
+  }
+  return e;
+}
+
+}  // namespace accelsim

@@ -1,0 +1,93 @@
+// Collective times against alpha-beta values worked out by hand on a round-number system.
+#include "accelsim/collective.h"
+
+#include <gtest/gtest.h>
+
+#include "accelsim/error.h"
+
+namespace accelsim {
+namespace {
+
+// 8-GPU domains at 100 GB/s and 1 us per step; one 10 GB/s NIC per GPU at 5 us; no launch cost.
+SystemSpec round_system() {
+  SystemSpec s;
+  s.id = "round";
+  s.gpus_per_node = 8;
+  s.scaleup_domain = 8;
+  s.scaleup = {.bandwidth_bytes_per_s = 100e9, .latency_s = 1e-6, .efficiency = 1.0};
+  s.nics_per_gpu = 1;
+  s.scaleout = {.bandwidth_bytes_per_s = 10e9, .latency_s = 5e-6, .efficiency = 1.0};
+  return s;
+}
+
+CollectiveEstimate run(CollectiveKind kind, double bytes, int64_t ranks,
+                       CollectiveAlgorithm algo = CollectiveAlgorithm::automatic,
+                       const SystemSpec& s = round_system()) {
+  return estimate_collective({.kind = kind, .bytes = bytes, .ranks = ranks, .algorithm = algo}, s);
+}
+
+TEST(CollectiveTest, RingAndTreeAllReduceInsideADomain) {
+  // Ring, 8 ranks, 1 GB: 2 * 7 * 1 us + 2 * 7/8 * 1 GB / 100 GB/s = 14 us + 17.5 ms.
+  const CollectiveEstimate ring = run(CollectiveKind::all_reduce, 1e9, 8, CollectiveAlgorithm::ring);
+  EXPECT_NEAR(ring.time_s, 14e-6 + 0.0175, 1e-12);
+  EXPECT_NEAR(ring.busbw_bytes_per_s, 1e9 / ring.time_s * 14.0 / 8.0, 1e-3);
+  // Tree: 2 * log2(8) * 1 us + the same bandwidth term; automatic takes it (fewer steps).
+  const CollectiveEstimate best = run(CollectiveKind::all_reduce, 1e9, 8);
+  EXPECT_EQ(best.algorithm, CollectiveAlgorithm::tree);
+  EXPECT_NEAR(best.time_s, 6e-6 + 0.0175, 1e-12);
+  // All-gather of a 1 GB output: 7 us + 7/8 * 10 ms.
+  EXPECT_NEAR(run(CollectiveKind::all_gather, 1e9, 8, CollectiveAlgorithm::ring).time_s,
+              7e-6 + 0.00875, 1e-12);
+  // Send/recv of 1 GB: 1 us + 10 ms; one rank: nothing to do.
+  EXPECT_NEAR(run(CollectiveKind::send_recv, 1e9, 2).time_s, 1e-6 + 0.01, 1e-12);
+  EXPECT_EQ(run(CollectiveKind::all_reduce, 1e9, 1).time_s, 0.0);
+}
+
+TEST(CollectiveTest, NvlsReducesInTheSwitch) {
+  // NVLS at 60% of 100 GB/s: 1 us + 1 GB / 60 GB/s = 16.67 ms, faster than the tree's 17.506.
+  SystemSpec s = round_system();
+  s.in_network_reduction = true;
+  s.nvls_efficiency = 0.6;
+  const CollectiveEstimate e = run(CollectiveKind::all_reduce, 1e9, 8, CollectiveAlgorithm::automatic, s);
+  EXPECT_EQ(e.algorithm, CollectiveAlgorithm::nvls);
+  EXPECT_NEAR(e.time_s, 1e-6 + 1e9 / 60e9, 1e-12);
+  EXPECT_THROW(run(CollectiveKind::all_reduce, 1e9, 8, CollectiveAlgorithm::nvls), ConfigError);
+  EXPECT_THROW(run(CollectiveKind::all_gather, 1e9, 8, CollectiveAlgorithm::nvls, s), ConfigError);
+}
+
+TEST(CollectiveTest, HierarchicalAllReduceAcrossDomains) {
+  // 64 ranks in 8 domains, 1 GB: ring all-reduce inside (14 us + 17.5 ms), then the 125 MB
+  // shards across the 8 domains on each GPU's NIC, tree: 2 * 3 * 5 us + 2 * 7/8 * 125 MB /
+  // 10 GB/s = 30 us + 21.875 ms. The flat ring over 64 ranks at the NIC's 10 GB/s would take
+  // 2 * 63 * 5 us + 2 * 63/64 * 100 ms = 197.5 ms.
+  const CollectiveEstimate e = run(CollectiveKind::all_reduce, 1e9, 64);
+  EXPECT_TRUE(e.crosses_domains);
+  EXPECT_EQ(e.algorithm, CollectiveAlgorithm::hierarchical);
+  EXPECT_NEAR(e.time_s, (14e-6 + 0.0175) + (30e-6 + 0.021875), 1e-12);
+  EXPECT_NEAR(run(CollectiveKind::all_reduce, 1e9, 64, CollectiveAlgorithm::ring).time_s,
+              2 * 63 * 5e-6 + 2 * 63.0 / 64 * 0.1, 1e-12);
+}
+
+TEST(CollectiveTest, AllToAllAcrossDomainsUsesOneNicPerGpu) {
+  // 16 ranks in 2 domains, 1 GB sent per rank: 8/16 of it leaves on the 10 GB/s NIC (50 ms),
+  // 7/16 stays on the 100 GB/s fabric (4.375 ms, in parallel), plus 15 steps of 5 us.
+  EXPECT_NEAR(run(CollectiveKind::all_to_all, 1e9, 16).time_s, 0.05 + 15 * 5e-6, 1e-12);
+}
+
+TEST(CollectiveTest, BusBandwidthFactorsAndBadQueries) {
+  EXPECT_DOUBLE_EQ(busbw_factor(CollectiveKind::all_reduce, 8), 1.75);
+  EXPECT_DOUBLE_EQ(busbw_factor(CollectiveKind::all_gather, 8), 0.875);
+  EXPECT_DOUBLE_EQ(busbw_factor(CollectiveKind::send_recv, 8), 1.0);
+  EXPECT_THROW(estimate_collective({.bytes = 1e6, .ranks = 12, .ranks_per_domain = 8}, round_system()),
+               ConfigError);
+  EXPECT_THROW(estimate_collective({.bytes = 1e6, .ranks = 16, .ranks_per_domain = 16}, round_system()),
+               ConfigError);
+  SystemSpec island = round_system();
+  island.nics_per_gpu = 0;
+  EXPECT_THROW(run(CollectiveKind::all_reduce, 1e6, 16, CollectiveAlgorithm::automatic, island), ConfigError);
+  island.scaleup.efficiency = 1.5;
+  EXPECT_THROW(run(CollectiveKind::all_reduce, 1e6, 8, CollectiveAlgorithm::automatic, island), ConfigError);
+}
+
+}  // namespace
+}  // namespace accelsim
