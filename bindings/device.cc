@@ -74,6 +74,7 @@ void bind_device(nb::module_& m) {
       .def_rw("scaleup_domain", &SystemSpec::scaleup_domain)
       .def_rw("scaleup", &SystemSpec::scaleup)
       .def_rw("in_network_reduction", &SystemSpec::in_network_reduction)
+      .def_rw("mesh", &SystemSpec::mesh)
       .def_rw("nvls_efficiency", &SystemSpec::nvls_efficiency)
       .def_rw("nics_per_gpu", &SystemSpec::nics_per_gpu)
       .def_rw("scaleout", &SystemSpec::scaleout)

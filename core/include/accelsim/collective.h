@@ -18,8 +18,10 @@
 //                                                             receives S once)
 //   ring AG / RS / A2A   (p-1) alpha + (p-1)/p S / B
 //   broadcast            (p-1) alpha + S / B (pipelined ring); send/recv alpha + S / B
-// Across scale-up domains the hierarchical form runs inside each domain, then across domains on
-// each GPU's own NICs (rails in parallel), then inside again; all-to-all sends the share bound
+// Across scale-up domains a flat ring runs at the slower of the scale-up bandwidth and the
+// domain's NICs together (NCCL puts one ring channel on each NIC); the hierarchical form runs
+// inside each domain, then across domains on each GPU's own NICs (rails in parallel), then
+// inside again; all-to-all sends the share bound
 // for other domains over one NIC per GPU (NCCL does not aggregate NICs for all-to-all,
 // nccl-tests#267) while the rest crosses the scale-up fabric. `automatic` picks the fastest
 // algorithm the system supports, as NCCL's tuner does.
@@ -49,8 +51,9 @@ struct SystemSpec {
   int scaleup_domain = 8;  // GPUs sharing the scale-up fabric (NVLink/NVSwitch, xGMI, ICI)
   Fabric scaleup;
   bool in_network_reduction = false;  // NVLink SHARP (NVLS): all-reduce reduced in the switch
+  bool mesh = false;  // scale-up links wired GPU to GPU (xGMI), not through a switch
   double nvls_efficiency = 0.0;       // NVLS algbw over the scale-up bandwidth
-  int nics_per_gpu = 1;
+  double nics_per_gpu = 1.0;  // NICs per GPU (0.5: two GPUs share one)
   Fabric scaleout;     // per NIC
   double launch_s = 0.0;  // fixed cost of launching one collective kernel
 

@@ -112,11 +112,17 @@ CollectiveEstimate estimate_collective(const CollectiveQuery& q, const SystemSpe
                                                 std::to_string(per_domain));
   const double s = q.bytes, p = static_cast<double>(q.ranks), g = static_cast<double>(per_domain);
   const double domains = p / g;
-  const double up_bw = sys.scaleup.bandwidth_bytes_per_s * sys.scaleup.efficiency;
+  // On a full mesh (xGMI) a GPU reaches each peer over its own links: a group of g of the
+  // domain's GPUs uses (g - 1) / (domain - 1) of its bandwidth (AMD Primus, costmodel.md 6.4).
+  const double mesh_share =
+      sys.mesh && sys.scaleup_domain > 1
+          ? std::min(1.0, (static_cast<double>(per_domain) - 1.0) / (sys.scaleup_domain - 1.0))
+          : 1.0;
+  const double up_bw = sys.scaleup.bandwidth_bytes_per_s * sys.scaleup.efficiency * mesh_share;
   const double up_alpha = sys.scaleup.latency_s;
   // A GPU's share of the scale-out: its NICs (all-to-all: one, as NCCL runs it).
   const double nic_bw = sys.scaleout.bandwidth_bytes_per_s * sys.scaleout.efficiency;
-  const double out_bw = nic_bw * std::max(1, sys.nics_per_gpu);
+  const double out_bw = nic_bw * sys.nics_per_gpu;
   const double out_alpha = sys.scaleout.latency_s;
   if (domains > 1) {
     ACCELSIM_CHECK(sys.nics_per_gpu > 0 && sys.scaleout.bandwidth_bytes_per_s > 0,
@@ -145,9 +151,10 @@ CollectiveEstimate estimate_collective(const CollectiveQuery& q, const SystemSpe
                up_alpha + s / (sys.scaleup.bandwidth_bytes_per_s * sys.nvls_efficiency));
     }
   } else {
-    // A flat ring over every rank runs at the slower tier; each step across domains pays the
-    // network latency.
-    const double slow = std::min(up_bw, out_bw);
+    // A flat ring (NCCL's multi-node ring) runs one channel per NIC: each domain's g GPUs send
+    // the ring's traffic out over all their NICs together, so it runs at the slower of the
+    // scale-up bandwidth and the domain's NICs, out_bw x g; each step pays the network latency.
+    const double slow = std::min(up_bw, out_bw * g);
     for (CollectiveAlgorithm algo : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree,
                                      CollectiveAlgorithm::halving_doubling}) {
       if (q.kind != CollectiveKind::all_to_all) consider(algo, flat_time(q.kind, algo, s, p, slow, out_alpha));
@@ -173,9 +180,10 @@ CollectiveEstimate estimate_collective(const CollectiveQuery& q, const SystemSpe
                flat_time(q.kind, CollectiveAlgorithm::ring, s / g, domains, out_bw, out_alpha);
         break;
       case CollectiveKind::all_to_all: {
-        // The share bound for other domains leaves on one NIC per GPU; the rest stays inside.
+        // The share bound for other domains leaves on one NIC per GPU (or its share of one);
+        // the rest stays inside.
         const double away = s * (p - g) / p, home = s * (g - 1) / p;
-        hier = (p - 1) * out_alpha + std::max(away / nic_bw, home / up_bw);
+        hier = (p - 1) * out_alpha + std::max(away / (nic_bw * std::min(1.0, sys.nics_per_gpu)), home / up_bw);
         break;
       }
       case CollectiveKind::broadcast:

@@ -13,7 +13,7 @@ _DTYPES = tuple(_CORE_DTYPES)
 
 
 def add_parsers(sub: Any) -> None:
-    p = sub.add_parser("kernel", help="time one kernel (matmul, attention, memory-bound) on a device")
+    p = sub.add_parser("kernel", help="time one kernel (matmul, attention, memory-bound) on a device, or one collective on a system")
     kinds = p.add_subparsers(dest="kernel_kind", required=True, metavar="KIND")
     for name, text in (("matmul", "a [batch x] M x K by K x N product"),
                        ("attention", "fused attention (SDPA)"),
@@ -44,6 +44,9 @@ def add_parsers(sub: Any) -> None:
         else:
             k.add_argument("--op", required=True, help="unary (relu, gelu, silu, exp, cast, copy), binary (add, mul, sub, div), rms_norm, layer_norm, softmax, rope")
             k.add_argument("--elements", type=float, required=True, help="elements of the op's main input")
+    from accel_sim.cli.systems import add_collective_parsers
+
+    add_collective_parsers(kinds)
 
     p = sub.add_parser("validate", help="measured error of the kernel model and the roofline, per device and class")
     p.add_argument("--split", choices=("report", "fit", "all"), default="report", help="rows to report on (default: report, never used for fitting)")
@@ -93,7 +96,11 @@ def _spec(name: str, files: list[str]) -> Any:
 
 def cmd_kernel(args: argparse.Namespace) -> int:
     from accel_sim import _core
+    from accel_sim.cli.systems import COLLECTIVES, cmd_collective
     from accel_sim.errors import UsageError
+
+    if args.kernel_kind in COLLECTIVES:
+        return cmd_collective(args)
 
     spec = _spec(args.device, args.device_file)
     q = _core.KernelQuery()
@@ -181,9 +188,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
         memory.append({**{k: row[k] for k in ("id", "device", "model", "batch", "seq", "grad_accum",
                                               "gradient_checkpointing", "measured_mib", "runtime_mib")},
                        **p, "error": p["predicted_mib"] / float(row["measured_mib"]) - 1})
+    from accel_sim.cli.systems import collective_validation
+
+    collectives = collective_validation()
+    if args.split != "all":
+        collectives = [c for c in collectives if c["split"] == args.split]
     if args.json:
         print(json.dumps({
-            "schema": "accel-sim/validate", "rows": len(rows), "skipped": skipped,
+            "schema": "accel-sim/validate", "rows": len(rows), "skipped": skipped, "collectives": collectives,
             "uncalibrated_devices": unmeasured,
             "lines": [{"split": s, "device": l.device, "class": l.kind, "calibrated": l.calibrated, "rows": l.kernel.rows,
                        "kernel": {"median_abs_error": l.kernel.median_abs_error, "p90_abs_error": l.kernel.p90_abs_error,
@@ -215,6 +227,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
                      for m in memory],
                     [False, False, True, True, False, True, True, True]))
         print(f"\n  data: {validation.training_memory_path()} (validation/extract_memory.py)")
+    if collectives:
+        print(f"\ncollectives ({args.split} rows): nccl-tests / rccl-tests bus bandwidth at large messages vs the model\n")
+        print(table(["system", "collective", "GPUs", "algorithm", "measured", "predicted", "error", "split"],
+                    [(c["system"], c["collective"], c["gpus"], c["algorithm"], f"{c['measured_busbw_gbs']:.1f} GB/s",
+                      f"{c['predicted_busbw_gbs']:.1f} GB/s", f"{c['error'] * 100:+.1f}%", c["split"]) for c in collectives],
+                    [False, False, True, False, True, True, True, False]))
+        print("\n  data: the `measured` lists of python/accel_sim/data/systems/*.yaml, each with its source")
     return 0
 
 

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 from accel_sim.cli.fit import add_parser as add_fit_parser
 from accel_sim.cli.fit import cmd_fit
 from accel_sim.cli.kernels import add_parsers as add_kernel_parsers
+from accel_sim.cli.systems import add_systems_parser, cmd_systems
 from accel_sim.cli.kernels import cmd_calibrate, cmd_kernel, cmd_validate
 from accel_sim.io.model_config import KV_DTYPES, WEIGHT_DTYPES
 
@@ -113,6 +114,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_fit_parser(sub, _DTYPES)
     add_kernel_parsers(sub)
+    add_systems_parser(sub)
 
     p = sub.add_parser("devices", help="list the known devices and their numbers")
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="also list this device file")
@@ -371,6 +373,7 @@ _COMMANDS = {
     "models": _cmd_models,
     "kernel": cmd_kernel,
     "fit": cmd_fit,
+    "systems": cmd_systems,
     "validate": cmd_validate,
     "calibrate": cmd_calibrate,
 }

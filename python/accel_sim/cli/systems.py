@@ -1,0 +1,120 @@
+"""`accel-sim systems` and the collective forms of `accel-sim kernel` (allreduce, allgather, ...)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from typing import Any
+
+COLLECTIVES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
+               "alltoall": "all_to_all", "broadcast": "broadcast", "sendrecv": "send_recv"}
+ALGORITHMS = ("automatic", "ring", "tree", "halving_doubling", "nvls", "hierarchical")
+_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_bytes(text: str) -> float:
+    """'1G', '512MiB', '1e9' -> bytes (decimal K/M/G/T as nccl-tests prints them, KiB/MiB/GiB binary)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 1G, 256MiB, 1e9)")
+    return float(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def add_collective_parsers(kinds: Any) -> None:
+    for name, kind in COLLECTIVES.items():
+        k = kinds.add_parser(name, help=f"a {kind.replace('_', '-')} over a system's GPUs")
+        k.add_argument("--bytes", type=parse_bytes, required=True, help="nccl-tests' size: the whole array (e.g. 1G)")
+        k.add_argument("--gpus", type=int, required=True, help="ranks taking part")
+        k.add_argument("--system", default="dgx_h100", help="system id (default: dgx_h100); see `accel-sim systems`")
+        k.add_argument("--ranks-per-domain", type=int, default=0, help="ranks per scale-up domain (default: as many as fit)")
+        k.add_argument("--algorithm", choices=ALGORITHMS, default="automatic", help="default: the fastest the system runs")
+        k.add_argument("--system-file", action="append", default=[], metavar="FILE", help="a system file; repeatable")
+        k.add_argument("--json", action="store_true", help="print JSON")
+
+
+def cmd_collective(args: argparse.Namespace) -> int:
+    from accel_sim import _core
+    from accel_sim.errors import UsageError
+    from accel_sim.io.system_file import resolve_system
+
+    entry = resolve_system(args.system, args.system_file)
+    q = _core.CollectiveQuery()
+    q.kind = getattr(_core.CollectiveKind, COLLECTIVES[args.kernel_kind])
+    q.bytes, q.ranks, q.ranks_per_domain = args.bytes, args.gpus, args.ranks_per_domain
+    q.algorithm = getattr(_core.CollectiveAlgorithm, args.algorithm)
+    try:
+        e = _core.estimate_collective(q, entry.spec)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    result = {"schema": "accel-sim/collective", "system": entry.spec.id, "collective": COLLECTIVES[args.kernel_kind],
+              "bytes": args.bytes, "gpus": args.gpus, "algorithm": e.algorithm.name, "time_s": e.time_s,
+              "algbw_gbs": e.algbw_bytes_per_s / 1e9, "busbw_gbs": e.busbw_bytes_per_s / 1e9,
+              "crosses_domains": e.crosses_domains}
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    print(f"{COLLECTIVES[args.kernel_kind]} of {args.bytes / 1e9:g} GB over {args.gpus} GPUs of {entry.spec.name} "
+          f"({e.algorithm.name}{', across scale-up domains' if e.crosses_domains else ''})")
+    print(f"  time {e.time_s * 1e3:.3f} ms · algbw {e.algbw_bytes_per_s / 1e9:.1f} GB/s · "
+          f"busbw {e.busbw_bytes_per_s / 1e9:.1f} GB/s (nccl-tests' definitions)")
+    return 0
+
+
+def add_systems_parser(sub: Any) -> None:
+    p = sub.add_parser("systems", help="list the known clusters (scale-up domains, NICs)")
+    p.add_argument("--system-file", action="append", default=[], metavar="FILE", help="also list this system file")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+
+
+def cmd_systems(args: argparse.Namespace) -> int:
+    from accel_sim.io.system_file import builtin_systems, load_system_file
+    from accel_sim.report.tables import table
+
+    entries = [load_system_file(f) for f in args.system_file] + builtin_systems()
+    if args.json:
+        print(json.dumps([{"id": e.spec.id, "name": e.spec.name, "device": e.spec.device,
+                           "gpus_per_node": e.spec.gpus_per_node, "scaleup_domain": e.spec.scaleup_domain,
+                           "scaleup_gbs": e.spec.scaleup.bandwidth_bytes_per_s / 1e9, "scaleup_topology": e.topology,
+                           "in_network_reduction": e.spec.in_network_reduction, "nics_per_gpu": e.spec.nics_per_gpu,
+                           "nic_gbs": e.spec.scaleout.bandwidth_bytes_per_s / 1e9, "path": e.path,
+                           "measured": list(e.measured)} for e in entries], indent=1))
+        return 0
+    print(table(["id", "name", "device", "GPUs/node", "scale-up domain", "GB/s per GPU", "topology", "NVLS",
+                 "NICs/GPU", "GB/s per NIC"],
+                [(e.spec.id, e.spec.name, e.spec.device, e.spec.gpus_per_node, e.spec.scaleup_domain,
+                  f"{e.spec.scaleup.bandwidth_bytes_per_s / 1e9:g}", e.topology,
+                  "yes" if e.spec.in_network_reduction else "no", f"{e.spec.nics_per_gpu:g}",
+                  f"{e.spec.scaleout.bandwidth_bytes_per_s / 1e9:g}") for e in entries],
+                [False, False, False, True, True, True, False, False, True, True]))
+    return 0
+
+
+# Rows whose measurement set a default constant (accel_sim/io/system_file.py): the rest are
+# report-only.
+FIT_ROWS = {("dgx_h100", "all_reduce", 8, "nvls"), ("dgx_h100", "all_reduce", 8, "ring")}
+
+
+def collective_validation() -> list[dict]:
+    """Every published bus bandwidth in the system files against the collective model (8 GB
+    messages, the large-message plateau nccl-tests reports)."""
+    from accel_sim import _core
+    from accel_sim.io.system_file import builtin_systems
+
+    rows = []
+    for e in builtin_systems():
+        for m in e.measured:
+            q = _core.CollectiveQuery()
+            q.kind = getattr(_core.CollectiveKind, m["collective"])
+            q.bytes, q.ranks = 8e9, m["gpus"]
+            if m["algorithm"] in ALGORITHMS:
+                q.algorithm = getattr(_core.CollectiveAlgorithm, m["algorithm"])
+            est = _core.estimate_collective(q, e.spec)
+            predicted = est.busbw_bytes_per_s / 1e9
+            split = "fit" if (e.spec.id, m["collective"], m["gpus"], m["algorithm"]) in FIT_ROWS else "report"
+            rows.append({"system": e.spec.id, "collective": m["collective"], "gpus": m["gpus"],
+                         "algorithm": m["algorithm"], "measured_busbw_gbs": m["busbw_gbs"],
+                         "predicted_busbw_gbs": predicted, "error": predicted / m["busbw_gbs"] - 1,
+                         "split": split, "source": m["source"]})
+    return rows

@@ -1,0 +1,69 @@
+"""Systems as data and collectives: `accel-sim systems`, `accel-sim kernel allreduce ...`, and the
+published bus bandwidths in `validate`."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+from conftest import run_cli
+
+
+def test_systems_lists_the_shipped_clusters():
+    result = run_cli("systems", "--json")
+    assert result.returncode == 0, result.stderr
+    systems = {s["id"]: s for s in json.loads(result.stdout)}
+    assert {"dgx_a100", "dgx_h100", "hgx_h200", "dgx_b200", "gb200_nvl72", "mi300x_8", "tpu_v5p", "l40s_pcie_8"} <= set(systems)
+    assert systems["dgx_h100"]["in_network_reduction"] and systems["dgx_h100"]["scaleup_gbs"] == 450
+    assert systems["gb200_nvl72"]["scaleup_domain"] == 72
+    assert systems["mi300x_8"]["scaleup_topology"] == "mesh"
+    assert systems["l40s_pcie_8"]["nics_per_gpu"] == 0.5
+    assert "dgx_h100" in run_cli("systems").stdout
+
+
+def test_ring_all_reduce_on_a_dgx_a100_by_hand():
+    # 8 GPUs, 1 GB, ring: 2 * 7 steps * 0.6 us + 2 * 7/8 * 1 GB / (300 GB/s * 0.82 efficiency).
+    result = run_cli("kernel", "allreduce", "--bytes", "1G", "--gpus", "8", "--system", "dgx-a100",
+                     "--algorithm", "ring", "--json")
+    assert result.returncode == 0, result.stderr
+    d = json.loads(result.stdout)
+    expected = 2 * 7 * 0.6e-6 + 2 * 7 / 8 * 1e9 / (300e9 * 0.82)
+    assert d["time_s"] == pytest.approx(expected, rel=1e-12)
+    assert d["busbw_gbs"] == pytest.approx(1e9 / expected * 14 / 8 / 1e9, rel=1e-12)
+    # Across nodes the tree or ring over the domains' NICs, or the hierarchical form, whichever is faster.
+    across = json.loads(run_cli("kernel", "allreduce", "--bytes", "1G", "--gpus", "64", "--system", "dgx_h100",
+                                "--json").stdout)
+    inside = json.loads(run_cli("kernel", "allreduce", "--bytes", "1G", "--gpus", "8", "--system", "dgx_h100",
+                                "--json").stdout)
+    assert across["crosses_domains"] and not inside["crosses_domains"]
+    assert inside["algorithm"] == "nvls" and across["busbw_gbs"] < inside["busbw_gbs"]
+    text = run_cli("kernel", "alltoall", "--bytes", "512MiB", "--gpus", "16", "--system", "dgx_h100")
+    assert text.returncode == 0 and "busbw" in text.stdout
+
+
+def test_published_bus_bandwidths():
+    d = json.loads(run_cli("validate", "--json").stdout)
+    rows = d["collectives"]
+    assert rows and all(r["split"] == "report" for r in rows)
+    a100 = [r for r in rows if r["system"] == "dgx_a100" and r["collective"] == "all_reduce"]
+    assert len(a100) == 3 and all(abs(r["error"]) <= 0.10 for r in a100)
+    # Every single-node row within 10%; the median of all report rows too.
+    assert all(abs(r["error"]) <= 0.10 for r in rows if r["gpus"] <= 8)
+    assert statistics.median(abs(r["error"]) for r in rows) <= 0.05
+
+
+def test_collective_usage_errors(tmp_path):
+    unknown = run_cli("kernel", "allreduce", "--bytes", "1G", "--gpus", "8", "--system", "nosuch")
+    assert unknown.returncode == 2 and "unknown system 'nosuch'" in unknown.stderr
+    split = run_cli("kernel", "allreduce", "--bytes", "1G", "--gpus", "12", "--ranks-per-domain", "8")
+    assert split.returncode == 2 and "do not split" in split.stderr
+    nvls = run_cli("kernel", "allreduce", "--bytes", "1G", "--gpus", "8", "--system", "dgx_a100", "--algorithm", "nvls")
+    assert nvls.returncode == 2 and "NVLS needs" in nvls.stderr
+    size = run_cli("kernel", "allgather", "--bytes", "1X", "--gpus", "8")
+    assert size.returncode == 2 and "not a size" in size.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("id: bad\nname: Bad\ndevice: h100_sxm\ngpus_per_node: 8\nscaleup: {domain_size: 8}\n"
+                   "scaleout: {}\nsources: {}\n")
+    broken = run_cli("kernel", "allreduce", "--bytes", "1G", "--gpus", "8", "--system", str(bad))
+    assert broken.returncode == 2 and "bandwidth_gbs" in broken.stderr and "Traceback" not in broken.stderr
