@@ -1,4 +1,5 @@
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -70,7 +71,14 @@ void bind_simulate(nb::module_& m) {
       .def_rw("cost", &SimulateOptions::cost)
       .def_rw("release_policy", &SimulateOptions::release_policy)
       .def_rw("fuse_elementwise", &SimulateOptions::fuse_elementwise)
-      .def_rw("micro_batches", &SimulateOptions::micro_batches);
+      .def_rw("micro_batches", &SimulateOptions::micro_batches)
+      .def_rw("system", &SimulateOptions::system)
+      .def_rw("groups", &SimulateOptions::groups);
+  nb::class_<CommGroup>(m, "CommGroup")
+      .def(nb::init<>())
+      .def_rw("name", &CommGroup::name)
+      .def_rw("size", &CommGroup::size)
+      .def_rw("ranks_per_domain", &CommGroup::ranks_per_domain);
 
   nb::class_<OpResult>(m, "OpResult")
       .def_ro("node", &OpResult::node)
@@ -101,6 +109,7 @@ void bind_simulate(nb::module_& m) {
       .def_ro("num_kernels", &SimulationResult::num_kernels)
       .def_ro("num_collectives", &SimulationResult::num_collectives)
       .def_ro("communication_bytes", &SimulationResult::communication_bytes)
+      .def_ro("communication_time_s", &SimulationResult::communication_time_s)
       .def_ro("compute_utilization", &SimulationResult::compute_utilization)
       .def_ro("bandwidth_utilization", &SimulationResult::bandwidth_utilization)
       .def_ro("reference_peak_flops_per_s", &SimulationResult::reference_peak_flops_per_s)

@@ -67,3 +67,21 @@ def test_collective_usage_errors(tmp_path):
                    "scaleout: {}\nsources: {}\n")
     broken = run_cli("kernel", "allreduce", "--bytes", "1G", "--gpus", "8", "--system", str(bad))
     assert broken.returncode == 2 and "bandwidth_gbs" in broken.stderr and "Traceback" not in broken.stderr
+
+
+def test_tensor_parallel_collectives_timed_on_a_system():
+    def run(*extra):
+        result = run_cli("simulate", "--model", "llama-3-70b", "--tp", "8", "--batch", "1", "--seq", "4096",
+                         "--device", "h100", "--json", "--no-ops", *extra)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    alone, on_dgx = run(), run("--system", "dgx-h100")
+    assert alone["communication_time_s"] == 0 and alone["system"] is None
+    assert on_dgx["system"] == "dgx_h100" and on_dgx["communication_time_s"] > 0
+    assert on_dgx["latency_s"] == pytest.approx(alone["latency_s"] + on_dgx["communication_time_s"], rel=1e-9)
+    # 160 all-reduces of [1, 4096, 8192] bf16 (67 MB) with NVLS at 0.60 x 450 GB/s, plus the vocab-parallel
+    # embedding's: within 5% of 160 x (0.6 us + 67.1 MB / 270 GB/s).
+    assert on_dgx["communication_time_s"] == pytest.approx(160 * (0.6e-6 + 4096 * 8192 * 2 / 270e9), rel=0.05)
+    bad = run_cli("simulate", "--model", "llama-3-70b", "--tp", "8", "--system", "nosuch")
+    assert bad.returncode == 2 and "unknown system" in bad.stderr

@@ -235,7 +235,8 @@ def build_model_graph(
 
 def _options(cost_model: str, tf32: bool, launch_overhead: bool, free_at_last_use: bool = False,
              cuda_graphs: bool = False, clock_mhz: float | None = None, fuse: bool = False,
-             attention_impl: str = "flash2", micro_batches: int = 1) -> Any:
+             attention_impl: str = "flash2", micro_batches: int = 1, system: Any = None,
+             groups: Sequence[tuple[str, int, int]] = ()) -> Any:
     options = _core.SimulateOptions()
     options.release_policy = _core.ReleasePolicy.last_use if free_at_last_use else _core.ReleasePolicy.recorded
     if cost_model not in _core.cost_model_names():
@@ -249,6 +250,14 @@ def _options(cost_model: str, tf32: bool, launch_overhead: bool, free_at_last_us
     if micro_batches < 1:
         raise UsageError("--grad-accum must be at least 1")
     options.micro_batches = micro_batches
+    if system is not None:
+        options.system = system
+        made = []
+        for name, size, per_domain in groups:
+            g = _core.CommGroup()
+            g.name, g.size, g.ranks_per_domain = name, size, per_domain
+            made.append(g)
+        options.groups = made
     if attention_impl not in ("flash2", "flash3", "cudnn", "eager"):
         raise UsageError(f"unknown attention implementation '{attention_impl}' (known: flash2, flash3, cudnn, eager)")
     options.cost.attention_impl = getattr(_core.AttentionImpl, attention_impl)
@@ -303,6 +312,8 @@ class SimulationReport:
                 roofline.cost = self.options.cost
                 roofline.release_policy = self.options.release_policy
                 roofline.micro_batches = self.options.micro_batches
+                roofline.system = self.options.system
+                roofline.groups = self.options.groups
                 self._mfu_roofline = _core.simulate(self.graph, self.device.spec, roofline).model_flops_utilization
         return self._mfu_roofline
 
@@ -447,9 +458,13 @@ def simulate(
     fuse: bool = False,
     attention_impl: str = "flash2",
     micro_batches: int = 1,
+    system: Any = None,
+    groups: Sequence[tuple[str, int, int]] = (),
 ) -> SimulationReport:
     """Simulates `model_or_graph` (an nn.Module with example inputs, a graph dict, a graph file
-    or a script path) on `device` (a name, a Device, or a DeviceProfile).
+    or a script path) on `device` (a name, a Device, or a DeviceProfile). With a `system`
+    (a _core.SystemSpec) and the parallel `groups` ((name, size, ranks per scale-up domain)), the
+    graph's collectives are timed on that cluster.
 
     Memory follows the captured program's own lifetimes (a tensor held by a local variable stays
     live until its function returns, as in eager PyTorch); `free_at_last_use=True` frees every
@@ -457,7 +472,7 @@ def simulate(
     """
     dev = resolve_device(device, list(device_files))
     options = _options(cost_model, tf32, launch_overhead, free_at_last_use, cuda_graphs, clock_mhz, fuse,
-                       attention_impl, micro_batches)
+                       attention_impl, micro_batches, system, groups)
     graph, metadata = _as_graph(model_or_graph, example_inputs, dtype)
     result = _core.simulate(graph, dev.spec, options)
     return SimulationReport(graph, dev, result, options, metadata)
@@ -479,13 +494,15 @@ def compare(
     fuse: bool = False,
     attention_impl: str = "flash2",
     micro_batches: int = 1,
+    system: Any = None,
+    groups: Sequence[tuple[str, int, int]] = (),
 ) -> CompareReport:
     """Captures once, simulates on every device and returns the core's comparison."""
     if not devices:
         raise UsageError("compare needs at least one device")
     devs = [resolve_device(d, list(device_files)) for d in devices]
     options = _options(cost_model, tf32, launch_overhead, free_at_last_use, cuda_graphs, clock_mhz, fuse,
-                       attention_impl, micro_batches)
+                       attention_impl, micro_batches, system, groups)
     graph, metadata = _as_graph(model_or_graph, example_inputs, dtype)
     reports = [SimulationReport(graph, d, _core.simulate(graph, d.spec, options), options, metadata) for d in devs]
     comparison = _core.compare_devices([r.result for r in reports], [d.spec for d in devs])

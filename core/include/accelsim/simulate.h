@@ -9,9 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "accelsim/collective.h"
 #include "accelsim/cost_model.h"
 #include "accelsim/device.h"
 #include "accelsim/graph.h"
@@ -19,6 +21,15 @@
 #include "accelsim/op_catalog.h"
 
 namespace accelsim {
+
+// A communication group of a parallel layout: its name as the graph's collectives carry it
+// ("tp", "ep", "cp", "dp"), its size, and how many of its ranks share a scale-up domain (0: as
+// many as fit).
+struct CommGroup {
+  std::string name;
+  int64_t size = 1;
+  int64_t ranks_per_domain = 0;
+};
 
 struct SimulateOptions {
   std::string cost_model = "roofline";  // a name make_cost_model() knows
@@ -36,6 +47,10 @@ struct SimulateOptions {
   // should keep its gradient buffers live across micro-batches: the builder's
   // persistent_gradients, a capture's accumulation buffers).
   int64_t micro_batches = 1;
+  // The cluster the graph's collectives (accel_sim::all_reduce, ..., attr "group") run on, and
+  // each group's size and placement; without a system they are not timed (one device).
+  std::optional<SystemSpec> system;
+  std::vector<CommGroup> groups;
 };
 
 struct OpResult {
@@ -70,6 +85,7 @@ struct SimulationResult {
   int64_t num_kernels = 0;
   int64_t num_collectives = 0;       // communication ops (not timed on one device)
   double communication_bytes = 0.0;  // their payload on this rank
+  double communication_time_s = 0.0;  // their time on SimulateOptions::system (not overlapped)
   // Achieved rates over the whole run relative to the device's peak for the graph's dominant
   // matmul dtype (compute) and its memory bandwidth.
   double compute_utilization = 0.0;

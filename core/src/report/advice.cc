@@ -139,7 +139,9 @@ std::vector<Hint> advise(const Graph& graph, const SimulationResult& result,
     hints.push_back({HintKind::uncovered_ops, share(t),
                      static_cast<double>(result.uncovered_ops.size()), ""});
   }
-  if (result.num_collectives > 0) {
+  // Collectives timed on a cluster (SimulateOptions::system) carry their time; only untimed
+  // ones are worth a hint.
+  if (result.num_collectives > 0 && result.communication_time_s <= 0) {
     hints.push_back({HintKind::communication_not_timed, 0.0, result.communication_bytes,
                      std::to_string(result.num_collectives)});
   }

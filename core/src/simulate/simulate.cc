@@ -1,6 +1,7 @@
 #include "accelsim/simulate.h"
 
 #include <algorithm>
+#include <variant>
 #include <map>
 #include <string>
 
@@ -8,6 +9,39 @@
 
 namespace accelsim {
 namespace {
+
+// A collective node timed on the options' system: its kind from the op, nccl-tests' size S from
+// its tensors (all-gather: the gathered output; reduce-scatter: the input, the output times the
+// group; all-reduce and all-to-all: the tensor), its group's size and placement.
+OpCost collective_cost(const Node& node, const OpCount& count, const SimulateOptions& options) {
+  const AttrValue* value = node.attr("group");
+  const std::string* named = value != nullptr ? std::get_if<std::string>(value) : nullptr;
+  const std::string group = named != nullptr ? *named : std::string();
+  const auto it = std::find_if(options.groups.begin(), options.groups.end(),
+                               [&](const CommGroup& g) { return g.name == group; });
+  ACCELSIM_CHECK(it != options.groups.end(),
+                 "the graph has a '" + group + "' collective (" + node.op +
+                     ") but the parallel layout gives no '" + group + "' group size");
+  CollectiveQuery q;
+  q.ranks = it->size;
+  q.ranks_per_domain = it->ranks_per_domain;
+  q.bytes = count.communication_bytes;
+  if (node.op == "accel_sim::all_reduce") {
+    q.kind = CollectiveKind::all_reduce;
+  } else if (node.op == "accel_sim::all_gather") {
+    q.kind = CollectiveKind::all_gather;
+  } else if (node.op == "accel_sim::reduce_scatter") {
+    q.kind = CollectiveKind::reduce_scatter;
+    q.bytes *= static_cast<double>(it->size);
+  } else {
+    q.kind = CollectiveKind::all_to_all;
+  }
+  OpCost c;
+  c.time_s = estimate_collective(q, *options.system).time_s;
+  c.bound = Bound::none;
+  return c;
+}
+
 
 // The matmul dtype holding most matrix FLOPs (the model's compute precision); fp32 if none.
 DType dominant_matrix_dtype(const std::vector<OpResult>& ops) {
@@ -166,6 +200,9 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
     if (!leader.empty() && leader[n] != n) op.fused_into = leader[n];
     op.count = counts[n];
     op.cost = model->cost(op.count, device, options.cost);
+    if (op.count.op_class == OpClass::communication && options.system.has_value()) {
+      op.cost = collective_cost(nodes[n], op.count, options);
+    }
     op.energy_j = op_energy(op.count, op.cost, device);
     // Forward and backward ops run once per micro-batch (gradient accumulation).
     const double times = nodes[n].pass == Pass::optimizer ? 1.0 : micro;
@@ -192,6 +229,7 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
     if (op.count.op_class == OpClass::communication) {
       r.num_collectives += static_cast<int64_t>(times);
       r.communication_bytes += times * op.count.communication_bytes;
+      r.communication_time_s += times * op.cost.time_s;
     }
     if (op.cost.bound == Bound::compute) r.compute_bound_time_s += times * op.cost.time_s;
     if (op.cost.bound == Bound::memory) r.memory_bound_time_s += times * op.cost.time_s;

@@ -85,6 +85,39 @@ TEST(TrainTest, ModelFlopsAreSixNTPlusThreeTimesForwardAttention) {
   EXPECT_GT(p.model_flops, 2 * 6979321856.0 * tokens);  // layers' matmuls alone
 }
 
+TEST(TrainTest, TensorParallelCollectivesAreTimedOnASystem) {
+  // Llama-3-8B prefill, batch 1, seq 1024, TP 8 inside one 8-GPU domain of 100 GB/s and 1 us
+  // per step: each all-reduce of the [1, 1024, 4096] bf16 activations (8,388,608 bytes) takes
+  // the tree's 2 * log2(8) * 1 us + 2 * 7/8 * S / 100 GB/s.
+  SystemSpec sys;
+  sys.id = "round";
+  sys.scaleup = {.bandwidth_bytes_per_s = 100e9, .latency_s = 1e-6, .efficiency = 1.0};
+  const Graph g = build_graph(testing::llama3_8b(),
+                              {.phase = Phase::prefill, .batch = 1, .seq = 1024, .tensor_parallel = 8});
+  SimulateOptions o;
+  o.system = sys;
+  o.groups = {{.name = "tp", .size = 8}};
+  const SimulationResult r = simulate(g, testing::round_device(), o);
+  int all_reduces = 0;
+  for (const Node& n : g.nodes()) all_reduces += n.op == "accel_sim::all_reduce";
+  EXPECT_GE(all_reduces, 64);  // two per layer (attention and MLP outputs)
+  const double each = 6e-6 + 2 * 7.0 / 8 * 8388608.0 / 100e9;
+  double expected = 0;
+  for (const OpResult& op : r.ops) {
+    if (g.node(op.node).op != "accel_sim::all_reduce") continue;
+    const double bytes = op.count.communication_bytes;
+    expected += 6e-6 + 2 * 7.0 / 8 * bytes / 100e9;
+    if (bytes == 8388608.0) EXPECT_NEAR(op.cost.time_s, each, 1e-15);
+  }
+  EXPECT_NEAR(r.communication_time_s, expected, 1e-12);
+  // The latency includes it; without a system the collectives are free.
+  const SimulationResult alone = simulate(g, testing::round_device(), SimulateOptions{});
+  EXPECT_EQ(alone.communication_time_s, 0.0);
+  EXPECT_NEAR(r.latency_s, alone.latency_s + r.communication_time_s, 1e-9);
+  o.groups = {};
+  EXPECT_THROW(simulate(g, testing::round_device(), o), ConfigError);
+}
+
 TEST(TrainTest, MixedPrecisionAdamHoldsEighteenBytesPerParameter) {
   // bf16 weights (2) + fp32 gradients (4) + fp32 master weights, exp_avg, exp_avg_sq (12):
   // Megatron-LM's 18 bytes per parameter.

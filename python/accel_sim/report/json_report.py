@@ -86,6 +86,8 @@ def simulation_to_dict(report: Any, include_ops: bool = True) -> dict:
         "num_kernels": r.num_kernels,
         "num_collectives": r.num_collectives,
         "communication_bytes": r.communication_bytes,
+        "communication_time_s": r.communication_time_s,
+        "system": report.options.system.id if report.options.system is not None else None,
         "compute_bound_time_s": r.compute_bound_time_s,
         "memory_bound_time_s": r.memory_bound_time_s,
         "launch_overhead_time_s": r.launch_overhead_time_s,

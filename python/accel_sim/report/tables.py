@@ -124,6 +124,11 @@ def simulation_text(report: Any, top: int = 10) -> str:
                 f"routing assumed uniform: {moe['expected_experts_touched_per_layer']:.1f} experts' weights read per layer"
             )
     lines.append(f"  work         {si(r.total_flops, 'FLOP')} · {si(r.total_bytes, 'B')} moved · {r.num_kernels} kernels")
+    if r.num_collectives:
+        system = report.options.system
+        where = (f"{ms(r.communication_time_s)} on {system.name} ({', '.join(f'{g.name.upper()} {g.size}' for g in report.options.groups if g.size > 1)}), not overlapped"
+                 if system is not None else "not timed (one device; --system times them)")
+        lines.append(f"  collectives  {r.num_collectives} · {si(r.communication_bytes, 'B')} · {where}")
     if r.energy_j > 0:
         lines.append(
             f"  energy       {r.energy_j:,.3g} J, {r.energy_j / r.latency_s:,.0f} W average (estimate: idle power "
