@@ -192,6 +192,41 @@ def _quiet_fake_tensor_log() -> Iterator[None]:
         logger.setLevel(previous)
 
 
+class FakeInputs:
+    """A model's parameters, buffers and example inputs as FakeTensors, in graph-input order
+    (parameters, buffers, the inputs' tensors), with their (kind, name) labels, and the way back
+    from a flat list of traced tensors to the state dict and the call's arguments."""
+
+    def __init__(self, model: torch.nn.Module, state: _FakeState, args: tuple, kwargs: dict) -> None:
+        self.parameters = {n: state.fake(p) for n, p in model.named_parameters()}
+        self.buffers = {n: state.fake(b) for n, b in model.named_buffers()}
+        leaves, self._spec = pytree.tree_flatten_with_path((args, kwargs))
+        self._leaves: list[Any] = []
+        self.graph_inputs: list[tuple[str, str]] = [("parameter", n) for n in self.parameters]
+        self.graph_inputs += [("buffer", n) for n in self.buffers]
+        for path, leaf in leaves:
+            if isinstance(leaf, torch.Tensor):
+                self._leaves.append(state.fake(leaf))
+                self.graph_inputs.append(("input", _input_name(path[1:])))
+            else:
+                self._leaves.append(leaf)
+        self._positions = [i for i, leaf in enumerate(self._leaves) if isinstance(leaf, torch.Tensor)]
+        self._names = list(self.parameters) + list(self.buffers)
+
+    def flat(self) -> list[torch.Tensor]:
+        return [*self.parameters.values(), *self.buffers.values(), *(self._leaves[i] for i in self._positions)]
+
+    def unpack(self, flat: tuple) -> tuple[dict[str, torch.Tensor], tuple, dict, tuple]:
+        """(state dict, args, kwargs, the traced tensors after the inputs)."""
+        tensors = dict(zip(self._names, flat[: len(self._names)], strict=True))
+        rest = flat[len(self._names):]
+        leaves = list(self._leaves)
+        for position, tensor in zip(self._positions, rest[: len(self._positions)], strict=True):
+            leaves[position] = tensor
+        call_args, call_kwargs = pytree.tree_unflatten(leaves, self._spec)
+        return tensors, call_args, call_kwargs, tuple(rest[len(self._positions):])
+
+
 def capture_model(
     model: torch.nn.Module,
     example_inputs: Any,
@@ -216,44 +251,23 @@ def capture_model(
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     state = _FakeState(mode, cast_dtype)
 
-    parameters = {n: state.fake(p) for n, p in model.named_parameters()}
-    buffers = {n: state.fake(b) for n, b in model.named_buffers()}
-    args, kwargs = _split_inputs(example_inputs)
-    leaves, spec = pytree.tree_flatten_with_path((args, kwargs))
-    input_leaves: list[Any] = []
-    graph_inputs: list[tuple[str, str]] = [("parameter", n) for n in parameters]
-    graph_inputs += [("buffer", n) for n in buffers]
-    for path, leaf in leaves:
-        if isinstance(leaf, torch.Tensor):
-            input_leaves.append(state.fake(leaf))
-            graph_inputs.append(("input", _input_name(path[1:])))
-        else:
-            input_leaves.append(leaf)
-    tensor_positions = [i for i, leaf in enumerate(input_leaves) if isinstance(leaf, torch.Tensor)]
-    state_names = list(parameters) + list(buffers)
+    inputs = FakeInputs(model, state, *_split_inputs(example_inputs))
+    parameters, buffers, graph_inputs = inputs.parameters, inputs.buffers, inputs.graph_inputs
 
     def forward(*flat: torch.Tensor) -> list[torch.Tensor]:
-        tensors = dict(zip(state_names, flat[: len(state_names)], strict=True))
-        leaves_now = list(input_leaves)
-        for position, tensor in zip(tensor_positions, flat[len(state_names) :], strict=True):
-            leaves_now[position] = tensor
-        call_args, call_kwargs = pytree.tree_unflatten(leaves_now, spec)
+        tensors, call_args, call_kwargs, _ = inputs.unpack(flat)
         with SdpaRouting(), lifetimes:
             result = torch.func.functional_call(
                 model, tensors, call_args, call_kwargs, tie_weights=True, strict=False
             )
             outputs = list(_output_tensors(result))
-            del result, call_args, call_kwargs, leaves_now, tensors
+            del result, call_args, call_kwargs, tensors
         return outputs
 
     lifetimes = PythonLifetimes()
     forward._orig_mod = model  # make_fx records nn_module_stack relative to this root
 
-    flat_inputs = [
-        *parameters.values(),
-        *buffers.values(),
-        *(input_leaves[i] for i in tensor_positions),
-    ]
+    flat_inputs = inputs.flat()
     try:
         with _quiet_fake_tensor_log(), hf_capture_settings(model), mode:
             graph_module = make_fx(forward, record_module_stack=True, record_stack_traces=True)(

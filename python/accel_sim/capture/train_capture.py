@@ -25,16 +25,15 @@ from typing import Any
 
 import torch
 import torch.fx.traceback as fx_traceback
-import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import get_innermost_proxy_mode, make_fx
 
 from accel_sim.capture.attention import SdpaRouting
 from accel_sim.capture.fx_capture import (
     CAST_DTYPES,
+    FakeInputs,
     _dominant_float_dtype,
     _FakeState,
-    _input_name,
     _library_versions,
     _output_tensors,
     _quiet_fake_tensor_log,
@@ -133,27 +132,15 @@ def capture_training_step(
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     state = _FakeState(mode, CAST_DTYPES.get(dtype) if dtype else None)
 
-    named = list(model.named_parameters())
-    parameters = {n: state.fake(p) for n, p in named}
-    trainable = [n for n, p in named if p.requires_grad and parameters[n].is_floating_point()]
+    args, kwargs = _split_inputs(example_inputs)
+    kwargs, loss_note = _with_labels(model, kwargs)
+    inputs = FakeInputs(model, state, args, kwargs)
+    parameters, graph_inputs = inputs.parameters, inputs.graph_inputs
+    originals = dict(model.named_parameters())
+    trainable = [n for n in parameters if originals[n].requires_grad and parameters[n].is_floating_point()]
     with mode:
         for n in trainable:
             parameters[n].requires_grad_(True)
-    buffers = {n: state.fake(b) for n, b in model.named_buffers()}
-    args, kwargs = _split_inputs(example_inputs)
-    kwargs, loss_note = _with_labels(model, kwargs)
-    leaves, spec = pytree.tree_flatten_with_path((args, kwargs))
-    input_leaves: list[Any] = []
-    graph_inputs: list[tuple[str, str]] = [("parameter", n) for n in parameters]
-    graph_inputs += [("buffer", n) for n in buffers]
-    for path, leaf in leaves:
-        if isinstance(leaf, torch.Tensor):
-            input_leaves.append(state.fake(leaf))
-            graph_inputs.append(("input", _input_name(path[1:])))
-        else:
-            input_leaves.append(leaf)
-    tensor_positions = [i for i, leaf in enumerate(input_leaves) if isinstance(leaf, torch.Tensor)]
-    state_names = list(parameters) + list(buffers)
 
     # Optimizer states of a step after the first: Adam's two moments and step count, SGD's
     # momentum buffer, per trainable parameter.
@@ -179,19 +166,14 @@ def capture_training_step(
     lifetimes = PythonLifetimes()
 
     def step(*flat: torch.Tensor) -> list[torch.Tensor]:
-        tensors = dict(zip(state_names, flat[: len(state_names)], strict=True))
-        rest = flat[len(state_names):]
-        leaves_now = list(input_leaves)
-        for position, tensor in zip(tensor_positions, rest[: len(tensor_positions)], strict=True):
-            leaves_now[position] = tensor
-        flat_states = list(rest[len(tensor_positions):])
+        tensors, call_args, call_kwargs, extra = inputs.unpack(flat)
+        flat_states = list(extra)
         per_kind = {kind: flat_states[i * len(trainable):(i + 1) * len(trainable)]
                     for i, kind in enumerate(state_kinds)}
         accumulators = flat_states[len(state_kinds) * len(trainable):]
         if accumulators:
             torch._foreach_zero_(accumulators)  # optimizer.zero_grad() at the step's start
         marks.append(_traced_so_far())
-        call_args, call_kwargs = pytree.tree_unflatten(leaves_now, spec)
         amp = (torch.autocast("cpu", dtype=AUTOCAST[autocast]) if autocast
                else contextlib.nullcontext())
         with SdpaRouting(), lifetimes:
@@ -200,7 +182,7 @@ def capture_training_step(
                                                     strict=False)
                 loss, how = _loss_of(result)
             notes["loss"] = loss_note or how
-            del result, call_args, call_kwargs, leaves_now
+            del result, call_args, call_kwargs
             marks.append(_traced_so_far())
             if _backward_hooks is not None and loss.grad_fn is not None:
                 _backward_hooks([loss.grad_fn])  # backward ops get their forward op's seq_nr
@@ -233,8 +215,7 @@ def capture_training_step(
         return [loss.detach()]
 
     step._orig_mod = model  # make_fx records nn_module_stack relative to this root
-    flat_inputs = [*parameters.values(), *buffers.values(), *(input_leaves[i] for i in tensor_positions),
-                   *(t for kind in state_kinds for t in states[kind]), *buffers_in]
+    flat_inputs = [*inputs.flat(), *(t for kind in state_kinds for t in states[kind]), *buffers_in]
     was_training = model.training
     model.train()
     try:
@@ -250,7 +231,7 @@ def capture_training_step(
 
     _attribute_backward(graph_module, marks[1], marks[2])
     metadata: dict[str, Any] = _library_versions()
-    metadata["dtype"] = dtype or _dominant_float_dtype([*parameters.values(), *buffers.values()]) or "fp32"
+    metadata["dtype"] = dtype or _dominant_float_dtype([*parameters.values(), *inputs.buffers.values()]) or "fp32"
     metadata["training_step"] = {"gradient_accumulation": accumulate,
                                  "optimizer": f"{optimizer} (fused)" if optimizer != "none" else "none",
                                  "loss": notes.get("loss", ""), "trainable_parameters": len(trainable),
