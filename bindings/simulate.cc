@@ -6,6 +6,7 @@
 #include "accelsim/cost_model.h"
 #include "accelsim/memory.h"
 #include "accelsim/simulate.h"
+#include "accelsim/training.h"
 #include "bindings.h"
 
 namespace nb = nanobind;
@@ -137,6 +138,48 @@ void bind_simulate(nb::module_& m) {
         return simulate(graph, device, options);
       },
       nb::arg("graph"), nb::arg("device"), nb::arg("options") = SimulateOptions{});
+
+  nb::class_<ParallelLayout>(m, "ParallelLayout")
+      .def(nb::init<>())
+      .def_rw("tp", &ParallelLayout::tp)
+      .def_rw("pp", &ParallelLayout::pp)
+      .def_rw("dp", &ParallelLayout::dp)
+      .def_rw("cp", &ParallelLayout::cp)
+      .def_rw("ep", &ParallelLayout::ep)
+      .def_rw("sequence_parallel", &ParallelLayout::sequence_parallel)
+      .def_rw("micro_batch", &ParallelLayout::micro_batch)
+      .def_rw("global_batch", &ParallelLayout::global_batch)
+      .def_rw("virtual_stages", &ParallelLayout::virtual_stages)
+      .def_rw("zero", &ParallelLayout::zero)
+      .def_rw("overlap_grad_reduce", &ParallelLayout::overlap_grad_reduce)
+      .def_rw("overlap_param_gather", &ParallelLayout::overlap_param_gather)
+      .def("gpus", &ParallelLayout::gpus);
+  nb::class_<TrainingEstimate>(m, "TrainingEstimate")
+      .def_ro("feasible", &TrainingEstimate::feasible)
+      .def_ro("reason", &TrainingEstimate::reason)
+      .def_ro("micro_batches", &TrainingEstimate::micro_batches)
+      .def_ro("step_s", &TrainingEstimate::step_s)
+      .def_ro("compute_s", &TrainingEstimate::compute_s)
+      .def_ro("tp_comm_s", &TrainingEstimate::tp_comm_s)
+      .def_ro("bubble_s", &TrainingEstimate::bubble_s)
+      .def_ro("pp_comm_s", &TrainingEstimate::pp_comm_s)
+      .def_ro("dp_comm_s", &TrainingEstimate::dp_comm_s)
+      .def_ro("optimizer_s", &TrainingEstimate::optimizer_s)
+      .def_ro("tokens_per_s", &TrainingEstimate::tokens_per_s)
+      .def_ro("model_flops", &TrainingEstimate::model_flops)
+      .def_ro("tflops_per_gpu", &TrainingEstimate::tflops_per_gpu)
+      .def_ro("mfu", &TrainingEstimate::mfu)
+      .def_ro("memory_per_gpu_bytes", &TrainingEstimate::memory_per_gpu_bytes)
+      .def_ro("fits", &TrainingEstimate::fits);
+  m.def(
+      "estimate_training",
+      [](const ModelSpec& model, const BuildOptions& base, const ParallelLayout& layout,
+         const DeviceSpec& device, const SystemSpec& system, const SimulateOptions& options) {
+        nb::gil_scoped_release release;
+        return estimate_training(model, base, layout, device, system, options);
+      },
+      nb::arg("model"), nb::arg("base"), nb::arg("layout"), nb::arg("device"), nb::arg("system"),
+      nb::arg("options"));
 }
 
 }  // namespace accelsim::bindings

@@ -85,3 +85,34 @@ def test_tensor_parallel_collectives_timed_on_a_system():
     assert on_dgx["communication_time_s"] == pytest.approx(160 * (0.6e-6 + 4096 * 8192 * 2 / 270e9), rel=0.05)
     bad = run_cli("simulate", "--model", "llama-3-70b", "--tp", "8", "--system", "nosuch")
     assert bad.returncode == 2 and "unknown system" in bad.stderr
+
+
+def test_train_one_parallel_configuration():
+    result = run_cli("train", "--model", "llama-3-70b", "--system", "dgx-h100", "--gpus", "64", "--tp", "8", "--pp", "4",
+                     "--dp", "2", "--global-batch", "1024", "--seq", "8192", "--sp", "--recompute", "full", "--json")
+    assert result.returncode == 0, result.stderr
+    d = json.loads(result.stdout)
+    b = d["breakdown_s"]
+    assert d["micro_batches"] == 1024 // 2
+    assert d["step_s"] == pytest.approx(b["compute"] + b["bubble"] + b["pp_comm"] + b["dp_comm_exposed"] + b["optimizer"],
+                                        rel=1e-12)
+    # 1F1B's bubble: (pp - 1) micro-batch times against m of them.
+    assert b["bubble"] == pytest.approx(b["compute"] * 3 / 512, rel=1e-9)
+    assert 0 < b["of_which_tp_comm"] < b["compute"]
+    assert d["tokens_per_s"] == pytest.approx(1024 * 8192 / d["step_s"], rel=1e-12)
+    assert 0.1 < d["mfu"] < 0.7 and d["memory_per_gpu_bytes"] < 80 * 2**30
+    text = run_cli("train", "--model", "llama-3-70b", "--system", "dgx-h100", "--gpus", "64", "--tp", "8", "--pp", "4",
+                   "--dp", "2", "--global-batch", "1024", "--seq", "8192", "--sp", "--recompute", "full")
+    assert "MFU" in text.stdout and "bubble" in text.stdout
+
+
+def test_train_says_why_a_configuration_cannot_run():
+    gpus = run_cli("train", "--model", "llama-3-70b", "--system", "dgx-h100", "--gpus", "64", "--tp", "8",
+                   "--global-batch", "64", "--seq", "4096")
+    assert gpus.returncode == 2 and "tp x pp x dp x cp" in gpus.stderr
+    memory = run_cli("train", "--model", "llama-3-70b", "--system", "dgx-h100", "--gpus", "8", "--tp", "8",
+                     "--global-batch", "8", "--seq", "8192")
+    assert memory.returncode == 2 and "per GPU" in memory.stderr
+    layers = run_cli("train", "--model", "llama-3-70b", "--system", "dgx-h100", "--gpus", "24", "--tp", "8", "--pp", "3",
+                     "--global-batch", "8", "--seq", "4096")
+    assert layers.returncode == 2 and "do not split into 3 stages" in layers.stderr and "Traceback" not in layers.stderr

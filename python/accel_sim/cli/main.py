@@ -17,6 +17,8 @@ from accel_sim.cli.fit import add_parser as add_fit_parser
 from accel_sim.cli.fit import cmd_fit
 from accel_sim.cli.kernels import add_parsers as add_kernel_parsers
 from accel_sim.cli.systems import add_systems_parser, cmd_systems
+from accel_sim.cli.train import add_parser as add_train_parser
+from accel_sim.cli.train import cmd_train
 from accel_sim.cli.kernels import cmd_calibrate, cmd_kernel, cmd_validate
 from accel_sim.io.model_config import KV_DTYPES, WEIGHT_DTYPES
 
@@ -116,6 +118,7 @@ def _parser() -> argparse.ArgumentParser:
     add_fit_parser(sub, _DTYPES)
     add_kernel_parsers(sub)
     add_systems_parser(sub)
+    add_train_parser(sub)
 
     p = sub.add_parser("devices", help="list the known devices and their numbers")
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="also list this device file")
@@ -399,6 +402,7 @@ _COMMANDS = {
     "kernel": cmd_kernel,
     "fit": cmd_fit,
     "systems": cmd_systems,
+    "train": cmd_train,
     "validate": cmd_validate,
     "calibrate": cmd_calibrate,
 }

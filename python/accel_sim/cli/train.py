@@ -1,0 +1,90 @@
+"""`accel-sim train`: one parallel training configuration on a cluster (core: estimate_training)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("train", help="one data/pipeline/tensor-parallel training step on a cluster")
+    p.add_argument("--model", required=True, metavar="NAME|CONFIG", help="a shipped model or an HF config.json")
+    p.add_argument("--system", required=True, help="the cluster (see `accel-sim systems`)")
+    p.add_argument("--gpus", type=int, required=True, help="GPUs in the run: tp x pp x dp x cp")
+    for flag, text in (("tp", "tensor"), ("pp", "pipeline"), ("dp", "data"), ("cp", "context"), ("ep", "expert (inside dp)")):
+        p.add_argument(f"--{flag}", type=int, default=1, help=f"{text}-parallel degree (default: 1)")
+    p.add_argument("--sp", action="store_true", help="sequence parallelism with TP")
+    p.add_argument("--global-batch", type=int, required=True, help="sequences per step, all data-parallel replicas")
+    p.add_argument("--microbatch", type=int, default=1, help="sequences per micro-batch (default: 1)")
+    p.add_argument("--seq", type=int, required=True, help="tokens per sequence")
+    p.add_argument("--virtual-stages", type=int, default=1, help="interleaved 1F1B model chunks per pipeline rank (default: 1)")
+    p.add_argument("--zero", type=int, choices=(0, 1), default=1, help="0: all-reduce gradients; 1: distributed optimizer (default)")
+    p.add_argument("--no-overlap", action="store_true", help="expose all data-parallel communication")
+    p.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
+    p.add_argument("--precision", choices=("bf16-mixed", "fp16-mixed", "fp8-mixed", "bf16", "fp16", "fp32"), default="bf16-mixed")
+    p.add_argument("--optimizer", choices=("adamw", "adam", "sgd"), default="adamw")
+    p.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn", "eager"), default="flash2")
+    p.add_argument("--cost-model", default="kernel")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from accel_sim import _core
+    from accel_sim.device import resolve_device
+    from accel_sim.errors import UsageError
+    from accel_sim.io.model_config import load_model_spec
+    from accel_sim.io.system_file import resolve_system
+
+    entry = resolve_system(args.system)
+    device = resolve_device(entry.spec.device, []).spec
+    layout = _core.ParallelLayout()
+    for name in ("tp", "pp", "dp", "cp", "ep"):
+        setattr(layout, name, getattr(args, name))
+    if layout.gpus() != args.gpus:
+        raise UsageError(f"--gpus {args.gpus} is not tp x pp x dp x cp = {layout.gpus()}")
+    layout.sequence_parallel = args.sp
+    layout.micro_batch, layout.global_batch = args.microbatch, args.global_batch
+    layout.virtual_stages, layout.zero = args.virtual_stages, args.zero
+    layout.overlap_grad_reduce = layout.overlap_param_gather = not args.no_overlap
+    dtype = {"bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp8-mixed": "bf16"}.get(args.precision, args.precision)
+    spec = load_model_spec(args.model, dtype=dtype)
+    base = _core.BuildOptions()
+    base.seq = args.seq
+    base.recompute = getattr(_core.Recompute, args.recompute)
+    base.master_weights = args.precision.endswith("-mixed")
+    base.fp8_gemms = args.precision == "fp8-mixed"
+    base.eager_attention = args.attention_impl == "eager"
+    base.optimizer = getattr(_core.Optimizer, args.optimizer)
+    options = _core.SimulateOptions()
+    options.cost_model = args.cost_model
+    options.cost.attention_impl = getattr(_core.AttentionImpl, args.attention_impl)
+    try:
+        e = _core.estimate_training(spec, base, layout, device, entry.spec, options)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    if not e.feasible:
+        raise UsageError(f"infeasible: {e.reason}")
+    result = {"schema": "accel-sim/train", "model": spec.name, "system": entry.spec.id, "device": device.id,
+              "gpus": args.gpus, "layout": {n: getattr(layout, n) for n in ("tp", "pp", "dp", "cp", "ep", "micro_batch",
+                                                                           "global_batch", "virtual_stages", "zero")},
+              "seq": args.seq, "micro_batches": e.micro_batches, "step_s": e.step_s,
+              "breakdown_s": {"compute": e.compute_s, "of_which_tp_comm": e.tp_comm_s, "bubble": e.bubble_s,
+                              "pp_comm": e.pp_comm_s, "dp_comm_exposed": e.dp_comm_s, "optimizer": e.optimizer_s},
+              "tokens_per_s": e.tokens_per_s, "tflops_per_gpu": e.tflops_per_gpu, "mfu": e.mfu,
+              "memory_per_gpu_bytes": e.memory_per_gpu_bytes}
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    ms = lambda s: f"{s * 1e3:,.1f} ms"  # noqa: E731
+    print(f"accel-sim train · {spec.name} on {args.gpus} x {device.name} ({entry.spec.name}) · "
+          f"TP {args.tp} PP {args.pp} DP {args.dp}" + (f" CP {args.cp}" if args.cp > 1 else "")
+          + (f" EP {args.ep}" if args.ep > 1 else "") + (" SP" if args.sp else ""))
+    print()
+    print(f"  step         {ms(e.step_s)} · {e.micro_batches} micro-batches of {args.microbatch} x {args.seq} tokens")
+    print(f"               compute {ms(e.compute_s)} (TP/CP/EP collectives {ms(e.tp_comm_s)}) · bubble {ms(e.bubble_s)} · "
+          f"pipeline sends {ms(e.pp_comm_s)} · data-parallel exposed {ms(e.dp_comm_s)} · optimizer {ms(e.optimizer_s)}")
+    print(f"  throughput   {e.tokens_per_s:,.0f} tokens/s · {e.tflops_per_gpu:,.0f} TFLOP/s per GPU · MFU {e.mfu * 100:.1f}%")
+    print(f"  memory       {e.memory_per_gpu_bytes / 2**30:,.1f} GiB per GPU of {device.memory_bytes / 2**30:,.0f} GiB")
+    print("  (the heaviest stage; 1F1B schedule; ZeRO-1 shards optimizer states; see core/include/accelsim/training.h)")
+    return 0
