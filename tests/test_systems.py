@@ -116,3 +116,13 @@ def test_train_says_why_a_configuration_cannot_run():
     layers = run_cli("train", "--model", "llama-3-70b", "--system", "dgx-h100", "--gpus", "24", "--tp", "8", "--pp", "3",
                      "--global-batch", "8", "--seq", "4096")
     assert layers.returncode == 2 and "do not split into 3 stages" in layers.stderr and "Traceback" not in layers.stderr
+
+
+def test_published_training_runs_are_reported():
+    # Report-only for now: every row gets a prediction or the reason it has none.
+    d = json.loads(run_cli("validate", "--json").stdout)
+    runs = d["training_runs"]
+    assert len(runs) == 22
+    assert all(r["predicted_tokens_per_s_per_gpu"] or r["reason"] for r in runs)
+    predicted = [r for r in runs if r["error"] is not None]
+    assert len(predicted) >= 10 and all(-0.5 < r["error"] < 0.5 for r in predicted)

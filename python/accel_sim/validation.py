@@ -311,3 +311,33 @@ def predict_training_memory(row: dict) -> dict:
     return {"logical_mib": profile.peak_bytes / mib, "allocated_mib": profile.peak_allocated_bytes / mib,
             "reserved_mib": profile.peak_reserved_bytes / mib,
             "predicted_mib": profile.peak_reserved_bytes / mib + float(row["runtime_mib"])}
+
+
+def training_runs_path() -> Path:
+    return Path(str(importlib.resources.files("accel_sim") / "data" / "validation" / "training_runs.csv"))
+
+
+def predict_training_run(row: dict) -> Any:
+    """`accel-sim train`'s estimate for a published run (validation/extract_training_runs.py):
+    sequence parallelism with TP, no recomputation, the distributed optimizer with overlap, the
+    row's precision (bf16-mixed where it is unstated)."""
+    from accel_sim.device import resolve_device
+    from accel_sim.io.model_config import load_model_spec
+    from accel_sim.io.system_file import resolve_system
+
+    system = resolve_system(row["system"]).spec
+    device = resolve_device(system.device, []).spec
+    precision = row["precision"] if row["precision"] != "unstated" else "bf16-mixed"
+    spec = load_model_spec(row["model"], dtype="bf16")
+    layout = _core.ParallelLayout()
+    for name in ("tp", "pp", "cp", "dp"):
+        setattr(layout, name, int(row[name]))
+    layout.sequence_parallel = int(row["tp"]) > 1
+    layout.micro_batch, layout.global_batch = int(row["micro_batch"]), int(row["global_batch"])
+    layout.virtual_stages = int(row["virtual_stages"])
+    base = _core.BuildOptions()
+    base.seq = int(row["seq"])
+    base.fp8_gemms = precision == "fp8-mixed"
+    options = _core.SimulateOptions()
+    options.cost_model = "kernel"
+    return _core.estimate_training(spec, base, layout, device, system, options)

@@ -191,11 +191,27 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from accel_sim.cli.systems import collective_validation
 
     collectives = collective_validation()
+    runs = []
+    if args.split in ("report", "all"):
+        import csv as _csv
+
+        with open(validation.training_runs_path(), newline="", encoding="utf-8") as f:
+            for row in _csv.DictReader(f):
+                e = validation.predict_training_run(row)
+                measured = float(row["measured_tokens_per_s_per_gpu"])
+                predicted = e.tokens_per_s / int(row["gpus"]) if e.step_s > 0 else None
+                runs.append({"id": row["id"], "system": row["system"], "model": row["model"], "gpus": int(row["gpus"]),
+                             "layout": f"TP{row['tp']} PP{row['pp']} CP{row['cp']} DP{row['dp']} VP{row['virtual_stages']}",
+                             "precision": row["precision"], "measured_tokens_per_s_per_gpu": measured,
+                             "predicted_tokens_per_s_per_gpu": predicted,
+                             "error": predicted / measured - 1 if predicted else None,
+                             "feasible": e.feasible, "reason": e.reason, "source": row["source"]})
     if args.split != "all":
         collectives = [c for c in collectives if c["split"] == args.split]
     if args.json:
         print(json.dumps({
             "schema": "accel-sim/validate", "rows": len(rows), "skipped": skipped, "collectives": collectives,
+            "training_runs": runs,
             "uncalibrated_devices": unmeasured,
             "lines": [{"split": s, "device": l.device, "class": l.kind, "calibrated": l.calibrated, "rows": l.kernel.rows,
                        "kernel": {"median_abs_error": l.kernel.median_abs_error, "p90_abs_error": l.kernel.p90_abs_error,
@@ -234,6 +250,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
                       f"{c['predicted_busbw_gbs']:.1f} GB/s", f"{c['error'] * 100:+.1f}%", c["split"]) for c in collectives],
                     [False, False, True, False, True, True, True, False]))
         print("\n  data: the `measured` lists of python/accel_sim/data/systems/*.yaml, each with its source")
+    if runs:
+        print("\ntraining runs (report only; `accel-sim train` with SP, no recompute, ZeRO-1 with overlap): "
+              "tokens/s per GPU vs Megatron-LM / NeMo\n")
+        print(table(["id", "system", "model", "GPUs", "layout", "precision", "measured", "predicted", "error / why not"],
+                    [(r["id"], r["system"], r["model"], r["gpus"], r["layout"], r["precision"],
+                      f"{r['measured_tokens_per_s_per_gpu']:,.0f}",
+                      f"{r['predicted_tokens_per_s_per_gpu']:,.0f}" if r["predicted_tokens_per_s_per_gpu"] else "-",
+                      (f"{r['error'] * 100:+.1f}%" + ("" if r["feasible"] else f" (but: {r['reason']})"))
+                      if r["error"] is not None else r["reason"]) for r in runs],
+                    [False, False, False, True, False, False, True, True, False]))
+        print(f"\n  data: {validation.training_runs_path()} (validation/extract_training_runs.py); "
+              "precision 'unstated' is predicted as bf16-mixed")
     return 0
 
 
