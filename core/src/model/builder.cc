@@ -119,7 +119,10 @@ class Builder {
     r_.heads = divided(m.num_heads, tp, "num_heads");
     r_.kv_heads = m.num_kv_heads >= tp ? divided(m.num_kv_heads, tp, "num_kv_heads") : 1;
     r_.ffn = divided(m.ffn_size, tp, "ffn_size");
-    r_.vocab = divided(m.vocab_size, tp, "vocab_size");
+    // A vocabulary the TP degree does not divide is padded as Megatron-LM pads it, to a multiple
+    // of 128 x TP (make_vocab_size_divisible_by = 128); the padded rows are never looked up.
+    const int64_t unit = 128 * tp;
+    r_.vocab = m.vocab_size % tp == 0 ? m.vocab_size / tp : (m.vocab_size + unit - 1) / unit * unit / tp;
     b_ = o.batch;
     cp_ = o.context_parallel;
     sp_ = o.sequence_parallel;

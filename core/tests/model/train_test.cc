@@ -355,6 +355,22 @@ TEST(TrainTest, FullRecomputeRunsEachLayerForwardAgainInBackward) {
   EXPECT_LT(compute_memory_profile(full).peak_bytes, compute_memory_profile(plain).peak_bytes);
 }
 
+TEST(TrainTest, TensorParallelPadsAVocabularyItDoesNotDivide) {
+  // GPT-2's 50,257 tokens under TP 4: padded to 50,688 (99 x 512, a multiple of 128 x 4), 12,672
+  // per rank.
+  ModelSpec m = gpt3_style(2);
+  m.vocab_size = 50257;
+  const Graph g = build_graph(m, {.phase = Phase::train, .batch = 1, .seq = 128, .tensor_parallel = 4});
+  bool found = false;
+  for (const TensorMeta& t : g.tensors()) {
+    if (t.name == "model.embed_tokens.weight") {
+      EXPECT_EQ(t.shape[0], 12672);
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
 TEST(TrainTest, UnusedParametersGetNoGradientAndNoOptimizerState) {
   // ViT's pooler runs in the forward but feeds no loss (MSE on the last hidden state): its
   // 4096 * 4096 + 4096 parameters get no gradient and no optimizer state.
