@@ -1,8 +1,8 @@
 // estimate_training(): one step of a data-, pipeline-, tensor-, context- and expert-parallel
 // training run on a cluster, composed from the model builder's graph of one pipeline stage.
 //
-// The stage graph (the model with layers / pp of its layers, the embedding and the LM head: the
-// heaviest, first-or-last stage) is built for one micro-batch on one rank (TP/SP/CP/EP shapes)
+// The stage graph (the model with ceil(layers / pp) of its layers, the embedding and the LM
+// head: the heaviest, first-or-last stage) is built for one micro-batch on one rank (TP/SP/CP/EP shapes)
 // and simulated on the device with its TP/CP/EP collectives timed on the system. Then, as
 // Megatron-LM runs a step (Narayanan et al. 2021, "Efficient Large-Scale Language Model
 // Training on GPU Clusters"):

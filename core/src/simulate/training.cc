@@ -35,8 +35,8 @@ TrainingEstimate estimate_training(const ModelSpec& model, const BuildOptions& b
     if (d < 1) return infeasible("parallel degrees, batch sizes and virtual stages must be at least 1");
   }
   if (l.zero < 0 || l.zero > 1) return infeasible("ZeRO stage " + std::to_string(l.zero) + " is not modelled (0 or 1)");
-  if (model.num_layers % (l.pp * l.virtual_stages) != 0) {
-    return infeasible(std::to_string(model.num_layers) + " layers do not split into " +
+  if (model.num_layers < l.pp * l.virtual_stages) {
+    return infeasible(std::to_string(model.num_layers) + " layers are fewer than " +
                       std::to_string(l.pp) + " stages x " + std::to_string(l.virtual_stages) +
                       " virtual stages");
   }
@@ -76,8 +76,11 @@ TrainingEstimate estimate_training(const ModelSpec& model, const BuildOptions& b
   b.context_parallel = l.cp;
   b.expert_parallel = l.ep;
   b.persistent_gradients = false;
+  // Layers that do not split evenly leave some stages one layer more (Megatron-LM then counts
+  // the embedding and the loss as layers of the first and last stage); the step waits for the
+  // heaviest stage: ceil(layers / pp) of them.
   ModelSpec stage = model;
-  stage.num_layers = model.num_layers / l.pp;
+  stage.num_layers = (model.num_layers + l.pp - 1) / l.pp;
   SimulationResult r, whole;
   Graph g;
   try {
