@@ -1,5 +1,7 @@
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include "accelsim/collective.h"
 #include "accelsim/device.h"
@@ -108,6 +110,12 @@ void bind_device(nb::module_& m) {
       .def_ro("algorithm", &CollectiveEstimate::algorithm)
       .def_ro("crosses_domains", &CollectiveEstimate::crosses_domains);
   m.def("estimate_collective", &estimate_collective, nb::arg("query"), nb::arg("system"));
+  nb::class_<CommGroup>(m, "CommGroup")
+      .def(nb::init<>())
+      .def_rw("name", &CommGroup::name)
+      .def_rw("size", &CommGroup::size)
+      .def_rw("ranks_per_domain", &CommGroup::ranks_per_domain);
+  m.def("place_groups", &place_groups, nb::arg("system"), nb::arg("inner_first"));
   m.def("busbw_factor", &busbw_factor, nb::arg("kind"), nb::arg("ranks"));
 }
 

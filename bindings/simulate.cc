@@ -75,11 +75,7 @@ void bind_simulate(nb::module_& m) {
       .def_rw("micro_batches", &SimulateOptions::micro_batches)
       .def_rw("system", &SimulateOptions::system)
       .def_rw("groups", &SimulateOptions::groups);
-  nb::class_<CommGroup>(m, "CommGroup")
-      .def(nb::init<>())
-      .def_rw("name", &CommGroup::name)
-      .def_rw("size", &CommGroup::size)
-      .def_rw("ranks_per_domain", &CommGroup::ranks_per_domain);
+
 
   nb::class_<OpResult>(m, "OpResult")
       .def_ro("node", &OpResult::node)

@@ -69,6 +69,8 @@ def test_fit_usage_errors():
     script = run_cli("fit", str(REPO / "examples" / "gpt2.py"), "--devices", "h100", "--axis", "batch", "--train",
                      "--recompute", "full")
     assert script.returncode == 2 and "apply to --model NAME" in script.stderr
+    limit = run_cli("fit", "--model", "gpt2", "--devices", "h100", "--axis", "batch", "--max", "0")
+    assert limit.returncode == 2 and "--max must be at least 1" in limit.stderr
     both = run_cli("fit", "--devices", "h100", "--axis", "batch")
     assert both.returncode == 2 and "either a script or --model" in both.stderr
     device = run_cli("fit", "--model", "gpt2", "--devices", "h100,nosuchchip", "--axis", "batch")

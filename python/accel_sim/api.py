@@ -253,10 +253,12 @@ def _options(cost_model: str, tf32: bool, launch_overhead: bool, free_at_last_us
     if system is not None:
         options.system = system
         made = []
-        for name, size, per_domain in groups:
-            g = _core.CommGroup()
-            g.name, g.size, g.ranks_per_domain = name, size, per_domain
-            made.append(g)
+        for group in groups:
+            if isinstance(group, tuple):  # (name, size, ranks per domain)
+                g = _core.CommGroup()
+                g.name, g.size, g.ranks_per_domain = group
+                group = g
+            made.append(group)
         options.groups = made
     if attention_impl not in ("flash2", "flash3", "cudnn", "eager"):
         raise UsageError(f"unknown attention implementation '{attention_impl}' (known: flash2, flash3, cudnn, eager)")

@@ -33,6 +33,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace accelsim {
 
@@ -84,6 +86,22 @@ struct CollectiveEstimate {
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::automatic;  // the one timed
   bool crosses_domains = false;
 };
+
+// A communication group of a parallel layout: its name as the graph's collectives carry it
+// ("tp", "cp", "ep", "dp"), its size, and how many of its ranks share a scale-up domain (0: as
+// many as fit).
+struct CommGroup {
+  std::string name;
+  int64_t size = 1;
+  int64_t ranks_per_domain = 0;
+};
+
+// Places a layout's groups on the system, innermost first (as Megatron-LM orders its ranks: TP,
+// then CP, then EP, then DP): each takes the largest divisor of its size that fits the room its
+// predecessors left in a scale-up domain. The room left after the last is the second value (2 or
+// more: pipeline neighbours share a domain).
+std::pair<std::vector<CommGroup>, int64_t> place_groups(
+    const SystemSpec& system, const std::vector<std::pair<std::string, int64_t>>& inner_first);
 
 // The busbw factor of nccl-tests for `kind` over `ranks`.
 double busbw_factor(CollectiveKind kind, int64_t ranks);

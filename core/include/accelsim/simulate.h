@@ -22,15 +22,6 @@
 
 namespace accelsim {
 
-// A communication group of a parallel layout: its name as the graph's collectives carry it
-// ("tp", "ep", "cp", "dp"), its size, and how many of its ranks share a scale-up domain (0: as
-// many as fit).
-struct CommGroup {
-  std::string name;
-  int64_t size = 1;
-  int64_t ranks_per_domain = 0;
-};
-
 struct SimulateOptions {
   std::string cost_model = "roofline";  // a name make_cost_model() knows
   CostOptions cost;

@@ -49,6 +49,20 @@ std::string_view collective_algorithm_name(CollectiveAlgorithm algorithm) {
   return "?";
 }
 
+std::pair<std::vector<CommGroup>, int64_t> place_groups(
+    const SystemSpec& system, const std::vector<std::pair<std::string, int64_t>>& inner_first) {
+  int64_t room = system.scaleup_domain;
+  std::vector<CommGroup> groups;
+  for (const auto& [name, size] : inner_first) {
+    ACCELSIM_CHECK(size >= 1, "the '" + name + "' group needs at least one rank");
+    int64_t inside = std::max<int64_t>(1, std::min(size, room));
+    while (size % inside != 0) --inside;
+    groups.push_back({.name = name, .size = size, .ranks_per_domain = inside});
+    room = std::max<int64_t>(1, room / inside);
+  }
+  return {groups, room};
+}
+
 double busbw_factor(CollectiveKind kind, int64_t ranks) {
   const double p = static_cast<double>(ranks);
   switch (kind) {

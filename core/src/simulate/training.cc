@@ -9,13 +9,6 @@
 namespace accelsim {
 namespace {
 
-int64_t largest_divisor_up_to(int64_t n, int64_t limit) {
-  for (int64_t d = std::max<int64_t>(1, std::min(n, limit)); d > 1; --d) {
-    if (n % d == 0) return d;
-  }
-  return 1;
-}
-
 TrainingEstimate infeasible(std::string reason) {
   TrainingEstimate e;
   e.reason = std::move(reason);
@@ -51,21 +44,14 @@ TrainingEstimate estimate_training(const ModelSpec& model, const BuildOptions& b
                       ") to be a multiple of pp");
   }
 
-  // Placement, inner groups first: TP, CP, EP (inside DP), then DP fill a scale-up domain;
-  // pipeline stages come last.
-  int64_t room = system.scaleup_domain;
-  auto place = [&](int64_t size) {
-    const int64_t inside = largest_divisor_up_to(size, room);
-    room = std::max<int64_t>(1, room / inside);
-    return inside;
-  };
-  const int64_t tp_in = place(l.tp), cp_in = place(l.cp), ep_in = place(l.ep);
-  const int64_t dp_in = place(l.dp / l.ep) * ep_in;
+  // Placement, inner groups first (TP, CP, EP inside DP, then the rest of DP); pipeline stages
+  // come last.
+  const auto [groups, room] = place_groups(
+      system, {{"tp", l.tp}, {"cp", l.cp}, {"ep", l.ep}, {"dp", l.dp / l.ep}});
+  const int64_t dp_in = groups[3].ranks_per_domain * groups[2].ranks_per_domain;
   SimulateOptions o = options;
   o.system = system;
-  o.groups = {{.name = "tp", .size = l.tp, .ranks_per_domain = tp_in},
-              {.name = "cp", .size = l.cp, .ranks_per_domain = cp_in},
-              {.name = "ep", .size = l.ep, .ranks_per_domain = ep_in}};
+  o.groups = {groups[0], groups[1], groups[2]};
   o.micro_batches = 1;
 
   BuildOptions b = base;

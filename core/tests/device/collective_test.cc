@@ -91,6 +91,23 @@ TEST(CollectiveTest, AMeshGivesASmallGroupItsShareOfTheLinks) {
               14e-6 + 0.0175, 1e-12);
 }
 
+TEST(CollectiveTest, GroupsArePlacedInnermostFirst) {
+  // An 8-GPU domain: TP 2 takes 2 (room 4), CP 2 takes 2 (room 2), EP 4 gets 2 of its 4 ranks
+  // inside (room 1), DP 3 none; 1 GPU of room is left, so pipeline neighbours are in other domains.
+  const auto [groups, room] =
+      place_groups(round_system(), {{"tp", 2}, {"cp", 2}, {"ep", 4}, {"dp", 3}});
+  ASSERT_EQ(groups.size(), 4u);
+  EXPECT_EQ(groups[0].ranks_per_domain, 2);
+  EXPECT_EQ(groups[1].ranks_per_domain, 2);
+  EXPECT_EQ(groups[2].ranks_per_domain, 2);
+  EXPECT_EQ(groups[3].ranks_per_domain, 1);
+  EXPECT_EQ(room, 1);
+  // TP 4 alone leaves room for 2 pipeline neighbours; TP 3 does not divide 8 and takes 3.
+  EXPECT_EQ(place_groups(round_system(), {{"tp", 4}}).second, 2);
+  EXPECT_EQ(place_groups(round_system(), {{"tp", 3}}).first[0].ranks_per_domain, 3);
+  EXPECT_THROW(place_groups(round_system(), {{"tp", 0}}), ConfigError);
+}
+
 TEST(CollectiveTest, BusBandwidthFactorsAndBadQueries) {
   EXPECT_DOUBLE_EQ(busbw_factor(CollectiveKind::all_reduce, 8), 1.75);
   EXPECT_DOUBLE_EQ(busbw_factor(CollectiveKind::all_gather, 8), 0.875);

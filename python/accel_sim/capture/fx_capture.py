@@ -227,6 +227,23 @@ class FakeInputs:
         return tensors, call_args, call_kwargs, tuple(rest[len(self._positions):])
 
 
+def trace(fn: Any, model: torch.nn.Module, mode: FakeTensorMode, lifetimes: PythonLifetimes,
+          flat_inputs: list[Any], extra: contextlib.AbstractContextManager | None = None) -> torch.fx.GraphModule:
+    """`make_fx` of `fn` over the fake `flat_inputs`, with module stacks relative to `model`
+    and HF's capture settings; the model's own failure under fake tensors becomes a one-line
+    UsageError. `extra` is one more context to trace under."""
+    fn._orig_mod = model  # make_fx records nn_module_stack relative to this root
+    try:
+        with _quiet_fake_tensor_log(), hf_capture_settings(model), mode, extra or contextlib.nullcontext():
+            return make_fx(fn, record_module_stack=True, record_stack_traces=True)(*flat_inputs)
+    except UsageError:
+        raise
+    except Exception as error:  # the model's own code failed under fake tensors
+        raise _usage_error(error) from error
+    finally:
+        lifetimes.active = False
+
+
 def capture_model(
     model: torch.nn.Module,
     example_inputs: Any,
@@ -265,20 +282,7 @@ def capture_model(
         return outputs
 
     lifetimes = PythonLifetimes()
-    forward._orig_mod = model  # make_fx records nn_module_stack relative to this root
-
-    flat_inputs = inputs.flat()
-    try:
-        with _quiet_fake_tensor_log(), hf_capture_settings(model), mode:
-            graph_module = make_fx(forward, record_module_stack=True, record_stack_traces=True)(
-                *flat_inputs
-            )
-    except UsageError:
-        raise
-    except Exception as error:  # the model's own code failed under fake tensors
-        raise _usage_error(error) from error
-    finally:
-        lifetimes.active = False
+    graph_module = trace(forward, model, mode, lifetimes, inputs.flat())
 
     metadata: dict[str, Any] = _library_versions()
     metadata["dtype"] = (

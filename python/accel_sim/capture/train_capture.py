@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import torch.fx.traceback as fx_traceback
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.proxy_tensor import get_innermost_proxy_mode, make_fx
+from torch.fx.experimental.proxy_tensor import get_innermost_proxy_mode
 
 from accel_sim.capture.attention import SdpaRouting
 from accel_sim.capture.fx_capture import (
@@ -36,12 +36,10 @@ from accel_sim.capture.fx_capture import (
     _FakeState,
     _library_versions,
     _output_tensors,
-    _quiet_fake_tensor_log,
     _split_inputs,
-    _usage_error,
+    trace,
 )
 from accel_sim.capture.graph_export import export_graph
-from accel_sim.capture.hf import hf_capture_settings
 from accel_sim.capture.lifetime import PythonLifetimes
 from accel_sim.errors import UsageError
 
@@ -214,19 +212,12 @@ def capture_training_step(
             del grads, grad_list, weights, params
         return [loss.detach()]
 
-    step._orig_mod = model  # make_fx records nn_module_stack relative to this root
     flat_inputs = [*inputs.flat(), *(t for kind in state_kinds for t in states[kind]), *buffers_in]
     was_training = model.training
     model.train()
     try:
-        with _quiet_fake_tensor_log(), hf_capture_settings(model), mode, fx_traceback.preserve_node_meta():
-            graph_module = make_fx(step, record_module_stack=True, record_stack_traces=True)(*flat_inputs)
-    except UsageError:
-        raise
-    except Exception as error:  # the model's own code failed under fake tensors
-        raise _usage_error(error) from error
+        graph_module = trace(step, model, mode, lifetimes, flat_inputs, fx_traceback.preserve_node_meta())
     finally:
-        lifetimes.active = False
         model.train(was_training)
 
     _attribute_backward(graph_module, marks[1], marks[2])

@@ -51,6 +51,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     for flag in ("batch", "seq", "tp"):
         if getattr(args, flag) < 1:
             raise UsageError(f"--{flag} must be at least 1")
+    if args.max is not None and args.max < 1:
+        raise UsageError("--max must be at least 1")
     if args.model is not None:
         spec = load_model_spec(args.model, dtype=args.dtype)
         limit = args.max or (65536 if args.axis == "batch" else spec.max_position_embeddings or 131072)

@@ -168,7 +168,7 @@ def _devices(ids: set[str]) -> dict[str, Any]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from accel_sim import validation
+    from accel_sim import _core, validation
     from accel_sim.report.tables import table
 
     rows, skipped = validation.load_rows(args.data)
@@ -187,7 +187,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         p = validation.predict_training_memory(row)
         memory.append({**{k: row[k] for k in ("id", "device", "model", "batch", "seq", "grad_accum",
                                               "gradient_checkpointing", "measured_mib", "runtime_mib")},
-                       **p, "error": p["predicted_mib"] / float(row["measured_mib"]) - 1})
+                       **p, "error": _core.error_stats([p["predicted_mib"]], [float(row["measured_mib"])]).median_signed_error})
     from accel_sim.cli.systems import collective_validation
 
     collectives = collective_validation()
@@ -204,7 +204,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                              "layout": f"TP{row['tp']} PP{row['pp']} CP{row['cp']} DP{row['dp']} VP{row['virtual_stages']}",
                              "precision": row["precision"], "measured_tokens_per_s_per_gpu": measured,
                              "predicted_tokens_per_s_per_gpu": predicted,
-                             "error": predicted / measured - 1 if predicted else None,
+                             "error": _core.error_stats([predicted], [measured]).median_signed_error if predicted else None,
                              "feasible": e.feasible, "reason": e.reason, "source": row["source"]})
     if args.split != "all":
         collectives = [c for c in collectives if c["split"] == args.split]

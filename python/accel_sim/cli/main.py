@@ -69,7 +69,7 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn", "eager"), default="flash2",
                    help="which kernel runs attention in the kernel model (default: flash2, PyTorch SDPA's flash backend); eager with --model: the builder emits the unfused core (QK^T, softmax, dropout, PV) with its scores in memory")
     p.add_argument("--clock-mhz", type=float, help="core clock override for the kernel model (a power-capped or down-clocked part)")
-    p.add_argument("--system", help="with --model and --tp/--ep/--cp: the cluster whose fabric times the graph's collectives (see `accel-sim systems`); TP is placed inside a scale-up domain first, then EP, then CP")
+    p.add_argument("--system", help="with --model and --tp/--cp/--ep: the cluster whose fabric times the graph's collectives (see `accel-sim systems`); TP is placed inside a scale-up domain first, then CP, then EP")
     p.add_argument("--free-at-last-use", action="store_true",
                    help="free activations right after their last use (as torch.compile plans memory) instead of when the eager program drops them")
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file (docs/formats/device.md); repeatable")
@@ -130,24 +130,16 @@ def _status(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _largest_divisor(n: int, limit: int) -> int:
-    return max(d for d in range(1, max(1, min(n, limit)) + 1) if n % d == 0)
-
-
-def _layout(args: argparse.Namespace) -> tuple[Any, list[tuple[str, int, int]]]:
-    """The --system and the parallel groups of one rank, placed inner first: TP inside a
-    scale-up domain, then EP, then CP, each taking what room the domain has left."""
+def _layout(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+    """The --system and one rank's parallel groups, placed by the core innermost first (TP, CP,
+    EP), as `accel-sim train` places them."""
     if not getattr(args, "system", None):
         return None, []
+    from accel_sim import _core
     from accel_sim.io.system_file import resolve_system
 
     spec = resolve_system(args.system).spec
-    room, groups = spec.scaleup_domain, []
-    for name in ("tp", "ep", "cp"):
-        size = getattr(args, name, 1)
-        inside = _largest_divisor(size, room)
-        groups.append((name, size, inside))
-        room = max(1, room // inside)
+    groups, _ = _core.place_groups(spec, [(name, getattr(args, name, 1)) for name in ("tp", "cp", "ep")])
     return spec, groups
 
 
@@ -317,9 +309,9 @@ def _cmd_capture(args: argparse.Namespace) -> int:
 
     if Path(args.script).suffix != ".py":
         raise UsageError(f"{args.script}: capture takes a Python script with get_model()")
-    _status(f"capturing {args.script}{' (training step)' if args.train else ''} ...")
     if args.precision and not args.train:
         raise UsageError("--precision applies to a training step (--train)")
+    _status(f"capturing {args.script}{' (training step)' if args.train else ''} ...")
     graph = load_target(args.script, dtype=args.dtype, train=args.train, optimizer=args.optimizer,
                         autocast=args.precision)
     save_graph(graph, args.output)

@@ -2,8 +2,10 @@
 
 A system names its accelerator (a device id), its nodes, its scale-up domain (bandwidth per GPU
 and direction, per-step latency, in-network reduction, switched / mesh / torus / pcie) and its
-scale-out NICs, every number with a `sources` entry; `measured` lists published nccl-tests (or
-rccl-tests) bus bandwidths, which `accel-sim validate` compares with the collective model.
+scale-out NICs, every number with a `sources` entry; `estimated` lists the fields that are
+estimates rather than published figures (reports name them); `measured` lists published
+nccl-tests (or rccl-tests) bus bandwidths, which `accel-sim validate` compares with the
+collective model.
 
 The fraction of a fabric's bandwidth collectives reach is a calibration constant. A file may set
 `collective_efficiency: {scaleup, scaleout, nvls}` (with a `sources.collective_efficiency`
@@ -12,6 +14,7 @@ entry); otherwise the defaults below apply, each from one published measurement.
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +46,7 @@ class SystemEntry:
     measured: tuple[dict, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
     efficiency_source: str = _EFFICIENCY_SOURCE
+    estimated: tuple[str, ...] = ()  # fields that are estimates, not published figures
 
 
 def _number(section: dict, key: str, where: str, minimum: float = 0.0) -> float:
@@ -110,13 +114,22 @@ def load_system_file(path: str | Path) -> SystemEntry:
         measured.append({"collective": m["collective"], "gpus": int(m["gpus"]),
                          "algorithm": str(m.get("algorithm", "any")), "busbw_gbs": float(m["busbw_gbs"]),
                          "source": str(m.get("source", ""))})
+    estimated = data.get("estimated") or []
+    if not isinstance(estimated, list) or any(str(f) not in sources for f in estimated):
+        raise UsageError(f"{p}: 'estimated' must list fields that have a 'sources' entry saying how they were estimated")
     return SystemEntry(s, str(p), topology, str(out.get("topology", "")), tuple(measured),
-                       {str(k): str(v) for k, v in sources.items()}, source)
+                       {str(k): str(v) for k, v in sources.items()}, source, tuple(str(f) for f in estimated))
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin_systems() -> tuple[SystemEntry, ...]:
+    root = Path(str(importlib.resources.files("accel_sim") / "data" / "systems"))
+    return tuple(load_system_file(f) for f in sorted(root.glob("*.yaml")))
 
 
 def builtin_systems() -> list[SystemEntry]:
-    root = Path(str(importlib.resources.files("accel_sim") / "data" / "systems"))
-    return [load_system_file(f) for f in sorted(root.glob("*.yaml"))]
+    """The shipped systems (read once per process)."""
+    return list(_builtin_systems())
 
 
 def resolve_system(name: str, files: list[str] = ()) -> SystemEntry:
