@@ -5,8 +5,10 @@ Kept: Megatron-LM / NeMo (Megatron-Bridge) pre-training rows with a full paralle
 (gpus, TP, PP, CP, virtual stages, global and micro batch, sequence length) of a dense model
 whose config accel-sim ships, on a system it has a file for. Left out, with the reason printed:
 fine-tuning (SFT, LoRA), FSDP, MoE and hybrid models, models without a shipped config. The
-precision is the row's (FP8 variants -> fp8-mixed, BF16 -> bf16-mixed); "unstated" where the
-table does not say. All rows are report-only: nothing is fitted to them.
+precision is the row's: its dtype column or its params' precision naming FP8 (NeMo 24.07's
+tables are all "DGX-H100, FP8"; the Megatron-Bridge tables without a precision column footnote
+their parenthesized values as "alternative FP8 quantization granularity", i.e. both figures are FP8
+recipes) -> fp8-mixed, BF16 -> bf16-mixed; "unstated" where nothing says. All rows are report-only: nothing is fitted to them.
 
 Run: python validation/extract_training_runs.py [path/to/published.csv]  (standard library only)
 """
@@ -72,7 +74,7 @@ def main(argv: list[str]) -> int:
             skip("incomplete parallel configuration")
             continue
         text = str(p.get("precision", ""))
-        precision = ("fp8-mixed" if "FP8" in text and "no precision column" not in text
+        precision = ("fp8-mixed" if "FP8" in text or r["dtype"].lower().startswith("fp8")
                      else "bf16-mixed" if text == "BF16" else "unstated")
         kept.append({"id": f"t{len(kept) + 1:03d}", "system": system, "model": model, "gpus": gpus, "tp": tp, "pp": pp,
                      "cp": cp, "dp": gpus // (tp * pp * cp), "virtual_stages": vp, "global_batch": gbs,
