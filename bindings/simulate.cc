@@ -1,4 +1,6 @@
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -149,11 +151,16 @@ void bind_simulate(nb::module_& m) {
       .def_rw("zero", &ParallelLayout::zero)
       .def_rw("overlap_grad_reduce", &ParallelLayout::overlap_grad_reduce)
       .def_rw("overlap_param_gather", &ParallelLayout::overlap_param_gather)
+      .def_rw("order", &ParallelLayout::order)
       .def("gpus", &ParallelLayout::gpus);
   nb::class_<TrainingEstimate>(m, "TrainingEstimate")
       .def_ro("feasible", &TrainingEstimate::feasible)
       .def_ro("reason", &TrainingEstimate::reason)
       .def_ro("micro_batches", &TrainingEstimate::micro_batches)
+      .def_ro("stage_layers", &TrainingEstimate::stage_layers)
+      .def_ro("forward_s", &TrainingEstimate::forward_s)
+      .def_ro("backward_s", &TrainingEstimate::backward_s)
+      .def_ro("activation_bytes", &TrainingEstimate::activation_bytes)
       .def_ro("step_s", &TrainingEstimate::step_s)
       .def_ro("compute_s", &TrainingEstimate::compute_s)
       .def_ro("tp_comm_s", &TrainingEstimate::tp_comm_s)
@@ -176,6 +183,54 @@ void bind_simulate(nb::module_& m) {
       },
       nb::arg("model"), nb::arg("base"), nb::arg("layout"), nb::arg("device"), nb::arg("system"),
       nb::arg("options"));
+
+  nb::class_<PlanSpace>(m, "PlanSpace")
+      .def(nb::init<>())
+      .def_rw("gpus", &PlanSpace::gpus)
+      .def_rw("global_batch", &PlanSpace::global_batch)
+      .def_rw("tp", &PlanSpace::tp)
+      .def_rw("cp", &PlanSpace::cp)
+      .def_rw("ep", &PlanSpace::ep)
+      .def_rw("pp", &PlanSpace::pp)
+      .def_rw("micro_batch", &PlanSpace::micro_batch)
+      .def_rw("virtual_stages", &PlanSpace::virtual_stages)
+      .def_rw("zero", &PlanSpace::zero)
+      .def_rw("recompute", &PlanSpace::recompute)
+      .def_rw("sequence_parallel", &PlanSpace::sequence_parallel)
+      .def_rw("orders", &PlanSpace::orders);
+  nb::class_<PlanCandidate>(m, "PlanCandidate")
+      .def_ro("layout", &PlanCandidate::layout)
+      .def_ro("recompute", &PlanCandidate::recompute)
+      .def_ro("estimate", &PlanCandidate::estimate);
+  nb::class_<PlanResult>(m, "PlanResult")
+      .def_ro("candidates", &PlanResult::candidates)
+      .def_ro("evaluated", &PlanResult::evaluated)
+      .def_ro("feasible", &PlanResult::feasible)
+      .def_ro("profiles", &PlanResult::profiles)
+      .def_ro("best", &PlanResult::best)
+      .def_ro("best_infeasible", &PlanResult::best_infeasible)
+      .def_ro("pruned", &PlanResult::pruned);
+  m.def("default_plan_space", &default_plan_space, nb::arg("model"), nb::arg("gpus"),
+        nb::arg("global_batch"), nb::arg("seq"));
+  // The search runs without the GIL; the progress callback takes it back for each call.
+  m.def(
+      "plan_training",
+      [](const ModelSpec& model, const BuildOptions& base, const PlanSpace& space,
+         const DeviceSpec& device, const SystemSpec& system, const SimulateOptions& options,
+         int64_t top, int threads, nb::object progress) {
+        std::function<void(int64_t, int64_t)> report;
+        if (!progress.is_none()) {
+          report = [progress](int64_t done, int64_t total) {
+            nb::gil_scoped_acquire acquire;
+            progress(done, total);
+          };
+        }
+        nb::gil_scoped_release release;
+        return plan_training(model, base, space, device, system, options, top, threads, report);
+      },
+      nb::arg("model"), nb::arg("base"), nb::arg("space"), nb::arg("device"), nb::arg("system"),
+      nb::arg("options"), nb::arg("top") = 10, nb::arg("threads") = 0,
+      nb::arg("progress") = nb::none());
 }
 
 }  // namespace accelsim::bindings

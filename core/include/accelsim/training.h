@@ -1,29 +1,51 @@
 // estimate_training(): one step of a data-, pipeline-, tensor-, context- and expert-parallel
-// training run on a cluster, composed from the model builder's graph of one pipeline stage.
+// training run on a cluster; plan_training(): the search over such runs for the fastest.
 //
-// The stage graph (the model with ceil(layers / pp) of its layers, the embedding and the LM
-// head: the heaviest, first-or-last stage) is built for one micro-batch on one rank (TP/SP/CP/EP shapes)
-// and simulated on the device with its TP/CP/EP collectives timed on the system. Then, as
-// Megatron-LM runs a step (Narayanan et al. 2021, "Efficient Large-Scale Language Model
+// A stage profile is one micro-batch through one pipeline stage on one rank (TP/SP/CP/EP
+// shapes), simulated on the device with its TP/CP/EP collectives timed on the system. It is
+// built from two model-builder graphs, of L0 and L0 + 1 layers with the embedding, the LM head
+// and the loss (L0 = 1; MoE models with leading dense layers: those plus one MoE layer), and is
+// linear in the layers beyond L0: every time, byte count and FLOP count of a stage of n layers is
+// v(L0) + (n - L0) (v(L0 + 1) - v(L0)). The step's heaviest stage holds
+// v ceil(layers / (pp v)) layers (v virtual stages; Megatron-LM gives uneven splits' spare
+// layers to some stages and the step waits for them) plus the embedding and the head.
+//
+// The step, as Megatron-LM runs it (Narayanan et al. 2021, "Efficient Large-Scale Language Model
 // Training on GPU Clusters"):
 //   compute    m micro-batches x (forward + backward of the stage), m = global batch / (dp x
-//              micro-batch);
+//              micro-batch); TP/CP/EP collectives inside;
 //   bubble     (pp - 1) / v x (forward + backward) for 1F1B with v virtual stages (v = 1: plain
 //              1F1B; the same bubble as GPipe);
 //   pp comm    the pipeline's fill and drain: 2 (pp - 1) v activation sends of one micro-batch
 //              between neighbouring stages (the steady state overlaps them);
-//   dp comm    the gradients of this rank's parameters: ZeRO-0 all-reduce; ZeRO-1 (Megatron's
-//              distributed optimizer) reduce-scatter of the fp32 gradients and all-gather of the
-//              16-bit parameters; with overlap, only what the last micro-batch's backward (and
-//              the next step's first forward, for the gather) cannot hide is exposed;
-//   optimizer  the fused optimizer over this rank's parameters (ZeRO-1: its 1/dp shard).
-// Memory per GPU: weights, gradients, optimizer states (ZeRO-1: 1/dp of them) and the stage's
-// activations times the micro-batches 1F1B keeps in flight (pp on the first stage; interleaving
-// adds (pp - 1) / (pp v)), plus the runtime reserve.
+//   dp comm    this rank's gradients and parameters over the data-parallel group, exposed only
+//              where the framework cannot hide them behind compute:
+//                ZeRO-0  all-reduce of the gradients once per step, overlapped with the last
+//                        micro-batch's backward (DDP / Megatron gradient buckets);
+//                ZeRO-1  Megatron's distributed optimizer: reduce-scatter of the gradients once
+//                        per step (behind the last backward) and all-gather of the parameters
+//                        (behind the next step's first forward);
+//                ZeRO-2  DeepSpeed: the gradients reduce-scattered in every micro-batch's
+//                        backward (only this rank's shard is kept), the parameters gathered once;
+//                ZeRO-3  FSDP / DeepSpeed stage 3: every micro-batch gathers the parameters for
+//                        its forward and again for its backward and reduce-scatters the
+//                        gradients, each layer's collective prefetched behind the previous
+//                        layer's compute (the first gather and the last reduce-scatter of a pass
+//                        stay exposed; Zhao et al. 2023, "PyTorch FSDP");
+//   optimizer  the fused optimizer over this rank's parameters (ZeRO >= 1: its 1/dp shard).
+// Memory per GPU: parameters (ZeRO-3: 1/dp, plus two layers gathered) and their fp8 copies,
+// gradients (ZeRO >= 2:
+// 1/dp, plus a layer's unsharded), optimizer states (ZeRO >= 1: 1/dp), the activations each
+// micro-batch saves for its backward times the micro-batches in flight on the first stage (1F1B:
+// min(m, pp); interleaved: pp + (pp - 1) / v of them, Korthikanti et al. 2022), the working
+// memory of one backward, and the runtime reserve.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "accelsim/builder.h"
 #include "accelsim/collective.h"
@@ -39,9 +61,12 @@ struct ParallelLayout {
   int64_t micro_batch = 1;    // sequences per micro-batch
   int64_t global_batch = 1;   // sequences per step, all data-parallel ranks together
   int64_t virtual_stages = 1; // interleaved 1F1B: model chunks per pipeline rank
-  int zero = 1;               // 0: all-reduce the gradients; 1: distributed optimizer
+  int zero = 1;               // 0: all-reduce; 1: distributed optimizer; 2: + gradients; 3: FSDP
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;
+  // Rank order, innermost first, as Megatron-LM's RankGenerator spells it: the groups listed
+  // first get the scale-up domain first. A permutation of tp, cp, ep, dp, pp.
+  std::string order = "tp-cp-ep-dp-pp";
 
   int64_t gpus() const { return tp * pp * dp * cp; }
 };
@@ -50,6 +75,7 @@ struct TrainingEstimate {
   bool feasible = false;
   std::string reason;  // why not, when infeasible
   int64_t micro_batches = 0;
+  int64_t stage_layers = 0;  // layers on the heaviest pipeline stage
   double step_s = 0.0;
   double compute_s = 0.0;    // m x (forward + backward), TP/CP/EP collectives inside
   double tp_comm_s = 0.0;    // the part of compute spent in TP/CP/EP collectives
@@ -57,13 +83,53 @@ struct TrainingEstimate {
   double pp_comm_s = 0.0;
   double dp_comm_s = 0.0;    // exposed
   double optimizer_s = 0.0;
+  double forward_s = 0.0;    // one micro-batch through the heaviest stage
+  double backward_s = 0.0;
   double tokens_per_s = 0.0;
   double model_flops = 0.0;  // per step, whole model (6 N T + attention, SimulationResult)
   double tflops_per_gpu = 0.0;  // model FLOP/s per GPU, in TFLOP/s
   double mfu = 0.0;
   double memory_per_gpu_bytes = 0.0;
+  double activation_bytes = 0.0;  // of memory_per_gpu_bytes: saved activations in flight + working
   bool fits = false;
 };
+
+// A quantity of a stage of n layers: at(n) = base + (n - base_layers) per_layer.
+struct PerLayer {
+  double base = 0.0;
+  double per_layer = 0.0;
+  double at(int64_t layers, int64_t base_layers) const {
+    return base + static_cast<double>(layers - base_layers) * per_layer;
+  }
+};
+
+// One micro-batch through one pipeline stage on one rank (see the top of this file).
+struct StageProfile {
+  bool feasible = false;
+  std::string reason;
+  int64_t base_layers = 1;
+  PerLayer forward_s, backward_s, communication_s, optimizer_s;
+  PerLayer parameter_bytes, gradient_bytes, state_bytes;
+  PerLayer saved_bytes;    // activations live at the end of the forward (kept for the backward)
+  PerLayer weight_copy_bytes;  // low-precision weight copies the backward keeps (fp8 GEMMs)
+  PerLayer working_bytes;  // what the peak holds beyond the resident, gradients and saved bytes
+  PerLayer model_flops;    // of one micro-batch (SimulationResult::model_flops)
+  double reference_peak_flops_per_s = 0.0;
+};
+
+// The profile of `layout`'s TP/SP/CP/EP degrees and micro-batch (its pp, dp, virtual stages and
+// ZeRO stage do not enter) with the placement `groups` (tp, cp, ep as place_groups gives them).
+// Infeasible (with the reason) when the builder rejects the shapes; throws ConfigError for a
+// malformed model, device or system.
+StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
+                           const ParallelLayout& layout, const std::vector<CommGroup>& groups,
+                           const DeviceSpec& device, const SystemSpec& system,
+                           const SimulateOptions& options);
+
+// The step of `layout` from its stage profile.
+TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& base,
+                                  const ParallelLayout& layout, const StageProfile& profile,
+                                  const DeviceSpec& device, const SystemSpec& system);
 
 // `base` gives the sequence length, recompute policy, precision and optimizer of the step (its
 // batch and parallel degrees come from the layout). Never throws for a layout that does not
@@ -72,5 +138,46 @@ struct TrainingEstimate {
 TrainingEstimate estimate_training(const ModelSpec& model, const BuildOptions& base,
                                    const ParallelLayout& layout, const DeviceSpec& device,
                                    const SystemSpec& system, const SimulateOptions& options);
+
+// The candidates plan_training() tries: every combination of these values (dp = gpus / (tp pp
+// cp)). default_plan_space() fills them for a model and a GPU count.
+struct PlanSpace {
+  int64_t gpus = 1;
+  int64_t global_batch = 1;  // sequences per step
+  std::vector<int64_t> tp, cp, ep, pp, micro_batch, virtual_stages;
+  std::vector<int> zero;
+  std::vector<Recompute> recompute;
+  std::vector<int> sequence_parallel;  // 0 / 1 (1 only with tp > 1)
+  std::vector<std::string> orders;
+};
+
+// Powers of two for tp (up to 128), cp (up to 32, dividing seq / 2), ep (MoE: up to the experts)
+// and pp (up to the layers), micro-batches 1 to 32, virtual stages 1 to 16, ZeRO 0 to 3, the three
+// recompute policies, SP on and off, and three rank orders (TP, CP or PP placed before DP).
+PlanSpace default_plan_space(const ModelSpec& model, int64_t gpus, int64_t global_batch, int64_t seq);
+
+struct PlanCandidate {
+  ParallelLayout layout;
+  Recompute recompute = Recompute::none;
+  TrainingEstimate estimate;
+};
+
+struct PlanResult {
+  int64_t candidates = 0;  // the size of the space: every combination, before pruning
+  int64_t evaluated = 0;   // candidates whose step was composed
+  int64_t feasible = 0;    // of those, the ones that fit
+  int64_t profiles = 0;    // stage profiles built
+  std::vector<PlanCandidate> best;        // fastest first
+  std::vector<PlanCandidate> best_infeasible;  // the fastest that do not fit, with the reason
+  std::map<std::string, int64_t> pruned;  // why candidates were not composed, and how many
+};
+
+// Searches `space` on `threads` threads (0: all hardware threads) for the `top` fastest steps.
+// `progress(done, total)` is called from the calling thread now and then while it runs. Ties
+// are broken by the layout, so the answer does not depend on the threads.
+PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const PlanSpace& space,
+                         const DeviceSpec& device, const SystemSpec& system,
+                         const SimulateOptions& options, int64_t top = 10, int threads = 0,
+                         const std::function<void(int64_t, int64_t)>& progress = {});
 
 }  // namespace accelsim

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -453,7 +454,12 @@ class Builder {
     TensorId x2 = e_.view(x, {rows, in});
     TensorId y;
     if (o_.fp8_gemms && prefix.rfind("model.layers.", 0) == 0) {
-      TensorId xq = e_.op("_to_copy", {x2}, {rows, in}, DType::fp8_e4m3);
+      // Projections of one input (q, k and v; gate and up) share its cast, as Transformer
+      // Engine's fused LayerNormLinear / LayerNormMLP cast the normalized input once.
+      const TensorMeta& xm = e_.graph().tensor(x2);
+      auto [cast, fresh] = fp8_inputs_.try_emplace({xm.storage, xm.storage_offset, rows, in}, -1);
+      if (fresh) cast->second = e_.op("_to_copy", {x2}, {rows, in}, DType::fp8_e4m3);
+      TensorId xq = cast->second;
       TensorId wq = e_.op("_to_copy", {w}, {out, in}, DType::fp8_e4m3);
       y = e_.op("_scaled_mm", {xq, e_.transposed(wq)}, {rows, out}, dt_);
       if (bias) {
@@ -1264,6 +1270,8 @@ class Builder {
   std::vector<TensorId> column_inputs_;  // training under TP: inputs of column-parallel layers
   bool train_ = false;
   std::vector<TensorId> experts_locals_;  // HF-eager MoE locals held until the block returns
+  // fp8 GEMMs: each input's cast, by the input's storage, offset and [rows, in].
+  std::map<std::tuple<StorageId, int64_t, int64_t, int64_t>, TensorId> fp8_inputs_;
 };
 
 }  // namespace

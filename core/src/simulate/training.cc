@@ -1,7 +1,16 @@
 #include "accelsim/training.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <tuple>
+#include <unordered_map>
 
 #include "accelsim/error.h"
 #include "accelsim/memory.h"
@@ -15,24 +24,172 @@ TrainingEstimate infeasible(std::string reason) {
   return e;
 }
 
+// A layout's rank order as group names, innermost first; empty if it is not a permutation of
+// tp, cp, ep, dp, pp.
+std::vector<std::string> parse_order(const std::string& order) {
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (start <= order.size()) {
+    const size_t dash = order.find('-', start);
+    names.push_back(order.substr(start, dash == std::string::npos ? std::string::npos : dash - start));
+    if (dash == std::string::npos) break;
+    start = dash + 1;
+  }
+  std::vector<std::string> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted != std::vector<std::string>{"cp", "dp", "ep", "pp", "tp"}) return {};
+  return names;
+}
+
+// The layout's groups placed on the system in its rank order; indexed tp, cp, ep, dp (the data-
+// parallel ranks outside EP), pp.
+struct Placement {
+  std::array<CommGroup, 5> groups;
+  bool valid = false;
+};
+
+Placement place(const ParallelLayout& l, const SystemSpec& system) {
+  Placement p;
+  const std::vector<std::string> names = parse_order(l.order);
+  if (names.empty() || l.dp % l.ep != 0) return p;
+  static const std::array<std::string, 5> kNames{"tp", "cp", "ep", "dp", "pp"};
+  const std::array<int64_t, 5> sizes{l.tp, l.cp, l.ep, l.dp / l.ep, l.pp};
+  std::vector<std::pair<std::string, int64_t>> ordered;
+  for (const std::string& name : names) {
+    const auto i = std::find(kNames.begin(), kNames.end(), name) - kNames.begin();
+    ordered.emplace_back(name, sizes[i]);
+  }
+  const auto placed = place_groups(system, ordered).first;
+  for (const CommGroup& g : placed) {
+    const auto i = std::find(kNames.begin(), kNames.end(), g.name) - kNames.begin();
+    p.groups[i] = g;
+  }
+  p.valid = true;
+  return p;
+}
+
+// One graph's figures, for the linear stage profile.
+struct Sample {
+  double forward_s = 0, backward_s = 0, communication_s = 0, optimizer_s = 0;
+  double parameter_bytes = 0, gradient_bytes = 0, state_bytes = 0, saved_bytes = 0, working_bytes = 0;
+  double weight_copy_bytes = 0;
+  double model_flops = 0, reference = 0;
+};
+
+Sample sample_stage(const ModelSpec& model, int64_t layers, const BuildOptions& b,
+                    const DeviceSpec& device, const SimulateOptions& o) {
+  ModelSpec stage = model;
+  stage.num_layers = layers;
+  const Graph g = build_graph(stage, b);
+  const SimulationResult r = simulate(g, device, o);
+  Sample s;
+  s.forward_s = r.forward_time_s;
+  s.backward_s = r.backward_time_s;
+  s.communication_s = r.communication_time_s;
+  s.optimizer_s = r.optimizer_time_s;
+  for (const Storage& st : g.storages()) {
+    const auto bytes = static_cast<double>(st.size_bytes);
+    if (st.kind == StorageKind::parameter) s.parameter_bytes += bytes;
+    if (st.kind == StorageKind::gradient) s.gradient_bytes += bytes;
+    if (st.kind == StorageKind::optimizer_state) s.state_bytes += bytes;
+  }
+  const MemoryProfile& mem = r.memory;
+  int64_t last_forward = -1;
+  for (NodeId n = 0; n < static_cast<NodeId>(g.nodes().size()); ++n) {
+    if (g.nodes()[n].pass == Pass::forward) last_forward = n;
+  }
+  // Weight casts (fp8 GEMMs) kept for the backward's data gradient are a copy of the weights:
+  // Transformer Engine casts them on a step's first micro-batch and keeps them for the rest, so
+  // they are held once, not per micro-batch in flight.
+  for (NodeId n = 0; n <= last_forward; ++n) {
+    const Node& node = g.nodes()[n];
+    if (node.op != "_to_copy" || node.inputs.empty() || node.outputs.empty()) continue;
+    if (g.storage(g.tensor(node.inputs[0]).storage).kind != StorageKind::parameter) continue;
+    s.weight_copy_bytes += static_cast<double>(g.storage(g.tensor(node.outputs[0]).storage).size_bytes);
+  }
+  if (last_forward >= 0) {
+    s.saved_bytes = static_cast<double>(mem.live_bytes_after[last_forward] - mem.resident_bytes) -
+                    s.weight_copy_bytes;
+  }
+  s.working_bytes = std::max(0.0, static_cast<double>(mem.peak_bytes - mem.resident_bytes -
+                                                      mem.peak_gradient_bytes) - s.saved_bytes);
+  s.model_flops = r.model_flops;
+  s.reference = r.reference_peak_flops_per_s;
+  return s;
+}
+
+PerLayer line(double at_base, double at_next) { return {at_base, at_next - at_base}; }
+
+int recompute_rank(Recompute r) { return static_cast<int>(r); }
+
 }  // namespace
 
-TrainingEstimate estimate_training(const ModelSpec& model, const BuildOptions& base,
-                                   const ParallelLayout& layout, const DeviceSpec& device,
-                                   const SystemSpec& system, const SimulateOptions& options) {
+StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
+                           const ParallelLayout& layout, const std::vector<CommGroup>& groups,
+                           const DeviceSpec& device, const SystemSpec& system,
+                           const SimulateOptions& options) {
   model.validate();
   device.validate();
   system.validate();
-  const ParallelLayout& l = layout;
+  StageProfile p;
+  BuildOptions b = base;
+  b.phase = Phase::train;
+  b.batch = layout.micro_batch;
+  b.tensor_parallel = layout.tp;
+  b.sequence_parallel = layout.sequence_parallel;
+  b.context_parallel = layout.cp;
+  b.expert_parallel = layout.ep;
+  b.persistent_gradients = false;
+  SimulateOptions o = options;
+  o.system = system;
+  o.groups = groups;
+  o.micro_batches = 1;
+  // The base graph: one layer, or the leading dense layers and the first MoE layer.
+  int64_t l0 = 1;
+  if (model.moe.enabled()) {
+    while (l0 < model.num_layers && !model.moe.is_moe_layer(l0 - 1)) ++l0;
+  }
+  p.base_layers = l0;
+  Sample s0, s1;
+  try {
+    s0 = sample_stage(model, l0, b, device, o);
+    s1 = model.num_layers > l0 ? sample_stage(model, l0 + 1, b, device, o) : s0;
+  } catch (const ConfigError& e) {
+    p.reason = e.what();
+    return p;
+  }
+  if (model.num_layers == l0) {  // no layer to add: the per-layer share of the base graph
+    s1 = s0;
+  }
+  p.forward_s = line(s0.forward_s, s1.forward_s);
+  p.backward_s = line(s0.backward_s, s1.backward_s);
+  p.communication_s = line(s0.communication_s, s1.communication_s);
+  p.optimizer_s = line(s0.optimizer_s, s1.optimizer_s);
+  p.parameter_bytes = line(s0.parameter_bytes, s1.parameter_bytes);
+  p.gradient_bytes = line(s0.gradient_bytes, s1.gradient_bytes);
+  p.state_bytes = line(s0.state_bytes, s1.state_bytes);
+  p.saved_bytes = line(s0.saved_bytes, s1.saved_bytes);
+  p.weight_copy_bytes = line(s0.weight_copy_bytes, s1.weight_copy_bytes);
+  p.working_bytes = line(s0.working_bytes, s1.working_bytes);
+  p.model_flops = line(s0.model_flops, s1.model_flops);
+  p.reference_peak_flops_per_s = s0.reference;
+  p.feasible = true;
+  return p;
+}
+
+TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& base,
+                                  const ParallelLayout& l, const StageProfile& p,
+                                  const DeviceSpec& device, const SystemSpec& system) {
   for (int64_t d : {l.tp, l.pp, l.dp, l.cp, l.ep, l.micro_batch, l.global_batch, l.virtual_stages}) {
     if (d < 1) return infeasible("parallel degrees, batch sizes and virtual stages must be at least 1");
   }
-  if (l.zero < 0 || l.zero > 1) return infeasible("ZeRO stage " + std::to_string(l.zero) + " is not modelled (0 or 1)");
+  if (l.zero < 0 || l.zero > 3) return infeasible("ZeRO stage " + std::to_string(l.zero) + " does not exist (0 to 3)");
   if (model.num_layers < l.pp * l.virtual_stages) {
     return infeasible(std::to_string(model.num_layers) + " layers are fewer than " +
                       std::to_string(l.pp) + " stages x " + std::to_string(l.virtual_stages) +
                       " virtual stages");
   }
+  if (l.virtual_stages > 1 && l.pp == 1) return infeasible("virtual stages need pipeline parallelism (pp > 1)");
   if (l.global_batch % (l.dp * l.micro_batch) != 0) {
     return infeasible("the global batch " + std::to_string(l.global_batch) +
                       " is not a multiple of dp x micro-batch = " + std::to_string(l.dp * l.micro_batch));
@@ -43,109 +200,97 @@ TrainingEstimate estimate_training(const ModelSpec& model, const BuildOptions& b
     return infeasible("interleaved 1F1B needs the micro-batches per step (" + std::to_string(m) +
                       ") to be a multiple of pp");
   }
-
-  // Placement, inner groups first (TP, CP, EP inside DP, then the rest of DP); pipeline stages
-  // come last.
-  const auto [groups, room] = place_groups(
-      system, {{"tp", l.tp}, {"cp", l.cp}, {"ep", l.ep}, {"dp", l.dp / l.ep}});
-  const int64_t dp_in = groups[3].ranks_per_domain * groups[2].ranks_per_domain;
-  SimulateOptions o = options;
-  o.system = system;
-  o.groups = {groups[0], groups[1], groups[2]};
-  o.micro_batches = 1;
-
-  BuildOptions b = base;
-  b.phase = Phase::train;
-  b.batch = l.micro_batch;
-  b.tensor_parallel = l.tp;
-  b.sequence_parallel = l.sequence_parallel;
-  b.context_parallel = l.cp;
-  b.expert_parallel = l.ep;
-  b.persistent_gradients = false;
-  // Layers that do not split evenly leave some stages one layer more (Megatron-LM then counts
-  // the embedding and the loss as layers of the first and last stage); the step waits for the
-  // heaviest stage: ceil(layers / pp) of them.
-  ModelSpec stage = model;
-  stage.num_layers = (model.num_layers + l.pp - 1) / l.pp;
-  SimulationResult r, whole;
-  Graph g;
-  try {
-    g = build_graph(stage, b);
-    r = simulate(g, device, o);
-    BuildOptions full = b;
-    full.optimizer = Optimizer::none;
-    whole = simulate(build_graph(model, full), device, o);
-  } catch (const ConfigError& e) {
-    return infeasible(e.what());
+  if (!p.feasible) return infeasible(p.reason);
+  const Placement placed = place(l, system);
+  if (!placed.valid) {
+    return infeasible("the rank order '" + l.order + "' is not a permutation of tp, cp, ep, dp, pp");
   }
 
   TrainingEstimate e;
   e.micro_batches = m;
-  const double per_mb = r.forward_time_s + r.backward_time_s;
-  e.compute_s = static_cast<double>(m) * per_mb;
-  e.tp_comm_s = static_cast<double>(m) * r.communication_time_s;
-  e.bubble_s = static_cast<double>(l.pp - 1) / static_cast<double>(l.virtual_stages) * per_mb;
+  const int64_t v = l.virtual_stages;
+  const int64_t per_chunk = (model.num_layers + l.pp * v - 1) / (l.pp * v);
+  const int64_t n = v * per_chunk;
+  const int64_t l0 = p.base_layers;
+  e.stage_layers = n;
+  e.forward_s = p.forward_s.at(n, l0);
+  e.backward_s = p.backward_s.at(n, l0);
+  const double per_mb = e.forward_s + e.backward_s;
+  const auto md = static_cast<double>(m);
+  e.compute_s = md * per_mb;
+  e.tp_comm_s = md * p.communication_s.at(n, l0);
+  e.bubble_s = static_cast<double>(l.pp - 1) / static_cast<double>(v) * per_mb;
   if (l.pp > 1) {
     // One micro-batch's activations [micro-batch, seq / cp (/ tp under SP), hidden] in the
-    // activation dtype, to the neighbouring stage: in the same domain while there is room.
-    double act = static_cast<double>(l.micro_batch) * static_cast<double>(b.seq) / l.cp *
+    // activation dtype, to the neighbouring stage: in the same domain when the pipeline group
+    // has neighbours there.
+    double act = static_cast<double>(l.micro_batch) * static_cast<double>(base.seq) / static_cast<double>(l.cp) *
                  static_cast<double>(model.hidden_size) * size_bytes(model.activation_dtype);
     if (l.sequence_parallel) act /= static_cast<double>(l.tp);
     const CollectiveEstimate p2p = estimate_collective(
         {.kind = CollectiveKind::send_recv, .bytes = act, .ranks = 2,
-         .ranks_per_domain = room >= 2 ? 2 : 1},
+         .ranks_per_domain = placed.groups[4].ranks_per_domain >= 2 ? 2 : 1},
         system);
-    e.pp_comm_s = 2.0 * static_cast<double>(l.pp - 1) * static_cast<double>(l.virtual_stages) * p2p.time_s;
+    e.pp_comm_s = 2.0 * static_cast<double>(l.pp - 1) * static_cast<double>(v) * p2p.time_s;
   }
 
-  // This rank's parameters and gradients (the stage graph's parameter storages; gradients in
-  // their own dtype), and what data parallelism moves.
-  double parameter_bytes = 0, gradient_bytes = 0, state_bytes = 0;
-  for (const Storage& st : g.storages()) {
-    if (st.kind == StorageKind::parameter) parameter_bytes += static_cast<double>(st.size_bytes);
-    if (st.kind == StorageKind::gradient) gradient_bytes += static_cast<double>(st.size_bytes);
-    if (st.kind == StorageKind::optimizer_state) state_bytes += static_cast<double>(st.size_bytes);
-  }
+  // This rank's parameters, gradients and optimizer states, and what data parallelism moves.
+  const double params = p.parameter_bytes.at(n, l0), grads = p.gradient_bytes.at(n, l0);
+  const double states = p.state_bytes.at(n, l0);
+  const double layer_params = p.parameter_bytes.per_layer, layer_grads = p.gradient_bytes.per_layer;
+  const auto dp = static_cast<double>(l.dp);
   if (l.dp > 1) {
-    const int64_t dp_per_domain = std::max<int64_t>(1, dp_in);
+    const int64_t dp_per_domain =
+        std::max<int64_t>(1, placed.groups[2].ranks_per_domain * placed.groups[3].ranks_per_domain);
     auto collective = [&](CollectiveKind kind, double bytes) {
       return estimate_collective({.kind = kind, .bytes = bytes, .ranks = l.dp,
                                   .ranks_per_domain = dp_per_domain}, system).time_s;
     };
+    const double hide_bwd = l.overlap_grad_reduce ? e.backward_s : 0.0;
+    const double hide_fwd = l.overlap_param_gather ? e.forward_s : 0.0;
     if (l.zero == 0) {
-      const double t = collective(CollectiveKind::all_reduce, gradient_bytes);
-      e.dp_comm_s = std::max(0.0, t - (l.overlap_grad_reduce ? r.backward_time_s : 0.0));
+      e.dp_comm_s = std::max(0.0, collective(CollectiveKind::all_reduce, grads) - hide_bwd);
+    } else if (l.zero <= 2) {
+      const double rs = std::max(0.0, collective(CollectiveKind::reduce_scatter, grads) - hide_bwd);
+      e.dp_comm_s = (l.zero == 2 ? md : 1.0) * rs +
+                    std::max(0.0, collective(CollectiveKind::all_gather, params) - hide_fwd);
     } else {
-      const double rs = collective(CollectiveKind::reduce_scatter, gradient_bytes);
-      const double ag = collective(CollectiveKind::all_gather, parameter_bytes);
-      e.dp_comm_s = std::max(0.0, rs - (l.overlap_grad_reduce ? r.backward_time_s : 0.0)) +
-                    std::max(0.0, ag - (l.overlap_param_gather ? r.forward_time_s : 0.0));
+      const double ag = collective(CollectiveKind::all_gather, params);
+      const double rs = collective(CollectiveKind::reduce_scatter, grads);
+      const double per = l.overlap_param_gather
+                             ? std::max(0.0, ag - e.forward_s) + collective(CollectiveKind::all_gather, layer_params) +
+                                   std::max(0.0, ag + rs - e.backward_s) +
+                                   collective(CollectiveKind::reduce_scatter, layer_grads)
+                             : 2.0 * ag + rs;
+      e.dp_comm_s = md * per;
     }
   }
-  e.optimizer_s = r.optimizer_time_s / (l.zero >= 1 ? static_cast<double>(l.dp) : 1.0);
+  e.optimizer_s = p.optimizer_s.at(n, l0) / (l.zero >= 1 ? dp : 1.0);
   e.step_s = e.compute_s + e.bubble_s + e.pp_comm_s + e.dp_comm_s + e.optimizer_s;
 
-  const double tokens = static_cast<double>(l.global_batch) * static_cast<double>(b.seq);
+  const double tokens = static_cast<double>(l.global_batch) * static_cast<double>(base.seq);
   e.tokens_per_s = tokens / e.step_s;
   // The whole model's model FLOPs for one micro-batch on one TP x CP rank group, times the
   // ranks that split it and the micro-batches of every data-parallel replica.
-  e.model_flops = whole.model_flops * static_cast<double>(l.tp * l.cp) *
-                  static_cast<double>(m * l.dp);
+  e.model_flops = p.model_flops.at(model.num_layers, l0) * static_cast<double>(l.tp * l.cp) * md * dp;
   e.tflops_per_gpu = e.model_flops / e.step_s / static_cast<double>(l.gpus()) / 1e12;
-  if (r.reference_peak_flops_per_s > 0) {
-    e.mfu = e.tflops_per_gpu * 1e12 / r.reference_peak_flops_per_s;
-  }
+  if (p.reference_peak_flops_per_s > 0) e.mfu = e.tflops_per_gpu * 1e12 / p.reference_peak_flops_per_s;
 
-  // Memory: states sharded by ZeRO-1, activations of the micro-batches 1F1B keeps in flight.
+  // Memory of the first stage, which keeps the most micro-batches in flight: the layers' saved
+  // activations for each, the embedding's and head's once, one backward's working memory.
   double in_flight = static_cast<double>(std::min(m, l.pp));
-  if (l.virtual_stages > 1) {
-    in_flight *= 1.0 + static_cast<double>(l.pp - 1) / static_cast<double>(l.pp * l.virtual_stages);
+  if (v > 1) {
+    in_flight = std::min(static_cast<double>(m * v), static_cast<double>(l.pp * v + l.pp - 1)) /
+                static_cast<double>(v);
   }
-  const MemoryProfile& mem = r.memory;
-  e.memory_per_gpu_bytes = parameter_bytes + gradient_bytes +
-                           state_bytes / (l.zero >= 1 ? static_cast<double>(l.dp) : 1.0) +
-                           static_cast<double>(mem.peak_activation_bytes) * in_flight +
-                           device.runtime_reserved_bytes;
+  const double saved_layers = p.saved_bytes.per_layer * static_cast<double>(n);
+  const double saved_rest = std::max(0.0, p.saved_bytes.at(n, l0) - saved_layers);
+  e.activation_bytes = saved_layers * in_flight + saved_rest + std::max(0.0, p.working_bytes.at(n, l0));
+  const double param_mem = l.zero >= 3 ? params / dp + 2.0 * layer_params : params;
+  const double grad_mem = l.zero >= 2 ? grads / dp + layer_grads : grads;
+  const double state_mem = l.zero >= 1 ? states / dp : states;
+  e.memory_per_gpu_bytes = param_mem + grad_mem + state_mem + p.weight_copy_bytes.at(n, l0) +
+                           e.activation_bytes + device.runtime_reserved_bytes;
   e.fits = e.memory_per_gpu_bytes <= device.memory_bytes;
   e.feasible = e.fits;
   if (!e.fits) {
@@ -154,6 +299,293 @@ TrainingEstimate estimate_training(const ModelSpec& model, const BuildOptions& b
                std::to_string(static_cast<int64_t>(device.memory_bytes / 1e9)) + " GB";
   }
   return e;
+}
+
+TrainingEstimate estimate_training(const ModelSpec& model, const BuildOptions& base,
+                                   const ParallelLayout& layout, const DeviceSpec& device,
+                                   const SystemSpec& system, const SimulateOptions& options) {
+  model.validate();
+  device.validate();
+  system.validate();
+  const Placement placed = place(layout, system);
+  std::vector<CommGroup> groups;
+  if (placed.valid) groups = {placed.groups[0], placed.groups[1], placed.groups[2]};
+  StageProfile profile;
+  if (placed.valid && layout.tp >= 1 && layout.cp >= 1 && layout.ep >= 1 && layout.micro_batch >= 1) {
+    profile = profile_stage(model, base, layout, groups, device, system, options);
+  }
+  return compose_training(model, base, layout, profile, device, system);
+}
+
+// ---------------------------------------------------------------------------------------------
+// plan_training
+
+namespace {
+
+std::vector<int64_t> powers_of_two(int64_t limit) {
+  std::vector<int64_t> v;
+  for (int64_t x = 1; x <= limit; x *= 2) v.push_back(x);
+  return v;
+}
+
+// The stage-profile key of a candidate: its TP/SP/CP/EP degrees and their placement, its
+// micro-batch and recompute policy.
+struct ProfileKey {
+  int64_t tp, tp_in, cp, cp_in, ep, ep_in, sp, mb, rc;
+  bool operator==(const ProfileKey&) const = default;
+};
+struct ProfileKeyHash {
+  size_t operator()(const ProfileKey& k) const {
+    size_t h = 1469598103934665603ull;
+    for (int64_t x : {k.tp, k.tp_in, k.cp, k.cp_in, k.ep, k.ep_in, k.sp, k.mb, k.rc}) {
+      h = (h ^ static_cast<size_t>(x)) * 1099511628211ull;
+    }
+    return h;
+  }
+};
+
+// Candidate order: faster first; ties by the layout, so threads do not change the answer.
+auto layout_tuple(const PlanCandidate& c) {
+  const ParallelLayout& l = c.layout;
+  return std::make_tuple(l.tp, l.pp, l.dp, l.cp, l.ep, l.micro_batch, l.virtual_stages, l.zero,
+                         recompute_rank(c.recompute), l.sequence_parallel, l.order);
+}
+bool faster(const PlanCandidate& a, const PlanCandidate& b) {
+  if (a.estimate.step_s != b.estimate.step_s) return a.estimate.step_s < b.estimate.step_s;
+  return layout_tuple(a) < layout_tuple(b);
+}
+
+// The `k` fastest of what is pushed.
+struct TopK {
+  size_t k;
+  std::vector<PlanCandidate> items;
+  void push(PlanCandidate c) {
+    if (items.size() >= k && k > 0 && !faster(c, items.back())) return;
+    items.push_back(std::move(c));
+    if (items.size() > 4 * k + 16) trim();
+  }
+  void trim() {
+    std::sort(items.begin(), items.end(), faster);
+    if (items.size() > k) items.resize(k);
+  }
+};
+
+}  // namespace
+
+PlanSpace default_plan_space(const ModelSpec& model, int64_t gpus, int64_t global_batch, int64_t seq) {
+  PlanSpace s;
+  s.gpus = gpus;
+  s.global_batch = global_batch;
+  s.tp = powers_of_two(std::min<int64_t>(128, gpus));
+  for (int64_t cp : powers_of_two(std::min<int64_t>(32, gpus))) {
+    if (seq % (2 * cp) == 0 || cp == 1) s.cp.push_back(cp);
+  }
+  s.ep = model.moe.enabled() ? powers_of_two(std::min(model.moe.num_experts, gpus)) : std::vector<int64_t>{1};
+  s.pp = powers_of_two(std::min(model.num_layers, gpus));
+  s.micro_batch = powers_of_two(std::min<int64_t>(32, global_batch));
+  for (int64_t v = 1; v <= 16; ++v) s.virtual_stages.push_back(v);
+  s.zero = {0, 1, 2, 3};
+  s.recompute = {Recompute::none, Recompute::selective, Recompute::full};
+  s.sequence_parallel = {0, 1};
+  s.orders = {"tp-cp-ep-dp-pp", "cp-tp-ep-dp-pp", "tp-cp-ep-pp-dp"};
+  return s;
+}
+
+PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const PlanSpace& space,
+                         const DeviceSpec& device, const SystemSpec& system,
+                         const SimulateOptions& options, int64_t top, int threads,
+                         const std::function<void(int64_t, int64_t)>& progress) {
+  model.validate();
+  device.validate();
+  system.validate();
+  ACCELSIM_CHECK(space.gpus >= 1 && space.global_batch >= 1, "a plan needs at least one GPU and one sequence per step");
+  for (const auto* dim : {&space.tp, &space.cp, &space.ep, &space.pp, &space.micro_batch, &space.virtual_stages}) {
+    ACCELSIM_CHECK(!dim->empty(), "every dimension of the plan's space needs at least one value");
+    for (int64_t x : *dim) ACCELSIM_CHECK(x >= 1, "parallel degrees, micro-batches and virtual stages must be at least 1");
+  }
+  ACCELSIM_CHECK(!space.zero.empty() && !space.recompute.empty() && !space.sequence_parallel.empty() &&
+                     !space.orders.empty(),
+                 "every dimension of the plan's space needs at least one value");
+  for (const std::string& o : space.orders) {
+    ACCELSIM_CHECK(!parse_order(o).empty(), "the rank order '" + o + "' is not a permutation of tp, cp, ep, dp, pp");
+  }
+
+  // Outer items: (tp, cp, ep, order, sp, micro-batch, recompute); inner: (pp, v, zero).
+  struct Outer {
+    int64_t tp, cp, ep, mb;
+    size_t order;
+    int sp;
+    Recompute rc;
+  };
+  std::vector<Outer> outers;
+  for (int64_t tp : space.tp)
+    for (int64_t cp : space.cp)
+      for (int64_t ep : space.ep)
+        for (size_t o = 0; o < space.orders.size(); ++o)
+          for (int sp : space.sequence_parallel)
+            for (int64_t mb : space.micro_batch)
+              for (Recompute rc : space.recompute) outers.push_back({tp, cp, ep, mb, o, sp, rc});
+  const auto inner = static_cast<int64_t>(space.pp.size() * space.virtual_stages.size() * space.zero.size());
+
+  PlanResult result;
+  result.candidates = static_cast<int64_t>(outers.size()) * inner;
+
+  // A candidate's layout, or the reason it is pruned before its step is composed.
+  auto layout_of = [&](const Outer& o, int64_t pp, int64_t v, int zero, ParallelLayout& l) -> const char* {
+    if (o.sp && o.tp == 1) return "sequence parallelism needs tp > 1";
+    if (space.gpus % (o.tp * o.cp * pp) != 0) return "tp x cp x pp does not divide the GPUs";
+    l = ParallelLayout{.tp = o.tp, .pp = pp, .dp = space.gpus / (o.tp * o.cp * pp), .cp = o.cp, .ep = o.ep,
+                       .sequence_parallel = o.sp != 0, .micro_batch = o.mb,
+                       .global_batch = space.global_batch, .virtual_stages = v, .zero = zero,
+                       .order = space.orders[o.order]};
+    if (l.dp % o.ep != 0) return "ep does not divide dp";
+    if (zero > 0 && l.dp == 1) return "ZeRO with dp = 1 is ZeRO-0";
+    if (v > 1 && pp == 1) return "virtual stages need pp > 1";
+    if (model.num_layers < pp * v) return "fewer layers than pp x virtual stages";
+    if (space.global_batch % (l.dp * o.mb) != 0) return "global batch not a multiple of dp x micro-batch";
+    if (v > 1 && (space.global_batch / (l.dp * o.mb)) % pp != 0) return "interleaving needs micro-batches a multiple of pp";
+    return nullptr;
+  };
+  // Orders that place the groups as an earlier order does are the same candidate.
+  auto placement_key = [&](const ParallelLayout& l) {
+    const Placement p = place(l, system);
+    std::array<int64_t, 5> k{};
+    for (size_t i = 0; i < 5; ++i) k[i] = p.groups[i].ranks_per_domain;
+    return k;
+  };
+  auto duplicate_order = [&](const ParallelLayout& l, size_t order) {
+    if (order == 0) return false;
+    const auto key = placement_key(l);
+    for (size_t earlier = 0; earlier < order; ++earlier) {
+      ParallelLayout other = l;
+      other.order = space.orders[earlier];
+      if (placement_key(other) == key) return true;
+    }
+    return false;
+  };
+  auto key_of = [&](const ParallelLayout& l, Recompute rc) {
+    const Placement p = place(l, system);
+    return ProfileKey{l.tp, p.groups[0].ranks_per_domain, l.cp, p.groups[1].ranks_per_domain, l.ep,
+                      p.groups[2].ranks_per_domain, l.sequence_parallel ? 1 : 0, l.micro_batch,
+                      recompute_rank(rc)};
+  };
+
+  // Pass 1: the distinct stage profiles the unpruned candidates need.
+  std::unordered_map<ProfileKey, size_t, ProfileKeyHash> index;
+  std::vector<std::pair<ProfileKey, ParallelLayout>> keys;
+  for (const Outer& o : outers) {
+    for (int64_t pp : space.pp) {
+      for (int64_t v : space.virtual_stages) {
+        ParallelLayout l;
+        if (layout_of(o, pp, v, 0, l) != nullptr && layout_of(o, pp, v, 1, l) != nullptr) continue;
+        if (duplicate_order(l, o.order)) continue;
+        const ProfileKey k = key_of(l, o.rc);
+        if (index.emplace(k, keys.size()).second) keys.emplace_back(k, l);
+      }
+    }
+  }
+  result.profiles = static_cast<int64_t>(keys.size());
+
+  const int workers = std::max(1, threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
+  const int64_t total = result.profiles + static_cast<int64_t>(outers.size());
+  std::atomic<int64_t> done{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  // Runs body(i, worker) for i < count on the workers, reporting progress from this thread.
+  auto run = [&](size_t count, const std::function<void(size_t, int)>& body) {
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < workers; ++t) {
+      pool.emplace_back([&, t] {
+        for (size_t i = next++; i < count; i = next++) {
+          try {
+            body(i, t);
+          } catch (...) {
+            std::lock_guard<std::mutex> lock(failure_mutex);
+            if (!failure) failure = std::current_exception();
+            next = count;
+          }
+          ++done;
+        }
+      });
+    }
+    while (progress && next.load() < count) {
+      progress(done.load(), total);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    for (std::thread& th : pool) th.join();
+    if (failure) std::rethrow_exception(failure);
+  };
+
+  // Pass 2: the profiles, in parallel.
+  std::vector<StageProfile> profiles(keys.size());
+  run(keys.size(), [&](size_t i, int) {
+    const ParallelLayout& l = keys[i].second;
+    const Placement p = place(l, system);
+    BuildOptions b = base;
+    b.recompute = static_cast<Recompute>(keys[i].first.rc);
+    profiles[i] = profile_stage(model, b, l, {p.groups[0], p.groups[1], p.groups[2]}, device, system, options);
+  });
+
+  // Pass 3: every candidate's step, in parallel over the outer items.
+  struct Partial {
+    TopK best, over;
+    int64_t evaluated = 0, feasible = 0;
+    std::map<std::string, int64_t> pruned;
+  };
+  const auto k = static_cast<size_t>(std::max<int64_t>(1, top));
+  std::vector<Partial> partials(static_cast<size_t>(workers), Partial{TopK{k, {}}, TopK{k, {}}, 0, 0, {}});
+  run(outers.size(), [&](size_t i, int worker) {
+    Partial& part = partials[static_cast<size_t>(worker)];
+    const Outer& o = outers[i];
+    BuildOptions b = base;
+    b.recompute = o.rc;
+    for (int64_t pp : space.pp) {
+      for (int64_t v : space.virtual_stages) {
+        for (int zero : space.zero) {
+          ParallelLayout l;
+          if (const char* why = layout_of(o, pp, v, zero, l)) {
+            ++part.pruned[why];
+            continue;
+          }
+          if (duplicate_order(l, o.order)) {
+            ++part.pruned["the same placement as an earlier rank order"];
+            continue;
+          }
+          const StageProfile& profile = profiles[index.at(key_of(l, o.rc))];
+          if (!profile.feasible) {
+            ++part.pruned["the stage does not build: " + profile.reason];
+            continue;
+          }
+          PlanCandidate c{l, o.rc, compose_training(model, b, l, profile, device, system)};
+          ++part.evaluated;
+          if (c.estimate.feasible) {
+            ++part.feasible;
+            part.best.push(std::move(c));
+          } else if (c.estimate.step_s > 0) {
+            part.over.push(std::move(c));
+          } else {
+            ++part.pruned[c.estimate.reason];
+          }
+        }
+      }
+    }
+  });
+  if (progress) progress(total, total);
+
+  TopK best{k, {}}, over{k, {}};
+  for (Partial& part : partials) {
+    result.evaluated += part.evaluated;
+    result.feasible += part.feasible;
+    for (auto& [why, count] : part.pruned) result.pruned[why] += count;
+    for (PlanCandidate& c : part.best.items) best.push(std::move(c));
+    for (PlanCandidate& c : part.over.items) over.push(std::move(c));
+  }
+  best.trim();
+  over.trim();
+  result.best = std::move(best.items);
+  result.best_infeasible = std::move(over.items);
+  return result;
 }
 
 }  // namespace accelsim

@@ -113,5 +113,116 @@ TEST(TrainingTest, InfeasibleLayoutsSayWhy) {
   EXPECT_NE(e.reason.find("per GPU"), std::string::npos);
 }
 
+TEST(TrainingTest, ZeroStagesShardStatesGradientsAndParameters) {
+  // DP 4 in one domain, 2 micro-batches: ZeRO-1 moves the gradients and parameters once per step,
+  // ZeRO-2 reduce-scatters every micro-batch, ZeRO-3 gathers twice and reduce-scatters every
+  // micro-batch; each shards one more of states, gradients, parameters.
+  const ModelSpec m = small_gpt(4);
+  const DeviceSpec d = testing::round_device();
+  const SystemSpec sys = round_system();
+  const BuildOptions base{.seq = 128};
+  auto at = [&](int zero, bool overlap) {
+    ParallelLayout l{.dp = 4, .micro_batch = 1, .global_batch = 8, .zero = zero};
+    l.overlap_grad_reduce = l.overlap_param_gather = overlap;
+    const TrainingEstimate e = estimate_training(m, base, l, d, sys, SimulateOptions{});
+    EXPECT_TRUE(e.feasible) << e.reason;
+    return e;
+  };
+  const Graph g = build_graph(m, {.phase = Phase::train, .batch = 1, .seq = 128});
+  double params = 0, grads = 0, states = 0;
+  for (const Storage& st : g.storages()) {
+    if (st.kind == StorageKind::parameter) params += static_cast<double>(st.size_bytes);
+    if (st.kind == StorageKind::gradient) grads += static_cast<double>(st.size_bytes);
+    if (st.kind == StorageKind::optimizer_state) states += static_cast<double>(st.size_bytes);
+  }
+  // Over 4 ranks in the domain the fastest is halving-doubling (Rabenseifner): log2(4) = 2
+  // steps of alpha each way, and the ring's bandwidth term, 3/4 S / B per pass.
+  const double ar = 4e-6 + 1.5 * grads / 100e9, rs = 2e-6 + 0.75 * grads / 100e9;
+  const double ag = 2e-6 + 0.75 * params / 100e9;
+  const TrainingEstimate z0 = at(0, false), z1 = at(1, false), z2 = at(2, false), z3 = at(3, false);
+  EXPECT_NEAR(z0.dp_comm_s, ar, 1e-12);
+  EXPECT_NEAR(z1.dp_comm_s, rs + ag, 1e-12);
+  EXPECT_NEAR(z2.dp_comm_s, 2 * rs + ag, 1e-12);
+  EXPECT_NEAR(z3.dp_comm_s, 2 * (2 * ag + rs), 1e-12);
+  // Memory: each stage drops 3/4 of one more kind (ZeRO-2 keeps one layer's gradients whole,
+  // ZeRO-3 two layers' parameters).
+  EXPECT_NEAR(z0.memory_per_gpu_bytes - z1.memory_per_gpu_bytes, 0.75 * states, 1.0);
+  ModelSpec three = m;
+  three.num_layers = 3;
+  double grads3 = 0;
+  for (const Storage& st : build_graph(three, {.phase = Phase::train, .batch = 1, .seq = 128}).storages()) {
+    if (st.kind == StorageKind::gradient) grads3 += static_cast<double>(st.size_bytes);
+  }
+  const double layer_grads = grads - grads3;
+  EXPECT_NEAR(z1.memory_per_gpu_bytes - z2.memory_per_gpu_bytes, 0.75 * grads - layer_grads, 1.0);
+  // With overlap, a step hides what the forward and backward cover.
+  EXPECT_LE(at(3, true).dp_comm_s, z3.dp_comm_s);
+}
+
+TEST(TrainingTest, InterleavingKeepsMoreMicroBatchesInFlight) {
+  // 8 layers on 2 stages, 8 micro-batches: 1F1B keeps pp = 2 in flight on the first stage;
+  // interleaving over 2 chunks keeps pp + (pp - 1) / v = 2.5 (Korthikanti et al. 2022).
+  const ModelSpec m = small_gpt(8);
+  const DeviceSpec d = testing::round_device();
+  const SystemSpec sys = round_system();
+  const TrainingEstimate plain = estimate_training(m, {.seq = 128}, {.pp = 2, .global_batch = 8}, d, sys, {});
+  const TrainingEstimate inter =
+      estimate_training(m, {.seq = 128}, {.pp = 2, .global_batch = 8, .virtual_stages = 2}, d, sys, {});
+  ASSERT_TRUE(plain.feasible && inter.feasible);
+  const StageProfile p = profile_stage(m, {.seq = 128}, {.pp = 2, .global_batch = 8},
+                                       {{.name = "tp"}, {.name = "cp"}, {.name = "ep"}}, d, sys, {});
+  const double saved_layers = 4 * p.saved_bytes.per_layer;
+  EXPECT_NEAR(inter.activation_bytes - plain.activation_bytes, 0.5 * saved_layers, 1.0);
+}
+
+TEST(TrainingTest, PlanFindsTheFastestOfItsSpace) {
+  // 8 GPUs, a 4-layer model: every layout of the space through estimate_training, one by one,
+  // against the search's answer.
+  const ModelSpec m = small_gpt(4);
+  const DeviceSpec d = testing::round_device();
+  const SystemSpec sys = round_system();
+  const BuildOptions base{.seq = 128};
+  PlanSpace space{.gpus = 8, .global_batch = 16, .tp = {1, 2, 4}, .cp = {1}, .ep = {1},
+                  .pp = {1, 2, 4}, .micro_batch = {1, 2}, .virtual_stages = {1, 2}, .zero = {0, 1, 3},
+                  .recompute = {Recompute::none, Recompute::full}, .sequence_parallel = {0, 1},
+                  .orders = {"tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"}};
+  const PlanResult r = plan_training(m, base, space, d, sys, SimulateOptions{}, 3, 2);
+  EXPECT_EQ(r.candidates, 3 * 3 * 2 * 2 * 3 * 2 * 2 * 2);
+  ASSERT_FALSE(r.best.empty());
+  double fastest = 1e30;
+  int64_t feasible = 0;
+  for (int64_t tp : space.tp)
+    for (int64_t pp : space.pp)
+      for (int64_t mb : space.micro_batch)
+        for (int64_t v : space.virtual_stages)
+          for (int zero : space.zero)
+            for (Recompute rc : space.recompute)
+              for (int sp : space.sequence_parallel) {
+                if (sp && tp == 1) continue;
+                const ParallelLayout l{.tp = tp, .pp = pp, .dp = 8 / (tp * pp), .sequence_parallel = sp != 0,
+                                       .micro_batch = mb, .global_batch = 16, .virtual_stages = v, .zero = zero};
+                if (l.dp < 1 || (zero > 0 && l.dp == 1)) continue;
+                BuildOptions b = base;
+                b.recompute = rc;
+                const TrainingEstimate e = estimate_training(m, b, l, d, sys, SimulateOptions{});
+                if (!e.feasible) continue;
+                ++feasible;
+                fastest = std::min(fastest, e.step_s);
+              }
+  EXPECT_NEAR(r.best[0].estimate.step_s, fastest, 1e-12);
+  EXPECT_LE(r.best[0].estimate.step_s, r.best[1].estimate.step_s);
+  EXPECT_GE(r.feasible, feasible);  // the second rank order adds its own where placement differs
+  // The same answer on one thread.
+  const PlanResult one = plan_training(m, base, space, d, sys, SimulateOptions{}, 3, 1);
+  EXPECT_EQ(one.best[0].layout.tp, r.best[0].layout.tp);
+  EXPECT_EQ(one.best[0].layout.pp, r.best[0].layout.pp);
+  EXPECT_EQ(one.best[0].estimate.step_s, r.best[0].estimate.step_s);
+  EXPECT_EQ(one.evaluated, r.evaluated);
+  // Everything not composed is counted under a reason.
+  int64_t pruned = 0;
+  for (const auto& [why, n] : r.pruned) pruned += n;
+  EXPECT_EQ(pruned + r.evaluated, r.candidates);
+}
+
 }  // namespace
 }  // namespace accelsim
