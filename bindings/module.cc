@@ -11,6 +11,7 @@ NB_MODULE(_core, m) {
   accelsim::bindings::bind_graph(m);
   accelsim::bindings::bind_device(m);
   accelsim::bindings::bind_simulate(m);
+  accelsim::bindings::bind_pipeline(m);
   accelsim::bindings::bind_report(m);
   accelsim::bindings::bind_model(m);
 }
