@@ -81,6 +81,7 @@ struct TrainingEstimate {
   double tp_comm_s = 0.0;    // the part of compute spent in TP/CP/EP collectives
   double bubble_s = 0.0;
   double pp_comm_s = 0.0;
+  double p2p_send_s = 0.0;  // one micro-batch's activations to the next stage
   double dp_comm_s = 0.0;    // exposed
   double optimizer_s = 0.0;
   double forward_s = 0.0;    // one micro-batch through the heaviest stage

@@ -1,6 +1,7 @@
 #include "backward.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +35,10 @@ class Backward {
     needs_.assign(storages.size(), 0);
     for (StorageId s = 0; s < static_cast<StorageId>(storages.size()); ++s) {
       needs_[s] = storages[s].kind == StorageKind::parameter;
+    }
+    producer_.assign(storages.size(), kNoNode);
+    for (NodeId i = 0; i < static_cast<NodeId>(g.nodes().size()); ++i) {
+      for (TensorId t : g.node(i).outputs) producer_[g.tensor(t).storage] = i;
     }
     for (const Node& n : g.nodes()) {
       bool any = false;
@@ -369,12 +374,44 @@ class Backward {
     grad_op("sum", {full}, target);
   }
 
+  // The input a weight gradient reads, when sequence parallelism all-gathered it in the forward:
+  // gathered again from the saved shard, as Megatron-LM's sequence parallelism and Transformer
+  // Engine's LayerNormLinear do (Korthikanti et al. 2022, sec. 4.2.2: the all-gather is repeated
+  // in the backward so only the 1/tp shard is kept), so the gathered copy dies with its forward.
+  // An fp8 GEMM's input is the cast of the gathered tensor: the shard is gathered and cast again.
+  // One gather per gathered tensor serves all its GEMMs (q, k and v; gate and up).
+  TensorId regathered(TensorId a) {
+    TensorId gathered = a;
+    bool cast = false;
+    NodeId p = producer_[storage(gathered)];
+    if (p != kNoNode && g_.node(p).op == "_to_copy" && g_.node(p).pass == Pass::forward) {
+      gathered = g_.node(p).inputs[0];
+      p = producer_[storage(gathered)];
+      cast = true;
+    }
+    if (p == kNoNode || g_.node(p).op != "accel_sim::all_gather" || g_.node(p).pass != Pass::forward) return a;
+    const Node gather = g_.node(p);
+    const AttrValue* group = gather.attr("group");
+    const std::string* name = group != nullptr ? std::get_if<std::string>(group) : nullptr;
+    if (name == nullptr || *name != "tp") return a;
+    const auto key = std::make_pair(storage(a), cast);
+    auto it = regathered_.find(key);
+    if (it == regathered_.end()) {
+      TensorId full = op("accel_sim::all_gather", {gather.inputs[0]}, shape(gather.outputs[0]),
+                         meta(gather.outputs[0]).dtype, gather.attrs);
+      if (cast) full = op("_to_copy", {full}, shape(full), meta(a).dtype);
+      it = regathered_.emplace(key, full).first;
+    }
+    return alias(it->second, shape(a));
+  }
+
   // Y = A B ([.., m, k] x [.., k, n]): dA = dY B^T (dgrad), dB = A^T dY (wgrad). A weight's
   // gradient is produced in the weight's own [n, k] layout as dY^T A (same FLOPs).
   void matmul(TensorId dy, TensorId a, TensorId b) {
     const char* name = shape(dy).size() == 3 ? "bmm" : "mm";
     if (needs(a)) grad_op(name, {dy, transposed(b)}, a);
     if (!needs(b)) return;
+    a = regathered(a);
     TensorId out = slot(b);
     if (shape(out) == shape(b)) {
       emit(name, {transposed(a), dy}, {out});
@@ -392,6 +429,7 @@ class Backward {
     emit("_to_copy", {dy}, {dq});
     if (needs(a)) grad_op("_scaled_mm", {dq, transposed(b)}, a);
     if (!needs(b)) return;
+    a = regathered(a);
     TensorId out = slot(b);
     if (shape(out) == shape(b)) {
       emit("_scaled_mm", {transposed(a), dq}, {out});
@@ -502,6 +540,8 @@ class Backward {
   std::vector<TensorId> grad_;   // per storage: its gradient (root-shaped), or -1
   std::vector<char> needs_;      // per storage: depends on a parameter
   std::vector<char> reduce_;     // per storage: gradient all-reduced over "tp" when complete
+  std::vector<NodeId> producer_;  // per storage: the forward node that wrote it (kNoNode: none)
+  std::map<std::pair<StorageId, bool>, TensorId> regathered_;  // see regathered()
 };
 
 }  // namespace

@@ -231,6 +231,7 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
         {.kind = CollectiveKind::send_recv, .bytes = act, .ranks = 2,
          .ranks_per_domain = placed.groups[4].ranks_per_domain >= 2 ? 2 : 1},
         system);
+    e.p2p_send_s = p2p.time_s;
     e.pp_comm_s = 2.0 * static_cast<double>(l.pp - 1) * static_cast<double>(v) * p2p.time_s;
   }
 

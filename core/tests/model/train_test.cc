@@ -175,8 +175,11 @@ ModelSpec gpt3_style(int64_t layers) {
 }
 
 // Activation bytes live when the forward ends (at the loss), beyond the resident ones.
-int64_t saved_activations(int64_t layers, Recompute recompute, bool eager_attention = false) {
+int64_t saved_activations(int64_t layers, Recompute recompute, bool eager_attention = false,
+                          int64_t tp = 1) {
   const Graph g = build_graph(gpt3_style(layers), {.phase = Phase::train, .batch = 2, .seq = 128,
+                                                   .tensor_parallel = tp,
+                                                   .sequence_parallel = tp > 1,
                                                    .optimizer = Optimizer::none,
                                                    .recompute = recompute,
                                                    .eager_attention = eager_attention});
@@ -207,6 +210,17 @@ TEST(TrainTest, ActivationMemoryPerLayerMatchesKorthikanti) {
   // Full recompute keeps each layer's input only: 2sbh.
   const int64_t full = saved_activations(3, Recompute::full) - saved_activations(2, Recompute::full);
   EXPECT_EQ(full, 2 * sbh);
+}
+
+TEST(TrainTest, SequenceParallelismKeepsOneShardOfEveryActivation) {
+  // Korthikanti et al. 2022, Table 2, tensor and sequence parallelism: 34sbh / t per layer (the
+  // gathered inputs of the column-parallel GEMMs are gathered again in backward, not kept),
+  // with t = 2; the statistics are split the same way (LayerNorms by tokens, the log-sum-exp by
+  // heads).
+  const int64_t sbh = 128 * 2 * 256;
+  const int64_t statistics = 2 * 2 * 4 * 128 * 2 + 4 * 8 * 2 * 128;
+  const int64_t sp = saved_activations(3, Recompute::none, false, 2) - saved_activations(2, Recompute::none, false, 2);
+  EXPECT_EQ(sp, 34 * sbh / 2 + statistics / 2);
 }
 
 TEST(TrainTest, UnfusedAttentionCoreAddsKorthikantisQuadraticTerm) {
@@ -403,7 +417,10 @@ TEST(TrainTest, TensorParallelBackwardAllReducesTheColumnInputs) {
   EXPECT_EQ(count(sp, "accel_sim::all_gather", Pass::forward), 65);
   EXPECT_EQ(count(sp, "accel_sim::reduce_scatter", Pass::forward), 65);
   EXPECT_EQ(count(sp, "accel_sim::reduce_scatter", Pass::backward), 65);
-  EXPECT_EQ(count(sp, "accel_sim::all_gather", Pass::backward), 65);
+  // Backward all-gathers: the 65 gradients of the forward reduce-scatters, and each forward
+  // gather again from its saved 1/tp shard for the weight gradients (65), so that only the shard
+  // is kept between forward and backward (Korthikanti et al. 2022, sec. 4.2.2).
+  EXPECT_EQ(count(sp, "accel_sim::all_gather", Pass::backward), 65 + 65);
   EXPECT_EQ(count(sp, "accel_sim::all_reduce", Pass::backward), 0);
 }
 

@@ -16,6 +16,8 @@ from typing import Any, Sequence
 from accel_sim.cli.fit import add_parser as add_fit_parser
 from accel_sim.cli.fit import cmd_fit
 from accel_sim.cli.kernels import add_parsers as add_kernel_parsers
+from accel_sim.cli.plan import add_parser as add_plan_parser
+from accel_sim.cli.plan import cmd_plan
 from accel_sim.cli.systems import add_systems_parser, cmd_systems
 from accel_sim.cli.train import add_parser as add_train_parser
 from accel_sim.cli.train import cmd_train
@@ -119,6 +121,7 @@ def _parser() -> argparse.ArgumentParser:
     add_kernel_parsers(sub)
     add_systems_parser(sub)
     add_train_parser(sub)
+    add_plan_parser(sub)
 
     p = sub.add_parser("devices", help="list the known devices and their numbers")
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="also list this device file")
@@ -395,6 +398,7 @@ _COMMANDS = {
     "fit": cmd_fit,
     "systems": cmd_systems,
     "train": cmd_train,
+    "plan": cmd_plan,
     "validate": cmd_validate,
     "calibrate": cmd_calibrate,
 }

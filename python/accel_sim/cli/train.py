@@ -4,54 +4,46 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from typing import Any
 
+PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8-mixed", "bf16", "fp16", "fp32")
+RECOMPUTE = ("none", "selective", "full")
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("train", help="one data/pipeline/tensor-parallel training step on a cluster")
+
+def add_run_args(p: argparse.ArgumentParser) -> None:
+    """What `train` and `plan` share: the model, the cluster and the step's numerics."""
     p.add_argument("--model", required=True, metavar="NAME|CONFIG", help="a shipped model or an HF config.json")
-    p.add_argument("--system", required=True, help="the cluster (see `accel-sim systems`)")
-    p.add_argument("--gpus", type=int, required=True, help="GPUs in the run: tp x pp x dp x cp")
-    for flag, text in (("tp", "tensor"), ("pp", "pipeline"), ("dp", "data"), ("cp", "context"), ("ep", "expert (inside dp)")):
-        p.add_argument(f"--{flag}", type=int, default=1, help=f"{text}-parallel degree (default: 1)")
-    p.add_argument("--sp", action="store_true", help="sequence parallelism with TP")
-    p.add_argument("--global-batch", type=int, required=True, help="sequences per step, all data-parallel replicas")
-    p.add_argument("--microbatch", type=int, default=1, help="sequences per micro-batch (default: 1)")
     p.add_argument("--seq", type=int, required=True, help="tokens per sequence")
-    p.add_argument("--virtual-stages", type=int, default=1, help="interleaved 1F1B model chunks per pipeline rank (default: 1)")
-    p.add_argument("--zero", type=int, choices=(0, 1), default=1, help="0: all-reduce gradients; 1: distributed optimizer (default)")
-    p.add_argument("--no-overlap", action="store_true", help="expose all data-parallel communication")
-    p.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
-    p.add_argument("--precision", choices=("bf16-mixed", "fp16-mixed", "fp8-mixed", "bf16", "fp16", "fp32"), default="bf16-mixed")
+    p.add_argument("--scaleup-domain", type=int, metavar="N", help="GPUs per scale-up domain (NVLink/NVSwitch, xGMI), overriding the system file's")
+    p.add_argument("--precision", choices=PRECISIONS, default="bf16-mixed", help="bf16-mixed (default): 16-bit compute, fp32 master weights, gradients and optimizer states; fp8-mixed: the blocks' GEMMs in fp8 as Transformer Engine runs them")
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd"), default="adamw")
     p.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn", "eager"), default="flash2")
     p.add_argument("--cost-model", default="kernel")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
-def cmd_train(args: argparse.Namespace) -> int:
+@dataclass
+class RunInputs:
+    spec: Any     # _core.ModelSpec
+    base: Any     # _core.BuildOptions (sequence, numerics)
+    options: Any  # _core.SimulateOptions
+    device: Any   # _core.DeviceSpec
+
+
+def run_inputs(args: argparse.Namespace, system_device: str) -> RunInputs:
     from accel_sim import _core
     from accel_sim.device import resolve_device
     from accel_sim.errors import UsageError
     from accel_sim.io.model_config import load_model_spec
-    from accel_sim.io.system_file import resolve_system
 
-    entry = resolve_system(args.system)
-    device = resolve_device(entry.spec.device, []).spec
-    layout = _core.ParallelLayout()
-    for name in ("tp", "pp", "dp", "cp", "ep"):
-        setattr(layout, name, getattr(args, name))
-    if layout.gpus() != args.gpus:
-        raise UsageError(f"--gpus {args.gpus} is not tp x pp x dp x cp = {layout.gpus()}")
-    layout.sequence_parallel = args.sp
-    layout.micro_batch, layout.global_batch = args.microbatch, args.global_batch
-    layout.virtual_stages, layout.zero = args.virtual_stages, args.zero
-    layout.overlap_grad_reduce = layout.overlap_param_gather = not args.no_overlap
+    if args.seq < 1:
+        raise UsageError(f"--seq must be at least 1 (got {args.seq})")
+    device = resolve_device(system_device, []).spec
     dtype = {"bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp8-mixed": "bf16"}.get(args.precision, args.precision)
     spec = load_model_spec(args.model, dtype=dtype)
     base = _core.BuildOptions()
     base.seq = args.seq
-    base.recompute = getattr(_core.Recompute, args.recompute)
     base.master_weights = args.precision.endswith("-mixed")
     base.fp8_gemms = args.precision == "fp8-mixed"
     base.eager_attention = args.attention_impl == "eager"
@@ -59,32 +51,102 @@ def cmd_train(args: argparse.Namespace) -> int:
     options = _core.SimulateOptions()
     options.cost_model = args.cost_model
     options.cost.attention_impl = getattr(_core.AttentionImpl, args.attention_impl)
+    return RunInputs(spec, base, options, device)
+
+
+def layout_dict(layout: Any, recompute: str) -> dict:
+    d = {n: getattr(layout, n) for n in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "global_batch",
+                                         "virtual_stages", "zero", "sequence_parallel", "order")}
+    d["recompute"] = recompute
+    return d
+
+
+def estimate_dict(e: Any) -> dict:
+    return {"step_s": e.step_s, "micro_batches": e.micro_batches, "stage_layers": e.stage_layers,
+            "breakdown_s": {"compute": e.compute_s, "of_which_tp_comm": e.tp_comm_s, "bubble": e.bubble_s,
+                            "pp_comm": e.pp_comm_s, "dp_comm_exposed": e.dp_comm_s, "optimizer": e.optimizer_s},
+            "tokens_per_s": e.tokens_per_s, "tflops_per_gpu": e.tflops_per_gpu, "mfu": e.mfu,
+            "memory_per_gpu_bytes": e.memory_per_gpu_bytes, "activation_bytes": e.activation_bytes,
+            "fits": e.fits, "reason": e.reason}
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("train", help="one data/pipeline/tensor-parallel training step on a cluster")
+    p.add_argument("--system", required=True, help="the cluster (see `accel-sim systems`)")
+    p.add_argument("--gpus", type=int, required=True, help="GPUs in the run: tp x pp x dp x cp")
+    for flag, text in (("tp", "tensor"), ("pp", "pipeline"), ("dp", "data"), ("cp", "context"), ("ep", "expert (inside dp)")):
+        p.add_argument(f"--{flag}", type=int, default=1, help=f"{text}-parallel degree (default: 1)")
+    p.add_argument("--sp", action="store_true", help="sequence parallelism with TP")
+    p.add_argument("--global-batch", type=int, required=True, help="sequences per step, all data-parallel replicas")
+    p.add_argument("--microbatch", type=int, default=1, help="sequences per micro-batch (default: 1)")
+    p.add_argument("--virtual-stages", type=int, default=1, help="interleaved 1F1B model chunks per pipeline rank (default: 1)")
+    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1,
+                   help="0: all-reduce gradients; 1: distributed optimizer (default); 2: and sharded gradients; 3: FSDP, sharded parameters")
+    p.add_argument("--order", default="tp-cp-ep-dp-pp", help="rank order, innermost first, as Megatron-LM's (default: tp-cp-ep-dp-pp)")
+    p.add_argument("--no-overlap", action="store_true", help="expose all data-parallel communication")
+    p.add_argument("--recompute", choices=RECOMPUTE, default="none")
+    p.add_argument("--trace", metavar="FILE", help="write the step's pipeline schedule as a Perfetto / Chrome trace (JSON)")
+    add_run_args(p)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from accel_sim import _core
+    from accel_sim.errors import UsageError
+    from accel_sim.io.system_file import resolve_system, with_scaleup_domain
+
+    entry = with_scaleup_domain(resolve_system(args.system), args.scaleup_domain)
+    run = run_inputs(args, entry.spec.device)
+    layout = _core.ParallelLayout()
+    for name in ("tp", "pp", "dp", "cp", "ep"):
+        setattr(layout, name, getattr(args, name))
+    if layout.gpus() != args.gpus:
+        raise UsageError(f"--gpus {args.gpus} is not tp x pp x dp x cp = {layout.gpus()}")
+    layout.sequence_parallel = args.sp
+    layout.micro_batch, layout.global_batch = args.microbatch, args.global_batch
+    layout.virtual_stages, layout.zero, layout.order = args.virtual_stages, args.zero, args.order
+    layout.overlap_grad_reduce = layout.overlap_param_gather = not args.no_overlap
+    run.base.recompute = getattr(_core.Recompute, args.recompute)
     try:
-        e = _core.estimate_training(spec, base, layout, device, entry.spec, options)
+        e = _core.estimate_training(run.spec, run.base, layout, run.device, entry.spec, run.options)
     except ValueError as err:
         raise UsageError(str(err)) from None
     if not e.feasible:
         raise UsageError(f"infeasible: {e.reason}")
-    result = {"schema": "accel-sim/train", "model": spec.name, "system": entry.spec.id, "device": device.id,
-              "gpus": args.gpus, "layout": {n: getattr(layout, n) for n in ("tp", "pp", "dp", "cp", "ep", "micro_batch",
-                                                                           "global_batch", "virtual_stages", "zero")},
-              "seq": args.seq, "micro_batches": e.micro_batches, "step_s": e.step_s,
-              "breakdown_s": {"compute": e.compute_s, "of_which_tp_comm": e.tp_comm_s, "bubble": e.bubble_s,
-                              "pp_comm": e.pp_comm_s, "dp_comm_exposed": e.dp_comm_s, "optimizer": e.optimizer_s},
-              "tokens_per_s": e.tokens_per_s, "tflops_per_gpu": e.tflops_per_gpu, "mfu": e.mfu,
-              "memory_per_gpu_bytes": e.memory_per_gpu_bytes}
+    if args.trace:
+        write_step_trace(args.trace, e, layout, title=f"{run.spec.name} on {args.gpus} x {run.device.name}")
+    result = {"schema": "accel-sim/train", "model": run.spec.name, "system": entry.spec.id, "device": run.device.id,
+              "gpus": args.gpus, "seq": args.seq, "layout": layout_dict(layout, args.recompute)} | estimate_dict(e)
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
     ms = lambda s: f"{s * 1e3:,.1f} ms"  # noqa: E731
-    print(f"accel-sim train · {spec.name} on {args.gpus} x {device.name} ({entry.spec.name}) · "
+    print(f"accel-sim train · {run.spec.name} on {args.gpus} x {run.device.name} ({entry.spec.name}) · "
           f"TP {args.tp} PP {args.pp} DP {args.dp}" + (f" CP {args.cp}" if args.cp > 1 else "")
-          + (f" EP {args.ep}" if args.ep > 1 else "") + (" SP" if args.sp else ""))
+          + (f" EP {args.ep}" if args.ep > 1 else "") + (" SP" if args.sp else "") + f" · ZeRO-{args.zero}")
     print()
     print(f"  step         {ms(e.step_s)} · {e.micro_batches} micro-batches of {args.microbatch} x {args.seq} tokens")
     print(f"               compute {ms(e.compute_s)} (TP/CP/EP collectives {ms(e.tp_comm_s)}) · bubble {ms(e.bubble_s)} · "
           f"pipeline sends {ms(e.pp_comm_s)} · data-parallel exposed {ms(e.dp_comm_s)} · optimizer {ms(e.optimizer_s)}")
     print(f"  throughput   {e.tokens_per_s:,.0f} tokens/s · {e.tflops_per_gpu:,.0f} TFLOP/s per GPU · MFU {e.mfu * 100:.1f}%")
-    print(f"  memory       {e.memory_per_gpu_bytes / 2**30:,.1f} GiB per GPU of {device.memory_bytes / 2**30:,.0f} GiB")
-    print("  (the heaviest stage; 1F1B schedule; ZeRO-1 shards optimizer states; see core/include/accelsim/training.h)")
+    print(f"  memory       {e.memory_per_gpu_bytes / 2**30:,.1f} GiB per GPU of {run.device.memory_bytes / 2**30:,.0f} GiB "
+          f"(activations {e.activation_bytes / 2**30:,.1f} GiB)")
+    print(f"  (the heaviest stage, {e.stage_layers} layers; 1F1B schedule; see core/include/accelsim/training.h)")
+    if args.trace:
+        print(f"  trace        {args.trace} (open in ui.perfetto.dev)")
     return 0
+
+
+def write_step_trace(path: str, e: Any, layout: Any, *, title: str) -> None:
+    """One step as a Perfetto trace: the core's pipeline schedule of the micro-batches (each stage's
+    forward and backward split over its virtual stages), then the exposed data-parallel
+    communication and the optimizer on a track of their own."""
+    from accel_sim import _core
+    from accel_sim.report.pipeline_trace import write_pipeline_trace
+
+    v = layout.virtual_stages
+    schedule = _core.schedule_pipeline(layout.pp, v, e.micro_batches, e.forward_s / v, e.backward_s / v, e.p2p_send_s)
+    end = schedule.makespan_s
+    tail = [("data-parallel communication (exposed)", end, end + e.dp_comm_s),
+            ("optimizer", end + e.dp_comm_s, end + e.dp_comm_s + e.optimizer_s)]
+    write_pipeline_trace(path, schedule, title=title, extra_tracks={"step end": tail},
+                         metadata={"step_s": e.step_s, "layout": layout_dict(layout, "")})

@@ -142,3 +142,17 @@ def resolve_system(name: str, files: list[str] = ()) -> SystemEntry:
         if e.spec.id == key:
             return e
     raise UsageError(f"unknown system '{name}' (known: {', '.join(e.spec.id for e in entries)}); see `accel-sim systems`")
+
+
+def with_scaleup_domain(entry: SystemEntry, domain: int | None) -> SystemEntry:
+    """`entry` with its scale-up domain set to `domain` GPUs (the NERSC study's design question:
+    NVLink domains of 4, 8, 64, 72); a fresh copy, the shipped entry is left alone. Each
+    domain's NICs then carry its scale-out traffic together (nics_per_gpu x domain)."""
+    if domain is None:
+        return entry
+    if domain < 1:
+        raise UsageError(f"--scaleup-domain must be at least 1 (got {domain})")
+    fresh = load_system_file(entry.path)
+    fresh.spec.scaleup_domain = domain
+    fresh.spec.validate()
+    return fresh

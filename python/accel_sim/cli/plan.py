@@ -1,0 +1,219 @@
+"""`accel-sim plan`: the fastest parallel training configurations of a model on a cluster (core:
+plan_training), and a sweep of them over GPU counts and systems (`--plot`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from typing import Any
+
+from accel_sim.cli.train import RECOMPUTE, add_run_args, estimate_dict, layout_dict, run_inputs
+
+_BINARY = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_DECIMAL = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+
+
+def _count(text: str, units: dict, what: str) -> float:
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGBT]?)\s*", text.upper())
+    if not m or m.group(2) not in units:
+        raise argparse.ArgumentTypeError(f"expected a {what} such as 16M (got {text!r})")
+    return float(m.group(1)) * units[m.group(2)]
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas (got {text!r})") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers (got {text!r})")
+    return values
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("plan", help="search parallel training configurations for the fastest step")
+    p.add_argument("--system", required=True, help="the cluster, or several separated by commas for a sweep (see `accel-sim systems`)")
+    p.add_argument("--gpus", type=_ints, required=True, help="GPUs in the run, or several separated by commas for a sweep")
+    batch = p.add_mutually_exclusive_group(required=True)
+    batch.add_argument("--global-batch", type=int, help="sequences per step")
+    batch.add_argument("--global-batch-tokens", type=lambda t: _count(t, _BINARY, "token count"),
+                       help="tokens per step; K/M suffixes are binary (16M = 16 x 2^20 = 2,048 sequences of 8,192, the Llama 3 405B batch)")
+    for flag, text in (("tp", "tensor"), ("pp", "pipeline"), ("cp", "context"), ("ep", "expert"),
+                       ("microbatch", "micro-batch size"), ("virtual-stages", "virtual stages")):
+        p.add_argument(f"--{flag}", type=_ints, help=f"only these {text} values (comma-separated; default: the search's)")
+    p.add_argument("--zero", type=_ints, help="only these ZeRO stages (0-3)")
+    p.add_argument("--recompute", help="only these recompute policies (none,selective,full)")
+    p.add_argument("--sp", choices=("on", "off"), help="only with / without sequence parallelism")
+    p.add_argument("--order", help="only these rank orders (comma-separated, e.g. tp-cp-ep-dp-pp)")
+    p.add_argument("--top", type=int, default=10, help="configurations to print (default: 10)")
+    p.add_argument("--threads", type=int, default=0, help="search threads (default: all cores)")
+    p.add_argument("--train-tokens", type=lambda t: _count(t, _DECIMAL, "token count"), default=1e12,
+                   help="tokens of the whole run, for time-to-train (decimal suffixes: 15T = 15e12; default: 1T)")
+    p.add_argument("--plot", metavar="FILE.svg|FILE.html", help="with several GPU counts or systems: time-to-train and MFU vs GPUs")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_run_args(p)
+
+
+def _space(args: argparse.Namespace, spec: Any, gpus: int, global_batch: int) -> Any:
+    from accel_sim import _core
+    from accel_sim.errors import UsageError
+
+    space = _core.default_plan_space(spec, gpus, global_batch, args.seq)
+    for flag, field in (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("ep", "ep"), ("microbatch", "micro_batch"),
+                        ("virtual_stages", "virtual_stages"), ("zero", "zero")):
+        if getattr(args, flag) is not None:
+            setattr(space, field, getattr(args, flag))
+    if args.zero is not None and max(args.zero) > 3:
+        raise UsageError(f"--zero takes stages 0 to 3 (got {args.zero})")
+    if args.recompute:
+        names = [r.strip() for r in args.recompute.split(",")]
+        bad = [r for r in names if r not in RECOMPUTE]
+        if bad:
+            raise UsageError(f"--recompute: unknown policy {bad[0]!r} (known: {', '.join(RECOMPUTE)})")
+        space.recompute = [getattr(_core.Recompute, r) for r in names]
+    if args.sp:
+        space.sequence_parallel = [1 if args.sp == "on" else 0]
+    if args.order:
+        space.orders = [o.strip() for o in args.order.split(",")]
+    return space
+
+
+class _Progress:
+    """A one-line progress bar on stderr for searches longer than a second."""
+
+    def __init__(self, label: str, quiet: bool) -> None:
+        self.label, self.quiet, self.start, self.shown = label, quiet or not sys.stderr.isatty(), time.monotonic(), False
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.quiet or time.monotonic() - self.start < 1.0 or total <= 0:
+            return
+        frac = min(1.0, done / total)
+        bar = "#" * int(30 * frac)
+        sys.stderr.write(f"\r{self.label} [{bar:<30}] {frac * 100:5.1f}%")
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r" + " " * (len(self.label) + 40) + "\r")
+            sys.stderr.flush()
+
+
+def _candidate_dict(c: Any) -> dict:
+    return {"layout": layout_dict(c.layout, c.recompute.name)} | estimate_dict(c.estimate)
+
+
+def _short(c: Any) -> str:
+    l = c.layout  # noqa: E741
+    return (f"TP{l.tp} PP{l.pp} DP{l.dp}" + (f" CP{l.cp}" if l.cp > 1 else "") + (f" EP{l.ep}" if l.ep > 1 else "")
+            + f" mb{l.micro_batch}" + (f" v{l.virtual_stages}" if l.virtual_stages > 1 else "")
+            + f" ZeRO-{l.zero} {c.recompute.name}" + (" SP" if l.sequence_parallel else ""))
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from accel_sim import _core
+    from accel_sim.errors import UsageError
+    from accel_sim.io.system_file import resolve_system, with_scaleup_domain
+
+    systems = [with_scaleup_domain(resolve_system(s.strip()), args.scaleup_domain) for s in args.system.split(",") if s.strip()]
+    if args.global_batch_tokens is not None:
+        if args.global_batch_tokens % args.seq:
+            raise UsageError(f"--global-batch-tokens {args.global_batch_tokens:,.0f} is not a multiple of --seq {args.seq}")
+        global_batch = int(args.global_batch_tokens // args.seq)
+    else:
+        global_batch = args.global_batch
+    if global_batch < 1:
+        raise UsageError("the global batch must hold at least one sequence")
+    if args.top < 1:
+        raise UsageError(f"--top must be at least 1 (got {args.top})")
+    sweep = len(systems) > 1 or len(args.gpus) > 1
+    if args.plot and not sweep:
+        raise UsageError("--plot draws a sweep: give several --gpus or --system values")
+
+    runs = []
+    for entry in systems:
+        run = run_inputs(args, entry.spec.device)
+        for gpus in args.gpus:
+            space = _space(args, run.spec, gpus, global_batch)
+            progress = _Progress(f"plan {run.spec.name} on {gpus} x {entry.spec.id}", args.quiet or args.json)
+            start = time.perf_counter()
+            try:
+                result = _core.plan_training(run.spec, run.base, space, run.device, entry.spec, run.options,
+                                             args.top, args.threads, progress)
+            except ValueError as err:
+                raise UsageError(str(err)) from None
+            finally:
+                progress.close()
+            runs.append((entry, run, gpus, result, time.perf_counter() - start))
+
+    if args.json:
+        out = [{"schema": "accel-sim/plan", "model": run.spec.name, "system": entry.spec.id, "device": run.device.id,
+                "gpus": gpus, "seq": args.seq, "global_batch": global_batch, "search_s": secs,
+                "candidates": r.candidates, "evaluated": r.evaluated, "feasible": r.feasible, "profiles": r.profiles,
+                "best": [_candidate_dict(c) for c in r.best],
+                "best_infeasible": [_candidate_dict(c) for c in r.best_infeasible],
+                "pruned": dict(r.pruned)} for entry, run, gpus, r, secs in runs]
+        print(json.dumps(out[0] if len(out) == 1 else out, indent=1))
+    elif sweep:
+        _print_sweep(runs, args, global_batch)
+    else:
+        _print_plan(*runs[0], args=args, global_batch=global_batch)
+    if args.plot:
+        from accel_sim.report.plan_plot import write_plan_plot
+
+        write_plan_plot(args.plot, [(entry.spec.name, gpus, r.best[0].estimate if r.best else None)
+                                    for entry, _, gpus, r, _ in runs],
+                        model=runs[0][1].spec.name, train_tokens=args.train_tokens)
+        if not args.json:
+            print(f"\n  plot: {args.plot}")
+    return 0
+
+
+def _print_plan(entry: Any, run: Any, gpus: int, r: Any, secs: float, *, args: argparse.Namespace,
+                global_batch: int) -> None:
+    print(f"accel-sim plan · {run.spec.name} on {gpus:,} x {run.device.name} ({entry.spec.name}) · "
+          f"global batch {global_batch:,} x {args.seq:,} tokens · {args.precision}")
+    print(f"  searched {r.candidates:,} configurations in {secs:.1f} s: {r.evaluated:,} composed from "
+          f"{r.profiles:,} stage profiles, {r.feasible:,} fit")
+    print()
+    if r.best:
+        header = f"  {'#':>2}  {'configuration':<44} {'step':>9} {'tokens/s':>12} {'TFLOP/s':>8} {'MFU':>6} {'GiB':>6}   compute / bubble / TP comm / DP comm"
+        print(header)
+        for i, c in enumerate(r.best, 1):
+            e = c.estimate
+            print(f"  {i:>2}  {_short(c):<44} {e.step_s:>8.2f}s {e.tokens_per_s:>12,.0f} {e.tflops_per_gpu:>8,.0f} "
+                  f"{e.mfu * 100:>5.1f}% {e.memory_per_gpu_bytes / 2**30:>6.1f}   "
+                  f"{e.compute_s:.2f} / {e.bubble_s:.2f} / {e.tp_comm_s:.2f} / {e.dp_comm_s:.2f} s")
+        print(f"      order: {r.best[0].layout.order} (innermost first) · days for {args.train_tokens:,.0f} tokens: "
+              f"{args.train_tokens / r.best[0].estimate.tokens_per_s / 86400:,.1f}")
+    else:
+        print("  no configuration fits")
+    if r.best_infeasible:
+        print()
+        print("  faster, but they do not fit:")
+        for c in r.best_infeasible[:3]:
+            print(f"      {_short(c):<44} {c.estimate.step_s:>8.2f}s  {c.estimate.reason}")
+    if r.pruned:
+        print()
+        print("  not composed:")
+        for why, n in sorted(r.pruned.items(), key=lambda kv: -kv[1])[:6]:
+            print(f"    {n:>12,}  {why}")
+
+
+def _print_sweep(runs: list, args: argparse.Namespace, global_batch: int) -> None:
+    model = runs[0][1].spec.name
+    print(f"accel-sim plan · {model} · global batch {global_batch:,} x {args.seq:,} tokens · best configuration per cluster size")
+    print()
+    print(f"  {'system':<22} {'GPUs':>7} {'best configuration':<44} {'step':>9} {'MFU':>6} {'days':>8}   searched")
+    for entry, _, gpus, r, secs in runs:
+        if not r.best:
+            print(f"  {entry.spec.id:<22} {gpus:>7,} {'(nothing fits)':<44}")
+            continue
+        c = r.best[0]
+        days = args.train_tokens / c.estimate.tokens_per_s / 86400
+        print(f"  {entry.spec.id:<22} {gpus:>7,} {_short(c):<44} {c.estimate.step_s:>8.2f}s {c.estimate.mfu * 100:>5.1f}% "
+              f"{days:>8,.1f}   {r.candidates:,} in {secs:.1f} s")
+    print(f"\n  days: time to train on {args.train_tokens:,.0f} tokens at the best configuration's throughput")
