@@ -70,6 +70,13 @@ struct SimulateOptions {
   // All-reduces (TP without sequence parallelism) stay exposed: userbuffers need sequence
   // parallelism (Megatron-LM requires --sequence-parallel with --tp-comm-overlap).
   bool overlap_tp_comm = false;
+  // Transformer Engine's fp8 weight cache (TE modules' is_first_microbatch, which Megatron-LM's
+  // TE wrappers pass under gradient accumulation): the fp8 casts of the weights run on a step's
+  // first micro-batch and are reused by the others. Ops the graph marks with attr
+  // "once_per_step" (the builder's weight casts under BuildOptions::fp8_gemms) are then counted
+  // once per step, like the optimizer, whatever micro_batches is, and their time is reported in
+  // SimulationResult::once_per_step_time_s. Off: they run every micro-batch.
+  bool fp8_weight_cache = false;
 };
 
 struct OpResult {
@@ -113,6 +120,12 @@ struct SimulationResult {
   // The part of communication_time_s hidden under GEMMs (SimulateOptions::overlap_tp_comm), not
   // in latency_s or the pass times: the exposed communication is the difference.
   double overlapped_communication_s = 0.0;
+  // Time of the forward and backward ops that run once per step, not once per micro-batch
+  // (SimulateOptions::fp8_weight_cache: the cached fp8 weight casts), counted once. It is part of
+  // forward_time_s / backward_time_s and latency_s; the optimizer, also once per step, is not in
+  // it (optimizer_time_s). A caller that simulates one micro-batch and scales it by m micro-batches
+  // takes m x (forward + backward - once_per_step_time_s) + once_per_step_time_s.
+  double once_per_step_time_s = 0.0;
   // Achieved rates over the whole run relative to the device's peak for the graph's dominant
   // matmul dtype (compute) and its memory bandwidth.
   double compute_utilization = 0.0;

@@ -454,7 +454,10 @@ class Builder {
     TensorId y;
     if (o_.fp8_gemms && prefix.rfind("model.layers.", 0) == 0) {
       TensorId xq = e_.op("_to_copy", {x2}, {rows, in}, DType::fp8_e4m3);
-      TensorId wq = e_.op("_to_copy", {w}, {out, in}, DType::fp8_e4m3);
+      // Transformer Engine casts the weight on a step's first micro-batch only and reuses the
+      // fp8 copy (is_first_microbatch, passed by Megatron-LM's TE wrappers): marked for
+      // SimulateOptions::fp8_weight_cache.
+      TensorId wq = e_.op("_to_copy", {w}, {out, in}, DType::fp8_e4m3, {{"once_per_step", true}});
       y = e_.op("_scaled_mm", {xq, e_.transposed(wq)}, {rows, out}, dt_);
       if (bias) {
         TensorId b = e_.parameter({out}, m_.weight_dtype, prefix + ".bias");

@@ -92,14 +92,16 @@ bool fusible(const OpCount& c) {
 // Chains of fusible ops (SimulateOptions::fuse_elementwise): per node, the first node of its
 // chain (itself when alone). A node joins the running chain when it is fusible and reads a
 // storage the chain wrote.
-std::vector<NodeId> fusion_chains(const Graph& g, const std::vector<OpCount>& counts) {
+// Nodes counted once per step (`once`) stay out of chains: a chain is counted per micro-batch.
+std::vector<NodeId> fusion_chains(const Graph& g, const std::vector<OpCount>& counts,
+                                  const std::vector<char>& once) {
   const auto nodes = g.nodes();
   std::vector<NodeId> leader(nodes.size());
   std::vector<NodeId> writer_chain(g.storages().size(), kNoNode);  // chain that last wrote it
   NodeId current = kNoNode;
   for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
     leader[n] = n;
-    if (!fusible(counts[n])) {
+    if (!fusible(counts[n]) || once[n]) {
       current = kNoNode;
       continue;
     }
@@ -330,11 +332,18 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
   r.ops.reserve(nodes.size());
 
   ACCELSIM_CHECK(options.micro_batches >= 1, "micro_batches must be at least 1");
+  // Ops counted once per step rather than per micro-batch: the optimizer, and with the fp8
+  // weight cache the ops the graph marks "once_per_step".
+  std::vector<char> once(nodes.size(), 0);
+  for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
+    once[n] = nodes[n].pass == Pass::optimizer ||
+              (options.fp8_weight_cache && nodes[n].attr_bool("once_per_step", false));
+  }
   std::vector<OpCount> counts(nodes.size());
   for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) counts[n] = count_op(graph, nodes[n]);
   std::vector<NodeId> leader;
   if (options.fuse_elementwise) {
-    leader = fusion_chains(graph, counts);
+    leader = fusion_chains(graph, counts, once);
     fuse_counts(graph, leader, counts);
   }
 
@@ -373,7 +382,7 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
     OpResult& op = r.ops[n];
     op.energy_j = op_energy(op.count, op.cost, device);
     // Forward and backward ops run once per micro-batch (gradient accumulation).
-    const double times = nodes[n].pass == Pass::optimizer ? 1.0 : micro;
+    const double times = once[n] ? 1.0 : micro;
     r.energy_j += times * op.energy_j;
     op.start_s = clock_s;
     clock_s += op.cost.time_s;
@@ -393,6 +402,7 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
       case Pass::backward: r.backward_time_s += times * op.cost.time_s; break;
       case Pass::optimizer: r.optimizer_time_s += op.cost.time_s; break;
     }
+    if (once[n] && nodes[n].pass != Pass::optimizer) r.once_per_step_time_s += op.cost.time_s;
     if (op.count.launches_kernel) r.num_kernels += static_cast<int64_t>(times);
     if (op.count.op_class == OpClass::communication) {
       r.num_collectives += static_cast<int64_t>(times);
