@@ -76,7 +76,9 @@ void bind_simulate(nb::module_& m) {
       .def_rw("fuse_elementwise", &SimulateOptions::fuse_elementwise)
       .def_rw("micro_batches", &SimulateOptions::micro_batches)
       .def_rw("system", &SimulateOptions::system)
-      .def_rw("groups", &SimulateOptions::groups);
+      .def_rw("groups", &SimulateOptions::groups)
+      .def_rw("overlap_tp_comm", &SimulateOptions::overlap_tp_comm)
+      .def_rw("fp8_weight_cache", &SimulateOptions::fp8_weight_cache);
 
 
   nb::class_<OpResult>(m, "OpResult")
@@ -86,7 +88,8 @@ void bind_simulate(nb::module_& m) {
       .def_ro("cost", &OpResult::cost)
       .def_ro("start_s", &OpResult::start_s)
       .def_ro("end_s", &OpResult::end_s)
-      .def_ro("energy_j", &OpResult::energy_j);
+      .def_ro("energy_j", &OpResult::energy_j)
+      .def_ro("overlapped_s", &OpResult::overlapped_s);
 
   nb::class_<UncoveredOp>(m, "UncoveredOp")
       .def_ro("op", &UncoveredOp::op)
@@ -109,6 +112,8 @@ void bind_simulate(nb::module_& m) {
       .def_ro("num_collectives", &SimulationResult::num_collectives)
       .def_ro("communication_bytes", &SimulationResult::communication_bytes)
       .def_ro("communication_time_s", &SimulationResult::communication_time_s)
+      .def_ro("overlapped_communication_s", &SimulationResult::overlapped_communication_s)
+      .def_ro("once_per_step_time_s", &SimulationResult::once_per_step_time_s)
       .def_ro("compute_utilization", &SimulationResult::compute_utilization)
       .def_ro("bandwidth_utilization", &SimulationResult::bandwidth_utilization)
       .def_ro("reference_peak_flops_per_s", &SimulationResult::reference_peak_flops_per_s)

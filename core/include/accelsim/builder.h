@@ -79,7 +79,8 @@ struct BuildOptions {
   // Transformer Engine's fp8 recipe does: the input and the weight are cast to e4m3 (per-tensor
   // scales) each step, the GEMM (torch._scaled_mm) writes the 16-bit output, and the backward
   // keeps the fp8 copies (1 byte per element) instead of the 16-bit input. The LM head stays in
-  // the activation dtype.
+  // the activation dtype. The weight casts carry attr "once_per_step" (TE caches them over a
+  // step's micro-batches; SimulateOptions::fp8_weight_cache counts them once).
   bool fp8_gemms = false;
 };
 

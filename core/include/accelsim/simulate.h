@@ -42,6 +42,41 @@ struct SimulateOptions {
   // each group's size and placement; without a system they are not timed (one device).
   std::optional<SystemSpec> system;
   std::vector<CommGroup> groups;
+  // Tensor-parallel communication overlap, as Megatron-LM's --tp-comm-overlap runs it with
+  // Transformer Engine's userbuffers (on in NeMo's performance recipes for TP > 1 with sequence
+  // parallelism): each "tp" all-gather or reduce-scatter timed on `system` is split into chunks
+  // and pipelined with the GEMMs beside it (Wang et al., ASPLOS'23, "Overlap Communication with
+  // Dependent Computation via Decomposition in Large Deep Learning Models"). Its partners, found
+  // in the graph by storage (so through views) in the collective's own pass, follow TE's default
+  // methods (transformer_engine/pytorch/module/base.py, initialize_ub; NeMo's
+  // recipes/tp_overlap_configs/userbuffers.py):
+  //   forward all-gather (qkv_fprop, fc1_fprop: ring exchange): the GEMMs reading its output,
+  //     directly or through one dtype cast (_to_copy: the fp8 input cast);
+  //   forward reduce-scatter (proj_fprop, fc2_fprop: pipeline or ring exchange): the GEMMs
+  //     writing its input, directly or through an add (a bias);
+  //   backward all-gather of an output gradient (proj_dgrad, fc2_dgrad: ring exchange): the
+  //     dgrad GEMMs reading it;
+  //   backward reduce-scatter of an input gradient (qkv_wgrad, fc1_wgrad: bulk): not the dgrad
+  //     GEMMs that produce it (through the add_ that sums them) but the wgrad GEMMs reading the
+  //     same output gradients, which run beside it.
+  // Forward and dgrad GEMMs are those that read a weight (a parameter or a cast of one), wgrad
+  // GEMMs those that do not; a GEMM partners one collective at most. With C the collective's
+  // time, G its partners' and n = the group's size, a pipelined pair takes max(C, G) +
+  // min(C, G) / n (the first or last chunk of the shorter side is exposed) and a bulk pair
+  // max(C, G); the collective is charged what the pair adds to G (never below 0): its
+  // cost.time_s; the rest is OpResult::overlapped_s and SimulationResult::
+  // overlapped_communication_s. n is a simplification where TE pipelines (proj_fprop and
+  // fc2_fprop in NeMo's bf16 H100 configs) with num_splits = 4 chunks: the same at TP 4.
+  // All-reduces (TP without sequence parallelism) stay exposed: userbuffers need sequence
+  // parallelism (Megatron-LM requires --sequence-parallel with --tp-comm-overlap).
+  bool overlap_tp_comm = false;
+  // Transformer Engine's fp8 weight cache (TE modules' is_first_microbatch, which Megatron-LM's
+  // TE wrappers pass under gradient accumulation): the fp8 casts of the weights run on a step's
+  // first micro-batch and are reused by the others. Ops the graph marks with attr
+  // "once_per_step" (the builder's weight casts under BuildOptions::fp8_gemms) are then counted
+  // once per step, like the optimizer, whatever micro_batches is, and their time is reported in
+  // SimulationResult::once_per_step_time_s. Off: they run every micro-batch.
+  bool fp8_weight_cache = false;
 };
 
 struct OpResult {
@@ -52,6 +87,10 @@ struct OpResult {
   double start_s = 0.0;
   double end_s = 0.0;
   double energy_j = 0.0;  // estimate (see SimulationResult::energy_j)
+  // A collective's time hidden under its GEMMs (SimulateOptions::overlap_tp_comm): its full time
+  // on the system is cost.time_s + overlapped_s; cost.time_s, what it is charged, is what the
+  // timeline, the pass times and the latency hold.
+  double overlapped_s = 0.0;
 };
 
 // An op the catalogue does not know: how often it ran and the time it was charged.
@@ -76,7 +115,17 @@ struct SimulationResult {
   int64_t num_kernels = 0;
   int64_t num_collectives = 0;       // communication ops (not timed on one device)
   double communication_bytes = 0.0;  // their payload on this rank
-  double communication_time_s = 0.0;  // their time on SimulateOptions::system (not overlapped)
+  // Their full time on SimulateOptions::system, whether or not GEMMs hide part of it.
+  double communication_time_s = 0.0;
+  // The part of communication_time_s hidden under GEMMs (SimulateOptions::overlap_tp_comm), not
+  // in latency_s or the pass times: the exposed communication is the difference.
+  double overlapped_communication_s = 0.0;
+  // Time of the forward and backward ops that run once per step, not once per micro-batch
+  // (SimulateOptions::fp8_weight_cache: the cached fp8 weight casts), counted once. It is part of
+  // forward_time_s / backward_time_s and latency_s; the optimizer, also once per step, is not in
+  // it (optimizer_time_s). A caller that simulates one micro-batch and scales it by m micro-batches
+  // takes m x (forward + backward - once_per_step_time_s) + once_per_step_time_s.
+  double once_per_step_time_s = 0.0;
   // Achieved rates over the whole run relative to the device's peak for the graph's dominant
   // matmul dtype (compute) and its memory bandwidth.
   double compute_utilization = 0.0;

@@ -460,7 +460,10 @@ class Builder {
       auto [cast, fresh] = fp8_inputs_.try_emplace({xm.storage, xm.storage_offset, rows, in}, -1);
       if (fresh) cast->second = e_.op("_to_copy", {x2}, {rows, in}, DType::fp8_e4m3);
       TensorId xq = cast->second;
-      TensorId wq = e_.op("_to_copy", {w}, {out, in}, DType::fp8_e4m3);
+      // Transformer Engine casts the weight on a step's first micro-batch only and reuses the
+      // fp8 copy (is_first_microbatch, passed by Megatron-LM's TE wrappers): marked for
+      // SimulateOptions::fp8_weight_cache.
+      TensorId wq = e_.op("_to_copy", {w}, {out, in}, DType::fp8_e4m3, {{"once_per_step", true}});
       y = e_.op("_scaled_mm", {xq, e_.transposed(wq)}, {rows, out}, dt_);
       if (bias) {
         TensorId b = e_.parameter({out}, m_.weight_dtype, prefix + ".bias");

@@ -92,14 +92,16 @@ bool fusible(const OpCount& c) {
 // Chains of fusible ops (SimulateOptions::fuse_elementwise): per node, the first node of its
 // chain (itself when alone). A node joins the running chain when it is fusible and reads a
 // storage the chain wrote.
-std::vector<NodeId> fusion_chains(const Graph& g, const std::vector<OpCount>& counts) {
+// Nodes counted once per step (`once`) stay out of chains: a chain is counted per micro-batch.
+std::vector<NodeId> fusion_chains(const Graph& g, const std::vector<OpCount>& counts,
+                                  const std::vector<char>& once) {
   const auto nodes = g.nodes();
   std::vector<NodeId> leader(nodes.size());
   std::vector<NodeId> writer_chain(g.storages().size(), kNoNode);  // chain that last wrote it
   NodeId current = kNoNode;
   for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
     leader[n] = n;
-    if (!fusible(counts[n])) {
+    if (!fusible(counts[n]) || once[n]) {
       current = kNoNode;
       continue;
     }
@@ -167,6 +169,156 @@ void fuse_counts(const Graph& g, const std::vector<NodeId>& leader, std::vector<
   }
 }
 
+// ---- TP communication overlap (SimulateOptions::overlap_tp_comm) ---------------------------
+
+// The nodes that read and that write each storage, in execution order (views share their
+// base's storage, so a consumer of a view is a reader of the base).
+struct StorageUses {
+  std::vector<std::vector<NodeId>> readers, writers;
+};
+
+StorageUses storage_uses(const Graph& g) {
+  StorageUses u;
+  u.readers.resize(g.storages().size());
+  u.writers.resize(g.storages().size());
+  const auto nodes = g.nodes();
+  for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
+    for (TensorId t : nodes[n].inputs) {
+      auto& list = u.readers[g.tensor(t).storage];
+      if (list.empty() || list.back() != n) list.push_back(n);
+    }
+    for (TensorId t : nodes[n].outputs) {
+      auto& list = u.writers[g.tensor(t).storage];
+      if (list.empty() || list.back() != n) list.push_back(n);
+    }
+  }
+  return u;
+}
+
+class TpOverlap {
+ public:
+  TpOverlap(const Graph& g, const std::vector<OpResult>& ops, int64_t chunks)
+      : g_(g), ops_(ops), uses_(storage_uses(g)), chunks_(static_cast<double>(chunks)),
+        weight_(g.storages().size(), 0), taken_(g.nodes().size(), 0) {
+    // Weights: parameters, and the storages a cast of a parameter writes (the fp8 weights).
+    for (StorageId s = 0; s < static_cast<StorageId>(g.storages().size()); ++s) {
+      weight_[s] = g.storage(s).kind == StorageKind::parameter;
+    }
+    for (const Node& n : g.nodes()) {
+      if (n.op != "_to_copy" || n.inputs.empty() || !weight_[storage(n.inputs[0])]) continue;
+      for (TensorId t : n.outputs) weight_[storage(t)] = 1;
+    }
+  }
+
+  // The time of collective `c` hidden under its partner GEMMs (0 when it has none).
+  double hidden_s(NodeId c) {
+    const Node& n = g_.node(c);
+    std::vector<NodeId> partners;
+    bool bulk = false;
+    if (n.op == "accel_sim::all_gather") {
+      partners = weight_gemms_reading(storage(n.outputs[0]), c);
+    } else if (n.pass == Pass::forward) {
+      partners = weight_gemms_writing(storage(n.inputs[0]), c, 0);
+    } else {
+      // TE's bulk wgrad overlap: the reduce-scatter of dX runs beside the wgrad GEMMs, those
+      // that read the output gradient the dgrad GEMMs producing dX read.
+      bulk = true;
+      for (NodeId d : weight_gemms_writing(storage(n.inputs[0]), c, 0)) {
+        for (TensorId t : g_.node(d).inputs) {
+          const StorageId s = storage(t);
+          if (weight_[s]) continue;
+          for (NodeId k : uses_.readers[s]) {
+            if (k != d && g_.node(k).pass == n.pass && gemm(k) && !reads_weight(k) && !taken_[k] &&
+                std::find(partners.begin(), partners.end(), k) == partners.end()) {
+              partners.push_back(k);
+            }
+          }
+        }
+      }
+    }
+    double gemm_s = 0.0;
+    for (NodeId k : partners) {
+      taken_[k] = 1;
+      gemm_s += ops_[k].cost.time_s;
+    }
+    const double comm_s = ops_[c].cost.time_s;
+    if (gemm_s <= 0.0) return 0.0;
+    // The pair takes max(C, G) + min(C, G) / n (pipelined) or max(C, G) (bulk); the collective
+    // adds that minus G to the GEMMs' time.
+    const double pair_s = std::max(comm_s, gemm_s) + (bulk ? 0.0 : std::min(comm_s, gemm_s) / chunks_);
+    const double charged_s = std::max(0.0, pair_s - gemm_s);
+    return comm_s - charged_s;
+  }
+
+ private:
+  StorageId storage(TensorId t) const { return g_.tensor(t).storage; }
+  bool gemm(NodeId k) const { return ops_[k].count.op_class == OpClass::matmul; }
+  bool reads_weight(NodeId k) const {
+    for (TensorId t : g_.node(k).inputs) {
+      if (weight_[storage(t)]) return true;
+    }
+    return false;
+  }
+  bool partner(NodeId k, Pass pass) const {
+    return g_.node(k).pass == pass && gemm(k) && reads_weight(k) && !taken_[k];
+  }
+
+  // GEMMs after `c` in its pass that read storage `s` and a weight, directly or through one
+  // dtype cast of `s` (the fp8 cast of a GEMM input).
+  std::vector<NodeId> weight_gemms_reading(StorageId s, NodeId c) const {
+    const Pass pass = g_.node(c).pass;
+    std::vector<NodeId> found;
+    for (NodeId k : uses_.readers[s]) {
+      if (k <= c) continue;
+      if (partner(k, pass)) {
+        found.push_back(k);
+      } else if (g_.node(k).op == "_to_copy" && g_.node(k).pass == pass) {
+        for (TensorId t : g_.node(k).outputs) {
+          for (NodeId j : uses_.readers[storage(t)]) {
+            if (j > k && partner(j, pass)) found.push_back(j);
+          }
+        }
+      }
+    }
+    return found;
+  }
+
+  // GEMMs before `c` in its pass that read a weight and write storage `s`, directly or into an
+  // add (a bias add; the accumulation of several dgrads into one gradient) that writes it.
+  std::vector<NodeId> weight_gemms_writing(StorageId s, NodeId c, int depth) const {
+    const Pass pass = g_.node(c).pass;
+    std::vector<NodeId> found;
+    for (NodeId k : uses_.writers[s]) {
+      if (k >= c || g_.node(k).pass != pass) continue;
+      if (partner(k, pass)) {
+        found.push_back(k);
+      } else if ((g_.node(k).op == "add" || g_.node(k).op == "add_") && depth < 2) {
+        for (TensorId t : g_.node(k).inputs) {
+          if (storage(t) == s) continue;
+          for (NodeId j : weight_gemms_writing(storage(t), k, depth + 1)) {
+            if (std::find(found.begin(), found.end(), j) == found.end()) found.push_back(j);
+          }
+        }
+      }
+    }
+    return found;
+  }
+
+  const Graph& g_;
+  const std::vector<OpResult>& ops_;
+  StorageUses uses_;
+  double chunks_;
+  std::vector<char> weight_;
+  std::vector<char> taken_;  // GEMMs already hiding a collective
+};
+
+bool is_tp_overlappable(const Node& node) {
+  if (node.op != "accel_sim::all_gather" && node.op != "accel_sim::reduce_scatter") return false;
+  const AttrValue* group = node.attr("group");
+  const std::string* name = group != nullptr ? std::get_if<std::string>(group) : nullptr;
+  return name != nullptr && *name == "tp";
+}
+
 }  // namespace
 
 SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
@@ -179,21 +331,23 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
   const auto nodes = graph.nodes();
   r.ops.reserve(nodes.size());
 
+  ACCELSIM_CHECK(options.micro_batches >= 1, "micro_batches must be at least 1");
+  // Ops counted once per step rather than per micro-batch: the optimizer, and with the fp8
+  // weight cache the ops the graph marks "once_per_step".
+  std::vector<char> once(nodes.size(), 0);
+  for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
+    once[n] = nodes[n].pass == Pass::optimizer ||
+              (options.fp8_weight_cache && nodes[n].attr_bool("once_per_step", false));
+  }
   std::vector<OpCount> counts(nodes.size());
   for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) counts[n] = count_op(graph, nodes[n]);
   std::vector<NodeId> leader;
   if (options.fuse_elementwise) {
-    leader = fusion_chains(graph, counts);
+    leader = fusion_chains(graph, counts, once);
     fuse_counts(graph, leader, counts);
   }
 
-  std::map<std::string, size_t> uncovered_index;
-  double clock_s = 0.0;
-  double forward_model_flops = 0.0;
-  bool has_backward = false;
-  ACCELSIM_CHECK(options.micro_batches >= 1, "micro_batches must be at least 1");
-  const double micro = static_cast<double>(options.micro_batches);
-  double step_s = 0.0;  // every micro-batch's forward and backward, then the optimizer
+  // Every op's cost first: a collective's overlap depends on GEMMs after it.
   for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
     OpResult op;
     op.node = n;
@@ -203,9 +357,32 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
     if (op.count.op_class == OpClass::communication && options.system.has_value()) {
       op.cost = collective_cost(nodes[n], op.count, options);
     }
+    r.ops.push_back(op);
+  }
+  if (options.overlap_tp_comm && options.system.has_value()) {
+    const auto tp = std::find_if(options.groups.begin(), options.groups.end(),
+                                 [](const CommGroup& g) { return g.name == "tp"; });
+    if (tp != options.groups.end() && tp->size > 1) {
+      TpOverlap overlap(graph, r.ops, tp->size);
+      for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
+        if (!is_tp_overlappable(nodes[n])) continue;
+        r.ops[n].overlapped_s = overlap.hidden_s(n);
+      }
+      for (OpResult& op : r.ops) op.cost.time_s -= op.overlapped_s;
+    }
+  }
+
+  std::map<std::string, size_t> uncovered_index;
+  double clock_s = 0.0;
+  double forward_model_flops = 0.0;
+  bool has_backward = false;
+  const double micro = static_cast<double>(options.micro_batches);
+  double step_s = 0.0;  // every micro-batch's forward and backward, then the optimizer
+  for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
+    OpResult& op = r.ops[n];
     op.energy_j = op_energy(op.count, op.cost, device);
     // Forward and backward ops run once per micro-batch (gradient accumulation).
-    const double times = nodes[n].pass == Pass::optimizer ? 1.0 : micro;
+    const double times = once[n] ? 1.0 : micro;
     r.energy_j += times * op.energy_j;
     op.start_s = clock_s;
     clock_s += op.cost.time_s;
@@ -225,11 +402,13 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
       case Pass::backward: r.backward_time_s += times * op.cost.time_s; break;
       case Pass::optimizer: r.optimizer_time_s += op.cost.time_s; break;
     }
+    if (once[n] && nodes[n].pass != Pass::optimizer) r.once_per_step_time_s += op.cost.time_s;
     if (op.count.launches_kernel) r.num_kernels += static_cast<int64_t>(times);
     if (op.count.op_class == OpClass::communication) {
       r.num_collectives += static_cast<int64_t>(times);
       r.communication_bytes += times * op.count.communication_bytes;
-      r.communication_time_s += times * op.cost.time_s;
+      r.communication_time_s += times * (op.cost.time_s + op.overlapped_s);
+      r.overlapped_communication_s += times * op.overlapped_s;
     }
     if (op.cost.bound == Bound::compute) r.compute_bound_time_s += times * op.cost.time_s;
     if (op.cost.bound == Bound::memory) r.memory_bound_time_s += times * op.cost.time_s;
@@ -240,7 +419,6 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
       r.uncovered_ops[it->second].count += 1;
       r.uncovered_ops[it->second].time_s += op.cost.time_s;
     }
-    r.ops.push_back(op);
   }
   r.latency_s = step_s;
   r.model_flops = (has_backward ? 3.0 : 1.0) * micro * forward_model_flops;

@@ -319,6 +319,41 @@ TEST(TrainTest, Fp8GemmsKeepOneByteCopiesForBackward) {
                ConfigError);
 }
 
+TEST(TrainTest, Fp8WeightCastsAreMarkedOncePerStep) {
+  // Transformer Engine casts each weight to fp8 on a step's first micro-batch only: the builder
+  // marks the forward weight casts, one per block linear (QKV, proj, FC1, FC2: 4 per layer), and
+  // nothing in the backward (dgrad and wgrad read the forward's fp8 weight through a transposed
+  // view; no re-cast). With the cache, 4 micro-batches run them once: 3 x their time less.
+  const Graph g = build_graph(gpt3_style(2), {.phase = Phase::train, .batch = 2, .seq = 128,
+                                              .fp8_gemms = true});
+  int marked = 0;
+  for (const Node& n : g.nodes()) {
+    if (!n.attr_bool("once_per_step", false)) continue;
+    ++marked;
+    EXPECT_EQ(n.op, "_to_copy");
+    EXPECT_EQ(n.pass, Pass::forward);
+    EXPECT_EQ(g.storage(g.tensor(n.inputs[0]).storage).kind, StorageKind::parameter);
+  }
+  EXPECT_EQ(marked, 8);
+  DeviceSpec d = testing::round_device();
+  d.fp8_matrix_flops_per_s = 200e12;
+  SimulateOptions o;
+  o.micro_batches = 4;
+  const SimulationResult every = simulate(g, d, o);
+  o.fp8_weight_cache = true;
+  const SimulationResult cached = simulate(g, d, o);
+  double casts = 0;
+  for (const OpResult& op : cached.ops) {
+    if (g.node(op.node).attr_bool("once_per_step", false)) casts += op.cost.time_s;
+  }
+  EXPECT_GT(casts, 0.0);
+  EXPECT_NEAR(cached.once_per_step_time_s, casts, 1e-15);
+  EXPECT_NEAR(every.latency_s - cached.latency_s, 3 * casts, 1e-12);
+  EXPECT_NEAR(every.forward_time_s - cached.forward_time_s, 3 * casts, 1e-12);
+  EXPECT_EQ(every.backward_time_s, cached.backward_time_s);
+  EXPECT_EQ(every.optimizer_time_s, cached.optimizer_time_s);
+}
+
 TEST(TrainTest, GradientAccumulationRunsForwardAndBackwardPerMicroBatch) {
   // 4 micro-batches: forward and backward time, FLOPs and model FLOPs 4x, the optimizer once.
   const DeviceSpec d = testing::round_device();

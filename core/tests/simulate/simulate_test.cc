@@ -154,3 +154,52 @@ TEST(EnergyTest, IdlePowerPlusEnergyPerFlopAndByteCappedAtTdp) {
 
 }  // namespace
 }  // namespace accelsim
+
+namespace accelsim {
+namespace {
+
+TEST(MicroBatchTest, CachedFp8WeightCastRunsOncePerStep) {
+  // One fp8 linear on the round device with a 200 TFLOP/s fp8 peak:
+  //   n0 wq = _to_copy(W [1000, 1000] bf16 -> fp8), marked once_per_step: 2 MB read + 1 MB
+  //      written at 1 TB/s = 3 us + 1 us launch = 4 us
+  //   n1 xq = _to_copy(x [1000, 1000] bf16 -> fp8): 4 us
+  //   n2 y = _scaled_mm(xq, wq^T): 2e9 FLOPs / 200 TFLOP/s = 10 us (4 MB: 4 us) + 1 us = 11 us
+  // 4 micro-batches: 4 x 19 = 76 us; with the cache the weight cast runs once: 4 + 4 x 15 = 64 us.
+  Graph g;
+  const TensorId w = testing::new_tensor(g, {1000, 1000}, DType::bf16, StorageKind::parameter);
+  const TensorId x = testing::new_tensor(g, {1000, 1000}, DType::bf16, StorageKind::input);
+  const TensorId wq = testing::new_tensor(g, {1000, 1000}, DType::fp8_e4m3);
+  const TensorId xq = testing::new_tensor(g, {1000, 1000}, DType::fp8_e4m3);
+  const TensorId y = testing::new_tensor(g, {1000, 1000}, DType::bf16);
+  testing::add(g, "_to_copy", {w}, {wq}, {{"once_per_step", true}});
+  testing::add(g, "_to_copy", {x}, {xq});
+  testing::add(g, "_scaled_mm", {xq, testing::view_of(g, wq, {1000, 1000})}, {y});
+  g.add_output(y);
+  DeviceSpec d = testing::round_device();
+  d.fp8_matrix_flops_per_s = 200e12;
+  SimulateOptions o;
+  o.micro_batches = 4;
+  const SimulationResult every = simulate(g, d, o);
+  EXPECT_NEAR(every.ops[0].cost.time_s, 4e-6, 1e-12);
+  EXPECT_NEAR(every.ops[1].cost.time_s, 4e-6, 1e-12);
+  EXPECT_NEAR(every.ops[2].cost.time_s, 11e-6, 1e-12);
+  EXPECT_NEAR(every.latency_s, 76e-6, 1e-12);
+  EXPECT_EQ(every.once_per_step_time_s, 0.0);
+  o.fp8_weight_cache = true;
+  const SimulationResult cached = simulate(g, d, o);
+  EXPECT_NEAR(cached.latency_s, 64e-6, 1e-12);
+  EXPECT_NEAR(cached.forward_time_s, 64e-6, 1e-12);
+  EXPECT_NEAR(cached.once_per_step_time_s, 4e-6, 1e-12);
+  EXPECT_EQ(cached.num_kernels, 1 + 4 * 2);
+  EXPECT_DOUBLE_EQ(cached.total_bytes, 3e6 + 4 * (3e6 + 4e6));
+  // One micro-batch, as a caller that scales it would simulate: m x (forward + backward -
+  // once_per_step_time_s) + once_per_step_time_s gives the same 64 us.
+  o.micro_batches = 1;
+  const SimulationResult one = simulate(g, d, o);
+  EXPECT_NEAR(one.latency_s, 19e-6, 1e-12);
+  EXPECT_NEAR(4 * (one.forward_time_s - one.once_per_step_time_s) + one.once_per_step_time_s,
+              64e-6, 1e-12);
+}
+
+}  // namespace
+}  // namespace accelsim
