@@ -119,6 +119,7 @@ void bind_report(nb::module_& m) {
       .def_ro("rows", &ErrorStats::rows)
       .def_ro("median_abs_error", &ErrorStats::median_abs_error)
       .def_ro("p90_abs_error", &ErrorStats::p90_abs_error)
+      .def_ro("max_abs_error", &ErrorStats::max_abs_error)
       .def_ro("median_signed_error", &ErrorStats::median_signed_error);
   m.def("error_stats", &error_stats, nb::arg("predicted"), nb::arg("measured"));
   nb::class_<ClassErrors>(m, "ClassErrors")

@@ -319,8 +319,9 @@ def training_runs_path() -> Path:
 
 def predict_training_run(row: dict) -> Any:
     """`accel-sim train`'s estimate for a published run (validation/extract_training_runs.py):
-    sequence parallelism with TP, no recomputation, the distributed optimizer with overlap, the
-    row's precision (bf16-mixed where it is unstated)."""
+    sequence parallelism with TP and its communication overlapped with the GEMMs, no
+    recomputation, the distributed optimizer with overlap, fp8 weight casts cached across
+    micro-batches, the row's precision (bf16-mixed where it is unstated)."""
     from accel_sim.device import resolve_device
     from accel_sim.io.model_config import load_model_spec
     from accel_sim.io.system_file import resolve_system
@@ -340,4 +341,6 @@ def predict_training_run(row: dict) -> Any:
     base.fp8_gemms = precision == "fp8-mixed"
     options = _core.SimulateOptions()
     options.cost_model = "kernel"
+    options.overlap_tp_comm = True   # NeMo's performance recipes: tp_comm_overlap with SP
+    options.fp8_weight_cache = True  # Transformer Engine under Megatron-LM
     return _core.estimate_training(spec, base, layout, device, system, options)

@@ -62,6 +62,7 @@ struct ErrorStats {
   int64_t rows = 0;
   double median_abs_error = 0;  // median of |predicted / measured - 1|
   double p90_abs_error = 0;
+  double max_abs_error = 0;  // the worst row
   double median_signed_error = 0;  // median of predicted / measured - 1 (> 0: overestimates)
 };
 

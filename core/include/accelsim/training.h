@@ -13,7 +13,9 @@
 // The step, as Megatron-LM runs it (Narayanan et al. 2021, "Efficient Large-Scale Language Model
 // Training on GPU Clusters"):
 //   compute    m micro-batches x (forward + backward of the stage), m = global batch / (dp x
-//              micro-batch); TP/CP/EP collectives inside;
+//              micro-batch); TP/CP/EP collectives inside, what overlaps its GEMMs hidden
+//              (SimulateOptions::overlap_tp_comm); cached fp8 weight casts once per step
+//              (SimulateOptions::fp8_weight_cache);
 //   bubble     (pp - 1) / v x (forward + backward) for 1F1B with v virtual stages (v = 1: plain
 //              1F1B; the same bubble as GPipe);
 //   pp comm    the pipeline's fill and drain: 2 (pp - 1) v activation sends of one micro-batch
@@ -78,7 +80,7 @@ struct TrainingEstimate {
   int64_t stage_layers = 0;  // layers on the heaviest pipeline stage
   double step_s = 0.0;
   double compute_s = 0.0;    // m x (forward + backward), TP/CP/EP collectives inside
-  double tp_comm_s = 0.0;    // the part of compute spent in TP/CP/EP collectives
+  double tp_comm_s = 0.0;    // the part of compute spent in TP/CP/EP collectives (exposed)
   double bubble_s = 0.0;
   double pp_comm_s = 0.0;
   double p2p_send_s = 0.0;  // one micro-batch's activations to the next stage
@@ -109,7 +111,9 @@ struct StageProfile {
   bool feasible = false;
   std::string reason;
   int64_t base_layers = 1;
-  PerLayer forward_s, backward_s, communication_s, optimizer_s;
+  PerLayer forward_s, backward_s, optimizer_s;
+  PerLayer communication_s;  // TP/CP/EP collectives' exposed time (SimulateOptions::overlap_tp_comm)
+  PerLayer once_per_step_s;  // in forward_s: ops run once per step (SimulateOptions::fp8_weight_cache)
   PerLayer parameter_bytes, gradient_bytes, state_bytes;
   PerLayer saved_bytes;    // activations live at the end of the forward (kept for the backward)
   PerLayer weight_copy_bytes;  // low-precision weight copies the backward keeps (fp8 GEMMs)

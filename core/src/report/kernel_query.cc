@@ -148,6 +148,7 @@ ErrorStats error_stats(const std::vector<double>& predicted, const std::vector<d
   };
   s.median_abs_error = quantile(abs_err, 0.5);
   s.p90_abs_error = quantile(abs_err, 0.9);
+  s.max_abs_error = *std::max_element(abs_err.begin(), abs_err.end());
   s.median_signed_error = quantile(signed_err, 0.5);
   return s;
 }

@@ -224,5 +224,31 @@ TEST(TrainingTest, PlanFindsTheFastestOfItsSpace) {
   EXPECT_EQ(pruned + r.evaluated, r.candidates);
 }
 
+TEST(TrainingTest, OverlappedTpCommAndCachedWeightCastsCountAsTheStageSaysThey) {
+  // TP 2 with SP and fp8 GEMMs, 4 micro-batches: what the stage's simulation hides behind its GEMMs
+  // leaves every micro-batch, and the cached fp8 weight casts run once per step, not four times.
+  const ModelSpec m = small_gpt(2);
+  const DeviceSpec d = testing::round_device();
+  const SystemSpec sys = round_system();
+  const BuildOptions base{.seq = 128, .fp8_gemms = true};
+  const ParallelLayout l{.tp = 2, .sequence_parallel = true, .micro_batch = 1, .global_batch = 4};
+  SimulateOptions plain;
+  SimulateOptions tuned;
+  tuned.overlap_tp_comm = true;
+  tuned.fp8_weight_cache = true;
+  const TrainingEstimate a = estimate_training(m, base, l, d, sys, plain);
+  const TrainingEstimate b = estimate_training(m, base, l, d, sys, tuned);
+  ASSERT_TRUE(a.feasible && b.feasible);
+  const Graph g = build_graph(m, {.phase = Phase::train, .batch = 1, .seq = 128, .tensor_parallel = 2,
+                                  .sequence_parallel = true, .fp8_gemms = true});
+  tuned.system = sys;
+  tuned.groups = {{.name = "tp", .size = 2, .ranks_per_domain = 2}};
+  const SimulationResult r = simulate(g, d, tuned);
+  ASSERT_GT(r.overlapped_communication_s, 0.0);
+  ASSERT_GT(r.once_per_step_time_s, 0.0);
+  EXPECT_NEAR(b.compute_s, a.compute_s - 4 * r.overlapped_communication_s - 3 * r.once_per_step_time_s, 1e-12);
+  EXPECT_NEAR(b.tp_comm_s, a.tp_comm_s - 4 * r.overlapped_communication_s, 1e-12);
+}
+
 }  // namespace
 }  // namespace accelsim

@@ -208,10 +208,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
                              "feasible": e.feasible, "reason": e.reason, "source": row["source"]})
     if args.split != "all":
         collectives = [c for c in collectives if c["split"] == args.split]
+    done = [r for r in runs if r["predicted_tokens_per_s_per_gpu"]]
+    run_stats = _core.error_stats([r["predicted_tokens_per_s_per_gpu"] for r in done],
+                                  [r["measured_tokens_per_s_per_gpu"] for r in done])
     if args.json:
         print(json.dumps({
             "schema": "accel-sim/validate", "rows": len(rows), "skipped": skipped, "collectives": collectives,
             "training_runs": runs,
+            "training_runs_summary": {"rows": run_stats.rows, "median_abs_error": run_stats.median_abs_error,
+                                      "max_abs_error": run_stats.max_abs_error,
+                                      "median_signed_error": run_stats.median_signed_error},
             "uncalibrated_devices": unmeasured,
             "lines": [{"split": s, "device": l.device, "class": l.kind, "calibrated": l.calibrated, "rows": l.kernel.rows,
                        "kernel": {"median_abs_error": l.kernel.median_abs_error, "p90_abs_error": l.kernel.p90_abs_error,
@@ -251,7 +257,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                     [False, False, True, False, True, True, True, False]))
         print("\n  data: the `measured` lists of python/accel_sim/data/systems/*.yaml, each with its source")
     if runs:
-        print("\ntraining runs (report only; `accel-sim train` with SP, no recompute, ZeRO-1 with overlap): "
+        print("\ntraining runs (report only; `accel-sim train` with SP and TP overlap, no recompute, ZeRO-1 with overlap): "
               "tokens/s per GPU vs Megatron-LM / NeMo\n")
         print(table(["id", "system", "model", "GPUs", "layout", "precision", "measured", "predicted", "error / why not"],
                     [(r["id"], r["system"], r["model"], r["gpus"], r["layout"], r["precision"],
@@ -260,7 +266,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
                       (f"{r['error'] * 100:+.1f}%" + ("" if r["feasible"] else f" (but: {r['reason']})"))
                       if r["error"] is not None else r["reason"]) for r in runs],
                     [False, False, False, True, False, False, True, True, False]))
-        print(f"\n  data: {validation.training_runs_path()} (validation/extract_training_runs.py); "
+        stats = run_stats
+        print(f"\n  {stats.rows} of {len(runs)} runs predicted · median |error| {stats.median_abs_error * 100:.1f}% · "
+              f"worst {stats.max_abs_error * 100:.1f}% · median signed {stats.median_signed_error * 100:+.1f}% "
+              "(tokens/s and model TFLOP/s per GPU share the error)")
+        print(f"  data: {validation.training_runs_path()} (validation/extract_training_runs.py); "
               "precision 'unstated' is predicted as bf16-mixed")
     return 0
 

@@ -19,6 +19,8 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", choices=PRECISIONS, default="bf16-mixed", help="bf16-mixed (default): 16-bit compute, fp32 master weights, gradients and optimizer states; fp8-mixed: the blocks' GEMMs in fp8 as Transformer Engine runs them")
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd"), default="adamw")
     p.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn", "eager"), default="flash2")
+    p.add_argument("--no-tp-overlap", action="store_true",
+                   help="expose the TP collectives (default: with SP they overlap their GEMMs, Megatron-LM's --tp-comm-overlap as NeMo's recipes run it)")
     p.add_argument("--cost-model", default="kernel")
     p.add_argument("--json", action="store_true", help="print JSON")
 
@@ -51,6 +53,8 @@ def run_inputs(args: argparse.Namespace, system_device: str) -> RunInputs:
     options = _core.SimulateOptions()
     options.cost_model = args.cost_model
     options.cost.attention_impl = getattr(_core.AttentionImpl, args.attention_impl)
+    options.overlap_tp_comm = not args.no_tp_overlap
+    options.fp8_weight_cache = True  # Transformer Engine's is_first_microbatch, as Megatron-LM passes it
     return RunInputs(spec, base, options, device)
 
 
