@@ -127,6 +127,7 @@ void bind_model(nb::module_& m) {
       .def_rw("tensor_parallel", &BuildOptions::tensor_parallel)
       .def_rw("sequence_parallel", &BuildOptions::sequence_parallel)
       .def_rw("expert_parallel", &BuildOptions::expert_parallel)
+      .def_rw("expert_imbalance", &BuildOptions::expert_imbalance)
       .def_rw("context_parallel", &BuildOptions::context_parallel)
       .def_rw("moe_impl", &BuildOptions::moe_impl)
       .def_rw("optimizer", &BuildOptions::optimizer)

@@ -153,6 +153,7 @@ void bind_simulate(nb::module_& m) {
       .def_rw("micro_batch", &ParallelLayout::micro_batch)
       .def_rw("global_batch", &ParallelLayout::global_batch)
       .def_rw("virtual_stages", &ParallelLayout::virtual_stages)
+      .def_rw("gpipe", &ParallelLayout::gpipe)
       .def_rw("zero", &ParallelLayout::zero)
       .def_rw("overlap_grad_reduce", &ParallelLayout::overlap_grad_reduce)
       .def_rw("overlap_param_gather", &ParallelLayout::overlap_param_gather)

@@ -116,3 +116,18 @@ def test_train_trace_is_a_valid_chrome_trace_of_the_step(tmp_path):
     # The trace ends with the exposed data-parallel communication and the optimizer.
     end = max(e["ts"] + e["dur"] for e in spans) / 1e6
     assert end >= step["step_s"] * 0.99
+
+
+def test_gpipe_and_expert_imbalance_options():
+    base = ["train", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--pp", "4", "--dp", "2",
+            "--global-batch", "16", "--seq", "2048", "--json"]
+    f1b = json.loads(run_cli(*base).stdout)
+    gpipe = json.loads(run_cli(*base, "--schedule", "gpipe").stdout)
+    assert gpipe["step_s"] == f1b["step_s"]  # the same bubble
+    assert gpipe["activation_bytes"] > f1b["activation_bytes"]  # 8 micro-batches in flight, not 4
+    moe = ["train", "--model", "mixtral-8x7b", "--system", "dgx-h100", "--gpus", "16", "--tp", "2", "--dp", "8",
+           "--ep", "8", "--sp", "--global-batch", "16", "--seq", "2048", "--recompute", "full", "--json"]
+    even = json.loads(run_cli(*moe).stdout)
+    skewed = json.loads(run_cli(*moe, "--expert-imbalance", "1.5").stdout)
+    assert skewed["step_s"] > even["step_s"]
+    assert run_cli(*moe, "--expert-imbalance", "0.5").returncode == 2

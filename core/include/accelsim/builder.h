@@ -59,6 +59,10 @@ struct BuildOptions {
   int64_t tensor_parallel = 1;  // must divide heads, FFN width and vocabulary
   bool sequence_parallel = false;  // norms and residuals on tokens / tensor_parallel (needs TP > 1)
   int64_t expert_parallel = 1;     // MoE experts split across this many ranks (all-to-all)
+  // Under expert parallelism: the busiest rank's routed rows over the mean (>= 1; 1 = perfectly
+  // balanced routing, the default). The step waits for that rank, as the load-imbalance factor of
+  // AMD Primus' projection and Calculon do.
+  double expert_imbalance = 1.0;
   int64_t context_parallel = 1;    // each sequence (and decode's cache) split across this many ranks
   MoeImpl moe_impl = MoeImpl::grouped;
   // Training step only.

@@ -17,7 +17,8 @@
 //              (SimulateOptions::overlap_tp_comm); cached fp8 weight casts once per step
 //              (SimulateOptions::fp8_weight_cache);
 //   bubble     (pp - 1) / v x (forward + backward) for 1F1B with v virtual stages (v = 1: plain
-//              1F1B; the same bubble as GPipe);
+//              1F1B; GPipe has the same bubble, Huang et al. 2019, but keeps all m micro-batches
+//              in flight);
 //   pp comm    the pipeline's fill and drain: 2 (pp - 1) v activation sends of one micro-batch
 //              between neighbouring stages (the steady state overlaps them);
 //   dp comm    this rank's gradients and parameters over the data-parallel group, exposed only
@@ -63,6 +64,7 @@ struct ParallelLayout {
   int64_t micro_batch = 1;    // sequences per micro-batch
   int64_t global_batch = 1;   // sequences per step, all data-parallel ranks together
   int64_t virtual_stages = 1; // interleaved 1F1B: model chunks per pipeline rank
+  bool gpipe = false;         // GPipe (all forwards, then all backwards): 1F1B's bubble, m in flight
   int zero = 1;               // 0: all-reduce; 1: distributed optimizer; 2: + gradients; 3: FSDP
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;

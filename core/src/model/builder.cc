@@ -993,7 +993,11 @@ class Builder {
       offsets = e_.op("histc", {sorted}, {local}, DType::int32, {{"bins", local}});
     }
     // Expert parallelism: send each row to the rank that owns its expert, and back afterwards.
-    if (ep > 1) xs = collective("accel_sim::all_to_all", xs, {rows, h}, "ep");
+    // The busiest rank receives expert_imbalance times the mean share of rows, and the step waits
+    // for it (its expert GEMMs, activation and all-to-all).
+    const int64_t busiest =
+        ep > 1 ? static_cast<int64_t>(std::ceil(static_cast<double>(rows) * o_.expert_imbalance)) : rows;
+    if (ep > 1) xs = collective("accel_sim::all_to_all", xs, {busiest, h}, "ep");
 
     TensorId gate_up, down, gate_up_scales = -1, down_scales = -1;
     if (int4(p)) {
@@ -1004,8 +1008,8 @@ class Builder {
       down = e_.parameter({local, h, fe}, m_.weight_dtype, p + ".experts.down_proj");
     }
     TensorId gu = experts_gemm(xs, gate_up, offsets, touched, gate_up_scales);
-    TensorId a = e_.op("silu", {e_.view(gu, {rows, fe})}, {rows, fe}, dt_);
-    TensorId hidden = e_.op("mul", {a, e_.view(gu, {rows, fe})}, {rows, fe}, dt_);
+    TensorId a = e_.op("silu", {e_.view(gu, {busiest, fe})}, {busiest, fe}, dt_);
+    TensorId hidden = e_.op("mul", {a, e_.view(gu, {busiest, fe})}, {busiest, fe}, dt_);
     TensorId y = experts_gemm(hidden, down, offsets, touched, down_scales);
     if (ep > 1) y = collective("accel_sim::all_to_all", y, {rows, h}, "ep");
 
@@ -1303,6 +1307,8 @@ Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
                  "expert- and context-parallel degrees must be at least 1");
   ACCELSIM_CHECK(!options.sequence_parallel || options.tensor_parallel > 1,
                  "sequence parallelism needs a tensor-parallel degree above 1");
+  ACCELSIM_CHECK(options.expert_imbalance >= 1.0 && std::isfinite(options.expert_imbalance),
+                 "the expert load-imbalance factor must be at least 1 (the busiest rank over the mean)");
   ACCELSIM_CHECK(options.expert_parallel == 1 || model.moe.enabled(),
                  "expert parallelism needs a mixture-of-experts model");
   ACCELSIM_CHECK(!options.fp8_gemms || options.phase == Phase::train,

@@ -192,6 +192,7 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
                       " virtual stages");
   }
   if (l.virtual_stages > 1 && l.pp == 1) return infeasible("virtual stages need pipeline parallelism (pp > 1)");
+  if (l.virtual_stages > 1 && l.gpipe) return infeasible("GPipe has no virtual stages (interleaving is a 1F1B schedule)");
   if (l.global_batch % (l.dp * l.micro_batch) != 0) {
     return infeasible("the global batch " + std::to_string(l.global_batch) +
                       " is not a multiple of dp x micro-batch = " + std::to_string(l.dp * l.micro_batch));
@@ -284,7 +285,7 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
 
   // Memory of the first stage, which keeps the most micro-batches in flight: the layers' saved
   // activations for each, the embedding's and head's once, one backward's working memory.
-  double in_flight = static_cast<double>(std::min(m, l.pp));
+  double in_flight = static_cast<double>(l.gpipe ? m : std::min(m, l.pp));
   if (v > 1) {
     in_flight = std::min(static_cast<double>(m * v), static_cast<double>(l.pp * v + l.pp - 1)) /
                 static_cast<double>(v);

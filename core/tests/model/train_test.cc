@@ -488,5 +488,24 @@ TEST(TrainTest, RejectsWhatItDoesNotModel) {
   EXPECT_EQ(step_kv_cache_bytes(testing::llama3_8b(), {.phase = Phase::train, .seq = 128}), 0);
 }
 
+TEST(TrainTest, ExpertImbalanceLoadsTheBusiestRank) {
+  // Mixtral under EP 2, 128 tokens x top-2 = 256 routed rows per rank on average: with an
+  // imbalance of 1.5 the busiest rank receives 384, and its grouped expert GEMMs (forward and
+  // backward) and the all-to-all into them grow by exactly 1.5.
+  const ModelSpec m = testing::mixtral_8x7b();
+  auto expert_flops = [&](double imbalance) {
+    const Graph g = build_graph(m, {.phase = Phase::train, .seq = 128, .expert_parallel = 2,
+                                    .expert_imbalance = imbalance});
+    double flops = 0;
+    for (const Node& n : g.nodes()) {
+      if (n.op == "_grouped_mm") flops += count_op(g, n).flops;
+    }
+    return flops;
+  };
+  EXPECT_DOUBLE_EQ(expert_flops(1.5), 1.5 * expert_flops(1.0));
+  EXPECT_THROW(build_graph(m, {.phase = Phase::train, .seq = 128, .expert_parallel = 2, .expert_imbalance = 0.5}),
+               ConfigError);
+}
+
 }  // namespace
 }  // namespace accelsim

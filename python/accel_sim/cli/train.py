@@ -19,6 +19,8 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", choices=PRECISIONS, default="bf16-mixed", help="bf16-mixed (default): 16-bit compute, fp32 master weights, gradients and optimizer states; fp8-mixed: the blocks' GEMMs in fp8 as Transformer Engine runs them")
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd"), default="adamw")
     p.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn", "eager"), default="flash2")
+    p.add_argument("--expert-imbalance", type=float, default=1.0, metavar="F",
+                   help="MoE under EP: the busiest rank's routed tokens over the mean (default: 1, balanced)")
     p.add_argument("--no-tp-overlap", action="store_true",
                    help="expose the TP collectives (default: with SP they overlap their GEMMs, Megatron-LM's --tp-comm-overlap as NeMo's recipes run it)")
     p.add_argument("--cost-model", default="kernel")
@@ -50,6 +52,9 @@ def run_inputs(args: argparse.Namespace, system_device: str) -> RunInputs:
     base.fp8_gemms = args.precision == "fp8-mixed"
     base.eager_attention = args.attention_impl == "eager"
     base.optimizer = getattr(_core.Optimizer, args.optimizer)
+    if not args.expert_imbalance >= 1.0:
+        raise UsageError(f"--expert-imbalance must be at least 1 (got {args.expert_imbalance})")
+    base.expert_imbalance = args.expert_imbalance
     options = _core.SimulateOptions()
     options.cost_model = args.cost_model
     options.cost.attention_impl = getattr(_core.AttentionImpl, args.attention_impl)
@@ -60,7 +65,7 @@ def run_inputs(args: argparse.Namespace, system_device: str) -> RunInputs:
 
 def layout_dict(layout: Any, recompute: str) -> dict:
     d = {n: getattr(layout, n) for n in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "global_batch",
-                                         "virtual_stages", "zero", "sequence_parallel", "order")}
+                                         "virtual_stages", "zero", "sequence_parallel", "order", "gpipe")}
     d["recompute"] = recompute
     return d
 
@@ -84,6 +89,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--global-batch", type=int, required=True, help="sequences per step, all data-parallel replicas")
     p.add_argument("--microbatch", type=int, default=1, help="sequences per micro-batch (default: 1)")
     p.add_argument("--virtual-stages", type=int, default=1, help="interleaved 1F1B model chunks per pipeline rank (default: 1)")
+    p.add_argument("--schedule", choices=("1f1b", "gpipe"), default="1f1b", help="pipeline schedule (default: 1f1b; gpipe keeps every micro-batch in flight)")
     p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1,
                    help="0: all-reduce gradients; 1: distributed optimizer (default); 2: and sharded gradients; 3: FSDP, sharded parameters")
     p.add_argument("--order", default="tp-cp-ep-dp-pp", help="rank order, innermost first, as Megatron-LM's (default: tp-cp-ep-dp-pp)")
@@ -108,6 +114,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     layout.sequence_parallel = args.sp
     layout.micro_batch, layout.global_batch = args.microbatch, args.global_batch
     layout.virtual_stages, layout.zero, layout.order = args.virtual_stages, args.zero, args.order
+    layout.gpipe = args.schedule == "gpipe"
     layout.overlap_grad_reduce = layout.overlap_param_gather = not args.no_overlap
     run.base.recompute = getattr(_core.Recompute, args.recompute)
     try:
@@ -134,7 +141,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"  throughput   {e.tokens_per_s:,.0f} tokens/s · {e.tflops_per_gpu:,.0f} TFLOP/s per GPU · MFU {e.mfu * 100:.1f}%")
     print(f"  memory       {e.memory_per_gpu_bytes / 2**30:,.1f} GiB per GPU of {run.device.memory_bytes / 2**30:,.0f} GiB "
           f"(activations {e.activation_bytes / 2**30:,.1f} GiB)")
-    print(f"  (the heaviest stage, {e.stage_layers} layers; 1F1B schedule; see core/include/accelsim/training.h)")
+    schedule = "GPipe" if layout.gpipe else ("interleaved 1F1B" if layout.virtual_stages > 1 else "1F1B")
+    print(f"  (the heaviest stage, {e.stage_layers} layers; {schedule} schedule; see core/include/accelsim/training.h)")
     if args.trace:
         print(f"  trace        {args.trace} (open in ui.perfetto.dev)")
     return 0
