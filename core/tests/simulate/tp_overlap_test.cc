@@ -14,15 +14,7 @@ namespace {
 using testing::new_tensor;
 using testing::view_of;
 
-// One 8-GPU domain at 100 GB/s and 1 us per step, no launch cost.
-SystemSpec round_system() {
-  SystemSpec s;
-  s.id = "round";
-  s.scaleup_domain = 8;
-  s.scaleup = {.bandwidth_bytes_per_s = 100e9, .latency_s = 1e-6, .efficiency = 1.0};
-  s.scaleout = {.bandwidth_bytes_per_s = 10e9, .latency_s = 5e-6, .efficiency = 1.0};
-  return s;
-}
+using testing::round_system;
 
 SimulateOptions tp4(bool overlap) {
   SimulateOptions o;

@@ -19,14 +19,7 @@ ModelSpec small_gpt(int64_t layers) {
                    .output_bias = true, .ffn_bias = true};
 }
 
-SystemSpec round_system() {
-  SystemSpec s;
-  s.id = "round";
-  s.scaleup_domain = 8;
-  s.scaleup = {.bandwidth_bytes_per_s = 100e9, .latency_s = 1e-6, .efficiency = 1.0};
-  s.scaleout = {.bandwidth_bytes_per_s = 10e9, .latency_s = 5e-6, .efficiency = 1.0};
-  return s;
-}
+using testing::round_system;
 
 TEST(TrainingTest, StepIsComputeBubblePipelineDataParallelAndOptimizer) {
   // 4 layers, TP 2 x PP 2 x DP 2 (8 GPUs, one domain), global batch 8 of micro-batch 1:

@@ -1,6 +1,7 @@
 // A synthetic device with round numbers, so that expected times can be worked out by hand.
 #pragma once
 
+#include "accelsim/collective.h"
 #include "accelsim/device.h"
 
 namespace accelsim::testing {
@@ -19,6 +20,17 @@ inline DeviceSpec round_device() {
   d.kernel_launch_overhead_s = 1e-6;       // 1 us
   d.price_usd_per_hour = 2.0;
   return d;
+}
+
+// One 8-GPU scale-up domain at 100 GB/s and 1 us per step, NICs at 10 GB/s and 5 us, every
+// efficiency 1 and no launch cost.
+inline SystemSpec round_system() {
+  SystemSpec s;
+  s.id = "round";
+  s.scaleup_domain = 8;
+  s.scaleup = {.bandwidth_bytes_per_s = 100e9, .latency_s = 1e-6, .efficiency = 1.0};
+  s.scaleout = {.bandwidth_bytes_per_s = 10e9, .latency_s = 5e-6, .efficiency = 1.0};
+  return s;
 }
 
 }  // namespace accelsim::testing
