@@ -159,9 +159,6 @@ StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
     p.reason = e.what();
     return p;
   }
-  if (model.num_layers == l0) {  // no layer to add: the per-layer share of the base graph
-    s1 = s0;
-  }
   p.forward_s = line(s0.forward_s, s1.forward_s);
   p.backward_s = line(s0.backward_s, s1.backward_s);
   p.communication_s = line(s0.communication_s, s1.communication_s);
