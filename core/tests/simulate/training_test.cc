@@ -143,7 +143,8 @@ TEST(TrainingTest, ZeroStagesShardStatesGradientsAndParameters) {
   ModelSpec three = m;
   three.num_layers = 3;
   double grads3 = 0;
-  for (const Storage& st : build_graph(three, {.phase = Phase::train, .batch = 1, .seq = 128}).storages()) {
+  const Graph g3 = build_graph(three, {.phase = Phase::train, .batch = 1, .seq = 128});
+  for (const Storage& st : g3.storages()) {
     if (st.kind == StorageKind::gradient) grads3 += static_cast<double>(st.size_bytes);
   }
   const double layer_grads = grads - grads3;
