@@ -3,10 +3,10 @@
 //
 // A stage profile is one micro-batch through one pipeline stage on one rank (TP/SP/CP/EP
 // shapes), simulated on the device with its TP/CP/EP collectives timed on the system. It is
-// built from two model-builder graphs, of L0 and L0 + 1 layers with the embedding, the LM head
-// and the loss (L0 = 1; MoE models with leading dense layers: those plus one MoE layer), and is
-// linear in the layers beyond L0: every time, byte count and FLOP count of a stage of n layers is
-// v(L0) + (n - L0) (v(L0 + 1) - v(L0)). The step's heaviest stage holds
+// built from two model-builder graphs, of one and two of the model's heaviest layers (an MoE
+// model's dense layers counted as MoE ones) with the embedding, the LM head and the loss, and is
+// linear in the layers: every time and byte count of a stage of n layers is
+// v(1) + (n - 1) (v(2) - v(1)). Model FLOPs (for MFU) are the real model's. The step's heaviest stage holds
 // v ceil(layers / (pp v)) layers (v virtual stages; Megatron-LM gives uneven splits' spare
 // layers to some stages and the step waits for them) plus the embedding and the head.
 //
@@ -120,7 +120,7 @@ struct StageProfile {
   PerLayer saved_bytes;    // activations live at the end of the forward (kept for the backward)
   PerLayer weight_copy_bytes;  // low-precision weight copies the backward keeps (fp8 GEMMs)
   PerLayer working_bytes;  // what the peak holds beyond the resident, gradients and saved bytes
-  PerLayer model_flops;    // of one micro-batch (SimulationResult::model_flops)
+  double model_flops = 0.0;  // the whole model's, one micro-batch (SimulationResult::model_flops)
   double reference_peak_flops_per_s = 0.0;
 };
 

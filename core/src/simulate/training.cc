@@ -145,16 +145,30 @@ StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
   o.system = system;
   o.groups = groups;
   o.micro_batches = 1;
-  // The base graph: one layer, or the leading dense layers and the first MoE layer.
-  int64_t l0 = 1;
-  if (model.moe.enabled()) {
-    while (l0 < model.num_layers && !model.moe.is_moe_layer(l0 - 1)) ++l0;
+  // The stage: one and two of the model's heaviest layers (an MoE model's dense leading layers
+  // and interleaved dense layers made MoE) with the embedding and the head.
+  ModelSpec heavy = model;
+  const bool mixed = model.moe.enabled() && (model.moe.first_dense_layers > 0 || model.moe.sparse_step > 1);
+  if (mixed) {
+    heavy.moe.first_dense_layers = 0;
+    heavy.moe.sparse_step = 1;
   }
-  p.base_layers = l0;
+  p.base_layers = 1;
   Sample s0, s1;
+  double whole_flops = 0.0;
   try {
-    s0 = sample_stage(model, l0, b, device, o);
-    s1 = model.num_layers > l0 ? sample_stage(model, l0 + 1, b, device, o) : s0;
+    s0 = sample_stage(heavy, 1, b, device, o);
+    s1 = model.num_layers > 1 ? sample_stage(heavy, 2, b, device, o) : s0;
+    // The model FLOPs of the real model: its leading layers through the first MoE layer, then
+    // one more layer at a time.
+    whole_flops = s0.model_flops + static_cast<double>(model.num_layers - 1) * (s1.model_flops - s0.model_flops);
+    if (mixed) {
+      int64_t l0 = 1;
+      while (l0 < model.num_layers && !model.moe.is_moe_layer(l0 - 1)) ++l0;
+      const Sample r0 = sample_stage(model, l0, b, device, o);
+      const Sample r1 = model.num_layers > l0 ? sample_stage(model, l0 + 1, b, device, o) : r0;
+      whole_flops = r0.model_flops + static_cast<double>(model.num_layers - l0) * (r1.model_flops - r0.model_flops);
+    }
   } catch (const ConfigError& e) {
     p.reason = e.what();
     return p;
@@ -170,7 +184,7 @@ StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
   p.saved_bytes = line(s0.saved_bytes, s1.saved_bytes);
   p.weight_copy_bytes = line(s0.weight_copy_bytes, s1.weight_copy_bytes);
   p.working_bytes = line(s0.working_bytes, s1.working_bytes);
-  p.model_flops = line(s0.model_flops, s1.model_flops);
+  p.model_flops = whole_flops;
   p.reference_peak_flops_per_s = s0.reference;
   p.feasible = true;
   return p;
@@ -276,7 +290,7 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   e.tokens_per_s = tokens / e.step_s;
   // The whole model's model FLOPs for one micro-batch on one TP x CP rank group, times the
   // ranks that split it and the micro-batches of every data-parallel replica.
-  e.model_flops = p.model_flops.at(model.num_layers, l0) * static_cast<double>(l.tp * l.cp) * md * dp;
+  e.model_flops = p.model_flops * static_cast<double>(l.tp * l.cp) * md * dp;
   e.tflops_per_gpu = e.model_flops / e.step_s / static_cast<double>(l.gpus()) / 1e12;
   if (p.reference_peak_flops_per_s > 0) e.mfu = e.tflops_per_gpu * 1e12 / p.reference_peak_flops_per_s;
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "accelsim/builder.h"
+#include "testing/models.h"
 #include "testing/round_device.h"
 
 namespace accelsim {
@@ -258,6 +259,22 @@ TEST(TrainingTest, GpipeKeepsEveryMicroBatchInFlight) {
                                        {{.name = "tp"}, {.name = "cp"}, {.name = "ep"}}, d, sys, {});
   EXPECT_NEAR(gpipe.activation_bytes - f1b.activation_bytes, (8 - 2) * 4 * p.saved_bytes.per_layer, 1.0);
   EXPECT_DOUBLE_EQ(gpipe.step_s, f1b.step_s);
+}
+
+TEST(TrainingTest, MoeWithDenseLeadingLayersProfilesItsHeaviestLayers) {
+  // DeepSeek-V3 (3 dense layers, then 58 MoE): a one-layer stage is one MoE layer, whatever
+  // stage holds the dense ones, and the model FLOPs are the real model's (its graph's own).
+  const ModelSpec m = testing::deepseek_v3();
+  const DeviceSpec d = testing::round_device();
+  const SystemSpec sys = round_system();
+  const BuildOptions base{.seq = 64, .optimizer = Optimizer::none};
+  const TrainingEstimate one = estimate_training(m, base, {.pp = 61, .global_batch = 61}, d, sys, {});
+  EXPECT_EQ(one.stage_layers, 1);
+  EXPECT_GT(one.memory_per_gpu_bytes, 0.0);
+  const TrainingEstimate whole = estimate_training(m, base, {.global_batch = 1}, d, sys, {});
+  const Graph g = build_graph(m, {.phase = Phase::train, .seq = 64, .optimizer = Optimizer::none});
+  const SimulationResult r = simulate(g, d, SimulateOptions{});
+  EXPECT_NEAR(whole.model_flops, r.model_flops, 1e-9 * r.model_flops);
 }
 
 }  // namespace
