@@ -76,7 +76,11 @@ def test_plan_and_train_usage_errors_exit_2():
                  ["plan", *base, "--gpus", "64", "--global-batch", "64", "--order", "tp-dp"],
                  ["plan", "--model", "llama-3-8b", "--system", "no-such", "--seq", "4096", "--gpus", "8", "--global-batch", "8"],
                  ["train", *base, "--gpus", "8", "--dp", "8", "--global-batch", "8", "--order", "tp-tp-dp-pp-ep"],
-                 ["train", *base, "--gpus", "8", "--dp", "8", "--global-batch", "8", "--scaleup-domain", "0"]):
+                 ["train", *base, "--gpus", "8", "--dp", "8", "--global-batch", "8", "--scaleup-domain", "0"],
+                 ["train", *base, "--gpus", "8", "--dp", "8", "--global-batch", "8", "--trace", "/nonexistent/t.json"],
+                 ["plan", "--model", "llama-3-8b", "--system", ",", "--seq", "4096", "--gpus", "8", "--global-batch", "8"],
+                 ["plan", *base, "--gpus", "8", "--global-batch", "8", "--threads", "-1"],
+                 ["plan", *base, "--gpus", "8,16", "--global-batch", "8", "--plot", "/nonexistent/x.svg"]):
         result = run_cli(*args)
         assert result.returncode == 2, (args, result.stdout, result.stderr)
         assert result.stderr.strip().count("\n") == 0, result.stderr

@@ -99,20 +99,17 @@ struct TrainingEstimate {
   bool fits = false;
 };
 
-// A quantity of a stage of n layers: at(n) = base + (n - base_layers) per_layer.
+// A quantity of a stage of n layers, from its value with one layer: at(n) = one + (n - 1) per_layer.
 struct PerLayer {
-  double base = 0.0;
+  double one = 0.0;
   double per_layer = 0.0;
-  double at(int64_t layers, int64_t base_layers) const {
-    return base + static_cast<double>(layers - base_layers) * per_layer;
-  }
+  double at(int64_t layers) const { return one + static_cast<double>(layers - 1) * per_layer; }
 };
 
 // One micro-batch through one pipeline stage on one rank (see the top of this file).
 struct StageProfile {
   bool feasible = false;
   std::string reason;
-  int64_t base_layers = 1;
   PerLayer forward_s, backward_s, optimizer_s;
   PerLayer communication_s;  // TP/CP/EP collectives' exposed time (SimulateOptions::overlap_tp_comm)
   PerLayer once_per_step_s;  // in forward_s: ops run once per step (SimulateOptions::fp8_weight_cache)

@@ -153,7 +153,6 @@ StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
     heavy.moe.first_dense_layers = 0;
     heavy.moe.sparse_step = 1;
   }
-  p.base_layers = 1;
   Sample s0, s1;
   double whole_flops = 0.0;
   try {
@@ -225,17 +224,16 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   const int64_t v = l.virtual_stages;
   const int64_t per_chunk = (model.num_layers + l.pp * v - 1) / (l.pp * v);
   const int64_t n = v * per_chunk;
-  const int64_t l0 = p.base_layers;
   e.stage_layers = n;
   // Ops that run once per step whatever the micro-batches (cached fp8 weight casts) are in the
   // profile's forward once; a micro-batch's passes are the rest.
-  const double once = p.once_per_step_s.at(n, l0);
-  e.forward_s = p.forward_s.at(n, l0) - once;
-  e.backward_s = p.backward_s.at(n, l0);
+  const double once = p.once_per_step_s.at(n);
+  e.forward_s = p.forward_s.at(n) - once;
+  e.backward_s = p.backward_s.at(n);
   const double per_mb = e.forward_s + e.backward_s;
   const auto md = static_cast<double>(m);
   e.compute_s = md * per_mb + once;
-  e.tp_comm_s = md * p.communication_s.at(n, l0);
+  e.tp_comm_s = md * p.communication_s.at(n);
   e.bubble_s = static_cast<double>(l.pp - 1) / static_cast<double>(v) * per_mb;
   if (l.pp > 1) {
     // One micro-batch's activations [micro-batch, seq / cp (/ tp under SP), hidden] in the
@@ -253,8 +251,8 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   }
 
   // This rank's parameters, gradients and optimizer states, and what data parallelism moves.
-  const double params = p.parameter_bytes.at(n, l0), grads = p.gradient_bytes.at(n, l0);
-  const double states = p.state_bytes.at(n, l0);
+  const double params = p.parameter_bytes.at(n), grads = p.gradient_bytes.at(n);
+  const double states = p.state_bytes.at(n);
   const double layer_params = p.parameter_bytes.per_layer, layer_grads = p.gradient_bytes.per_layer;
   const auto dp = static_cast<double>(l.dp);
   if (l.dp > 1) {
@@ -283,7 +281,7 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
       e.dp_comm_s = md * per;
     }
   }
-  e.optimizer_s = p.optimizer_s.at(n, l0) / (l.zero >= 1 ? dp : 1.0);
+  e.optimizer_s = p.optimizer_s.at(n) / (l.zero >= 1 ? dp : 1.0);
   e.step_s = e.compute_s + e.bubble_s + e.pp_comm_s + e.dp_comm_s + e.optimizer_s;
 
   const double tokens = static_cast<double>(l.global_batch) * static_cast<double>(base.seq);
@@ -302,12 +300,12 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
                 static_cast<double>(v);
   }
   const double saved_layers = p.saved_bytes.per_layer * static_cast<double>(n);
-  const double saved_rest = std::max(0.0, p.saved_bytes.at(n, l0) - saved_layers);
-  e.activation_bytes = saved_layers * in_flight + saved_rest + std::max(0.0, p.working_bytes.at(n, l0));
+  const double saved_rest = std::max(0.0, p.saved_bytes.at(n) - saved_layers);
+  e.activation_bytes = saved_layers * in_flight + saved_rest + std::max(0.0, p.working_bytes.at(n));
   const double param_mem = l.zero >= 3 ? params / dp + 2.0 * layer_params : params;
   const double grad_mem = l.zero >= 2 ? grads / dp + layer_grads : grads;
   const double state_mem = l.zero >= 1 ? states / dp : states;
-  e.memory_per_gpu_bytes = param_mem + grad_mem + state_mem + p.weight_copy_bytes.at(n, l0) +
+  e.memory_per_gpu_bytes = param_mem + grad_mem + state_mem + p.weight_copy_bytes.at(n) +
                            e.activation_bytes + device.runtime_reserved_bytes;
   e.fits = e.memory_per_gpu_bytes <= device.memory_bytes;
   e.feasible = e.fits;

@@ -3,7 +3,7 @@
 How: every parameter, buffer and input becomes a FakeTensor (shape, dtype, strides and storage
 identity, no bytes) in one `FakeTensorMode` with static shapes; `make_fx` traces
 `torch.func.functional_call(model, state, inputs)` below autograd, recording each node's module
-stack and stack trace. Parameters and buffers are explicit graph inputs (FX "placeholder"
+stack and stack trace. Parameters and buffers are explicit graph inputs (FX input
 nodes), which the export labels "parameter"/"buffer". Nothing is computed and no weight is
 allocated: a meta-device Llama-3-70B captures in a few hundred MB.
 

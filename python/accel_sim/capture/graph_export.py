@@ -189,7 +189,7 @@ def export_graph(
 ) -> dict[str, Any]:
     """The "accel-sim-graph" document of a make_fx graph.
 
-    "graph_inputs" gives (kind, name) for each graph input (FX placeholder node) in order: kind is "parameter",
+    "graph_inputs" gives (kind, name) for each graph input (an FX input node) in order: kind is "parameter",
     "buffer" or "input"; name the parameter/buffer FQN or "input.<path>". "released_at" maps a
     storage address to the FX node traced when the program dropped its last reference (None:
     held to the end); it becomes the storage's "released_after" node index. "pass_starts" (a

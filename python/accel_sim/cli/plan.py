@@ -119,6 +119,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from accel_sim.io.system_file import resolve_system, with_scaleup_domain
 
     systems = [with_scaleup_domain(resolve_system(s.strip()), args.scaleup_domain) for s in args.system.split(",") if s.strip()]
+    if not systems:
+        raise UsageError("--system names no system (see `accel-sim systems`)")
+    if args.threads < 0:
+        raise UsageError(f"--threads must not be negative (got {args.threads}; 0: all cores)")
     if args.global_batch_tokens is not None:
         if args.global_batch_tokens % args.seq:
             raise UsageError(f"--global-batch-tokens {args.global_batch_tokens:,.0f} is not a multiple of --seq {args.seq}")
@@ -132,6 +136,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     sweep = len(systems) > 1 or len(args.gpus) > 1
     if args.plot and not sweep:
         raise UsageError("--plot draws a sweep: give several --gpus or --system values")
+    if args.plot and not args.plot.endswith((".svg", ".html")):
+        raise UsageError(f"--plot writes .svg or .html (got {args.plot})")
 
     runs = []
     for entry in systems:

@@ -153,6 +153,7 @@ def write_step_trace(path: str, e: Any, layout: Any, *, title: str) -> None:
     forward and backward split over its virtual stages), then the exposed data-parallel
     communication and the optimizer on a track of their own."""
     from accel_sim import _core
+    from accel_sim.errors import UsageError
     from accel_sim.report.pipeline_trace import write_pipeline_trace
 
     v = layout.virtual_stages
@@ -160,5 +161,8 @@ def write_step_trace(path: str, e: Any, layout: Any, *, title: str) -> None:
     end = schedule.makespan_s
     tail = [("data-parallel communication (exposed)", end, end + e.dp_comm_s),
             ("optimizer", end + e.dp_comm_s, end + e.dp_comm_s + e.optimizer_s)]
-    write_pipeline_trace(path, schedule, title=title, extra_tracks={"step end": tail},
-                         metadata={"step_s": e.step_s, "layout": layout_dict(layout, "")})
+    try:
+        write_pipeline_trace(path, schedule, title=title, extra_tracks={"step end": tail},
+                             metadata={"step_s": e.step_s, "layout": layout_dict(layout, "")})
+    except OSError as err:
+        raise UsageError(f"cannot write the trace to {path}: {err.strerror}") from None

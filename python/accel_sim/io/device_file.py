@@ -178,19 +178,24 @@ def _read_kernel_constants(spec: Any, data: dict, where: str) -> None:
     spec.kernel = k
 
 
-def load_device_file(path: str | Path) -> DeviceEntry:
-    """Reads and validates one device file. Errors name the file (and key) in one line."""
-    p = Path(path)
+def read_yaml_file(p: Path, what: str) -> Any:
+    """The parsed YAML of a data file; a missing file or bad YAML is a one-line UsageError
+    naming the file (and the line)."""
     if not p.is_file():
-        raise UsageError(f"device file not found: {p}")
+        raise UsageError(f"{what} file not found: {p}")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        return yaml.safe_load(p.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or "invalid YAML"
         raise UsageError(f"{p}:{at} is not valid YAML ({problem})") from None
-    return parse_device(data, str(p), expected_id=p.stem)
+
+
+def load_device_file(path: str | Path) -> DeviceEntry:
+    """Reads and validates one device file. Errors name the file (and key) in one line."""
+    p = Path(path)
+    return parse_device(read_yaml_file(p, "device"), str(p), expected_id=p.stem)
 
 
 def builtin_device_files() -> list[Path]:

@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from accel_sim import _core
 from accel_sim.errors import UsageError
+from accel_sim.io.device_file import read_yaml_file
 
 # Defaults of the collective efficiencies (../shared/reference/costmodel.md sec. 6.5):
 # - scale-up: ring collectives on H100 NVLink4 reach ~370 of 450 GB/s (nccl-tests#212), 0.82;
@@ -61,12 +60,7 @@ def _number(section: dict, key: str, where: str, minimum: float = 0.0) -> float:
 def load_system_file(path: str | Path) -> SystemEntry:
     """Reads and checks one system file; errors name the file and the field in one line."""
     p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"system file not found: {p}")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise UsageError(f"{p}: not valid YAML ({str(e).splitlines()[0]})") from None
+    data = read_yaml_file(p, "system")
     if not isinstance(data, dict):
         raise UsageError(f"{p}: a system file is a mapping")
     for key in ("id", "name", "device", "gpus_per_node", "scaleup", "scaleout", "sources"):

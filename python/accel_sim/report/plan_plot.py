@@ -85,4 +85,7 @@ def write_plan_plot(path: str, rows: list[tuple[str, int, Any]], *, model: str, 
         doc = svg
     else:
         raise UsageError(f"--plot writes .svg or .html (got {path})")
-    Path(path).write_text(doc, encoding="utf-8")
+    try:
+        Path(path).write_text(doc, encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"cannot write the plot to {path}: {e.strerror}") from None
