@@ -217,7 +217,7 @@ def test_fitted_device_file_loads_with_its_kernel_section(tmp_path):
 
 
 def test_whole_model_measurements_feed_an_end_to_end_class(tmp_path):
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from accel_sim.calibration import E2E_COLUMNS, measure_models, write_rows
 
