@@ -1,0 +1,314 @@
+// IterationModel: the time of one serving step from the model builder and the cost model
+// (serve.h explains the split into body, head and attention).
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "accelsim/error.h"
+#include "accelsim/op_catalog.h"
+#include "accelsim/serve.h"
+
+namespace accelsim {
+namespace {
+
+// Token counts below this are sampled exactly; above, on a grid of kGridPerDoubling points per
+// doubling with linear interpolation between them.
+constexpr int64_t kExactBelow = 64;
+constexpr double kGridPerDoubling = 16.0;
+
+int64_t grid_point(int64_t k) {
+  return static_cast<int64_t>(std::llround(static_cast<double>(kExactBelow) * std::exp2(static_cast<double>(k) / kGridPerDoubling)));
+}
+
+// The grid points around n (> kExactBelow): lo <= n <= hi.
+std::pair<int64_t, int64_t> grid_bracket(int64_t n) {
+  auto k = static_cast<int64_t>(std::floor(kGridPerDoubling * std::log2(static_cast<double>(n) / kExactBelow)));
+  while (k > 0 && grid_point(k) > n) --k;
+  while (grid_point(k + 1) <= n) ++k;
+  return {grid_point(k), grid_point(k + 1)};
+}
+
+bool starts_with(const std::string& s, std::string_view prefix) { return s.rfind(prefix, 0) == 0; }
+
+}  // namespace
+
+// The builder's attention node for one layer, to be re-costed at other shapes.
+struct IterationModel::AttentionTemplate {
+  TensorMeta q, k, v, out;
+  std::vector<Attr> attrs;
+  int64_t per_layer = 0;  // attention nodes per layer
+  bool causal = true;
+};
+
+namespace {
+
+struct Measured {
+  double body = 0.0, head = 0.0, params = 0.0, activation = 0.0;
+};
+
+}  // namespace
+
+static BuildOptions step_options(const ReplicaConfig& r, int64_t batch, int64_t seq, Phase phase) {
+  BuildOptions b = r.build;
+  b.phase = phase;
+  b.batch = batch;
+  b.seq = phase == Phase::prefill ? seq : 0;
+  b.context = phase == Phase::decode ? seq : 0;
+  b.kernels = KernelStyle::fused;
+  b.eager_attention = false;
+  b.tensor_parallel = r.tp;
+  b.sequence_parallel = false;
+  b.context_parallel = 1;
+  b.expert_parallel = 1;
+  return b;
+}
+
+static SimulateOptions step_simulate(const ReplicaConfig& r) {
+  SimulateOptions o = r.simulate;
+  o.micro_batches = 1;
+  o.overlap_tp_comm = false;
+  if (r.system && r.tp > 1) {
+    o.system = *r.system;
+    o.groups = place_groups(*r.system, {{"tp", r.tp}}).first;
+  }
+  return o;
+}
+
+static Measured measure(const ModelSpec& model, int64_t layers, const ReplicaConfig& r, const DeviceSpec& device,
+                        int64_t batch, int64_t seq) {
+  ModelSpec m = model;
+  m.num_layers = layers;
+  const Graph g = build_graph(m, step_options(r, batch, seq, Phase::prefill));
+  const SimulationResult res = simulate(g, device, step_simulate(r));
+  Measured out;
+  for (const OpResult& op : res.ops) {
+    const Node& n = g.node(op.node);
+    if (n.op == "accel_sim::attention") continue;
+    (starts_with(n.module_path, "lm_head") ? out.head : out.body) += op.cost.time_s;
+  }
+  for (const Storage& s : g.storages()) {
+    if (s.kind == StorageKind::parameter) out.params += static_cast<double>(s.size_bytes);
+  }
+  out.activation = static_cast<double>(res.memory.peak_bytes - res.memory.resident_bytes);
+  return out;
+}
+
+IterationModel::IterationModel(const ModelSpec& model, const DeviceSpec& device, const ReplicaConfig& replica)
+    : model_(model), device_(device), replica_(replica) {
+  model_.validate();
+  device_.validate();
+  ACCELSIM_CHECK(replica_.tp >= 1 && replica_.pp >= 1, "tensor- and pipeline-parallel degrees must be at least 1");
+  ACCELSIM_CHECK(replica_.pp <= model_.num_layers,
+                 "pipeline stages (" + std::to_string(replica_.pp) + ") exceed the model's " +
+                     std::to_string(model_.num_layers) + " layers");
+  ACCELSIM_CHECK(replica_.tp * replica_.pp == 1 || replica_.system.has_value(),
+                 "a replica of " + std::to_string(replica_.tp * replica_.pp) + " GPUs needs a system (the node its GPUs share)");
+  if (replica_.system) {
+    replica_.system->validate();
+    ACCELSIM_CHECK(replica_.tp <= replica_.system->scaleup_domain,
+                   "tensor parallelism of " + std::to_string(replica_.tp) + " exceeds the " + replica_.system->id +
+                       " scale-up domain of " + std::to_string(replica_.system->scaleup_domain) + " GPUs");
+  }
+  ACCELSIM_CHECK(replica_.gpu_memory_utilization > 0 && replica_.gpu_memory_utilization <= 1,
+                 "gpu_memory_utilization must be in (0, 1]");
+  ACCELSIM_CHECK(replica_.block_size >= 1, "block size must be at least 1 token");
+  ACCELSIM_CHECK(replica_.max_batched_tokens >= 1, "max batched tokens must be at least 1");
+  ACCELSIM_CHECK(model_.causal && model_.lm_head && !model_.vision(),
+                 "serving needs a decoder with an LM head; " + model_.name + " is not one");
+  init_templates();
+
+  // Memory: the rank's weights (linear in the layers, split over the pipeline), the activation
+  // peak of the largest step, the KV cache in what is left.
+  const Measured one = measure(model_, 1, replica_, device_, 1, replica_.max_batched_tokens);
+  ++profiles_built_;
+  double params = one.params;
+  if (model_.num_layers > 1) {
+    ModelSpec whole = model_;
+    // Parameters of every layer kind: count them on a zero-token-cost graph of the whole model.
+    const Graph g = build_graph(whole, step_options(replica_, 1, 1, Phase::prefill));
+    params = 0.0;
+    for (const Storage& s : g.storages()) {
+      if (s.kind == StorageKind::parameter) params += static_cast<double>(s.size_bytes);
+    }
+  }
+  memory_.capacity_bytes = device_.memory_bytes;
+  memory_.usable_bytes = replica_.gpu_memory_utilization * device_.memory_bytes - device_.runtime_reserved_bytes;
+  memory_.weight_bytes = params / static_cast<double>(replica_.pp);
+  memory_.activation_bytes = one.activation;
+  BuildOptions kv = step_options(replica_, 1, 0, Phase::decode);
+  memory_.kv_bytes_per_token = static_cast<double>(step_kv_cache_bytes(model_, kv)) / static_cast<double>(replica_.pp);
+  memory_.kv_bytes = std::max(0.0, memory_.usable_bytes - memory_.weight_bytes - memory_.activation_bytes);
+  const double per_block = memory_.kv_bytes_per_token * static_cast<double>(replica_.block_size);
+  const auto blocks = static_cast<int64_t>(std::floor(memory_.kv_bytes / per_block));
+  memory_.kv_blocks = blocks / replica_.pp;  // the virtual engines split the GPU's blocks
+}
+
+IterationModel::~IterationModel() = default;
+
+void IterationModel::init_templates() {
+  auto take = [&](Phase phase, int64_t seq) {
+    ModelSpec m = model_;
+    m.num_layers = 1;
+    const Graph g = build_graph(m, step_options(replica_, 1, seq, phase));
+    auto t = std::make_unique<AttentionTemplate>();
+    for (const Node& n : g.nodes()) {
+      if (n.op != "accel_sim::attention") continue;
+      if (t->per_layer++ > 0) continue;
+      ACCELSIM_CHECK(n.inputs.size() >= 3 && !n.outputs.empty(), "attention node without q, k, v");
+      t->q = g.tensor(n.inputs[0]);
+      t->k = g.tensor(n.inputs[1]);
+      t->v = g.tensor(n.inputs[2]);
+      t->out = g.tensor(n.outputs[0]);
+      for (const Attr& a : n.attrs) {
+        if (a.name != "is_causal" && a.name != "query_offset") t->attrs.push_back(a);
+      }
+    }
+    ACCELSIM_CHECK(t->per_layer > 0, "the model builder emitted no fused attention for " + model_.name);
+    t->causal = model_.causal;
+    return t;
+  };
+  prefill_template_ = take(Phase::prefill, 2);
+  decode_template_ = take(Phase::decode, 1);
+}
+
+double IterationModel::attention_cost(const AttentionTemplate& t, int64_t batch, int64_t sq, int64_t skv,
+                                      int64_t offset) {
+  Graph g;
+  auto add = [&](const TensorMeta& like, int64_t rows) {
+    TensorMeta m = like;
+    m.shape[0] = batch;
+    m.shape[m.shape.size() - 2] = rows;
+    m.strides.clear();
+    m.storage_offset = 0;
+    Storage s;
+    s.size_bytes = m.numel() * size_bytes(m.dtype);
+    s.kind = StorageKind::activation;
+    m.storage = g.add_storage(s);
+    return g.add_tensor(m);
+  };
+  Node n;
+  n.op = "accel_sim::attention";
+  n.inputs = {add(t.q, sq), add(t.k, skv), add(t.v, skv)};
+  n.outputs = {add(t.out, sq)};
+  n.attrs = t.attrs;
+  n.attrs.push_back({"is_causal", t.causal && sq > 1});
+  if (offset > 0) n.attrs.push_back({"query_offset", offset});
+  const NodeId id = g.add_node(std::move(n));
+  const OpCount count = count_op(g, g.node(id));
+  const auto model = make_cost_model(replica_.simulate.cost_model);
+  return model->cost(count, device_, replica_.simulate.cost).time_s;
+}
+
+double IterationModel::sample_tokens(int64_t n, bool head) {
+  ++profiles_built_;
+  if (head) return measure(model_, 1, replica_, device_, n, 1).head;
+  const int64_t layers = model_.num_layers;
+  const bool mixed = model_.moe.enabled() && (model_.moe.first_dense_layers > 0 || model_.moe.sparse_step > 1);
+  ModelSpec heavy = model_;
+  if (mixed) {
+    heavy.moe.first_dense_layers = 0;
+    heavy.moe.sparse_step = 1;
+  }
+  const Measured a = measure(heavy, 1, replica_, device_, 1, n);
+  if (layers == 1) return a.body;
+  const Measured b = measure(heavy, 2, replica_, device_, 1, n);
+  const double per_heavy = b.body - a.body;
+  if (!mixed) return a.body + static_cast<double>(layers - 1) * per_heavy;
+  // DeepSeek's leading dense layers, Qwen2-MoE's interleaved ones: a graph of two dense layers.
+  ModelSpec dense = model_;
+  dense.moe.first_dense_layers = 2;
+  const Measured d = measure(dense, 2, replica_, device_, 1, n);
+  const double base = a.body - per_heavy;
+  const double per_dense = (d.body - base) / 2.0;
+  int64_t moe_layers = 0;
+  for (int64_t l = 0; l < layers; ++l) moe_layers += model_.moe.is_moe_layer(l) ? 1 : 0;
+  return base + static_cast<double>(moe_layers) * per_heavy + static_cast<double>(layers - moe_layers) * per_dense;
+}
+
+double IterationModel::interpolate(std::map<int64_t, double>& cache, int64_t n, bool head) {
+  auto value = [&](int64_t x) {
+    auto it = cache.find(x);
+    if (it != cache.end()) return it->second;
+    const double v = sample_tokens(x, head);
+    cache.emplace(x, v);
+    return v;
+  };
+  if (n <= kExactBelow) return value(n);
+  const auto [lo, hi] = grid_bracket(n);
+  const double vl = value(lo);
+  if (lo == n) return vl;
+  const double vh = value(hi);
+  return vl + (vh - vl) * static_cast<double>(n - lo) / static_cast<double>(hi - lo);
+}
+
+double IterationModel::body_time(int64_t tokens) {
+  if (tokens <= 0) return 0.0;
+  return interpolate(body_, tokens, false);
+}
+
+double IterationModel::head_time(int64_t sequences) {
+  if (sequences <= 0) return 0.0;
+  return interpolate(head_, sequences, true);
+}
+
+double IterationModel::prefill_attention_time(int64_t new_tokens, int64_t cached_tokens) {
+  if (new_tokens <= 0) return 0.0;
+  const auto key = std::make_tuple(int64_t{1}, new_tokens, cached_tokens);
+  auto it = prefill_attention_.find(key);
+  if (it != prefill_attention_.end()) return it->second;
+  const AttentionTemplate& t = *prefill_template_;
+  const double per_layer =
+      static_cast<double>(t.per_layer) * attention_cost(t, 1, new_tokens, cached_tokens + new_tokens, cached_tokens);
+  const double v = per_layer * static_cast<double>(model_.num_layers);
+  prefill_attention_.emplace(key, v);
+  return v;
+}
+
+double IterationModel::decode_attention_time(int64_t sequences, int64_t context_tokens) {
+  if (sequences <= 0) return 0.0;
+  // One kernel over the batch, at the mean context (its K/V reads are the batch's whole cache);
+  // the mean on the token grid, linear between grid points.
+  const double mean = static_cast<double>(context_tokens) / static_cast<double>(sequences) + 1.0;
+  auto at = [&](int64_t kv) {
+    const auto key = std::make_tuple(sequences, kv, int64_t{0});
+    auto it = decode_attention_.find(key);
+    if (it != decode_attention_.end()) return it->second;
+    const AttentionTemplate& t = *decode_template_;
+    const double v = static_cast<double>(t.per_layer) * attention_cost(t, sequences, 1, kv, 0) *
+                     static_cast<double>(model_.num_layers);
+    decode_attention_.emplace(key, v);
+    return v;
+  };
+  const auto lo_kv = static_cast<int64_t>(std::floor(mean));
+  int64_t lo = lo_kv, hi = lo_kv + 1;
+  if (lo_kv > kExactBelow) std::tie(lo, hi) = grid_bracket(lo_kv);
+  const double vl = at(lo);
+  const double vh = at(hi);
+  return vl + (vh - vl) * (mean - static_cast<double>(lo)) / static_cast<double>(hi - lo);
+}
+
+StepTime IterationModel::step_time(const StepBatch& batch) {
+  StepTime t;
+  int64_t tokens = batch.decode_seqs;
+  for (const auto& [n, c] : batch.prefill) {
+    tokens += n;
+    t.attention_s += prefill_attention_time(n, c);
+  }
+  t.attention_s += decode_attention_time(batch.decode_seqs, batch.decode_context);
+  t.body_s = body_time(tokens);
+  const int64_t sampling = batch.sampling >= 0 ? batch.sampling
+                                               : static_cast<int64_t>(batch.prefill.size()) + batch.decode_seqs;
+  t.head_s = head_time(sampling);
+  if (replica_.pp > 1 && tokens > 0) {
+    // The step's hidden states pass pp - 1 stage boundaries (a send each, one GPU to the next).
+    CollectiveQuery q;
+    q.kind = CollectiveKind::send_recv;
+    q.bytes = static_cast<double>(tokens * model_.hidden_size * size_bytes(model_.activation_dtype)) /
+              static_cast<double>(replica_.tp);
+    q.ranks = 2;
+    t.pipeline_s = static_cast<double>(replica_.pp - 1) * estimate_collective(q, *replica_.system).time_s;
+  }
+  return t;
+}
+
+}  // namespace accelsim

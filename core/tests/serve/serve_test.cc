@@ -1,0 +1,360 @@
+// Serving simulation: step times against whole-graph simulations, scheduler behaviour worked out
+// by hand, the KV block manager's limits and preemption order, workload generation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "accelsim/builder.h"
+#include "accelsim/error.h"
+#include "accelsim/serve.h"
+#include "accelsim/simulate.h"
+#include "testing/models.h"
+#include "testing/round_device.h"
+
+namespace accelsim {
+namespace {
+
+ReplicaConfig replica() {
+  ReplicaConfig r;
+  r.simulate.cost.cuda_graphs = true;
+  return r;
+}
+
+// The latency of the builder's whole graph for one step, simulated op by op.
+double graph_latency(const ModelSpec& m, const DeviceSpec& d, Phase phase, int64_t batch, int64_t len) {
+  BuildOptions b;
+  b.phase = phase;
+  b.batch = batch;
+  if (phase == Phase::prefill) b.seq = len;
+  else b.context = len;
+  SimulateOptions o;
+  o.cost.cuda_graphs = true;
+  return simulate(build_graph(m, b), d, o).latency_s;
+}
+
+// The round-number device with room for an 8B model and its cache.
+DeviceSpec big_device() {
+  DeviceSpec d = testing::round_device();
+  d.memory_bytes = 80e9;
+  return d;
+}
+
+Workload same_requests(int64_t n, int32_t input, int32_t output) {
+  Workload w;
+  w.requests.resize(static_cast<size_t>(n));
+  for (Request& r : w.requests) {
+    r.input_len = input;
+    r.output_len = output;
+  }
+  return w;
+}
+
+TEST(IterationModel, PrefillStepEqualsTheWholeGraph) {
+  const ModelSpec m = testing::llama3_8b();
+  const DeviceSpec d = big_device();
+  IterationModel costs(m, d, replica());
+  // Body and head are linear in the layers: one prefill of 48 tokens (exact below the grid) costs
+  // what the 32-layer graph costs op by op.
+  StepBatch b;
+  b.prefill = {{48, 0}};
+  EXPECT_NEAR(costs.step_time(b).total_s(), graph_latency(m, d, Phase::prefill, 1, 48), 1e-9);
+}
+
+TEST(IterationModel, DecodeStepEqualsTheWholeGraph) {
+  const ModelSpec m = testing::llama3_8b();
+  const DeviceSpec d = big_device();
+  IterationModel costs(m, d, replica());
+  StepBatch b;
+  b.decode_seqs = 8;
+  b.decode_context = 8 * 40;  // 40 cached tokens each
+  // (The decode graph slices no last position for the head: a few ns apart in 15 ms.)
+  EXPECT_NEAR(costs.step_time(b).total_s() / graph_latency(m, d, Phase::decode, 8, 40), 1.0, 1e-6);
+}
+
+TEST(IterationModel, MoeBodyCountsDenseAndMoeLayers) {
+  // DeepSeek-V3's 3 dense + 58 MoE layers: the profile's split matches the whole graph.
+  const ModelSpec m = testing::deepseek_v3();
+  const DeviceSpec d = big_device();
+  IterationModel costs(m, d, replica());
+  StepBatch b;
+  b.prefill = {{16, 0}};
+  EXPECT_NEAR(costs.step_time(b).total_s() / graph_latency(m, d, Phase::prefill, 1, 16), 1.0, 1e-9);
+}
+
+TEST(IterationModel, KvCapacityIsWhatWeightsAndActivationsLeave) {
+  const ModelSpec m = testing::llama3_8b();
+  DeviceSpec d = testing::round_device();
+  d.memory_bytes = 80e9;
+  ReplicaConfig r = replica();
+  IterationModel costs(m, d, r);
+  const ReplicaMemory& mem = costs.memory();
+  // Llama-3-8B: 8,030,261,248 bf16 parameters.
+  EXPECT_DOUBLE_EQ(mem.weight_bytes, 2.0 * 8030261248.0);
+  // K and V of one token: 2 x 32 layers x 8 KV heads x 128 x 2 bytes = 131,072 bytes.
+  EXPECT_DOUBLE_EQ(mem.kv_bytes_per_token, 131072.0);
+  EXPECT_DOUBLE_EQ(mem.usable_bytes, 0.9 * 80e9 - d.runtime_reserved_bytes);
+  EXPECT_DOUBLE_EQ(mem.kv_bytes, mem.usable_bytes - mem.weight_bytes - mem.activation_bytes);
+  EXPECT_EQ(mem.kv_blocks, static_cast<int64_t>(std::floor(mem.kv_bytes / (16 * 131072.0))));
+}
+
+TEST(Serve, SingleRequestTtftIsThePrefillTime) {
+  const ModelSpec m = testing::llama3_8b();
+  const DeviceSpec d = big_device();
+  IterationModel costs(m, d, replica());
+  for (SchedulerKind k : {SchedulerKind::static_batch, SchedulerKind::orca, SchedulerKind::vllm, SchedulerKind::sarathi}) {
+    ServeConfig c;
+    c.scheduler.kind = k;
+    const ServeResult r = simulate_serving(costs, same_requests(1, 40, 1), c);
+    ASSERT_EQ(r.completed, 1);
+    EXPECT_NEAR(r.ttft.p50, graph_latency(m, d, Phase::prefill, 1, 40), 1e-9) << static_cast<int>(k);
+    EXPECT_NEAR(r.e2e.max, r.ttft.max, 1e-12);
+  }
+}
+
+TEST(Serve, SteadyBatchDecodesAtTheAnalyticStepTime) {
+  // Eight requests of 32 prompt and 4 output tokens arrive together: one prefill step of all
+  // eight prompts, then three decode steps of the batch over 32, 33 and 34 cached tokens. Each
+  // request's TPOT is the mean of those three steps, its TTFT the prefill step.
+  const ModelSpec m = testing::llama3_8b();
+  const DeviceSpec d = big_device();
+  IterationModel costs(m, d, replica());
+  ServeConfig c;
+  c.scheduler.kind = SchedulerKind::vllm;
+  const ServeResult r = simulate_serving(costs, same_requests(8, 32, 4), c);
+  ASSERT_EQ(r.completed, 8);
+  const double prefill = graph_latency(m, d, Phase::prefill, 8, 32);
+  const double decode = graph_latency(m, d, Phase::decode, 8, 32) + graph_latency(m, d, Phase::decode, 8, 33) +
+                        graph_latency(m, d, Phase::decode, 8, 34);
+  // The prefill step runs eight separate 32-token prompts (one attention each) where the graph runs
+  // one batch of eight: the same FLOPs and bytes, eight kernels instead of one.
+  EXPECT_NEAR(r.ttft.p50 / prefill, 1.0, 0.01);
+  EXPECT_NEAR(r.tpot.p50 / (decode / 3.0), 1.0, 1e-6);
+  EXPECT_NEAR(r.itl.mean / (decode / 3.0), 1.0, 1e-6);
+  EXPECT_EQ(r.steps, 4);
+  // Throughput: 8 x 4 output tokens over the makespan.
+  EXPECT_NEAR(r.output_tokens_per_s, 32.0 / r.makespan_s, 1e-9);
+  EXPECT_NEAR(r.makespan_s / (r.ttft.p50 + decode), 1.0, 1e-6);
+}
+
+TEST(Serve, StaticBatchKeepsFinishedRowsUntilTheLongestIsDone) {
+  const ModelSpec m = testing::llama3_8b();
+  const DeviceSpec d = big_device();
+  IterationModel costs(m, d, replica());
+  Workload w = same_requests(2, 32, 2);
+  w.requests[1].output_len = 3;
+  ServeConfig c;
+  c.scheduler.kind = SchedulerKind::static_batch;
+  // A third request arriving at once waits for the batch of two (max_seqs 2) to finish.
+  w.requests.push_back(w.requests[0]);
+  c.scheduler.max_seqs = 2;
+  const ServeResult r = simulate_serving(costs, w, c);
+  ASSERT_EQ(r.completed, 3);
+  // Batch 1: prefill (2 x 32), decode 2 rows over 32, decode 2 rows over 33 (one of them finished).
+  StepBatch p;
+  p.prefill = {{32, 0}, {32, 0}};
+  const double prefill = costs.step_time(p).total_s();
+  const double d1 = graph_latency(m, d, Phase::decode, 2, 32);
+  const double d2 = graph_latency(m, d, Phase::decode, 2, 33);
+  EXPECT_NEAR(r.request_e2e_s[0], prefill + d1, 1e-9);
+  EXPECT_NEAR(r.request_e2e_s[1], prefill + d1 + d2, 1e-8);
+  // The third starts when the first batch ends.
+  EXPECT_NEAR(r.request_ttft_s[2], prefill + d1 + d2 + graph_latency(m, d, Phase::prefill, 1, 32), 1e-8);
+}
+
+// A device whose KV cache holds exactly `blocks` blocks of 16 tokens for the model.
+DeviceSpec device_with_blocks(const ModelSpec& m, int64_t blocks) {
+  DeviceSpec d = testing::round_device();
+  d.memory_bytes = 100e9;
+  IterationModel probe(m, d, replica());
+  const ReplicaMemory& mem = probe.memory();
+  const double kv = (static_cast<double>(blocks) + 0.5) * 16.0 * mem.kv_bytes_per_token;
+  d.memory_bytes = (kv + mem.weight_bytes + mem.activation_bytes + d.runtime_reserved_bytes) / 0.9;
+  return d;
+}
+
+ModelSpec tiny_model() {
+  ModelSpec m = testing::llama3_8b();
+  m.name = "tiny";
+  m.num_layers = 2;
+  m.hidden_size = 256;
+  m.num_heads = 4;
+  m.num_kv_heads = 2;
+  m.head_dim = 64;
+  m.ffn_size = 512;
+  m.vocab_size = 1000;
+  return m;
+}
+
+TEST(Serve, BlockManagerPreemptsTheLastAdmittedAndNeverOverAllocates) {
+  const ModelSpec m = tiny_model();
+  IterationModel costs(m, device_with_blocks(m, 10), replica());
+  ASSERT_EQ(costs.memory().kv_blocks, 10);
+  // Three requests of 48 prompt tokens (3 blocks each, 9 of 10) and 40 output tokens (88 tokens:
+  // 6 blocks each at the end). Admitted A, B, C (the watermark is 0). Decoding, each needs a
+  // fourth block at token 49: A takes the tenth, B finds none and C, admitted last, is preempted
+  // (its 3 blocks freed), so B proceeds. Only when A finishes (6 blocks freed) does C come back,
+  // recomputing its prompt and the token it had generated.
+  ServeConfig c;
+  c.scheduler.kind = SchedulerKind::vllm;
+  c.scheduler.watermark = 0.0;
+  c.record_steps = 1000;
+  const ServeResult r = simulate_serving(costs, same_requests(3, 48, 40), c);
+  ASSERT_EQ(r.completed, 3);
+  EXPECT_GE(r.preemptions, 1);
+  EXPECT_LE(r.kv_utilization_max, 1.0);
+  for (const StepRecord& s : r.steps_recorded) EXPECT_LE(s.kv_utilization, 1.0);
+  // A and B finish before C; C's first token came in the first step, before it was preempted.
+  EXPECT_LT(r.request_e2e_s[0], r.request_e2e_s[2]);
+  EXPECT_LT(r.request_e2e_s[1], r.request_e2e_s[2]);
+  EXPECT_NEAR(r.request_ttft_s[0], r.request_ttft_s[2], 1e-12);
+  // A request longer than the whole cache (10 blocks = 160 tokens) is rejected, not run.
+  const ServeResult big = simulate_serving(costs, same_requests(1, 150, 20), c);
+  EXPECT_EQ(big.rejected, 1);
+  EXPECT_EQ(big.completed, 0);
+}
+
+TEST(Serve, OrcaReservesWholeRequestsAndNeverPreempts) {
+  const ModelSpec m = tiny_model();
+  IterationModel costs(m, device_with_blocks(m, 10), replica());
+  // Each request reserves ceil(88 / 16) = 6 blocks: only one runs at a time.
+  ServeConfig c;
+  c.scheduler.kind = SchedulerKind::orca;
+  const ServeResult r = simulate_serving(costs, same_requests(3, 48, 40), c);
+  ASSERT_EQ(r.completed, 3);
+  EXPECT_EQ(r.preemptions, 0);
+  EXPECT_LT(r.request_e2e_s[0], r.request_ttft_s[1] + 1e-12);
+  EXPECT_LT(r.request_e2e_s[1], r.request_ttft_s[2] + 1e-12);
+}
+
+TEST(Serve, SarathiChunksPromptsToTheBudget) {
+  // One 100-token prompt with a 32-token budget: chunks of 32, 32, 32 and 4 tokens, the first
+  // token after the fourth.
+  const ModelSpec m = testing::llama3_8b();
+  const DeviceSpec d = big_device();
+  IterationModel costs(m, d, replica());
+  ServeConfig c;
+  c.scheduler.kind = SchedulerKind::sarathi;
+  c.scheduler.chunk = 32;
+  const ServeResult r = simulate_serving(costs, same_requests(1, 100, 1), c);
+  double expect = 0.0;
+  for (const auto& [n, cached] : std::vector<std::pair<int64_t, int64_t>>{{32, 0}, {32, 32}, {32, 64}, {4, 96}}) {
+    StepBatch b;
+    b.prefill = {{n, cached}};
+    b.sampling = cached == 96 ? 1 : 0;
+    expect += costs.step_time(b).total_s();
+  }
+  EXPECT_EQ(r.steps, 4);
+  EXPECT_NEAR(r.ttft.p50, expect, 1e-12);
+}
+
+TEST(Serve, PrefixCacheSkipsCachedBlocks) {
+  const ModelSpec m = testing::llama3_8b();
+  const DeviceSpec d = big_device();
+  IterationModel costs(m, d, replica());
+  // Two requests sharing their first 64-token block; the second arrives after the first is done
+  // and computes only its last 16 tokens.
+  Workload w = same_requests(2, 80, 1);
+  w.requests[1].arrival_s = 1.0;
+  w.hash_block_tokens = 64;
+  w.hashes = {7, 7};
+  w.requests[0].hash_begin = 0;
+  w.requests[0].hash_end = 1;
+  w.requests[1].hash_begin = 1;
+  w.requests[1].hash_end = 2;
+  ServeConfig c;
+  c.scheduler.prefix_caching = true;
+  const ServeResult r = simulate_serving(costs, w, c);
+  StepBatch b;
+  b.prefill = {{16, 64}};
+  EXPECT_NEAR(r.request_ttft_s[1], costs.step_time(b).total_s(), 1e-12);
+  EXPECT_NEAR(r.prefix_hit_rate, 64.0 / 160.0, 1e-12);
+}
+
+TEST(Serve, RoutersSpreadRequests) {
+  const ModelSpec m = tiny_model();
+  const DeviceSpec d = big_device();
+  IterationModel costs(m, d, replica());
+  ServeConfig c;
+  c.replicas = 2;
+  // Two requests at once on two replicas run in parallel: both see a lone prefill.
+  const ServeResult r = simulate_serving(costs, same_requests(2, 32, 1), c);
+  EXPECT_NEAR(r.request_ttft_s[0], r.request_ttft_s[1], 1e-15);
+  EXPECT_EQ(r.gpus, 2);
+  c.router = RouterKind::least_outstanding;
+  const ServeResult l = simulate_serving(costs, same_requests(2, 32, 1), c);
+  EXPECT_NEAR(l.request_ttft_s[0], l.request_ttft_s[1], 1e-15);
+}
+
+TEST(Serve, CostPerMillionTokens) {
+  const ModelSpec m = tiny_model();
+  const DeviceSpec d = big_device();
+  IterationModel costs(m, d, replica());
+  ServeConfig c;
+  c.price_usd_per_gpu_hour = 2.0;
+  const ServeResult r = simulate_serving(costs, same_requests(4, 32, 10), c);
+  // 40 output tokens in makespan seconds on one $2/h GPU.
+  EXPECT_NEAR(r.cost_per_million_output_tokens_usd, 2.0 * r.makespan_s / 3600.0 / 40e-6, 1e-9);
+}
+
+TEST(Workload, PoissonRateAndSeed) {
+  WorkloadSpec s;
+  s.requests = 20000;
+  s.qps = 5.0;
+  s.input = {.kind = LengthDistribution::uniform, .min = 10, .max = 20};
+  s.output = {.kind = LengthDistribution::fixed, .value = 7};
+  s.seed = 42;
+  const Workload a = generate_workload(s);
+  const Workload b = generate_workload(s);
+  ASSERT_EQ(a.requests.size(), 20000u);
+  EXPECT_EQ(a.requests.back().arrival_s, b.requests.back().arrival_s);
+  // 19,999 exponential gaps of mean 0.2 s: the sum's standard deviation is 0.2 sqrt(19999) = 28 s.
+  EXPECT_NEAR(a.requests.back().arrival_s, 19999 * 0.2, 4 * 28.3);
+  for (const Request& r : a.requests) {
+    EXPECT_GE(r.input_len, 10);
+    EXPECT_LE(r.input_len, 20);
+    EXPECT_EQ(r.output_len, 7);
+  }
+  s.arrival = ArrivalProcess::constant;
+  EXPECT_NEAR(generate_workload(s).requests[10].arrival_s, 2.0, 1e-12);
+}
+
+TEST(Workload, GammaBurstinessSetsTheGapsVariation) {
+  WorkloadSpec s;
+  s.requests = 50001;
+  s.qps = 2.0;
+  s.arrival = ArrivalProcess::gamma;
+  s.burstiness = 3.0;
+  s.input = {.kind = LengthDistribution::fixed, .value = 1};
+  s.output = {.kind = LengthDistribution::fixed, .value = 1};
+  const Workload w = generate_workload(s);
+  double sum = 0, sq = 0;
+  for (size_t i = 1; i < w.requests.size(); ++i) {
+    const double g = w.requests[i].arrival_s - w.requests[i - 1].arrival_s;
+    sum += g;
+    sq += g * g;
+  }
+  const double n = 50000.0, mean = sum / n, cv = std::sqrt(sq / n - mean * mean) / mean;
+  EXPECT_NEAR(mean, 0.5, 0.03);
+  EXPECT_NEAR(cv, 3.0, 0.3);
+}
+
+TEST(Workload, LognormalFitAndTraceChecks) {
+  const LengthSpec l = fit_lognormal({1, 10, 100});
+  EXPECT_NEAR(l.mu, std::log(10.0), 1e-12);
+  EXPECT_NEAR(l.sigma, std::log(10.0) * std::sqrt(2.0 / 3.0), 1e-12);
+  EXPECT_EQ(l.min, 1);
+  EXPECT_EQ(l.max, 100);
+  WorkloadSpec s;
+  EXPECT_THROW(workload_from_arrays({0.0, -1.0}, {5, 5}, {5, 5}, {}, {}, 0, s), ConfigError);
+  EXPECT_THROW(workload_from_arrays({1.0, 0.5}, {5, 5}, {5, 5}, {}, {}, 0, s), ConfigError);
+  EXPECT_THROW(workload_from_arrays({}, {5, 0}, {5, 5}, {}, {}, 0, s), ConfigError);
+  try {
+    workload_from_arrays({}, {5, 5, -3}, {5, 5, 5}, {}, {}, 0, s);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("request 3"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace accelsim
