@@ -11,5 +11,6 @@ void bind_simulate(nanobind::module_& m);  // cost_model.h, memory.h, simulate.h
 void bind_pipeline(nanobind::module_& m);  // pipeline.h
 void bind_report(nanobind::module_& m);    // breakdown.h, advice.h, regression.h
 void bind_model(nanobind::module_& m);     // model.h, builder.h
+void bind_serve(nanobind::module_& m);     // serve.h
 
 }  // namespace accelsim::bindings

@@ -19,6 +19,8 @@ from accel_sim.cli.kernels import add_parsers as add_kernel_parsers
 from accel_sim.cli.plan import add_parser as add_plan_parser
 from accel_sim.cli.plan import cmd_plan
 from accel_sim.cli.systems import add_systems_parser, cmd_systems
+from accel_sim.cli.serve import add_parser as add_serve_parser
+from accel_sim.cli.serve import cmd_serve
 from accel_sim.cli.train import add_parser as add_train_parser
 from accel_sim.cli.train import cmd_train
 from accel_sim.cli.kernels import cmd_calibrate, cmd_kernel, cmd_validate
@@ -121,6 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     add_kernel_parsers(sub)
     add_systems_parser(sub)
     add_train_parser(sub)
+    add_serve_parser(sub)
     add_plan_parser(sub)
 
     p = sub.add_parser("devices", help="list the known devices and their numbers")
@@ -398,6 +401,7 @@ _COMMANDS = {
     "fit": cmd_fit,
     "systems": cmd_systems,
     "train": cmd_train,
+    "serve": cmd_serve,
     "plan": cmd_plan,
     "validate": cmd_validate,
     "calibrate": cmd_calibrate,

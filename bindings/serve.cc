@@ -1,0 +1,242 @@
+// serve.h: serving replicas, workloads and the serving simulation.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "accelsim/serve.h"
+#include "bindings.h"
+
+namespace nb = nanobind;
+
+namespace accelsim::bindings {
+namespace {
+
+std::function<void(int64_t, int64_t)> callback(nb::object progress) {
+  if (progress.is_none()) return {};
+  return [progress](int64_t done, int64_t total) {
+    nb::gil_scoped_acquire acquire;
+    progress(done, total);
+  };
+}
+
+}  // namespace
+
+void bind_serve(nb::module_& m) {
+  nb::class_<ReplicaConfig>(m, "ReplicaConfig")
+      .def(nb::init<>())
+      .def_rw("tp", &ReplicaConfig::tp)
+      .def_rw("pp", &ReplicaConfig::pp)
+      .def_rw("system", &ReplicaConfig::system)
+      .def_rw("build", &ReplicaConfig::build)
+      .def_rw("simulate", &ReplicaConfig::simulate)
+      .def_rw("gpu_memory_utilization", &ReplicaConfig::gpu_memory_utilization)
+      .def_rw("block_size", &ReplicaConfig::block_size)
+      .def_rw("max_batched_tokens", &ReplicaConfig::max_batched_tokens);
+
+  nb::class_<StepBatch>(m, "StepBatch")
+      .def(nb::init<>())
+      .def_rw("prefill", &StepBatch::prefill)
+      .def_rw("decode_seqs", &StepBatch::decode_seqs)
+      .def_rw("decode_context", &StepBatch::decode_context)
+      .def_rw("sampling", &StepBatch::sampling);
+
+  nb::class_<StepTime>(m, "StepTime")
+      .def_ro("body_s", &StepTime::body_s)
+      .def_ro("head_s", &StepTime::head_s)
+      .def_ro("attention_s", &StepTime::attention_s)
+      .def_ro("pipeline_s", &StepTime::pipeline_s)
+      .def_prop_ro("total_s", &StepTime::total_s);
+
+  nb::class_<ReplicaMemory>(m, "ReplicaMemory")
+      .def_ro("capacity_bytes", &ReplicaMemory::capacity_bytes)
+      .def_ro("usable_bytes", &ReplicaMemory::usable_bytes)
+      .def_ro("weight_bytes", &ReplicaMemory::weight_bytes)
+      .def_ro("activation_bytes", &ReplicaMemory::activation_bytes)
+      .def_ro("kv_bytes", &ReplicaMemory::kv_bytes)
+      .def_ro("kv_bytes_per_token", &ReplicaMemory::kv_bytes_per_token)
+      .def_ro("kv_blocks", &ReplicaMemory::kv_blocks);
+
+  nb::class_<IterationModel>(m, "IterationModel")
+      .def(nb::init<const ModelSpec&, const DeviceSpec&, const ReplicaConfig&>(), nb::arg("model"),
+           nb::arg("device"), nb::arg("replica"))
+      .def("step_time", &IterationModel::step_time)
+      .def("body_time", &IterationModel::body_time)
+      .def("head_time", &IterationModel::head_time)
+      .def("prefill_attention_time", &IterationModel::prefill_attention_time)
+      .def("decode_attention_time", &IterationModel::decode_attention_time)
+      .def_prop_ro("memory", &IterationModel::memory)
+      .def_prop_ro("gpus", &IterationModel::gpus)
+      .def_prop_ro("profiles_built", &IterationModel::profiles_built);
+
+  nb::enum_<ArrivalProcess>(m, "ArrivalProcess")
+      .value("poisson", ArrivalProcess::poisson)
+      .value("gamma", ArrivalProcess::gamma)
+      .value("constant", ArrivalProcess::constant);
+  nb::enum_<LengthDistribution>(m, "LengthDistribution")
+      .value("fixed", LengthDistribution::fixed)
+      .value("uniform", LengthDistribution::uniform)
+      .value("lognormal", LengthDistribution::lognormal);
+
+  nb::class_<LengthSpec>(m, "LengthSpec")
+      .def(nb::init<>())
+      .def_rw("kind", &LengthSpec::kind)
+      .def_rw("value", &LengthSpec::value)
+      .def_rw("min", &LengthSpec::min)
+      .def_rw("max", &LengthSpec::max)
+      .def_rw("mu", &LengthSpec::mu)
+      .def_rw("sigma", &LengthSpec::sigma);
+
+  nb::class_<WorkloadSpec>(m, "WorkloadSpec")
+      .def(nb::init<>())
+      .def_rw("requests", &WorkloadSpec::requests)
+      .def_rw("qps", &WorkloadSpec::qps)
+      .def_rw("arrival", &WorkloadSpec::arrival)
+      .def_rw("burstiness", &WorkloadSpec::burstiness)
+      .def_rw("input", &WorkloadSpec::input)
+      .def_rw("output", &WorkloadSpec::output)
+      .def_rw("seed", &WorkloadSpec::seed);
+
+  nb::class_<Workload>(m, "Workload")
+      .def_prop_ro("size", [](const Workload& w) { return static_cast<int64_t>(w.requests.size()); })
+      .def_prop_ro("arrival_s",
+                   [](const Workload& w) {
+                     std::vector<double> v;
+                     v.reserve(w.requests.size());
+                     for (const Request& r : w.requests) v.push_back(r.arrival_s);
+                     return v;
+                   })
+      .def_prop_ro("input_len",
+                   [](const Workload& w) {
+                     std::vector<int64_t> v;
+                     v.reserve(w.requests.size());
+                     for (const Request& r : w.requests) v.push_back(r.input_len);
+                     return v;
+                   })
+      .def_prop_ro("output_len", [](const Workload& w) {
+        std::vector<int64_t> v;
+        v.reserve(w.requests.size());
+        for (const Request& r : w.requests) v.push_back(r.output_len);
+        return v;
+      });
+
+  m.def("generate_workload", &generate_workload, nb::arg("spec"));
+  m.def("workload_from_arrays", &workload_from_arrays, nb::arg("arrival_s"), nb::arg("input_len"),
+        nb::arg("output_len"), nb::arg("hashes"), nb::arg("hash_offsets"), nb::arg("hash_block_tokens"),
+        nb::arg("spec"));
+  m.def("fit_lognormal", &fit_lognormal, nb::arg("lengths"));
+
+  nb::enum_<SchedulerKind>(m, "SchedulerKind")
+      .value("static", SchedulerKind::static_batch)
+      .value("orca", SchedulerKind::orca)
+      .value("vllm", SchedulerKind::vllm)
+      .value("sarathi", SchedulerKind::sarathi);
+  nb::enum_<AdmissionOrder>(m, "AdmissionOrder").value("fcfs", AdmissionOrder::fcfs).value("sjf", AdmissionOrder::sjf);
+  nb::enum_<RouterKind>(m, "RouterKind")
+      .value("round_robin", RouterKind::round_robin)
+      .value("least_outstanding", RouterKind::least_outstanding);
+
+  nb::class_<SchedulerConfig>(m, "SchedulerConfig")
+      .def(nb::init<>())
+      .def_rw("kind", &SchedulerConfig::kind)
+      .def_rw("order", &SchedulerConfig::order)
+      .def_rw("max_seqs", &SchedulerConfig::max_seqs)
+      .def_rw("max_batched_tokens", &SchedulerConfig::max_batched_tokens)
+      .def_rw("chunk", &SchedulerConfig::chunk)
+      .def_rw("watermark", &SchedulerConfig::watermark)
+      .def_rw("prefix_caching", &SchedulerConfig::prefix_caching);
+
+  nb::class_<ServeConfig>(m, "ServeConfig")
+      .def(nb::init<>())
+      .def_rw("replicas", &ServeConfig::replicas)
+      .def_rw("router", &ServeConfig::router)
+      .def_rw("scheduler", &ServeConfig::scheduler)
+      .def_rw("prefill_replicas", &ServeConfig::prefill_replicas)
+      .def_rw("kv_transfer_bytes_per_s", &ServeConfig::kv_transfer_bytes_per_s)
+      .def_rw("slo_ttft_s", &ServeConfig::slo_ttft_s)
+      .def_rw("slo_tpot_s", &ServeConfig::slo_tpot_s)
+      .def_rw("price_usd_per_gpu_hour", &ServeConfig::price_usd_per_gpu_hour)
+      .def_rw("record_steps", &ServeConfig::record_steps)
+      .def_rw("timeline_bins", &ServeConfig::timeline_bins);
+
+  nb::class_<Percentiles>(m, "Percentiles")
+      .def_ro("mean", &Percentiles::mean)
+      .def_ro("p50", &Percentiles::p50)
+      .def_ro("p90", &Percentiles::p90)
+      .def_ro("p99", &Percentiles::p99)
+      .def_ro("max", &Percentiles::max);
+
+  nb::class_<StepRecord>(m, "StepRecord")
+      .def_ro("engine", &StepRecord::engine)
+      .def_ro("start_s", &StepRecord::start_s)
+      .def_ro("end_s", &StepRecord::end_s)
+      .def_ro("prefill_tokens", &StepRecord::prefill_tokens)
+      .def_ro("prefill_seqs", &StepRecord::prefill_seqs)
+      .def_ro("decode_seqs", &StepRecord::decode_seqs)
+      .def_ro("kv_utilization", &StepRecord::kv_utilization);
+
+  nb::class_<TimelinePoint>(m, "TimelinePoint")
+      .def_ro("t_s", &TimelinePoint::t_s)
+      .def_ro("kv_utilization", &TimelinePoint::kv_utilization)
+      .def_ro("waiting", &TimelinePoint::waiting)
+      .def_ro("running", &TimelinePoint::running);
+
+  nb::class_<ServeResult>(m, "ServeResult")
+      .def_ro("requests", &ServeResult::requests)
+      .def_ro("completed", &ServeResult::completed)
+      .def_ro("rejected", &ServeResult::rejected)
+      .def_ro("makespan_s", &ServeResult::makespan_s)
+      .def_ro("gpus", &ServeResult::gpus)
+      .def_ro("ttft", &ServeResult::ttft)
+      .def_ro("tpot", &ServeResult::tpot)
+      .def_ro("itl", &ServeResult::itl)
+      .def_ro("e2e", &ServeResult::e2e)
+      .def_ro("queueing", &ServeResult::queueing)
+      .def_ro("requests_per_s", &ServeResult::requests_per_s)
+      .def_ro("output_tokens_per_s", &ServeResult::output_tokens_per_s)
+      .def_ro("total_tokens_per_s", &ServeResult::total_tokens_per_s)
+      .def_ro("goodput_requests_per_s", &ServeResult::goodput_requests_per_s)
+      .def_ro("slo_attainment", &ServeResult::slo_attainment)
+      .def_ro("preemptions", &ServeResult::preemptions)
+      .def_ro("steps", &ServeResult::steps)
+      .def_ro("prefix_hit_rate", &ServeResult::prefix_hit_rate)
+      .def_ro("mean_batch_size", &ServeResult::mean_batch_size)
+      .def_ro("kv_utilization_mean", &ServeResult::kv_utilization_mean)
+      .def_ro("kv_utilization_max", &ServeResult::kv_utilization_max)
+      .def_ro("waiting_mean", &ServeResult::waiting_mean)
+      .def_ro("waiting_max", &ServeResult::waiting_max)
+      .def_ro("busy_fraction", &ServeResult::busy_fraction)
+      .def_ro("cost_per_million_output_tokens_usd", &ServeResult::cost_per_million_output_tokens_usd)
+      .def_ro("cost_per_million_total_tokens_usd", &ServeResult::cost_per_million_total_tokens_usd)
+      .def_ro("timeline", &ServeResult::timeline)
+      .def_ro("steps_recorded", &ServeResult::steps_recorded)
+      .def_ro("request_ttft_s", &ServeResult::request_ttft_s)
+      .def_ro("request_e2e_s", &ServeResult::request_e2e_s);
+
+  nb::class_<MaxQpsResult>(m, "MaxQpsResult")
+      .def_ro("qps", &MaxQpsResult::qps)
+      .def_ro("at_max", &MaxQpsResult::at_max)
+      .def_ro("trials", &MaxQpsResult::trials);
+
+  // The simulations run without the GIL; progress callbacks take it back.
+  m.def(
+      "simulate_serving",
+      [](IterationModel& costs, const Workload& w, const ServeConfig& c, nb::object progress) {
+        auto report = callback(progress);
+        nb::gil_scoped_release release;
+        return simulate_serving(costs, w, c, report);
+      },
+      nb::arg("costs"), nb::arg("workload"), nb::arg("config"), nb::arg("progress") = nb::none());
+  m.def(
+      "find_max_qps",
+      [](IterationModel& costs, const WorkloadSpec& spec, const ServeConfig& c, nb::object progress) {
+        auto report = callback(progress);
+        nb::gil_scoped_release release;
+        return find_max_qps(costs, spec, c, report);
+      },
+      nb::arg("costs"), nb::arg("spec"), nb::arg("config"), nb::arg("progress") = nb::none());
+}
+
+}  // namespace accelsim::bindings

@@ -1,0 +1,371 @@
+"""`accel-sim serve`: an LLM serving deployment under a request workload (core: simulate_serving,
+find_max_qps). Python parses the workload and renders; every figure comes from the core."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+from typing import Any
+
+SCHEDULERS = ("vllm", "sarathi", "orca", "static")
+ROUTERS = ("round-robin", "least-outstanding")
+
+
+def parse_duration(text: str) -> float:
+    """'500ms', '0.5s', '50 ms', '2' (seconds) -> seconds."""
+    from accel_sim.errors import UsageError
+
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|us)?\s*", text)
+    if not m:
+        raise UsageError(f"cannot read duration {text!r} (e.g. 500ms, 0.5s)")
+    value = float(m.group(1))
+    return value * {"ms": 1e-3, "us": 1e-6, "s": 1.0, None: 1.0}[m.group(2)]
+
+
+def parse_length(text: str, what: str) -> Any:
+    """A length distribution: N | uniform:MIN:MAX | lognormal:MU:SIGMA[:MIN:MAX]."""
+    from accel_sim import _core
+    from accel_sim.errors import UsageError
+
+    spec = _core.LengthSpec()
+    parts = text.split(":")
+    try:
+        if len(parts) == 1:
+            spec.kind, spec.value = _core.LengthDistribution.fixed, int(parts[0])
+        elif parts[0] == "uniform" and len(parts) == 3:
+            spec.kind, spec.min, spec.max = _core.LengthDistribution.uniform, int(parts[1]), int(parts[2])
+        elif parts[0] == "lognormal" and len(parts) in (3, 5):
+            spec.kind, spec.mu, spec.sigma = _core.LengthDistribution.lognormal, float(parts[1]), float(parts[2])
+            spec.min, spec.max = (int(parts[3]), int(parts[4])) if len(parts) == 5 else (1, 1 << 20)
+        else:
+            raise ValueError
+    except ValueError:
+        raise UsageError(f"--{what} {text!r}: expected N, uniform:MIN:MAX or lognormal:MU:SIGMA[:MIN:MAX]") from None
+    return spec
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("serve", help="LLM serving: latency percentiles, throughput, SLOs and capacity under a request load")
+    p.add_argument("--model", required=True, metavar="NAME|CONFIG", help="a shipped model or an HF config.json")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--device", default="h100", help="device of every replica (default: h100)")
+    g.add_argument("--devices", help="comma-separated devices: a capacity table, one row per device")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs per replica (default: 1)")
+    p.add_argument("--pp", type=int, default=1, help="pipeline stages per replica (default: 1)")
+    p.add_argument("--replicas", type=int, default=1, help="model replicas behind the router (default: 1)")
+    p.add_argument("--system", help="the node a multi-GPU replica runs in (default: the built-in system of its device)")
+    p.add_argument("--router", choices=ROUTERS, default="round-robin", help="default: round-robin")
+    p.add_argument("--dtype", choices=("bf16", "fp16"), help="the model's compute dtype (default: the config's)")
+    p.add_argument("--weight-dtype", choices=("bf16", "fp16", "fp8", "int8", "int4"), help="the weights' dtype")
+    p.add_argument("--kv-dtype", choices=("bf16", "fp16", "fp8", "int8"), help="the KV cache's dtype")
+    s = p.add_argument_group("scheduler")
+    s.add_argument("--scheduler", choices=SCHEDULERS, default="vllm",
+                   help="vllm (prefill-first continuous batching, default), sarathi (chunked prefill), orca (iteration-level, "
+                        "whole-request reservation), static (fixed batches)")
+    s.add_argument("--order", choices=("fcfs", "sjf"), default="fcfs", help="admission order: first come or shortest prompt first")
+    s.add_argument("--max-seqs", type=int, default=256, help="sequences per batch (vLLM max_num_seqs; default: 256)")
+    s.add_argument("--max-batched-tokens", type=int, default=8192, help="tokens per step (vllm, orca; default: 8192)")
+    s.add_argument("--chunk", type=int, default=512, help="sarathi: token budget per step (default: 512)")
+    s.add_argument("--block-size", type=int, default=16, help="tokens per KV block (default: 16)")
+    s.add_argument("--watermark", type=float, default=0.01, help="fraction of KV blocks kept free at admission (default: 0.01)")
+    s.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="fraction of device memory the engine may use (default: 0.9)")
+    s.add_argument("--prefix-caching", action="store_true", help="reuse cached prompt blocks (needs block hashes in --workload)")
+    s.add_argument("--disaggregate", type=int, default=0, metavar="P",
+                   help="P of the replicas run prefill only, the rest decode; the KV cache moves over the system's NICs")
+    w = p.add_argument_group("workload")
+    w.add_argument("--workload", metavar="TRACE", help="a JSONL/CSV trace: per-request lengths and, if present, timestamps (docs/formats/serve-trace.md)")
+    w.add_argument("--lengths-from", metavar="TRACE", help="draw lengths from log-normals fitted to a trace's")
+    w.add_argument("--qps", type=float, help="mean request rate; with a timestamped --workload, rescales its timestamps")
+    w.add_argument("--requests", type=int, default=1000, help="requests to simulate (default: 1000; a trace: all of it)")
+    w.add_argument("--arrival", choices=("poisson", "gamma", "constant"), default="poisson")
+    w.add_argument("--burstiness", type=float, default=1.0, help="gamma arrivals: coefficient of variation of the gaps (default: 1)")
+    w.add_argument("--input-len", default="1000", metavar="DIST", help="N, uniform:MIN:MAX or lognormal:MU:SIGMA[:MIN:MAX] (default: 1000)")
+    w.add_argument("--output-len", default="200", metavar="DIST", help="as --input-len (default: 200)")
+    w.add_argument("--seed", type=int, default=0)
+    o = p.add_argument_group("targets and output")
+    o.add_argument("--slo-ttft-p99", metavar="DURATION", help="p99 time-to-first-token target, e.g. 500ms")
+    o.add_argument("--slo-tpot-p99", metavar="DURATION", help="p99 time-per-output-token target, e.g. 50ms")
+    o.add_argument("--find-max-qps", action="store_true", help="search the highest rate meeting the SLOs")
+    o.add_argument("--cost-model", default="kernel")
+    o.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn"), default="flash2")
+    o.add_argument("--no-cuda-graphs", action="store_true", help="charge host launch overhead per kernel (default: engines replay CUDA graphs)")
+    o.add_argument("--trace", metavar="FILE", help="write the first steps of every engine as a Perfetto / Chrome trace")
+    o.add_argument("--trace-steps", type=int, default=20000, help="steps kept for --trace (default: 20000)")
+    o.add_argument("--json", action="store_true", help="print JSON (docs/formats/report.md)")
+    o.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+class _Progress:
+    """A one-line progress bar on stderr, shown after a second."""
+
+    def __init__(self, label: str, quiet: bool) -> None:
+        self.label, self.quiet, self.start, self.shown = label, quiet or not sys.stderr.isatty(), time.monotonic(), False
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.quiet or time.monotonic() - self.start < 1.0:
+            return
+        if total > 0:
+            frac = min(1.0, done / total)
+            text = f"[{'#' * int(30 * frac):<30}] {frac * 100:5.1f}%"
+        else:
+            text = f"trial {done}"
+        sys.stderr.write(f"\r{self.label} {text}")
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r" + " " * (len(self.label) + 45) + "\r")
+            sys.stderr.flush()
+
+
+def _system_for(device_id: str, name: str | None) -> Any:
+    from accel_sim.errors import UsageError
+    from accel_sim.io.system_file import builtin_systems, resolve_system
+
+    if name:
+        return resolve_system(name).spec
+    for e in builtin_systems():
+        if e.spec.device == device_id:
+            return e.spec
+    raise UsageError(f"no built-in system has {device_id} GPUs: a multi-GPU replica needs --system (see `accel-sim systems`)")
+
+
+def _workload(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(workload spec, workload or None): a trace becomes a core Workload, otherwise a spec to generate."""
+    from accel_sim import _core
+    from accel_sim.errors import UsageError
+    from accel_sim.io.serve_trace import read_trace
+
+    spec = _core.WorkloadSpec()
+    if args.requests < 1:
+        raise UsageError(f"--requests must be at least 1 (got {args.requests})")
+    if args.qps is not None and not args.qps > 0:
+        raise UsageError(f"--qps must be positive (got {args.qps})")
+    spec.requests, spec.seed = args.requests, args.seed
+    spec.qps = args.qps if args.qps is not None else 1.0
+    spec.arrival = getattr(_core.ArrivalProcess, args.arrival)
+    if not args.burstiness > 0:
+        raise UsageError(f"--burstiness must be positive (got {args.burstiness})")
+    spec.burstiness = args.burstiness
+    spec.input, spec.output = parse_length(args.input_len, "input-len"), parse_length(args.output_len, "output-len")
+    if args.lengths_from:
+        t = read_trace(args.lengths_from)
+        spec.input, spec.output = _core.fit_lognormal(t.input_len), _core.fit_lognormal(t.output_len)
+    if not args.workload:
+        if args.qps is None and not args.find_max_qps:
+            raise UsageError("give --qps (a request rate) or --workload (a trace)")
+        return spec, None
+    if args.find_max_qps:
+        raise UsageError("--find-max-qps varies the rate of generated arrivals: use --lengths-from with a trace")
+    t = read_trace(args.workload)
+    arrivals = list(t.arrival_s) if t.arrival_s is not None else []
+    if not arrivals and args.qps is None:
+        raise UsageError(f"{args.workload} has no timestamps: give --qps for its arrivals")
+    if arrivals and args.qps is not None and arrivals[-1] > 0:
+        scale = (len(arrivals) - 1) / args.qps / arrivals[-1]  # the trace's mean rate becomes --qps
+        arrivals = [a * scale for a in arrivals]
+    hashes, offsets = [], []
+    if t.block_hashes is not None:
+        offsets.append(0)
+        for h in t.block_hashes:
+            hashes.extend(h)
+            offsets.append(len(hashes))
+    try:
+        w = _core.workload_from_arrays(arrivals, t.input_len, t.output_len, hashes, offsets, t.hash_block_tokens, spec)
+    except ValueError as err:
+        raise UsageError(f"{args.workload}: {err}") from None
+    return spec, w
+
+
+def _replica(args: argparse.Namespace, device: Any) -> Any:
+    from accel_sim import _core
+    from accel_sim.errors import UsageError
+
+    for flag in ("tp", "pp", "replicas", "max_seqs", "max_batched_tokens", "chunk", "block_size"):
+        if getattr(args, flag) < 1:
+            raise UsageError(f"--{flag.replace('_', '-')} must be at least 1 (got {getattr(args, flag)})")
+    r = _core.ReplicaConfig()
+    r.tp, r.pp = args.tp, args.pp
+    if args.tp * args.pp > 1 or args.disaggregate:
+        r.system = _system_for(device.id, args.system)
+    r.block_size = args.block_size
+    r.gpu_memory_utilization = args.gpu_memory_utilization
+    r.max_batched_tokens = max(args.max_batched_tokens, args.chunk)
+    o = _core.SimulateOptions()
+    o.cost_model = args.cost_model
+    o.cost.cuda_graphs = not args.no_cuda_graphs
+    o.cost.attention_impl = getattr(_core.AttentionImpl, args.attention_impl)
+    r.simulate = o
+    return r
+
+
+def _config(args: argparse.Namespace, replica: Any, device: Any) -> Any:
+    from accel_sim import _core
+    from accel_sim.errors import UsageError
+
+    c = _core.ServeConfig()
+    c.replicas = args.replicas
+    c.router = getattr(_core.RouterKind, args.router.replace("-", "_"))
+    s = _core.SchedulerConfig()
+    s.kind = getattr(_core.SchedulerKind, args.scheduler)
+    s.order = getattr(_core.AdmissionOrder, args.order)
+    s.max_seqs, s.max_batched_tokens, s.chunk = args.max_seqs, args.max_batched_tokens, args.chunk
+    if not 0 <= args.watermark < 1:
+        raise UsageError(f"--watermark must be in [0, 1) (got {args.watermark})")
+    s.watermark, s.prefix_caching = args.watermark, args.prefix_caching
+    c.scheduler = s
+    if args.disaggregate:
+        if not 0 < args.disaggregate < args.replicas:
+            raise UsageError(f"--disaggregate {args.disaggregate}: needs at least one prefill and one decode replica of --replicas {args.replicas}")
+        c.prefill_replicas = args.disaggregate
+        system = replica.system
+        # Each GPU of a replica sends its share over its NICs (the system file's scale-out fabric).
+        c.kv_transfer_bytes_per_s = (system.scaleout.bandwidth_bytes_per_s * system.scaleout.efficiency
+                                     * system.nics_per_gpu * args.tp * args.pp)
+    if args.slo_ttft_p99:
+        c.slo_ttft_s = parse_duration(args.slo_ttft_p99)
+    if args.slo_tpot_p99:
+        c.slo_tpot_s = parse_duration(args.slo_tpot_p99)
+    c.price_usd_per_gpu_hour = device.price_usd_per_hour
+    c.record_steps = args.trace_steps if args.trace else 0
+    return c
+
+
+def _pct(p: Any) -> dict:
+    return {"mean": p.mean, "p50": p.p50, "p90": p.p90, "p99": p.p99, "max": p.max}
+
+
+def result_dict(r: Any) -> dict:
+    return {"requests": r.requests, "completed": r.completed, "rejected": r.rejected, "makespan_s": r.makespan_s,
+            "gpus": r.gpus, "ttft_s": _pct(r.ttft), "tpot_s": _pct(r.tpot), "itl_s": _pct(r.itl), "e2e_s": _pct(r.e2e),
+            "queueing_s": _pct(r.queueing), "requests_per_s": r.requests_per_s,
+            "output_tokens_per_s": r.output_tokens_per_s, "total_tokens_per_s": r.total_tokens_per_s,
+            "goodput_requests_per_s": r.goodput_requests_per_s, "slo_attainment": r.slo_attainment,
+            "preemptions": r.preemptions, "steps": r.steps, "mean_batch_size": r.mean_batch_size,
+            "prefix_hit_rate": r.prefix_hit_rate, "kv_utilization": {"mean": r.kv_utilization_mean, "max": r.kv_utilization_max},
+            "waiting": {"mean": r.waiting_mean, "max": r.waiting_max}, "busy_fraction": r.busy_fraction,
+            "cost_per_million_output_tokens_usd": r.cost_per_million_output_tokens_usd or None,
+            "cost_per_million_total_tokens_usd": r.cost_per_million_total_tokens_usd or None,
+            "timeline": [{"t_s": p.t_s, "kv_utilization": p.kv_utilization, "waiting": p.waiting, "running": p.running}
+                         for p in r.timeline]}
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:,.1f} ms" if s < 10 else f"{s:,.1f} s"
+
+
+def _render(r: Any, args: argparse.Namespace, head: str, memory: Any, qps: float | None) -> None:
+    print(head)
+    print()
+    gb = 1e9
+    print(f"  memory/GPU    weights {memory.weight_bytes / gb:,.1f} GB · activations {memory.activation_bytes / gb:,.1f} GB · "
+          f"KV cache {memory.kv_bytes / gb:,.1f} GB = {memory.kv_blocks:,} blocks of {args.block_size} tokens per engine")
+    if qps is not None:
+        print(f"  max rate      {qps:,.2f} requests/s meet the SLOs")
+    print(f"  requests      {r.completed:,} done of {r.requests:,}" + (f" · {r.rejected:,} rejected (longer than the KV cache)" if r.rejected else "")
+          + f" in {_ms(r.makespan_s)} · {r.preemptions:,} preemptions · mean batch {r.mean_batch_size:,.1f}")
+    print()
+    rows = [("TTFT", r.ttft), ("TPOT", r.tpot), ("inter-token", r.itl), ("end-to-end", r.e2e), ("queueing", r.queueing)]
+    print(f"  {'':<12} {'mean':>11} {'p50':>11} {'p90':>11} {'p99':>11} {'max':>11}")
+    for name, p in rows:
+        print(f"  {name:<12} " + " ".join(f"{_ms(v):>11}" for v in (p.mean, p.p50, p.p90, p.p99, p.max)))
+    print()
+    print(f"  throughput    {r.requests_per_s:,.2f} requests/s · {r.output_tokens_per_s:,.0f} output tokens/s · "
+          f"{r.total_tokens_per_s:,.0f} tokens/s in+out · {r.output_tokens_per_s / max(r.gpus, 1):,.0f} output tokens/s/GPU")
+    if args.slo_ttft_p99 or args.slo_tpot_p99:
+        print(f"  goodput       {r.goodput_requests_per_s:,.2f} requests/s meet the SLOs ({r.slo_attainment * 100:.1f}% of requests)")
+    print(f"  KV cache      {r.kv_utilization_mean * 100:.0f}% used on average, {r.kv_utilization_max * 100:.0f}% at most · "
+          f"queue {r.waiting_mean:,.1f} on average, {r.waiting_max:,.0f} at most · engines busy {r.busy_fraction * 100:.0f}%"
+          + (f" · prefix hits {r.prefix_hit_rate * 100:.0f}% of prompt tokens" if args.prefix_caching else ""))
+    if r.cost_per_million_output_tokens_usd:
+        print(f"  cost          ${r.cost_per_million_output_tokens_usd:,.2f} per 1M output tokens · "
+              f"${r.cost_per_million_total_tokens_usd:,.2f} per 1M tokens in+out (device price list)")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from accel_sim import _core
+    from accel_sim.device import resolve_device
+    from accel_sim.errors import UsageError
+    from accel_sim.io.model_config import load_model_spec
+
+    spec = load_model_spec(args.model, dtype=args.dtype, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
+    devices = [d.strip() for d in (args.devices.split(",") if args.devices else [args.device]) if d.strip()]
+    if not devices:
+        raise UsageError("--devices names no device")
+    if args.find_max_qps and not (args.slo_ttft_p99 or args.slo_tpot_p99):
+        raise UsageError("--find-max-qps needs --slo-ttft-p99 and/or --slo-tpot-p99")
+    wspec, workload = _workload(args)
+    rows = []
+    for name in devices:
+        device = resolve_device(name).spec
+        replica = _replica(args, device)
+        config = _config(args, replica, device)
+        try:
+            costs = _core.IterationModel(spec, device, replica)
+            label = f"serve {spec.name} on {device.id}"
+            progress = _Progress(label, args.quiet or args.json)
+            try:
+                if args.find_max_qps:
+                    found = _core.find_max_qps(costs, wspec, config, progress)
+                    result, qps = found.at_max, found.qps
+                else:
+                    w = workload if workload is not None else _core.generate_workload(wspec)
+                    result, qps = _core.simulate_serving(costs, w, config, progress), None
+            finally:
+                progress.close()
+        except ValueError as err:
+            raise UsageError(f"{device.id}: {err}") from None
+        rows.append((device, costs, result, qps))
+        if args.trace and len(devices) == 1:
+            from accel_sim.report.serve_timeline import write_serve_trace
+
+            write_serve_trace(args.trace, result, replicas=args.replicas, engines_per_replica=args.pp,
+                              title=f"{spec.name} on {args.replicas} x {args.tp * args.pp} {device.name}")
+    if args.json:
+        out = {"schema": "accel-sim/serve", "version": 1, "model": spec.name, "scheduler": args.scheduler,
+               "replicas": args.replicas, "tp": args.tp, "pp": args.pp,
+               "slo": {"ttft_p99_s": parse_duration(args.slo_ttft_p99) if args.slo_ttft_p99 else None,
+                       "tpot_p99_s": parse_duration(args.slo_tpot_p99) if args.slo_tpot_p99 else None},
+               "results": []}
+        for device, costs, r, qps in rows:
+            m = costs.memory
+            out["results"].append({"device": device.id, "max_qps": qps, "memory_per_gpu": {
+                "weights_bytes": m.weight_bytes, "activations_bytes": m.activation_bytes, "kv_cache_bytes": m.kv_bytes,
+                "kv_blocks_per_engine": m.kv_blocks}} | result_dict(r))
+        print(json.dumps(out, indent=1, allow_nan=False, default=lambda v: None))
+        return 0
+    scheduler = args.scheduler + (f" chunk {args.chunk}" if args.scheduler == "sarathi" else "")
+    for device, costs, r, qps in rows:
+        head = (f"accel-sim serve · {spec.name} on {args.replicas} x {args.tp * args.pp} {device.name}"
+                + (f" (TP {args.tp}" + (f" PP {args.pp}" if args.pp > 1 else "") + ")" if args.tp * args.pp > 1 else "")
+                + f" · {scheduler} · " + (f"{args.disaggregate} prefill + {args.replicas - args.disaggregate} decode replicas · "
+                                          if args.disaggregate else "")
+                + (f"{args.qps:g} requests/s" if args.qps and not args.find_max_qps else "rate searched"
+                   if args.find_max_qps else "trace timestamps"))
+        _render(r, args, head, costs.memory, qps)
+        if len(rows) > 1:
+            print()
+    if len(rows) > 1:
+        _capacity_table(rows, args)
+    return 0
+
+
+def _capacity_table(rows: list, args: argparse.Namespace) -> None:
+    print("  capacity" + (" (max rate meeting the SLOs)" if args.find_max_qps else ""))
+    target = args.qps
+    print(f"  {'device':<12} {'requests/s':>11} {'per GPU':>9} {'TTFT p99':>10} {'TPOT p99':>10} {'$/1M out':>9}"
+          + (f" {'replicas for ' + format(target, 'g') + '/s':>18}" if target and args.find_max_qps else ""))
+    for device, _costs, r, qps in rows:
+        rate = qps if qps is not None else r.requests_per_s
+        per_gpu = rate / max(r.gpus, 1)
+        cost = f"{r.cost_per_million_output_tokens_usd:,.2f}" if r.cost_per_million_output_tokens_usd else "n/a"
+        line = (f"  {device.id:<12} {rate:>11,.2f} {per_gpu:>9,.3f} {_ms(r.ttft.p99):>10} {_ms(r.tpot.p99):>10} {cost:>9}")
+        if target and args.find_max_qps:
+            per_replica = rate / args.replicas
+            line += f" {math.ceil(target / per_replica) if per_replica > 0 else 'none':>18}"
+        print(line)

@@ -1,0 +1,119 @@
+"""`accel-sim serve` as a user runs it: workloads, traces, SLO search, capacity table, Perfetto trace."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import run_cli
+
+
+def _serve(*args: str) -> dict:
+    result = run_cli("serve", *args, "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_single_request_ttft_is_the_prefill_latency_simulate_reports():
+    d = _serve("--model", "llama-3-8b", "--device", "h100", "--qps", "1", "--requests", "1", "--input-len", "512",
+               "--output-len", "1")
+    r = d["results"][0]
+    assert r["completed"] == 1 and r["rejected"] == 0
+    sim = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--phase", "prefill", "--batch", "1",
+                  "--seq", "512", "--cuda-graphs", "--json", "--no-ops")
+    assert sim.returncode == 0, sim.stderr
+    # A prefill of 512 tokens sits on the step-time grid: the step is the whole graph's latency.
+    assert abs(r["ttft_s"]["p50"] / json.loads(sim.stdout)["latency_s"] - 1.0) < 1e-6
+
+
+def test_serve_reports_percentiles_throughput_cost_and_memory():
+    d = _serve("--model", "llama-3-8b", "--device", "h100", "--replicas", "2", "--qps", "8", "--requests", "400",
+               "--input-len", "uniform:200:800", "--output-len", "lognormal:4.5:0.5:10:400", "--router", "least-outstanding")
+    r = d["results"][0]
+    assert d["schema"] == "accel-sim/serve" and r["device"] == "h100_sxm"
+    assert r["completed"] == 400 and r["gpus"] == 2
+    for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
+        p = r[key]
+        assert 0 < p["p50"] <= p["p90"] <= p["p99"] <= p["max"] * (1 + 1e-9)
+    assert abs(r["requests_per_s"] * r["makespan_s"] - 400) < 1e-6
+    # $/1M output tokens = price x GPUs x hours / millions of tokens.
+    tokens = r["output_tokens_per_s"] * r["makespan_s"]
+    price = 0.0
+    from accel_sim.device import resolve_device
+    price = resolve_device("h100").spec.price_usd_per_hour
+    assert abs(r["cost_per_million_output_tokens_usd"] - price * 2 * r["makespan_s"] / 3600 / (tokens / 1e6)) < 1e-6
+    m = r["memory_per_gpu"]
+    assert m["kv_cache_bytes"] > 0 and m["weights_bytes"] > 15e9
+    assert len(r["timeline"]) <= 200
+
+
+def test_bad_trace_names_the_line(tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 5}\n'
+                     '{"timestamp": 1000, "input_length": 10, "output_length": 5}\n'
+                     '{"timestamp": 500, "input_length": 10, "output_length": 5}\n')
+    r = run_cli("serve", "--model", "llama-3-8b", "--workload", str(trace))
+    assert r.returncode == 2
+    assert "trace.jsonl:3:" in r.stderr and "earlier" in r.stderr
+    trace.write_text('{"input_length": 10, "output_length": 5}\n{"input_length": -4, "output_length": 5}\n')
+    r = run_cli("serve", "--model", "llama-3-8b", "--workload", str(trace), "--qps", "2")
+    assert r.returncode == 2 and "trace.jsonl:2:" in r.stderr
+    trace.write_text('{"input_length": 10}\n')
+    r = run_cli("serve", "--model", "llama-3-8b", "--workload", str(trace), "--qps", "2")
+    assert r.returncode == 2 and "trace.jsonl:1:" in r.stderr and "output" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_trace_workload_with_timestamps_and_prefix_hashes(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    lines = [{"timestamp": 250 * i, "input_length": 1024, "output_length": 8, "hash_ids": [1, 2 + i % 2]}
+             for i in range(20)]
+    trace.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    plain = _serve("--model", "llama-3-8b", "--workload", str(trace))["results"][0]
+    cached = _serve("--model", "llama-3-8b", "--workload", str(trace), "--prefix-caching")["results"][0]
+    assert plain["completed"] == cached["completed"] == 20
+    # The first prompt finds nothing cached and publishes blocks 1 and 2; the second finds block 1
+    # (512 tokens) and publishes block 3; the other 18 find both of their blocks, 1023 tokens each
+    # (the last prompt token is always computed: its logits sample the first output token).
+    assert abs(cached["prefix_hit_rate"] - (512 + 18 * 1023) / (20 * 1024)) < 1e-9
+    assert cached["ttft_s"]["mean"] < plain["ttft_s"]["mean"]
+    assert plain["prefix_hit_rate"] == 0
+
+
+def test_find_max_qps_meets_the_slos_and_the_capacity_table(tmp_path):
+    d = _serve("--model", "llama-3-8b", "--devices", "a100,h100", "--find-max-qps", "--slo-ttft-p99", "300ms",
+               "--slo-tpot-p99", "20ms", "--requests", "300", "--input-len", "500", "--output-len", "100")
+    by = {r["device"]: r for r in d["results"]}
+    for r in by.values():
+        assert r["max_qps"] > 0
+        assert r["ttft_s"]["p99"] <= 0.3 and r["tpot_s"]["p99"] <= 0.02
+    assert by["h100_sxm"]["max_qps"] > by["a100_80gb"]["max_qps"]
+    text = run_cli("serve", "--model", "llama-3-8b", "--devices", "a100,h100", "--find-max-qps", "--slo-tpot-p99", "20ms",
+                   "--requests", "200", "--qps", "50")
+    assert text.returncode == 0, text.stderr
+    assert "capacity" in text.stdout and "replicas for 50/s" in text.stdout
+    bad = run_cli("serve", "--model", "llama-3-8b", "--find-max-qps")
+    assert bad.returncode == 2 and "SLO" in bad.stderr.replace("slo", "SLO")
+
+
+def test_serve_trace_is_perfetto_json(tmp_path):
+    out = tmp_path / "serve.json"
+    d = _serve("--model", "llama-3-8b", "--replicas", "2", "--qps", "20", "--requests", "100", "--input-len", "300",
+               "--output-len", "20", "--trace", str(out), "--trace-steps", "50")
+    doc = json.loads(out.read_text())
+    steps = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert len(steps) == min(50, d["results"][0]["steps"])
+    for e in steps:
+        assert {"name", "ph", "ts", "dur", "pid", "tid"} <= e.keys() and e["dur"] > 0
+    assert {e["pid"] for e in steps} == {1, 2}
+    assert any(e["ph"] == "C" for e in doc["traceEvents"])
+
+
+def test_schedulers_and_disaggregation_run():
+    for extra in (["--scheduler", "sarathi", "--chunk", "256"], ["--scheduler", "orca"], ["--scheduler", "static"],
+                  ["--order", "sjf"], ["--replicas", "3", "--disaggregate", "1", "--tp", "2"],
+                  ["--tp", "2", "--pp", "2", "--arrival", "gamma", "--burstiness", "2"]):
+        d = _serve("--model", "llama-3-8b", "--qps", "10", "--requests", "150", "--input-len", "400",
+                   "--output-len", "30", *extra)
+        assert d["results"][0]["completed"] == 150, extra
+    bad = run_cli("serve", "--model", "llama-3-8b", "--qps", "1", "--replicas", "2", "--disaggregate", "2")
+    assert bad.returncode == 2 and "prefill" in bad.stderr
