@@ -266,7 +266,7 @@ struct TimelinePoint {
 struct ServeResult {
   int64_t requests = 0;
   int64_t completed = 0;
-  int64_t rejected = 0;  // prompt + output larger than an engine's whole KV cache
+  int64_t rejected = 0;  // prompt + output larger than an engine's whole KV cache (less the watermark)
   double makespan_s = 0.0;  // first arrival to last completion
   int64_t gpus = 0;
   Percentiles ttft, tpot, itl, e2e, queueing;  // seconds; itl over every gap between tokens

@@ -337,10 +337,13 @@ class Simulation {
     }
   }
 
-  // A waiting request fits the engine at all (prompt + output within its whole cache)?
+  // A waiting request fits the engine at all: prompt + output within its whole cache, less the
+  // watermark where admission keeps one (vLLM ignores prompts that could never be allocated).
   bool admissible(const Engine& e, int32_t req) const {
     const Request& r = w_.requests[static_cast<size_t>(req)];
-    return blocks_for(static_cast<int64_t>(r.input_len) + r.output_len) <= e.total_blocks;
+    const bool paged = s_.kind == SchedulerKind::vllm || s_.kind == SchedulerKind::sarathi;
+    return blocks_for(static_cast<int64_t>(r.input_len) + r.output_len) <=
+           e.total_blocks - (paged ? watermark_blocks(e) : 0);
   }
 
   bool schedule(Engine& e, double now, StepBatch& b);
