@@ -165,7 +165,7 @@ class Builder {
     x = dropout(x, m_.embedding_dropout);
     rotary_tables();
     for (int64_t l = 0; l < m_.num_layers; ++l) {
-      x = m_.post_norm ? post_norm_layer(l, x) : layer(l, x);
+      x = m_.post_norm ? post_norm_layer(l, x) : m_.parallel_block ? parallel_layer(l, x) : layer(l, x);
     }
     if (m_.final_norm) {
       e_.module = "model.norm";
@@ -350,7 +350,7 @@ class Builder {
     if (!m_.rotary) return;
     e_.module = "model.rotary_emb";
     e_.module_type = "RotaryEmbedding";
-    const int64_t d = m_.mla.enabled() ? m_.mla.qk_rope_head_dim : m_.head_dim;
+    const int64_t d = m_.mla.enabled() ? m_.mla.qk_rope_head_dim : rotary_width();
     if (eager_) {
       // HF: positions = arange + past; freqs = positions x inv_freq; emb = cat(freqs, freqs);
       // cos, sin scaled by attention_scaling, cast to the model dtype.
@@ -480,11 +480,31 @@ class Builder {
     return e_.view(y, out_shape);
   }
 
-  // RoPE on q or k [b, heads, s, d].
+  // The dims of each head RoPE rotates (ModelSpec::rotary_dim; all of them by default).
+  int64_t rotary_width() const { return m_.rotary_dim > 0 ? m_.rotary_dim : m_.head_dim; }
+
+  // RoPE on q or k [b, heads, s, d]. With partial rotary (GPT-J) a fused kernel still reads and
+  // writes the whole head and rotates its first rotary_dim dims; HF slices those dims off,
+  // rotates them and concatenates the rest back (modeling_gptj.py), here with the rotation
+  // written as for Llama (its own op sequence differs in a few views and a stack).
   TensorId rope(TensorId x) {
     if (!m_.rotary) return x;
     const Shape shape = e_.shape(x);
     if (!eager_) return e_.op("accel_sim::rotary_embedding", {x, cos_}, shape, dt_);
+    if (rotary_width() < shape.back()) {
+      Shape rot = shape, pass = shape;
+      rot.back() = rotary_width();
+      pass.back() = shape.back() - rotary_width();
+      const Shape strides{shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1};
+      TensorId rotated = rotate(e_.view(x, rot, strides));
+      return e_.op("cat", {rotated, e_.view(x, pass, strides)}, shape, dt_, {{"dim", int64_t{-1}}});
+    }
+    return rotate(x);
+  }
+
+  // HF's rotate-half RoPE, op by op: x cos + rotate_half(x) sin.
+  TensorId rotate(TensorId x) {
+    const Shape shape = e_.shape(x);
     Shape half = shape;
     half.back() /= 2;
     TensorId xc = e_.op("mul", {x, cos_}, shape, dt_);
@@ -1083,6 +1103,33 @@ class Builder {
       if (m_.family == "gpt2") e_.hold(attention_output);  // GPT2Block's `attn_output` local
     }
     return out;
+  }
+
+  // Parallel residual block (GPT-J, Falcon): x + attention(norm(x)) + ffn(norm'(x)), both norms
+  // taken first as Falcon's decoder layer does. Under tensor parallelism both branches end in
+  // row-parallel projections whose partial sums are added before one all-reduce (GPT-NeoX's
+  // gpt_j_residual, Black et al. 2022, reduces the sum once). One dropout follows the sum
+  // (Falcon's dropout_add; GPT-J drops each branch, p = 0 in its config).
+  TensorId parallel_layer(int64_t l, TensorId x) {
+    const std::string p = "model.layers." + std::to_string(l);
+    const Shape shape = e_.shape(x);
+    e_.module = p + ".input_layernorm";
+    e_.module_type = "Norm";
+    TensorId normed_attention = norm(x, p + ".input_layernorm");
+    TensorId normed_ffn = normed_attention;
+    if (m_.parallel_ffn_norm) {
+      e_.module = p + ".mlp_layernorm";
+      normed_ffn = norm(x, p + ".mlp_layernorm");
+    }
+    TensorId attention_in = gather_sequence(normed_attention);
+    TensorId ffn_in = m_.parallel_ffn_norm ? gather_sequence(normed_ffn) : attention_in;
+    TensorId a = attention(l, attention_in);
+    TensorId f = m_.moe.is_moe_layer(l) ? moe(l, ffn_in) : ffn(l, ffn_in);
+    e_.module = p;
+    e_.module_type = "DecoderLayer";
+    TensorId h = reduce_output(e_.op("add", {f, a}, e_.shape(a), dt_));
+    h = dropout(h, m_.hidden_dropout);
+    return e_.op("add", {x, h}, shape, dt_);
   }
 
   // Post-norm (BERT): x = norm(x + attention(x)); x = norm(x + ffn(x)).
