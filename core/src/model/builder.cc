@@ -449,11 +449,17 @@ class Builder {
       }
       return e_.view(y, out_shape);
     }
-    TensorId w = e_.parameter({out, in}, m_.weight_dtype, prefix + ".weight");
+    // fp8 GEMMs (BuildOptions::fp8_gemms) run the transformer blocks' linears; an inference
+    // engine also leaves the MoE router and gates in 16 bits, as fp8 checkpoints do.
+    const bool fp8 = o_.fp8_gemms && prefix.rfind("model.layers.", 0) == 0 && (train_ || quantizable);
+    // Inference stores those weights in fp8 (TensorRT-LLM's --enable_fp8 engines, vLLM's fp8
+    // checkpoints: per-tensor scaled e4m3); a training step keeps them in the weight dtype.
+    const DType stored = fp8 && !train_ ? DType::fp8_e4m3 : m_.weight_dtype;
+    TensorId w = e_.parameter({out, in}, stored, prefix + ".weight");
     TensorId wt = e_.transposed(w);
     TensorId x2 = e_.view(x, {rows, in});
     TensorId y;
-    if (o_.fp8_gemms && prefix.rfind("model.layers.", 0) == 0) {
+    if (fp8) {
       // Projections of one input (q, k and v; gate and up) share its cast, as Transformer
       // Engine's fused LayerNormLinear / LayerNormMLP cast the normalized input once.
       const TensorMeta& xm = e_.graph().tensor(x2);
@@ -462,11 +468,14 @@ class Builder {
       TensorId xq = cast->second;
       // Transformer Engine casts the weight on a step's first micro-batch only and reuses the
       // fp8 copy (is_first_microbatch, passed by Megatron-LM's TE wrappers): marked for
-      // SimulateOptions::fp8_weight_cache.
-      TensorId wq = e_.op("_to_copy", {w}, {out, in}, DType::fp8_e4m3, {{"once_per_step", true}});
+      // SimulateOptions::fp8_weight_cache. Inference reads the stored fp8 weight as is.
+      TensorId wq = train_ ? e_.op("_to_copy", {w}, {out, in}, DType::fp8_e4m3, {{"once_per_step", true}})
+                           : w;
       y = e_.op("_scaled_mm", {xq, e_.transposed(wq)}, {rows, out}, dt_);
       if (bias) {
-        TensorId b = e_.parameter({out}, m_.weight_dtype, prefix + ".bias");
+        // Biases stay in 16 bits: the weight dtype in training, the activation dtype in an fp8
+        // inference engine (TensorRT-LLM keeps them in the engine's dtype).
+        TensorId b = e_.parameter({out}, train_ ? m_.weight_dtype : dt_, prefix + ".bias");
         y = e_.op("add", {y, b}, {rows, out}, dt_);
       }
       return e_.view(y, out_shape);
@@ -1358,9 +1367,10 @@ Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
                  "the expert load-imbalance factor must be at least 1 (the busiest rank over the mean)");
   ACCELSIM_CHECK(options.expert_parallel == 1 || model.moe.enabled(),
                  "expert parallelism needs a mixture-of-experts model");
-  ACCELSIM_CHECK(!options.fp8_gemms || options.phase == Phase::train,
-                 "fp8 GEMMs (Transformer Engine's recipe) apply to a training step; for fp8 "
-                 "inference use fp8 weights");
+  ACCELSIM_CHECK(!options.fp8_gemms || model.int4_group_size == 0,
+                 "fp8 GEMMs and int4 weights exclude each other (model '" + model.name + "')");
+  ACCELSIM_CHECK(!options.fp8_gemms || options.kernels == KernelStyle::fused,
+                 "fp8 GEMMs are modelled with fused kernels only (HF eager has no fp8 path)");
   ACCELSIM_CHECK(!options.eager_attention || options.context_parallel == 1,
                  "eager (unfused) attention under context parallelism is not modelled");
   if (options.phase == Phase::train) {

@@ -7,6 +7,7 @@
 #include "accelsim/simulate.h"
 
 #include <string>
+#include <utility>
 #include "testing/models.h"
 
 namespace accelsim {
@@ -354,6 +355,72 @@ TEST(BuilderTest, ParallelBlockTrainsWithEveryGemmDifferentiated) {
   // row-parallel GEMM on each rank: 1,675,264 / 2 + 2 * (2,048 / 2 + 512) + 800 / 2.
   EXPECT_DOUBLE_EQ(gemm_flops(ftp, Pass::forward), 837632.0 + 3072.0 + 400.0);
   EXPECT_DOUBLE_EQ(gemm_flops(ftp, Pass::backward), 1675264.0);
+}
+
+// A Llama-shaped toy: hidden 256, 2 layers, 4 heads of 64 (MHA), SwiGLU 512, vocab 1000.
+ModelSpec toy_llama() {
+  return ModelSpec{.name = "toy-llama", .hidden_size = 256, .num_layers = 2, .num_heads = 4,
+                   .num_kv_heads = 4, .head_dim = 64, .ffn_size = 512, .vocab_size = 1000,
+                   .max_position_embeddings = 128};
+}
+
+// Bytes the block GEMMs read: {weights, everything}.
+std::pair<int64_t, double> block_gemm_reads(const Graph& g) {
+  int64_t weights = 0;
+  double all = 0;
+  for (const Node& n : g.nodes()) {
+    if ((n.op != "mm" && n.op != "_scaled_mm") || n.module_path.rfind("model.layers.", 0) != 0) continue;
+    weights += g.tensor(n.inputs[1]).accessed_bytes();
+    all += count_op(g, n).bytes_read;
+  }
+  return {weights, all};
+}
+
+TEST(BuilderTest, Fp8InferenceStoresTheBlockWeightsInOneByte) {
+  // Block linears: per layer q, k, v, o 4*256*256 + gate, up, down 3*256*512 = 655,360;
+  // 1,310,720 in all. Decode, batch 4: the bf16 GEMMs read 2 bytes per weight and [4, in] bf16
+  // inputs (per layer six of width 256 and one of 512: 16,384 B); fp8 halves both.
+  ModelSpec m = toy_llama();
+  const BuildOptions decode{.phase = Phase::decode, .batch = 4, .context = 16};
+  BuildOptions fp8 = decode;
+  fp8.fp8_gemms = true;
+  const Graph g16 = build_graph(m, decode);
+  const Graph g8 = build_graph(m, fp8);
+  EXPECT_EQ(block_gemm_reads(g16).first, 2 * 1310720);
+  EXPECT_DOUBLE_EQ(block_gemm_reads(g16).second, 2 * 1310720 + 2 * 16384.0);
+  EXPECT_EQ(block_gemm_reads(g8).first, 1310720);
+  EXPECT_DOUBLE_EQ(block_gemm_reads(g8).second, 1310720 + 16384.0);
+  // Resident weights: embedding and lm_head 2 * 256,000 and five norms of 256 stay bf16:
+  // 2 * (1,310,720 + 513,280) = 3,648,000 B, against 1,310,720 + 2 * 513,280 = 2,337,280 B.
+  EXPECT_EQ(totals(g16).parameter_bytes, 3648000);
+  EXPECT_EQ(totals(g8).parameter_bytes, 2337280);
+  // Every block GEMM is an fp8 GEMM of a 1-byte input cast once per distinct input (the normed
+  // input for q, k, v; the attention output; the normed input for gate and up; the SwiGLU
+  // product: 4 per layer), writing bf16; no weight is cast.
+  EXPECT_EQ(count_ops(g8, "_scaled_mm"), 7 * 2);
+  EXPECT_EQ(count_ops(g8, "mm"), 1);  // lm_head
+  int casts = 0;
+  for (const Node& n : g8.nodes()) {
+    if (n.op == "_scaled_mm") {
+      EXPECT_EQ(g8.tensor(n.inputs[0]).dtype, DType::fp8_e4m3);
+      EXPECT_EQ(g8.tensor(n.inputs[1]).dtype, DType::fp8_e4m3);
+      EXPECT_EQ(g8.tensor(n.outputs[0]).dtype, DType::bf16);
+    }
+    if (n.op != "_to_copy") continue;
+    ++casts;
+    EXPECT_NE(g8.storage(g8.tensor(n.inputs[0]).storage).kind, StorageKind::parameter);
+  }
+  EXPECT_EQ(casts, 4 * 2);
+  // An fp8 KV cache (ModelSpec::kv_cache_dtype): 2 layers * K, V * 4 sequences * 17 tokens *
+  // 4 heads * 64 dims * 1 B = 69,632 B, beside the bf16 cos/sin rows (128 * 64 * 2 B); each
+  // attention reads its bf16 query (4*4*64*2 B) and 1-byte K and V (2 * 4*4*17*64 B).
+  m.kv_cache_dtype = DType::fp8_e4m3;
+  const Graph kv8 = build_graph(m, fp8);
+  EXPECT_EQ(step_kv_cache_bytes(m, fp8), 69632);
+  EXPECT_EQ(totals(kv8).buffer_bytes, 69632 + 128 * 64 * 2);
+  for (const Node& n : kv8.nodes()) {
+    if (n.op == "accel_sim::attention") EXPECT_DOUBLE_EQ(count_op(kv8, n).bytes_read, 2048 + 34816);
+  }
 }
 
 TEST(BuilderTest, SimulatesWithoutUnknownOps) {
