@@ -708,6 +708,7 @@ class Builder {
 
   TensorId attention_op(std::vector<TensorId> qkv, Shape out, std::vector<Attr> attrs) {
     if (o_.eager_attention) return eager_core(qkv, out);
+    if (eager_ && m_.family == "gptj") return gptj_core(qkv, out);
     TensorId o = e_.fresh(std::move(out), dt_);
     attention_node(std::move(qkv), o, std::move(attrs));
     return o;
@@ -733,6 +734,41 @@ class Builder {
     TensorId probs = e_.op("_softmax", {scores}, {b * h, sq, sk}, dt_,
                            {{"dim", int64_t{-1}}, {"half_to_float", false}});
     probs = dropout(probs, m_.attention_dropout);
+    TensorId ctx = e_.op("bmm", {probs, e_.view(qkv[2], {b * h, sk, dv})}, {b * h, sq, dv}, dt_);
+    TensorId o = e_.op("clone", {e_.view(ctx, {b, sq, h, dv}, {h * sq * dv, dv, sq * dv, 1})},
+                       {b, sq, h, dv}, dt_);
+    e_.module = module;
+    return e_.view(o, {b, h, sq, dv}, {sq * h * dv, dv, h * dv, 1});
+  }
+
+  // HF's GPTJAttention._attn (transformers has no SDPA path for GPT-J): q and k upcast to fp32,
+  // scores divided by sqrt(head_dim), the additive causal mask [b, 1, sq, sk] (built by the
+  // model's forward; an input here) added, softmax in fp32, cast back, P V, heads merged by a
+  // contiguous copy.
+  TensorId gptj_core(const std::vector<TensorId>& qkv, const Shape& out) {
+    const std::string module = e_.module;
+    e_.module = module + ".core";
+    const Shape& qs = e_.shape(qkv[0]);
+    const int64_t b = qs[0], h = qs[1], sq = qs[2], d = qs[3];
+    const int64_t sk = e_.shape(qkv[1])[2], dv = out[3];
+    auto fp32 = [&](TensorId t) {
+      return dt_ == DType::fp32 ? t : e_.op("_to_copy", {t}, e_.shape(t), DType::fp32);
+    };
+    TensorId q = fp32(qkv[0]);
+    TensorId k = fp32(qkv[1]);
+    TensorId scores = e_.op("bmm", {e_.view(q, {b * h, sq, d}), e_.view(k, {b * h, d, sk}, {sk * d, 1, d})},
+                            {b * h, sq, sk}, DType::fp32);
+    TensorId scaled = e_.op("div", {scores}, {b * h, sq, sk}, DType::fp32);
+    if (causal_mask_ < 0) {
+      causal_mask_ = e_.resident({b, 1, sq, sk}, DType::fp32, StorageKind::input, "input.causal_mask");
+    }
+    TensorId masked = e_.op("add", {e_.view(scaled, {b, h, sq, sk}),
+                                    e_.view(causal_mask_, {b, h, sq, sk}, {sq * sk, 0, sk, 1})},
+                            {b, h, sq, sk}, DType::fp32);
+    TensorId probs = e_.op("_softmax", {e_.view(masked, {b * h, sq, sk})}, {b * h, sq, sk}, DType::fp32,
+                           {{"dim", int64_t{-1}}, {"half_to_float", false}});
+    if (dt_ != DType::fp32) probs = e_.op("_to_copy", {probs}, {b * h, sq, sk}, dt_);
+    gptj_weights_ = probs;  // returned as attn_weights, held by the block and the model's loop
     TensorId ctx = e_.op("bmm", {probs, e_.view(qkv[2], {b * h, sk, dv})}, {b * h, sq, dv}, dt_);
     TensorId o = e_.op("clone", {e_.view(ctx, {b, sq, h, dv}, {h * sq * dv, dv, sq * dv, 1})},
                        {b, sq, h, dv}, dt_);
@@ -1138,7 +1174,15 @@ class Builder {
     e_.module_type = "DecoderLayer";
     TensorId h = reduce_output(e_.op("add", {f, a}, e_.shape(a), dt_));
     h = dropout(h, m_.hidden_dropout);
-    return e_.op("add", {x, h}, shape, dt_);
+    TensorId out = e_.op("add", {x, h}, shape, dt_);
+    if (gptj_weights_ >= 0) {
+      // HF's GPTJBlock keeps its attention weights in a local until it returns, and GPTJModel's
+      // loop keeps them in `outputs` until the next block returns.
+      e_.hold(gptj_weights_);
+      if (previous_gptj_weights_ >= 0) e_.hold(previous_gptj_weights_);
+      previous_gptj_weights_ = gptj_weights_;
+    }
+    return out;
   }
 
   // Post-norm (BERT): x = norm(x + attention(x)); x = norm(x + ffn(x)).
@@ -1329,6 +1373,8 @@ class Builder {
   bool eager_ = false;
   DType dt_ = DType::bf16;
   TensorId cos_ = -1, sin_ = -1, positions_ = -1, position_embeddings_ = -1, position_ids_ = -1;
+  TensorId causal_mask_ = -1;  // HF GPT-J's additive mask, shared by the layers
+  TensorId gptj_weights_ = -1, previous_gptj_weights_ = -1;  // HF GPT-J's attention weights
   std::vector<TensorId> outputs_;
   std::vector<TensorId> column_inputs_;  // training under TP: inputs of column-parallel layers
   bool train_ = false;
@@ -1371,6 +1417,9 @@ Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
                  "fp8 GEMMs and int4 weights exclude each other (model '" + model.name + "')");
   ACCELSIM_CHECK(!options.fp8_gemms || options.kernels == KernelStyle::fused,
                  "fp8 GEMMs are modelled with fused kernels only (HF eager has no fp8 path)");
+  ACCELSIM_CHECK(options.kernels != KernelStyle::hf_eager || model.family != "falcon",
+                 "HF-eager Falcon is not modelled (transformers expands K and V to every query head "
+                 "before caching them and runs SDPA with an explicit mask); use fused kernels");
   ACCELSIM_CHECK(!options.eager_attention || options.context_parallel == 1,
                  "eager (unfused) attention under context parallelism is not modelled");
   if (options.phase == Phase::train) {

@@ -301,10 +301,17 @@ TEST(BuilderTest, ParallelBlockHasTheHandCountedFlops) {
   const Graph gs = build_graph(sequential, {.phase = Phase::prefill, .seq = 8});
   EXPECT_DOUBLE_EQ(totals(gs).matrix_flops, t.matrix_flops);
   EXPECT_EQ(count_ops(gs, "native_layer_norm"), 5);
-  // HF-eager (logits for all 8 tokens: 2*8*64*100 + 800) rotates the 8-dim slice and
-  // concatenates the rest back.
+  // HF-eager GPT-J (no SDPA path in transformers) multiplies out the full 8 x 8 scores and the
+  // probabilities by V: 2 * 2 * 4 heads * 64 * 16 = 16,384 per layer instead of the causal
+  // kernel's 9,216; logits for all 8 tokens: 2*8*64*100 + 800.
   const Graph eager = build_graph(m, {.phase = Phase::prefill, .seq = 8, .kernels = KernelStyle::hf_eager});
-  EXPECT_DOUBLE_EQ(totals(eager).matrix_flops, 2 * 798208.0 + 103200.0);
+  EXPECT_DOUBLE_EQ(totals(eager).matrix_flops, 2 * (798208.0 - 9216.0 + 16384.0) + 103200.0);
+  EXPECT_EQ(count_ops(eager, "accel_sim::attention"), 0);
+  // HF's Falcon attention is not modelled eagerly.
+  ModelSpec falcon = m;
+  falcon.family = "falcon";
+  EXPECT_THROW(build_graph(falcon, {.phase = Phase::prefill, .seq = 8, .kernels = KernelStyle::hf_eager}),
+               ConfigError);
 }
 
 TEST(BuilderTest, ParallelBlockReducesItsTwoBranchesOnce) {
