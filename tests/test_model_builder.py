@@ -60,20 +60,27 @@ SMALL_MOE = {
 
 
 SMALL_GPT2 = {"n_layer": 3, "n_embd": 256, "n_head": 8, "vocab_size": 1024, "n_positions": 256}
+SMALL_GPTJ = {"n_layer": 3, "n_embd": 256, "n_head": 8, "rotary_dim": 16, "vocab_size": 1024, "n_positions": 256}
+SMALL_FALCON = {"num_hidden_layers": 3, "hidden_size": 256, "num_attention_heads": 8, "num_kv_heads": 2,
+                "vocab_size": 1024}
 SMALL_BERT = {"num_hidden_layers": 3, "hidden_size": 256, "intermediate_size": 1024, "num_attention_heads": 8,
               "vocab_size": 1024}
 
 
+def _small(file: str) -> dict:
+    """A shipped config cut down to 3 layers of width 256 (its structure kept)."""
+    small = {"gpt2.json": SMALL_GPT2, "gpt-j-6b.json": SMALL_GPTJ, "falcon-180b.json": SMALL_FALCON,
+             "bert-base-uncased.json": SMALL_BERT}
+    if file in small:
+        return {**_config(file), **small[file]}
+    return {**_config(file), **SMALL, **SMALL_MOE.get(file, {})}
+
+
 @pytest.mark.parametrize("file", ["llama-3-8b.json", "mistral-7b.json", "qwen2.5-7b.json", "qwen3-8b.json",
                                   "mixtral-8x7b.json", "qwen1.5-moe-a2.7b.json", "qwen3-30b-a3b.json", "gpt2.json",
-                                  "bert-base-uncased.json", "deepseek-v3.json"])
+                                  "gpt-j-6b.json", "bert-base-uncased.json", "deepseek-v3.json"])
 def test_builder_matches_a_captured_hf_forward(file):
-    if file == "gpt2.json":
-        config = {**_config(file), **SMALL_GPT2}
-    elif file == "bert-base-uncased.json":
-        config = {**_config(file), **SMALL_BERT}
-    else:
-        config = {**_config(file), **SMALL, **SMALL_MOE.get(file, {})}
+    config = _small(file)
     if "head_dim" in config:
         config["head_dim"] = 32
     batch, seq = 2, 128
@@ -189,18 +196,13 @@ def _matmul_flops(report) -> float:
 
 
 @pytest.mark.parametrize("file", ["llama-3-8b.json", "mistral-7b.json", "qwen2.5-7b.json", "qwen3-8b.json",
-                                  "gpt2.json", "bert-base-uncased.json"])
+                                  "gpt2.json", "gpt-j-6b.json", "falcon-180b.json", "bert-base-uncased.json"])
 def test_training_step_gemms_match_hf_autograd(file):
     """The builder's training step against HF's own forward + loss + backward on the meta device,
     counted by PyTorch's FlopCounterMode: every GEMM (forward, dgrad, wgrad) is accounted for."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    if file == "gpt2.json":
-        config = {**_config(file), **SMALL_GPT2}
-    elif file == "bert-base-uncased.json":
-        config = {**_config(file), **SMALL_BERT}
-    else:
-        config = {**_config(file), **SMALL}
+    config = _small(file)
     if "head_dim" in config:
         config["head_dim"] = 32
     batch, seq = 2, 128

@@ -38,10 +38,16 @@ PUBLISHED = {
     "llama-2-13b": (13 * B, 0.05 * B, "Touvron et al. 2023 (arXiv 2307.09288): 13B"),
     # "70B" is the nominal size; the model has 68.98B.
     "llama-2-70b": (70 * B, 0.02 * 70 * B, "Touvron et al. 2023 (arXiv 2307.09288): 70B (nominal)"),
+    # The model card's table gives 6,053,381,344; transformers builds 2,498,560 (0.04%) fewer and
+    # the card does not say what its figure counts, so the bound is 0.05%.
+    "gpt-j-6b": (6_053_381_344, 0.0005 * 6_053_381_344, "HF EleutherAI/gpt-j-6b model card"),
     "llama-3-8b": (8_030_261_248, 0, "HF meta-llama/Meta-Llama-3-8B"),
     "llama-3-70b": (70.6 * B, 0.05 * B, "HF meta-llama/Meta-Llama-3-70B: 70.6B"),
     # Meta: "405B" (the hub shows 406B; the count is 405.85B).
     "llama-3.1-405b": (405 * B, 0.005 * 405 * B, "Llama 3 Herd of Models (arXiv 2407.21783): 405B"),
+    # "180B" is the nominal size (model card, and Almazrouei et al. 2023, arXiv 2311.16867); the
+    # tied-embedding model has 178.56B.
+    "falcon-180b": (180 * B, 0.01 * 180 * B, "HF tiiuae/falcon-180B model card: 180B (nominal)"),
     "mistral-7b": (7_241_732_096, 0, "HF mistralai/Mistral-7B-v0.1"),
     "mixtral-8x7b": (46_702_792_704, 0, "HF mistralai/Mixtral-8x7B-v0.1"),
     "mixtral-8x22b": (141 * B, 0.5 * B, "Mistral AI, 'Cheaper, Better, Faster, Stronger' (2024-04): 141B"),
@@ -214,3 +220,26 @@ def test_vit_era5_is_the_nersc_study_transformer():
     blocks = sum(p.numel() for name, p in model.named_parameters() if name.startswith(("encoder.", "layers.")))
     assert blocks == depth * (12 * e * e + 13 * e)  # qkv, proj, fc1, fc2 with biases; two LayerNorms
     assert model.embeddings.position_embeddings.shape[1] == 64800 * 4 + 1
+
+
+def test_gpt_j_count_by_hand():
+    """GPT-J: per layer one LayerNorm (2d), q/k/v/out without biases (4d^2), fc_in and fc_out
+    with biases (2 * 4d^2 + 4d + d); the embedding, ln_f and an untied lm_head with a bias."""
+    c = _config("gpt-j-6b")
+    d, L, V = c["n_embd"], c["n_layer"], c["vocab_size"]
+    layer = 2 * d + 4 * d * d + 8 * d * d + 5 * d
+    # 28 * 201,355,264 + 206,438,400 + 8,192 + 206,488,800
+    assert L * layer + V * d + 2 * d + V * d + V == 6_050_882_784 == _counts("gpt-j-6b")[0]
+
+
+def test_falcon_180b_count_by_hand():
+    """Falcon new decoder architecture: per layer a fused QKV of (232 + 2 * 8) heads of 64, the
+    output projection, a 4d GELU MLP, no biases, two LayerNorms (ln_attn, ln_mlp: 4d); a tied
+    embedding and ln_f."""
+    c = _config("falcon-180b")
+    d, L, V = c["hidden_size"], c["num_hidden_layers"], c["vocab_size"]
+    head = d // c["num_attention_heads"]
+    qkv = d * (c["num_attention_heads"] + 2 * c["num_kv_heads"]) * head
+    layer = qkv + d * d + 2 * d * 4 * d + 4 * d
+    # 80 * 2,219,894,784 + 965,476,352 + 29,696
+    assert L * layer + V * d + 2 * d == 178_557_088_768 == _counts("falcon-180b")[0]

@@ -185,8 +185,8 @@ def build_model_graph(
     if persistent_gradients and phase != "train":
         raise UsageError("--keep-grads applies to a training step (--phase train)")
     options.persistent_gradients = persistent_gradients
-    if fp8_gemms and phase != "train":
-        raise UsageError("fp8 GEMMs (--precision fp8-mixed) apply to a training step")
+    # fp8 GEMMs: Transformer Engine's recipe in a training step; in prefill and decode an fp8
+    # inference engine's block linears with their weights stored in fp8 (BuildOptions::fp8_gemms).
     options.fp8_gemms = fp8_gemms
     try:
         graph = _core.build_graph(spec, options)
@@ -209,6 +209,7 @@ def build_model_graph(
         "parameters": _core.parameter_count(spec),
         "active_parameters": _core.active_parameter_count(spec),
         "kv_cache_bytes": _core.step_kv_cache_bytes(spec, options),
+        "fp8_gemms": fp8_gemms,
     }
     if phase == "train":
         info["optimizer"] = optimizer
@@ -216,7 +217,6 @@ def build_model_graph(
         info["recompute"] = recompute
         info["attention"] = "unfused core (scores materialized)" if eager_attention else "fused kernel"
         info["gradients_kept_between_steps"] = persistent_gradients
-        info["fp8_gemms"] = fp8_gemms
         info["dropout"] = {"hidden": spec.hidden_dropout, "embedding": spec.embedding_dropout,
                            "attention": spec.attention_dropout}
         info["loss"] = "cross-entropy over every position" if spec.lm_head else "mean squared error of the last hidden state"

@@ -79,12 +79,19 @@ struct BuildOptions {
   // (optimizer.zero_grad(set_to_none=False), PyTorch's default before 2.0), so they are live
   // from the first forward op; otherwise each is created by its first backward contribution.
   bool persistent_gradients = false;
-  // Training step only: the transformer blocks' linear layers run as fp8 GEMMs the way
-  // Transformer Engine's fp8 recipe does: the input and the weight are cast to e4m3 (per-tensor
-  // scales) each step, the GEMM (torch._scaled_mm) writes the 16-bit output, and the backward
-  // keeps the fp8 copies (1 byte per element) instead of the 16-bit input. The LM head stays in
-  // the activation dtype. The weight casts carry attr "once_per_step" (TE caches them over a
-  // step's micro-batches; SimulateOptions::fp8_weight_cache counts them once).
+  // The transformer blocks' linear layers run as fp8 GEMMs (torch._scaled_mm, e4m3 operands with
+  // per-tensor scales, the output in the activation dtype); each distinct input is cast to e4m3
+  // once (q, k and v share one cast, as do gate and up). Embeddings, norms, the LM head, MLA's
+  // kv_b_proj and MoE experts stay as they are.
+  //   Training step: Transformer Engine's fp8 recipe. Weights stay in the weight dtype and are
+  //   cast to e4m3 each step; the backward keeps the fp8 copies (1 byte per element) instead of
+  //   the 16-bit input. The weight casts carry attr "once_per_step" (TE caches them over a step's
+  //   micro-batches; SimulateOptions::fp8_weight_cache counts them once).
+  //   Prefill and decode: an fp8 inference engine (TensorRT-LLM --enable_fp8, vLLM fp8
+  //   checkpoints). The weights are stored in e4m3 (1 byte, no cast op), biases in the
+  //   activation dtype; the MoE router and gates stay 16-bit. An fp8 KV cache is the model's
+  //   kv_cache_dtype, independent of this option.
+  // Fused kernels only; excludes int4 weights.
   bool fp8_gemms = false;
 };
 

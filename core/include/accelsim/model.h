@@ -72,9 +72,16 @@ struct ModelSpec {
   bool gated_ffn = true;  // SwiGLU/GeGLU: gate, up and down projections; else up and down
   NormKind norm = NormKind::rms_norm;
   bool rotary = true;              // RoPE; else no position computation in the layers
+  int64_t rotary_dim = 0;          // RoPE on the first rotary_dim dims of each head (GPT-J: 64 of
+                                   //   256); 0: all of head_dim
   bool learned_positions = false;  // a [max_position_embeddings, hidden] table added to the input (GPT-2)
   bool fused_qkv = false;          // one [hidden, (heads + 2 kv_heads) * head_dim] projection (GPT-2 c_attn)
   bool post_norm = false;          // norm after each residual add (BERT) instead of before each sublayer
+  // Parallel residual block: x + attention(norm(x)) + ffn(norm'(x)) instead of two residual steps.
+  // GPT-J (Wang & Komatsuzaki 2021) and Falcon-7B share one norm (norm' = norm); Falcon's
+  // new_decoder_architecture (Falcon-40B/180B) gives the FFN its own (parallel_ffn_norm).
+  bool parallel_block = false;
+  bool parallel_ffn_norm = false;
   int64_t type_vocab_size = 0;     // token-type (segment) embeddings added to the input (BERT)
   bool embedding_norm = false;     // a norm over the summed input embeddings (BERT)
   bool final_norm = true;          // a norm after the last layer (pre-norm decoders)

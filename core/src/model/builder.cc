@@ -165,7 +165,7 @@ class Builder {
     x = dropout(x, m_.embedding_dropout);
     rotary_tables();
     for (int64_t l = 0; l < m_.num_layers; ++l) {
-      x = m_.post_norm ? post_norm_layer(l, x) : layer(l, x);
+      x = m_.post_norm ? post_norm_layer(l, x) : m_.parallel_block ? parallel_layer(l, x) : layer(l, x);
     }
     if (m_.final_norm) {
       e_.module = "model.norm";
@@ -350,7 +350,7 @@ class Builder {
     if (!m_.rotary) return;
     e_.module = "model.rotary_emb";
     e_.module_type = "RotaryEmbedding";
-    const int64_t d = m_.mla.enabled() ? m_.mla.qk_rope_head_dim : m_.head_dim;
+    const int64_t d = m_.mla.enabled() ? m_.mla.qk_rope_head_dim : rotary_width();
     if (eager_) {
       // HF: positions = arange + past; freqs = positions x inv_freq; emb = cat(freqs, freqs);
       // cos, sin scaled by attention_scaling, cast to the model dtype.
@@ -449,11 +449,17 @@ class Builder {
       }
       return e_.view(y, out_shape);
     }
-    TensorId w = e_.parameter({out, in}, m_.weight_dtype, prefix + ".weight");
+    // fp8 GEMMs (BuildOptions::fp8_gemms) run the transformer blocks' linears; an inference
+    // engine also leaves the MoE router and gates in 16 bits, as fp8 checkpoints do.
+    const bool fp8 = o_.fp8_gemms && prefix.rfind("model.layers.", 0) == 0 && (train_ || quantizable);
+    // Inference stores those weights in fp8 (TensorRT-LLM's --enable_fp8 engines, vLLM's fp8
+    // checkpoints: per-tensor scaled e4m3); a training step keeps them in the weight dtype.
+    const DType stored = fp8 && !train_ ? DType::fp8_e4m3 : m_.weight_dtype;
+    TensorId w = e_.parameter({out, in}, stored, prefix + ".weight");
     TensorId wt = e_.transposed(w);
     TensorId x2 = e_.view(x, {rows, in});
     TensorId y;
-    if (o_.fp8_gemms && prefix.rfind("model.layers.", 0) == 0) {
+    if (fp8) {
       // Projections of one input (q, k and v; gate and up) share its cast, as Transformer
       // Engine's fused LayerNormLinear / LayerNormMLP cast the normalized input once.
       const TensorMeta& xm = e_.graph().tensor(x2);
@@ -462,11 +468,14 @@ class Builder {
       TensorId xq = cast->second;
       // Transformer Engine casts the weight on a step's first micro-batch only and reuses the
       // fp8 copy (is_first_microbatch, passed by Megatron-LM's TE wrappers): marked for
-      // SimulateOptions::fp8_weight_cache.
-      TensorId wq = e_.op("_to_copy", {w}, {out, in}, DType::fp8_e4m3, {{"once_per_step", true}});
+      // SimulateOptions::fp8_weight_cache. Inference reads the stored fp8 weight as is.
+      TensorId wq = train_ ? e_.op("_to_copy", {w}, {out, in}, DType::fp8_e4m3, {{"once_per_step", true}})
+                           : w;
       y = e_.op("_scaled_mm", {xq, e_.transposed(wq)}, {rows, out}, dt_);
       if (bias) {
-        TensorId b = e_.parameter({out}, m_.weight_dtype, prefix + ".bias");
+        // Biases stay in 16 bits: the weight dtype in training, the activation dtype in an fp8
+        // inference engine (TensorRT-LLM keeps them in the engine's dtype).
+        TensorId b = e_.parameter({out}, train_ ? m_.weight_dtype : dt_, prefix + ".bias");
         y = e_.op("add", {y, b}, {rows, out}, dt_);
       }
       return e_.view(y, out_shape);
@@ -480,11 +489,31 @@ class Builder {
     return e_.view(y, out_shape);
   }
 
-  // RoPE on q or k [b, heads, s, d].
+  // The dims of each head RoPE rotates (ModelSpec::rotary_dim; all of them by default).
+  int64_t rotary_width() const { return m_.rotary_dim > 0 ? m_.rotary_dim : m_.head_dim; }
+
+  // RoPE on q or k [b, heads, s, d]. With partial rotary (GPT-J) a fused kernel still reads and
+  // writes the whole head and rotates its first rotary_dim dims; HF slices those dims off,
+  // rotates them and concatenates the rest back (modeling_gptj.py), here with the rotation
+  // written as for Llama (its own op sequence differs in a few views and a stack).
   TensorId rope(TensorId x) {
     if (!m_.rotary) return x;
     const Shape shape = e_.shape(x);
     if (!eager_) return e_.op("accel_sim::rotary_embedding", {x, cos_}, shape, dt_);
+    if (rotary_width() < shape.back()) {
+      Shape rot = shape, pass = shape;
+      rot.back() = rotary_width();
+      pass.back() = shape.back() - rotary_width();
+      const Shape strides{shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1};
+      TensorId rotated = rotate(e_.view(x, rot, strides));
+      return e_.op("cat", {rotated, e_.view(x, pass, strides)}, shape, dt_, {{"dim", int64_t{-1}}});
+    }
+    return rotate(x);
+  }
+
+  // HF's rotate-half RoPE, op by op: x cos + rotate_half(x) sin.
+  TensorId rotate(TensorId x) {
+    const Shape shape = e_.shape(x);
     Shape half = shape;
     half.back() /= 2;
     TensorId xc = e_.op("mul", {x, cos_}, shape, dt_);
@@ -679,6 +708,7 @@ class Builder {
 
   TensorId attention_op(std::vector<TensorId> qkv, Shape out, std::vector<Attr> attrs) {
     if (o_.eager_attention) return eager_core(qkv, out);
+    if (eager_ && m_.family == "gptj") return gptj_core(qkv, out);
     TensorId o = e_.fresh(std::move(out), dt_);
     attention_node(std::move(qkv), o, std::move(attrs));
     return o;
@@ -704,6 +734,41 @@ class Builder {
     TensorId probs = e_.op("_softmax", {scores}, {b * h, sq, sk}, dt_,
                            {{"dim", int64_t{-1}}, {"half_to_float", false}});
     probs = dropout(probs, m_.attention_dropout);
+    TensorId ctx = e_.op("bmm", {probs, e_.view(qkv[2], {b * h, sk, dv})}, {b * h, sq, dv}, dt_);
+    TensorId o = e_.op("clone", {e_.view(ctx, {b, sq, h, dv}, {h * sq * dv, dv, sq * dv, 1})},
+                       {b, sq, h, dv}, dt_);
+    e_.module = module;
+    return e_.view(o, {b, h, sq, dv}, {sq * h * dv, dv, h * dv, 1});
+  }
+
+  // HF's GPTJAttention._attn (transformers has no SDPA path for GPT-J): q and k upcast to fp32,
+  // scores divided by sqrt(head_dim), the additive causal mask [b, 1, sq, sk] (built by the
+  // model's forward; an input here) added, softmax in fp32, cast back, P V, heads merged by a
+  // contiguous copy.
+  TensorId gptj_core(const std::vector<TensorId>& qkv, const Shape& out) {
+    const std::string module = e_.module;
+    e_.module = module + ".core";
+    const Shape& qs = e_.shape(qkv[0]);
+    const int64_t b = qs[0], h = qs[1], sq = qs[2], d = qs[3];
+    const int64_t sk = e_.shape(qkv[1])[2], dv = out[3];
+    auto fp32 = [&](TensorId t) {
+      return dt_ == DType::fp32 ? t : e_.op("_to_copy", {t}, e_.shape(t), DType::fp32);
+    };
+    TensorId q = fp32(qkv[0]);
+    TensorId k = fp32(qkv[1]);
+    TensorId scores = e_.op("bmm", {e_.view(q, {b * h, sq, d}), e_.view(k, {b * h, d, sk}, {sk * d, 1, d})},
+                            {b * h, sq, sk}, DType::fp32);
+    TensorId scaled = e_.op("div", {scores}, {b * h, sq, sk}, DType::fp32);
+    if (causal_mask_ < 0) {
+      causal_mask_ = e_.resident({b, 1, sq, sk}, DType::fp32, StorageKind::input, "input.causal_mask");
+    }
+    TensorId masked = e_.op("add", {e_.view(scaled, {b, h, sq, sk}),
+                                    e_.view(causal_mask_, {b, h, sq, sk}, {sq * sk, 0, sk, 1})},
+                            {b, h, sq, sk}, DType::fp32);
+    TensorId probs = e_.op("_softmax", {e_.view(masked, {b * h, sq, sk})}, {b * h, sq, sk}, DType::fp32,
+                           {{"dim", int64_t{-1}}, {"half_to_float", false}});
+    if (dt_ != DType::fp32) probs = e_.op("_to_copy", {probs}, {b * h, sq, sk}, dt_);
+    gptj_weights_ = probs;  // returned as attn_weights, held by the block and the model's loop
     TensorId ctx = e_.op("bmm", {probs, e_.view(qkv[2], {b * h, sk, dv})}, {b * h, sq, dv}, dt_);
     TensorId o = e_.op("clone", {e_.view(ctx, {b, sq, h, dv}, {h * sq * dv, dv, sq * dv, 1})},
                        {b, sq, h, dv}, dt_);
@@ -1085,6 +1150,41 @@ class Builder {
     return out;
   }
 
+  // Parallel residual block (GPT-J, Falcon): x + attention(norm(x)) + ffn(norm'(x)), both norms
+  // taken first as Falcon's decoder layer does. Under tensor parallelism both branches end in
+  // row-parallel projections whose partial sums are added before one all-reduce (GPT-NeoX's
+  // gpt_j_residual, Black et al. 2022, reduces the sum once). One dropout follows the sum
+  // (Falcon's dropout_add; GPT-J drops each branch, p = 0 in its config).
+  TensorId parallel_layer(int64_t l, TensorId x) {
+    const std::string p = "model.layers." + std::to_string(l);
+    const Shape shape = e_.shape(x);
+    e_.module = p + ".input_layernorm";
+    e_.module_type = "Norm";
+    TensorId normed_attention = norm(x, p + ".input_layernorm");
+    TensorId normed_ffn = normed_attention;
+    if (m_.parallel_ffn_norm) {
+      e_.module = p + ".mlp_layernorm";
+      normed_ffn = norm(x, p + ".mlp_layernorm");
+    }
+    TensorId attention_in = gather_sequence(normed_attention);
+    TensorId ffn_in = m_.parallel_ffn_norm ? gather_sequence(normed_ffn) : attention_in;
+    TensorId a = attention(l, attention_in);
+    TensorId f = m_.moe.is_moe_layer(l) ? moe(l, ffn_in) : ffn(l, ffn_in);
+    e_.module = p;
+    e_.module_type = "DecoderLayer";
+    TensorId h = reduce_output(e_.op("add", {f, a}, e_.shape(a), dt_));
+    h = dropout(h, m_.hidden_dropout);
+    TensorId out = e_.op("add", {x, h}, shape, dt_);
+    if (gptj_weights_ >= 0) {
+      // HF's GPTJBlock keeps its attention weights in a local until it returns, and GPTJModel's
+      // loop keeps them in `outputs` until the next block returns.
+      e_.hold(gptj_weights_);
+      if (previous_gptj_weights_ >= 0) e_.hold(previous_gptj_weights_);
+      previous_gptj_weights_ = gptj_weights_;
+    }
+    return out;
+  }
+
   // Post-norm (BERT): x = norm(x + attention(x)); x = norm(x + ffn(x)).
   TensorId post_norm_layer(int64_t l, TensorId x) {
     const std::string p = "model.layers." + std::to_string(l);
@@ -1273,6 +1373,8 @@ class Builder {
   bool eager_ = false;
   DType dt_ = DType::bf16;
   TensorId cos_ = -1, sin_ = -1, positions_ = -1, position_embeddings_ = -1, position_ids_ = -1;
+  TensorId causal_mask_ = -1;  // HF GPT-J's additive mask, shared by the layers
+  TensorId gptj_weights_ = -1, previous_gptj_weights_ = -1;  // HF GPT-J's attention weights
   std::vector<TensorId> outputs_;
   std::vector<TensorId> column_inputs_;  // training under TP: inputs of column-parallel layers
   bool train_ = false;
@@ -1311,9 +1413,13 @@ Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
                  "the expert load-imbalance factor must be at least 1 (the busiest rank over the mean)");
   ACCELSIM_CHECK(options.expert_parallel == 1 || model.moe.enabled(),
                  "expert parallelism needs a mixture-of-experts model");
-  ACCELSIM_CHECK(!options.fp8_gemms || options.phase == Phase::train,
-                 "fp8 GEMMs (Transformer Engine's recipe) apply to a training step; for fp8 "
-                 "inference use fp8 weights");
+  ACCELSIM_CHECK(!options.fp8_gemms || model.int4_group_size == 0,
+                 "fp8 GEMMs and int4 weights exclude each other (model '" + model.name + "')");
+  ACCELSIM_CHECK(!options.fp8_gemms || options.kernels == KernelStyle::fused,
+                 "fp8 GEMMs are modelled with fused kernels only (HF eager has no fp8 path)");
+  ACCELSIM_CHECK(options.kernels != KernelStyle::hf_eager || model.family != "falcon",
+                 "HF-eager Falcon is not modelled (transformers expands K and V to every query head "
+                 "before caching them and runs SDPA with an explicit mask); use fused kernels");
   ACCELSIM_CHECK(!options.eager_attention || options.context_parallel == 1,
                  "eager (unfused) attention under context parallelism is not modelled");
   if (options.phase == Phase::train) {

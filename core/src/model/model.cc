@@ -30,6 +30,12 @@ void ModelSpec::validate() const {
                    who + ": image size must be a multiple of patch_size");
   }
   ACCELSIM_CHECK(sliding_window >= 0, who + ": sliding_window must not be negative");
+  ACCELSIM_CHECK(rotary_dim >= 0 && rotary_dim <= head_dim && rotary_dim % 2 == 0,
+                 who + ": rotary_dim must be an even number of dims no larger than head_dim");
+  ACCELSIM_CHECK(!parallel_block || !post_norm,
+                 who + ": a parallel residual block is pre-norm (post_norm must be off)");
+  ACCELSIM_CHECK(parallel_block || !parallel_ffn_norm,
+                 who + ": parallel_ffn_norm needs parallel_block");
   ACCELSIM_CHECK(int4_group_size >= 0 && int4_group_size % 2 == 0,
                  who + ": int4_group_size must be a non-negative even number");
   ACCELSIM_CHECK(type_vocab_size >= 0, who + ": type_vocab_size must not be negative");
@@ -76,7 +82,8 @@ int64_t count_with_experts(const ModelSpec& m, int64_t experts) {
   if (m.qkv_bias) layer += q + 2 * kv;
   if (m.output_bias) layer += h;
   if (m.qk_norm) layer += 2 * m.head_dim;
-  layer += 2 * norm;  // before attention and before the FFN
+  // Before attention and before the FFN; a parallel block may share one.
+  layer += (m.parallel_block && !m.parallel_ffn_norm ? 1 : 2) * norm;
   const int64_t ffn_matrices = m.gated_ffn ? 3 : 2;
   int64_t dense_ffn = ffn_matrices * h * m.ffn_size;
   if (m.ffn_bias) dense_ffn += (ffn_matrices - 1) * m.ffn_size + h;

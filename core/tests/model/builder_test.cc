@@ -7,6 +7,7 @@
 #include "accelsim/simulate.h"
 
 #include <string>
+#include <utility>
 #include "testing/models.h"
 
 namespace accelsim {
@@ -256,6 +257,177 @@ TEST(BuilderTest, Int4WeightOnlyPacksTheBlockLinearsAndKeepsTheRestInBf16) {
                          .matrix_flops);
   }
   EXPECT_THROW(build_graph(m, {.phase = Phase::train, .seq = 128}), ConfigError);
+}
+
+// A GPT-J-shaped toy: hidden 64, 4 heads of 16 with RoPE on their first 8 dims, a 256-wide
+// gelu_new MLP with biases, vocab 100, 2 parallel blocks sharing one LayerNorm, an untied
+// lm_head with a bias. Parameters: embed 6,400; per layer LayerNorm 128, q/k/v/out 4*64*64 =
+// 16,384, fc_in 64*256 + 256 = 16,640, fc_out 256*64 + 64 = 16,448 (49,600); ln_f 128;
+// lm_head 6,400 + 100: 6,400 + 2 * 49,600 + 128 + 6,500 = 112,228.
+ModelSpec toy_gptj() {
+  return ModelSpec{.name = "toy-gptj", .family = "gptj", .hidden_size = 64, .num_layers = 2,
+                   .num_heads = 4, .num_kv_heads = 4, .head_dim = 16, .ffn_size = 256,
+                   .vocab_size = 100, .max_position_embeddings = 64,
+                   .activation = Activation::gelu_new, .gated_ffn = false,
+                   .norm = NormKind::layer_norm, .rotary_dim = 8, .parallel_block = true,
+                   .lm_head_bias = true, .ffn_bias = true};
+}
+
+double gemm_flops(const Graph& g, Pass pass) {
+  double f = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.pass == pass && (n.op == "mm" || n.op == "addmm")) f += count_op(g, n).flops;
+  }
+  return f;
+}
+
+TEST(BuilderTest, ParallelBlockHasTheHandCountedFlops) {
+  // Fused prefill, batch 1, seq 8. Per layer: q, k, v, out 4 * 2*8*64*64 = 262,144; fc_in
+  // 2*8*64*256 + 8*256 bias adds = 264,192; fc_out 2*8*256*64 + 8*64 = 262,656; causal attention
+  // 4 * 4 heads * 36 pairs * 16 = 9,216 (798,208). Logits of the last token: 2*64*100 + 100.
+  const ModelSpec m = toy_gptj();
+  EXPECT_EQ(parameter_count(m), 112228);
+  const Graph g = build_graph(m, {.phase = Phase::prefill, .seq = 8});
+  const Totals t = totals(g);
+  EXPECT_DOUBLE_EQ(t.matrix_flops, 2 * 798208.0 + 12900.0);
+  EXPECT_EQ(t.parameter_bytes, 2 * 112228);
+  // One LayerNorm per layer plus ln_f; the cos/sin rows hold 8 dims: 64 positions * 8 * 2 B,
+  // beside the K and V caches (2 layers * 2 * 4 heads * 8 tokens * 16 * 2 B).
+  EXPECT_EQ(count_ops(g, "native_layer_norm"), 3);
+  EXPECT_EQ(t.buffer_bytes, 64 * 8 * 2 + 2 * 2 * 4 * 8 * 16 * 2);
+  // The same GEMMs as the sequential block, one norm fewer per layer.
+  ModelSpec sequential = m;
+  sequential.parallel_block = false;
+  const Graph gs = build_graph(sequential, {.phase = Phase::prefill, .seq = 8});
+  EXPECT_DOUBLE_EQ(totals(gs).matrix_flops, t.matrix_flops);
+  EXPECT_EQ(count_ops(gs, "native_layer_norm"), 5);
+  // HF-eager GPT-J (no SDPA path in transformers) multiplies out the full 8 x 8 scores and the
+  // probabilities by V: 2 * 2 * 4 heads * 64 * 16 = 16,384 per layer instead of the causal
+  // kernel's 9,216; logits for all 8 tokens: 2*8*64*100 + 800.
+  const Graph eager = build_graph(m, {.phase = Phase::prefill, .seq = 8, .kernels = KernelStyle::hf_eager});
+  EXPECT_DOUBLE_EQ(totals(eager).matrix_flops, 2 * (798208.0 - 9216.0 + 16384.0) + 103200.0);
+  EXPECT_EQ(count_ops(eager, "accel_sim::attention"), 0);
+  // HF's Falcon attention is not modelled eagerly.
+  ModelSpec falcon = m;
+  falcon.family = "falcon";
+  EXPECT_THROW(build_graph(falcon, {.phase = Phase::prefill, .seq = 8, .kernels = KernelStyle::hf_eager}),
+               ConfigError);
+}
+
+TEST(BuilderTest, ParallelBlockReducesItsTwoBranchesOnce) {
+  // TP 2: the attention and MLP partial sums are added, then all-reduced once per layer (plus
+  // the embedding's): 1 + 2; the sequential block reduces each branch: 1 + 2 * 2.
+  ModelSpec m = toy_gptj();
+  EXPECT_EQ(count_ops(build_graph(m, {.phase = Phase::decode, .context = 8, .tensor_parallel = 2}),
+                      "accel_sim::all_reduce"),
+            3);
+  m.parallel_block = false;
+  EXPECT_EQ(count_ops(build_graph(m, {.phase = Phase::decode, .context = 8, .tensor_parallel = 2}),
+                      "accel_sim::all_reduce"),
+            5);
+  // Falcon's two norms under sequence parallelism: each normed copy is all-gathered (2 per
+  // layer, and lm_head's), the summed branches reduce-scattered (1 per layer, and the embedding's).
+  ModelSpec falcon = toy_gptj();
+  falcon.parallel_ffn_norm = true;
+  const Graph g = build_graph(falcon, {.phase = Phase::prefill, .seq = 8, .tensor_parallel = 2,
+                                       .sequence_parallel = true});
+  EXPECT_EQ(count_ops(g, "accel_sim::all_gather"), 2 * 2 + 1);
+  EXPECT_EQ(count_ops(g, "accel_sim::reduce_scatter"), 2 + 1);
+  EXPECT_EQ(count_ops(g, "native_layer_norm"), 2 * 2 + 1);
+}
+
+TEST(BuilderTest, ParallelBlockTrainsWithEveryGemmDifferentiated) {
+  // Batch 1, seq 8: the forward linear GEMMs are 2 * 786,432 (q, k, v, out, fc_in, fc_out
+  // without their bias adds) + lm_head over all 8 tokens 2*8*64*100 = 1,675,264, plus the bias
+  // adds 2 * (2,048 + 512) + 800. The backward runs a dgrad and a wgrad GEMM for each: 2x.
+  const Graph g = build_graph(toy_gptj(), {.phase = Phase::train, .seq = 8});
+  EXPECT_DOUBLE_EQ(gemm_flops(g, Pass::forward), 1675264.0 + 5120.0 + 800.0);
+  EXPECT_DOUBLE_EQ(gemm_flops(g, Pass::backward), 2 * 1675264.0);
+  // TP 2: forward all-reduces the embedding, each layer's summed branches (2) and the loss's row
+  // statistics; backward the gradient of each layer's one normed input, which q, k, v and fc_in
+  // share (2), and of the LM head's input: 4 and 3. Falcon's second norm adds one per layer.
+  auto all_reduces = [](const Graph& graph, Pass pass) {
+    int n = 0;
+    for (const Node& node : graph.nodes()) n += node.pass == pass && node.op == "accel_sim::all_reduce";
+    return n;
+  };
+  const Graph tp = build_graph(toy_gptj(), {.phase = Phase::train, .seq = 8, .tensor_parallel = 2});
+  EXPECT_EQ(all_reduces(tp, Pass::forward), 4);
+  EXPECT_EQ(all_reduces(tp, Pass::backward), 3);
+  ModelSpec falcon = toy_gptj();
+  falcon.parallel_ffn_norm = true;
+  const Graph ftp = build_graph(falcon, {.phase = Phase::train, .seq = 8, .tensor_parallel = 2});
+  EXPECT_EQ(all_reduces(ftp, Pass::backward), 5);
+  // Each rank does half of every GEMM; fc_out's bias is added to the full-width output of its
+  // row-parallel GEMM on each rank: 1,675,264 / 2 + 2 * (2,048 / 2 + 512) + 800 / 2.
+  EXPECT_DOUBLE_EQ(gemm_flops(ftp, Pass::forward), 837632.0 + 3072.0 + 400.0);
+  EXPECT_DOUBLE_EQ(gemm_flops(ftp, Pass::backward), 1675264.0);
+}
+
+// A Llama-shaped toy: hidden 256, 2 layers, 4 heads of 64 (MHA), SwiGLU 512, vocab 1000.
+ModelSpec toy_llama() {
+  return ModelSpec{.name = "toy-llama", .hidden_size = 256, .num_layers = 2, .num_heads = 4,
+                   .num_kv_heads = 4, .head_dim = 64, .ffn_size = 512, .vocab_size = 1000,
+                   .max_position_embeddings = 128};
+}
+
+// Bytes the block GEMMs read: {weights, everything}.
+std::pair<int64_t, double> block_gemm_reads(const Graph& g) {
+  int64_t weights = 0;
+  double all = 0;
+  for (const Node& n : g.nodes()) {
+    if ((n.op != "mm" && n.op != "_scaled_mm") || n.module_path.rfind("model.layers.", 0) != 0) continue;
+    weights += g.tensor(n.inputs[1]).accessed_bytes();
+    all += count_op(g, n).bytes_read;
+  }
+  return {weights, all};
+}
+
+TEST(BuilderTest, Fp8InferenceStoresTheBlockWeightsInOneByte) {
+  // Block linears: per layer q, k, v, o 4*256*256 + gate, up, down 3*256*512 = 655,360;
+  // 1,310,720 in all. Decode, batch 4: the bf16 GEMMs read 2 bytes per weight and [4, in] bf16
+  // inputs (per layer six of width 256 and one of 512: 16,384 B); fp8 halves both.
+  ModelSpec m = toy_llama();
+  const BuildOptions decode{.phase = Phase::decode, .batch = 4, .context = 16};
+  BuildOptions fp8 = decode;
+  fp8.fp8_gemms = true;
+  const Graph g16 = build_graph(m, decode);
+  const Graph g8 = build_graph(m, fp8);
+  EXPECT_EQ(block_gemm_reads(g16).first, 2 * 1310720);
+  EXPECT_DOUBLE_EQ(block_gemm_reads(g16).second, 2 * 1310720 + 2 * 16384.0);
+  EXPECT_EQ(block_gemm_reads(g8).first, 1310720);
+  EXPECT_DOUBLE_EQ(block_gemm_reads(g8).second, 1310720 + 16384.0);
+  // Resident weights: embedding and lm_head 2 * 256,000 and five norms of 256 stay bf16:
+  // 2 * (1,310,720 + 513,280) = 3,648,000 B, against 1,310,720 + 2 * 513,280 = 2,337,280 B.
+  EXPECT_EQ(totals(g16).parameter_bytes, 3648000);
+  EXPECT_EQ(totals(g8).parameter_bytes, 2337280);
+  // Every block GEMM is an fp8 GEMM of a 1-byte input cast once per distinct input (the normed
+  // input for q, k, v; the attention output; the normed input for gate and up; the SwiGLU
+  // product: 4 per layer), writing bf16; no weight is cast.
+  EXPECT_EQ(count_ops(g8, "_scaled_mm"), 7 * 2);
+  EXPECT_EQ(count_ops(g8, "mm"), 1);  // lm_head
+  int casts = 0;
+  for (const Node& n : g8.nodes()) {
+    if (n.op == "_scaled_mm") {
+      EXPECT_EQ(g8.tensor(n.inputs[0]).dtype, DType::fp8_e4m3);
+      EXPECT_EQ(g8.tensor(n.inputs[1]).dtype, DType::fp8_e4m3);
+      EXPECT_EQ(g8.tensor(n.outputs[0]).dtype, DType::bf16);
+    }
+    if (n.op != "_to_copy") continue;
+    ++casts;
+    EXPECT_NE(g8.storage(g8.tensor(n.inputs[0]).storage).kind, StorageKind::parameter);
+  }
+  EXPECT_EQ(casts, 4 * 2);
+  // An fp8 KV cache (ModelSpec::kv_cache_dtype): 2 layers * K, V * 4 sequences * 17 tokens *
+  // 4 heads * 64 dims * 1 B = 69,632 B, beside the bf16 cos/sin rows (128 * 64 * 2 B); each
+  // attention reads its bf16 query (4*4*64*2 B) and 1-byte K and V (2 * 4*4*17*64 B).
+  m.kv_cache_dtype = DType::fp8_e4m3;
+  const Graph kv8 = build_graph(m, fp8);
+  EXPECT_EQ(step_kv_cache_bytes(m, fp8), 69632);
+  EXPECT_EQ(totals(kv8).buffer_bytes, 69632 + 128 * 64 * 2);
+  for (const Node& n : kv8.nodes()) {
+    if (n.op == "accel_sim::attention") EXPECT_DOUBLE_EQ(count_op(kv8, n).bytes_read, 2048 + 34816);
+  }
 }
 
 TEST(BuilderTest, SimulatesWithoutUnknownOps) {

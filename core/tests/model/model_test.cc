@@ -43,6 +43,29 @@ TEST(ModelSpecTest, ExpectedExpertsTouchedUnderUniformRouting) {
   EXPECT_NEAR(expected_experts_touched(8, 2, 256), 8.0, 1e-9);  // 8 * (1 - (3/4)^256)
 }
 
+TEST(ModelSpecTest, ParallelBlocksCountTheirNorms) {
+  // GPT-J: embed 50400*4096 = 206,438,400; per layer one LayerNorm 8,192, q/k/v/out 4*4096^2 =
+  // 67,108,864, fc_in 4096*16384 + 16384 = 67,125,248, fc_out 16384*4096 + 4096 = 67,112,960
+  // (201,355,264); ln_f 8,192; lm_head 206,438,400 + 50,400 bias:
+  // 206,438,400 + 28 * 201,355,264 + 8,192 + 206,488,800 = 6,050,882,784 (HF num_parameters()).
+  EXPECT_EQ(parameter_count(testing::gptj_6b()), 6050882784);
+  // Falcon-180B: per layer fused QKV 14848 * (232 + 16) * 64 = 235,667,456, dense 14848^2 =
+  // 220,463,104, MLP 2 * 14848 * 59392 = 1,763,704,832, ln_attn and ln_mlp 4 * 14848 = 59,392
+  // (2,219,894,784); tied embedding 65024*14848 = 965,476,352; ln_f 29,696:
+  // 80 * 2,219,894,784 + 965,476,352 + 29,696 = 178,557,088,768.
+  EXPECT_EQ(parameter_count(testing::falcon_180b()), 178557088768);
+  // Sharing one norm between the branches (Falcon-7B style) drops one LayerNorm per layer.
+  ModelSpec shared = testing::falcon_180b();
+  shared.parallel_ffn_norm = false;
+  EXPECT_EQ(parameter_count(shared), 178557088768 - 80 * 2 * 14848);
+  ModelSpec bad = testing::gptj_6b();
+  bad.rotary_dim = 512;  // more than head_dim
+  EXPECT_THROW(bad.validate(), ConfigError);
+  bad = testing::gptj_6b();
+  bad.post_norm = true;
+  EXPECT_THROW(bad.validate(), ConfigError);
+}
+
 TEST(ModelSpecTest, Gpt2HasItsPublishedParameterCount) {
   // wte 50257*768 = 38,597,376; wpe 1024*768 = 786,432; per layer: attention 4*768^2 + 3*768 +
   // 768 biases = 2,362,368, MLP 2*768*3072 + 3072 + 768 = 4,722,432, two LayerNorms 3,072;

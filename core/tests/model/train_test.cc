@@ -315,7 +315,13 @@ TEST(TrainTest, Fp8GemmsKeepOneByteCopiesForBackward) {
   EXPECT_NEAR(fast.model_flops / slow.model_flops, 1.0, 1e-3);
   EXPECT_LT(fast.latency_s, 0.8 * slow.latency_s);
   EXPECT_GT(step(gpt3_style(2), 128, true).latency_s, step(gpt3_style(2), 128, false).latency_s);
-  EXPECT_THROW(build_graph(gpt3_style(2), {.phase = Phase::prefill, .seq = 128, .fp8_gemms = true}),
+  // fp8 GEMMs have no HF-eager form and exclude int4 weights.
+  EXPECT_THROW(build_graph(gpt3_style(2), {.phase = Phase::prefill, .seq = 128,
+                                           .kernels = KernelStyle::hf_eager, .fp8_gemms = true}),
+               ConfigError);
+  ModelSpec int4 = gpt3_style(2);
+  int4.int4_group_size = 128;
+  EXPECT_THROW(build_graph(int4, {.phase = Phase::prefill, .seq = 128, .fp8_gemms = true}),
                ConfigError);
 }
 

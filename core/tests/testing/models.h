@@ -61,4 +61,28 @@ inline ModelSpec vit_era5() {
                    .output_bias = true, .ffn_bias = true};
 }
 
+// EleutherAI/gpt-j-6b config.json: 28 layers, n_embd 4096, 16 heads of 256 with RoPE on the
+// first 64 dims, n_inner 4 x 4096 (gelu_new, biases), vocab 50400, one LayerNorm per layer
+// feeding attention and the MLP in parallel, an untied lm_head with a bias.
+inline ModelSpec gptj_6b() {
+  return ModelSpec{.name = "gpt-j-6b", .family = "gptj", .hidden_size = 4096, .num_layers = 28,
+                   .num_heads = 16, .num_kv_heads = 16, .head_dim = 256, .ffn_size = 16384,
+                   .vocab_size = 50400, .max_position_embeddings = 2048,
+                   .activation = Activation::gelu_new, .gated_ffn = false,
+                   .norm = NormKind::layer_norm, .rotary_dim = 64, .parallel_block = true,
+                   .lm_head_bias = true, .ffn_bias = true};
+}
+
+// tiiuae/falcon-180B config.json: new_decoder_architecture (parallel block, ln_attn and ln_mlp),
+// 80 layers, hidden 14848, 232 query heads and 8 KV heads of 64 in one fused projection, a 4h
+// GELU MLP, no biases, vocab 65024, lm_head tied to the embedding (transformers' default).
+inline ModelSpec falcon_180b() {
+  return ModelSpec{.name = "falcon-180b", .family = "falcon", .hidden_size = 14848,
+                   .num_layers = 80, .num_heads = 232, .num_kv_heads = 8, .head_dim = 64,
+                   .ffn_size = 59392, .vocab_size = 65024, .max_position_embeddings = 2048,
+                   .activation = Activation::gelu, .gated_ffn = false,
+                   .norm = NormKind::layer_norm, .fused_qkv = true, .parallel_block = true,
+                   .parallel_ffn_norm = true, .tied_embeddings = true};
+}
+
 }  // namespace accelsim::testing

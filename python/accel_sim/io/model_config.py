@@ -22,7 +22,8 @@ import yaml
 from accel_sim import _core
 from accel_sim.errors import UsageError
 
-BUILDER_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt2", "bert", "vit", "deepseek_v3")
+BUILDER_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt2", "gptj", "falcon", "bert",
+                       "vit", "deepseek_v3")
 _MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3")
 
 _ACTIVATIONS = {
@@ -152,6 +153,10 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
         )
     if model_type == "gpt2":
         config = _gpt2_as_common(config, where)
+    elif model_type == "gptj":
+        config = _gptj_as_common(config, where)
+    elif model_type == "falcon":
+        config = _falcon_as_common(config, where)
     fields = (() if model_type == "deepseek_v3" else _STRUCTURAL) + (() if model_type in _MOE_TYPES else _DENSE_ONLY)
     for field in fields:
         if config.get(field):
@@ -195,6 +200,18 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
         spec.fused_qkv = True
         spec.qkv_bias = spec.output_bias = spec.ffn_bias = True
         spec.tied_embeddings = bool(config.get("tie_word_embeddings", True))
+    if model_type == "gptj":
+        # GPT-J (HF GPTJForCausalLM): one LayerNorm feeding attention and the MLP in parallel,
+        # RoPE on the first rotary_dim dims of each head, q/k/v/out without biases, a 4h MLP with
+        # biases, an untied lm_head with a bias.
+        spec.gated_ffn = False
+        spec.norm = _core.NormKind.layer_norm
+        spec.parallel_block = True
+        spec.rotary_dim = config["rotary_dim"] if config.get("rotary_dim") is not None else 0
+        spec.qkv_bias = spec.output_bias = False
+        spec.ffn_bias = spec.lm_head_bias = True
+    if model_type == "falcon":
+        _read_falcon(spec, config, where)
     if model_type == "bert":
         # BERT (BertForMaskedLM): a post-norm encoder with learned positions, token types and an
         # embedding LayerNorm; biases everywhere; an MLM head (dense, GELU, LayerNorm, decoder
@@ -250,6 +267,7 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
 def _read_dropout(spec: Any, config: dict, model_type: str) -> None:
     """Dropout probabilities of a training step, under each family's config names."""
     names = {"gpt2": ("resid_pdrop", "embd_pdrop", "attn_pdrop"),
+             "gptj": ("resid_pdrop", "embd_pdrop", "attn_pdrop"),
              "bert": ("hidden_dropout_prob", "hidden_dropout_prob", "attention_probs_dropout_prob"),
              "vit": ("hidden_dropout_prob", "hidden_dropout_prob", "attention_probs_dropout_prob")}
     hidden, embedding, attention = names.get(model_type, ("hidden_dropout", "embedding_dropout", "attention_dropout"))
@@ -305,6 +323,62 @@ def _gpt2_as_common(config: dict, where: str) -> dict:
         "max_position_embeddings": _int(config, "n_positions", where),
         "hidden_act": config.get("activation_function", "gelu_new"),
     }
+
+
+def _gptj_as_common(config: dict, where: str) -> dict:
+    """GPT-J's config names (GPTJConfig: n_embd, n_layer, n_inner, ...) in the common spelling."""
+    hidden = _int(config, "n_embd", where)
+    inner = config.get("n_inner")
+    return {
+        **config,
+        "hidden_size": hidden,
+        "num_hidden_layers": _int(config, "n_layer", where),
+        "num_attention_heads": _int(config, "n_head", where),
+        "intermediate_size": inner if inner is not None else 4 * hidden,
+        "max_position_embeddings": _int(config, "n_positions", where),
+        "hidden_act": config.get("activation_function", "gelu_new"),
+        "tie_word_embeddings": bool(config.get("tie_word_embeddings", False)),
+    }
+
+
+def _falcon_as_common(config: dict, where: str) -> dict:
+    """Falcon's config names (FalconConfig) in the common spelling. KV heads as HF's FalconAttention
+    takes them: num_kv_heads with the new decoder architecture or without multi_query, else one."""
+    if config.get("alibi"):
+        raise UsageError(f"{where}: field 'alibi' (True) is not supported for model_type 'falcon' (ALiBi positions)")
+    hidden = _int(config, "hidden_size", where)
+    heads = _int(config, "num_attention_heads", where)
+    new_arch = bool(config.get("new_decoder_architecture", False))
+    multi_query = bool(config.get("multi_query", True))
+    kv = _int(config, "num_kv_heads", where, heads) if (new_arch or not multi_query) else 1
+    ffn = config.get("ffn_hidden_size")
+    return {
+        **config,
+        "num_key_value_heads": kv,
+        "intermediate_size": ffn if ffn is not None else 4 * hidden,
+        "max_position_embeddings": _int(config, "max_position_embeddings", where, 2048),
+        "hidden_act": config.get("activation", "gelu"),
+        "tie_word_embeddings": bool(config.get("tie_word_embeddings", True)),
+    }
+
+
+def _read_falcon(spec: Any, config: dict, where: str) -> None:
+    """HF FalconForCausalLM: a fused query_key_value projection, LayerNorm, a 4h MLP, biases on
+    every linear iff `bias`, RoPE. The new decoder architecture (Falcon-40B/180B) and
+    parallel_attn (Falcon-7B) make the block parallel: with two norms (ln_attn, ln_mlp) when
+    num_ln_in_parallel_attn is 2, which the new architecture defaults to, else one."""
+    spec.gated_ffn = False
+    spec.norm = _core.NormKind.layer_norm
+    spec.fused_qkv = True
+    spec.qkv_bias = spec.output_bias = spec.ffn_bias = bool(config.get("bias", False))
+    new_arch = bool(config.get("new_decoder_architecture", False))
+    spec.parallel_block = new_arch or bool(config.get("parallel_attn", True))
+    norms = config.get("num_ln_in_parallel_attn")
+    if norms is None:
+        norms = 2 if new_arch else 1
+    if norms not in (1, 2):
+        raise UsageError(f"{where}: num_ln_in_parallel_attn must be 1 or 2, got {norms!r}")
+    spec.parallel_ffn_norm = new_arch and norms == 2
 
 
 def _read_moe(spec: Any, config: dict, model_type: str, where: str) -> None:

@@ -47,9 +47,11 @@ def _groups_table(groups: list[Any], top: int) -> str:
 
 
 def _dtypes(info: dict) -> str:
-    """'bf16', or 'bf16 (int4 weights, fp8 KV cache)' when weights or cache differ."""
+    """'bf16', or 'bf16 (int4 weights, fp8 KV cache)' when weights, cache or GEMMs differ."""
     extra = [f"{info[k]} {what}" for k, what in (("weight_dtype", "weights"), ("kv_cache_dtype", "KV cache"))
              if info.get(k, info["dtype"]) != info["dtype"]]
+    if info.get("fp8_gemms") and info.get("phase") != "train":  # training says so on its own line
+        extra.append("fp8 block GEMMs and weights")
     return info["dtype"] + (f" ({', '.join(extra)})" if extra else "")
 
 

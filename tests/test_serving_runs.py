@@ -1,0 +1,60 @@
+"""The published serving measurements (python/accel_sim/data/validation/serving_runs.csv) that
+validation/extract_serving.py keeps: each names a shipped model and device, and the file is what
+the extractor writes from the shared published.csv."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "python" / "accel_sim" / "data"
+RUNS = DATA / "validation" / "serving_runs.csv"
+PUBLISHED = ROOT.parent / "shared" / "validation" / "published.csv"
+
+
+def _rows() -> list[dict]:
+    with open(RUNS, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def test_rows_name_shipped_models_and_devices():
+    models = {p.stem for p in (DATA / "models").glob("*.json")}
+    devices = {p.stem for p in (DATA / "devices").glob("*.yaml")}
+    for r in _rows():
+        assert r["model"] in models and r["device"] in devices, r["id"]
+        assert int(r["tp"]) >= 1 and int(r["batch"]) >= 1 and int(r["input_len"]) >= 1 and int(r["output_len"]) >= 1
+        assert r["split"] == "report"
+
+
+def test_kinds_and_the_tensorrt_llm_decisions():
+    rows = _rows()
+    # TensorRT-LLM v0.6.1 Peak Throughput: 16 H100 FP8 rows and 13 A100 FP16 rows; v0.5 Low
+    # Latency: 8 + 8 TTFT rows; vLLM benchmark_latency: 10 AMD + 9 Oracle; AMD offline: 2 x 8.
+    assert Counter(r["kind"] for r in rows) == {"static_throughput": 29, "ttft": 16, "batch_latency": 19,
+                                                "offline_throughput": 16}
+    by_id = {r["id"]: r for r in rows}
+    # The first H100 row: GPT-J 6B, batch 1024, 128 in / 128 out, fp8 with an fp8 KV cache, 26,150 tok/s/GPU.
+    first = by_id["s001"]
+    assert (first["model"], first["device"], first["batch"], first["input_len"], first["output_len"]) == (
+        "gpt-j-6b", "h100_sxm", "1024", "128", "128")
+    assert (first["precision"], first["kv_cache_dtype"], float(first["measured"]), first["per_gpu"]) == (
+        "fp8", "fp8", 26150.0, "1")
+    a100 = [r for r in rows if r["device"] == "a100_80gb"]
+    assert len(a100) == 13 + 8
+    assert all(r["precision"] == r["kv_cache_dtype"] == "fp16" for r in a100)
+    assert all(r["per_gpu"] == "1" for r in a100 if r["kind"] == "static_throughput")
+    assert {r["model"] for r in rows if r["kind"] == "ttft"} == {"gpt-j-6b", "llama-2-7b", "llama-2-70b", "falcon-180b"}
+
+
+@pytest.mark.skipif(not PUBLISHED.is_file(), reason="the shared published.csv is not checked out here")
+def test_the_file_is_what_the_extractor_writes(tmp_path):
+    out = tmp_path / "serving_runs.csv"
+    subprocess.run([sys.executable, str(ROOT / "validation" / "extract_serving.py"), str(PUBLISHED), str(out)],
+                   check=True, capture_output=True)
+    assert out.read_bytes() == RUNS.read_bytes()
