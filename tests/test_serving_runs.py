@@ -58,3 +58,18 @@ def test_the_file_is_what_the_extractor_writes(tmp_path):
     subprocess.run([sys.executable, str(ROOT / "validation" / "extract_serving.py"), str(PUBLISHED), str(out)],
                    check=True, capture_output=True)
     assert out.read_bytes() == RUNS.read_bytes()
+
+
+def test_serve_reproduces_the_published_static_batch_throughputs():
+    # `accel-sim validate` predicts every row; the TensorRT-LLM static-batch throughput table is
+    # reproduced within 15% median (the target), every row completes without rejection.
+    import json
+
+    from conftest import run_cli
+
+    d = json.loads(run_cli("validate", "--json").stdout)
+    serving = d["serving"]
+    assert len(serving) == len(_rows())
+    assert all(r["predicted"] > 0 for r in serving)
+    assert d["serving_summary"]["static_throughput"]["rows"] == 29
+    assert d["serving_summary"]["static_throughput"]["median_abs_error"] < 0.15

@@ -344,3 +344,92 @@ def predict_training_run(row: dict) -> Any:
     options.overlap_tp_comm = True   # NeMo's performance recipes: tp_comm_overlap with SP
     options.fp8_weight_cache = True  # Transformer Engine under Megatron-LM
     return _core.estimate_training(spec, base, layout, device, system, options)
+
+
+def serving_runs_path() -> Path:
+    return Path(str(importlib.resources.files("accel_sim") / "data" / "validation" / "serving_runs.csv"))
+
+
+_SERVING_SYSTEMS = {"h100_sxm": "dgx_h100", "a100_80gb": "dgx_a100", "mi300x": "mi300x_8"}
+
+
+def predict_serving_run(row: dict) -> dict:
+    """`accel-sim serve`'s figure for a published inference measurement
+    (validation/extract_serving.py), every request arriving at once as the benchmarks submit them:
+
+    static_throughput   TensorRT-LLM gptSessionBenchmark: one static batch of `batch` requests,
+                        output tokens/s (per GPU when the row is);
+    ttft                TensorRT-LLM, batch 1 with one output token: the time to the first token;
+    batch_latency       vLLM benchmark_latency: the batch's end-to-end latency (vLLM scheduler);
+    offline_throughput  vLLM benchmark_throughput: `num_requests` prompts under max_num_seqs =
+                        `batch` (vLLM scheduler); the table's unlabelled tokens/s is read as that
+                        script's "tokens/s" line, prompt + output tokens (counts "unstated").
+    fp8 rows run the blocks' GEMMs in fp8 (BuildOptions.fp8_gemms) with the row's KV dtype (an
+    "unstated" one as the weights'); CUDA graphs on (both engines replay them)."""
+    from accel_sim.device import resolve_device
+    from accel_sim.io.model_config import load_model_spec
+    from accel_sim.io.system_file import resolve_system
+
+    device = resolve_device(row["device"], []).spec
+    fp8 = row["precision"] == "fp8"
+    kv = row["kv_cache_dtype"] if row["kv_cache_dtype"] not in ("", "unstated") else ("fp8" if fp8 else None)
+    spec = load_model_spec(row["model"], dtype="fp16" if row["precision"] == "fp16" else "bf16", kv_dtype=kv)
+    replica = _core.ReplicaConfig()
+    replica.tp = int(row["tp"])
+    if replica.tp > 1:
+        replica.system = resolve_system(_SERVING_SYSTEMS[row["device"]]).spec
+    build = _core.BuildOptions()
+    build.fp8_gemms = fp8
+    replica.build = build
+    options = _core.SimulateOptions()
+    options.cost_model = "kernel"
+    options.cost.cuda_graphs = True
+    replica.simulate = options
+    batch, n = int(row["batch"]), int(row["num_requests"] or row["batch"])
+    isl, osl = int(row["input_len"]), int(row["output_len"])
+    replica.max_batched_tokens = max(8192, isl)
+    costs = _core.IterationModel(spec, device, replica)
+    wspec = _core.WorkloadSpec()
+    wspec.requests, wspec.qps = n, 0.0  # all at t = 0
+    lengths = []
+    for value in (isl, osl):
+        ls = _core.LengthSpec()
+        ls.kind, ls.value = _core.LengthDistribution.fixed, value
+        lengths.append(ls)
+    wspec.input, wspec.output = lengths
+    config = _core.ServeConfig()
+    sched = _core.SchedulerConfig()
+    sched.kind = _core.SchedulerKind.static if row["kind"] in ("static_throughput", "ttft") else _core.SchedulerKind.vllm
+    sched.max_seqs = batch
+    sched.max_batched_tokens = max(8192, isl)
+    config.scheduler = sched
+    r = _core.simulate_serving(costs, _core.generate_workload(wspec), config)
+    kind = row["kind"]
+    if kind == "static_throughput":
+        value = r.output_tokens_per_s / (replica.tp if row["per_gpu"] == "1" else 1)
+    elif kind == "ttft":
+        value = r.ttft.p50
+    elif kind == "batch_latency":
+        value = r.makespan_s
+    else:
+        value = r.total_tokens_per_s if row["counts"] != "output" else r.output_tokens_per_s
+    return {"predicted": value, "completed": r.completed, "rejected": r.rejected, "preemptions": r.preemptions,
+            "kv_blocks": costs.memory.kv_blocks}
+
+
+def serving_validation() -> list[dict]:
+    """Every row of serving_runs.csv with its prediction and error (report-only rows)."""
+    import csv
+
+    out = []
+    with open(serving_runs_path(), newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            scale = {"ms": 1e-3}.get(row["unit"], 1.0)  # ttft rows are in ms, the rest in s or tok/s
+            measured = float(row["measured"]) * scale
+            p = predict_serving_run(row)
+            out.append({k: row[k] for k in ("id", "kind", "model", "device", "tp", "batch", "num_requests", "input_len",
+                                             "output_len", "precision", "counts", "per_gpu", "source")}
+                       | {"unit": "s" if scale != 1.0 else row["unit"], "measured": measured,
+                          "predicted": p["predicted"], "error": p["predicted"] / measured - 1.0,
+                          "preemptions": p["preemptions"]})
+    return out

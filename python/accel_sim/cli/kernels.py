@@ -206,6 +206,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
                              "predicted_tokens_per_s_per_gpu": predicted,
                              "error": _core.error_stats([predicted], [measured]).median_signed_error if predicted else None,
                              "feasible": e.feasible, "reason": e.reason, "source": row["source"]})
+    serving = validation.serving_validation() if args.split in ("report", "all") else []
+    serving_summary = {}
+    for kind in sorted({r["kind"] for r in serving}):
+        rows_k = [r for r in serving if r["kind"] == kind]
+        st = _core.error_stats([r["predicted"] for r in rows_k], [r["measured"] for r in rows_k])
+        serving_summary[kind] = {"rows": st.rows, "median_abs_error": st.median_abs_error,
+                                 "max_abs_error": st.max_abs_error, "median_signed_error": st.median_signed_error}
     if args.split != "all":
         collectives = [c for c in collectives if c["split"] == args.split]
     done = [r for r in runs if r["predicted_tokens_per_s_per_gpu"]]
@@ -226,6 +233,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
                                     "median_signed_error": l.roofline.median_signed_error}}
                       for s, l in lines],
             "training_memory": memory,
+            "serving": serving,
+            "serving_summary": serving_summary,
         }, indent=1))
         return 0
     pct = lambda x: f"{x * 100:.1f}%"  # noqa: E731
@@ -272,6 +281,25 @@ def cmd_validate(args: argparse.Namespace) -> int:
               "(tokens/s and model TFLOP/s per GPU share the error)")
         print(f"  data: {validation.training_runs_path()} (validation/extract_training_runs.py); "
               "precision 'unstated' is predicted as bf16-mixed")
+    if serving:
+        print("\nserving (report only; `accel-sim serve`, every request at t = 0 as the benchmarks submit them): "
+              "TensorRT-LLM static batches and TTFT, vLLM batch latency and offline throughput\n")
+
+        def fmt(v: float, unit: str) -> str:
+            return f"{v * 1e3:,.1f} ms" if unit == "s" and v < 1 else f"{v:,.2f} s" if unit == "s" else f"{v:,.0f} {unit}"
+
+        print(table(["id", "kind", "model", "device", "TP", "batch", "in/out", "precision", "measured", "predicted", "error"],
+                    [(r["id"], r["kind"], r["model"], r["device"], r["tp"], r["batch"], f"{r['input_len']}/{r['output_len']}",
+                      r["precision"], fmt(r["measured"], r["unit"]) + ("/GPU" if r["per_gpu"] == "1" else ""),
+                      fmt(r["predicted"], r["unit"]) + ("/GPU" if r["per_gpu"] == "1" else ""),
+                      f"{r['error'] * 100:+.1f}%") for r in serving],
+                    [False, False, False, False, True, True, True, False, True, True, True]))
+        print()
+        for kind, st in serving_summary.items():
+            print(f"  {kind:<19} {st['rows']:>3} rows · median |error| {st['median_abs_error'] * 100:.1f}% · "
+                  f"worst {st['max_abs_error'] * 100:.1f}% · median signed {st['median_signed_error'] * 100:+.1f}%")
+        print(f"  data: {validation.serving_runs_path()} (validation/extract_serving.py); offline throughput is "
+              "prompt + output tokens/s where the table does not say")
     return 0
 
 
