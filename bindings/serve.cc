@@ -218,7 +218,8 @@ void bind_serve(nb::module_& m) {
   nb::class_<MaxQpsResult>(m, "MaxQpsResult")
       .def_ro("qps", &MaxQpsResult::qps)
       .def_ro("at_max", &MaxQpsResult::at_max)
-      .def_ro("trials", &MaxQpsResult::trials);
+      .def_ro("trials", &MaxQpsResult::trials)
+      .def_ro("unbounded", &MaxQpsResult::unbounded);
 
   // The simulations run without the GIL; progress callbacks take it back.
   m.def(

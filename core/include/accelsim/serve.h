@@ -304,6 +304,7 @@ struct MaxQpsResult {
   double qps = 0.0;
   ServeResult at_max;  // the run at that rate
   int64_t trials = 0;
+  bool unbounded = false;  // the SLOs held at every rate tried (2^30 x the first): qps is a lower bound
 };
 MaxQpsResult find_max_qps(IterationModel& costs, const WorkloadSpec& spec, const ServeConfig& config,
                           const std::function<void(int64_t, int64_t)>& progress = {});

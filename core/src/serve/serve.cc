@@ -871,6 +871,12 @@ MaxQpsResult find_max_qps(IterationModel& costs, const WorkloadSpec& spec, const
       hi *= 2.0;
       r = trial(hi);
     }
+    if (meets(r)) {  // the SLOs hold even with every request arriving nearly at once
+      out.qps = hi;
+      out.at_max = r;
+      out.unbounded = true;
+      return out;
+    }
   } else {
     double q = hi;
     for (int i = 0; i < 30; ++i) {

@@ -296,6 +296,27 @@ TEST(Serve, CostPerMillionTokens) {
   EXPECT_NEAR(r.cost_per_million_output_tokens_usd, 2.0 * r.makespan_s / 3600.0 / 40e-6, 1e-9);
 }
 
+TEST(Serve, FindMaxQpsBracketsTheSloRate) {
+  const ModelSpec m = testing::llama3_8b();
+  const DeviceSpec d = big_device();
+  IterationModel costs(m, d, replica());
+  WorkloadSpec s;
+  s.requests = 300;
+  s.input = {.kind = LengthDistribution::fixed, .value = 256};
+  s.output = {.kind = LengthDistribution::fixed, .value = 32};
+  ServeConfig c;
+  c.slo_ttft_s = 0.5;
+  const MaxQpsResult found = find_max_qps(costs, s, c);
+  ASSERT_GT(found.qps, 0.0);
+  EXPECT_FALSE(found.unbounded);
+  EXPECT_LE(found.at_max.ttft.p99, 0.5);
+  // Half again the rate overloads the replica: the queue, and with it the p99 TTFT, grows.
+  s.qps = 1.5 * found.qps;
+  EXPECT_GT(simulate_serving(costs, generate_workload(s), c).ttft.p99, 0.5);
+  c.slo_ttft_s = 0.0;
+  EXPECT_THROW(find_max_qps(costs, s, c), ConfigError);
+}
+
 TEST(Workload, PoissonRateAndSeed) {
   WorkloadSpec s;
   s.requests = 20000;

@@ -313,6 +313,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 if args.find_max_qps:
                     found = _core.find_max_qps(costs, wspec, config, progress)
                     result, qps = found.at_max, found.qps
+                    if found.unbounded:
+                        print(f"note: {device.id} meets the SLOs at every rate tried; {qps:,.0f} requests/s is a lower bound",
+                              file=sys.stderr)
                 else:
                     w = workload if workload is not None else _core.generate_workload(wspec)
                     result, qps = _core.simulate_serving(costs, w, config, progress), None
