@@ -346,6 +346,21 @@ class Simulation {
            e.total_blocks - (paged ? watermark_blocks(e) : 0);
   }
 
+  // Decode engines: transferred requests join the batch in arrival order while their whole
+  // prompt + output fits.
+  void admit_transfers(Engine& e) {
+    while (!e.fifo.empty()) {
+      const int32_t q = e.fifo.front();
+      Seq& p = e.parked.at(q);
+      if (!grow(e, p, static_cast<int64_t>(p.prompt) + p.output)) break;
+      e.running.push_back(p);
+      ++running_total_;
+      e.parked.erase(q);
+      e.fifo.pop_front();
+      --waiting_total_;
+    }
+  }
+
   bool schedule(Engine& e, double now, StepBatch& b);
   void start(Engine& e, double now);
   void finish(Engine& e, double now);
@@ -698,33 +713,12 @@ ServeResult Simulation::run() {
       e.parked[req] = s;
       e.fifo.push_back(req);
       ++waiting_total_;
-      // Admit what fits, in arrival order at this engine.
-      while (!e.fifo.empty()) {
-        const int32_t q = e.fifo.front();
-        Seq& p = e.parked.at(q);
-        if (!grow(e, p, static_cast<int64_t>(p.prompt) + p.output)) break;
-        e.running.push_back(p);
-        ++running_total_;
-        e.parked.erase(q);
-        e.fifo.pop_front();
-        --waiting_total_;
-      }
+      admit_transfers(e);
       start(e, tt);
     } else {
       Engine& e = *soonest;
       finish(e, te);
-      if (e.role == Role::decode) {
-        while (!e.fifo.empty()) {
-          const int32_t q = e.fifo.front();
-          Seq& p = e.parked.at(q);
-          if (!grow(e, p, static_cast<int64_t>(p.prompt) + p.output)) break;
-          e.running.push_back(p);
-          ++running_total_;
-          e.parked.erase(q);
-          e.fifo.pop_front();
-          --waiting_total_;
-        }
-      }
+      if (e.role == Role::decode) admit_transfers(e);
       start(e, te);
     }
   }

@@ -296,6 +296,28 @@ TEST(Serve, CostPerMillionTokens) {
   EXPECT_NEAR(r.cost_per_million_output_tokens_usd, 2.0 * r.makespan_s / 3600.0 / 40e-6, 1e-9);
 }
 
+TEST(Serve, DisaggregatedRequestMovesItsCacheBetweenReplicas) {
+  // One prefill and one decode replica, 10 GB/s between them: a 40-token prompt is prefilled
+  // (first token), its 40 tokens x 131,072 bytes of K and V cross in 524 us, then the decode
+  // replica runs the two remaining tokens over 40 and 41 cached tokens.
+  const ModelSpec m = testing::llama3_8b();
+  const DeviceSpec d = big_device();
+  IterationModel costs(m, d, replica());
+  ServeConfig c;
+  c.replicas = 2;
+  c.prefill_replicas = 1;
+  c.kv_transfer_bytes_per_s = 10e9;
+  const ServeResult r = simulate_serving(costs, same_requests(1, 40, 3), c);
+  ASSERT_EQ(r.completed, 1);
+  const double prefill = graph_latency(m, d, Phase::prefill, 1, 40);
+  EXPECT_NEAR(r.ttft.p50, prefill, 1e-9);
+  const double transfer = 40 * 131072.0 / 10e9;
+  const double decode = graph_latency(m, d, Phase::decode, 1, 40) + graph_latency(m, d, Phase::decode, 1, 41);
+  EXPECT_NEAR(r.e2e.p50 / (prefill + transfer + decode), 1.0, 1e-6);
+  c.kv_transfer_bytes_per_s = 0.0;
+  EXPECT_THROW(simulate_serving(costs, same_requests(1, 40, 3), c), ConfigError);
+}
+
 TEST(Serve, FindMaxQpsBracketsTheSloRate) {
   const ModelSpec m = testing::llama3_8b();
   const DeviceSpec d = big_device();
