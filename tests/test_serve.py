@@ -111,9 +111,14 @@ def test_serve_trace_is_perfetto_json(tmp_path):
 def test_schedulers_and_disaggregation_run():
     for extra in (["--scheduler", "sarathi", "--chunk", "256"], ["--scheduler", "orca"], ["--scheduler", "static"],
                   ["--order", "sjf"], ["--replicas", "3", "--disaggregate", "1", "--tp", "2"],
-                  ["--tp", "2", "--pp", "2", "--arrival", "gamma", "--burstiness", "2"]):
+                  ["--tp", "2", "--pp", "2", "--arrival", "gamma", "--burstiness", "2"], ["--fp8", "--kv-dtype", "fp8"]):
         d = _serve("--model", "llama-3-8b", "--qps", "10", "--requests", "150", "--input-len", "400",
                    "--output-len", "30", *extra)
         assert d["results"][0]["completed"] == 150, extra
+    # fp8 weights and cache: half the weight bytes, twice the KV blocks of bf16's (less the same activations).
+    bf16 = _serve("--model", "llama-3-8b", "--qps", "1", "--requests", "1")["results"][0]["memory_per_gpu"]
+    fp8 = _serve("--model", "llama-3-8b", "--qps", "1", "--requests", "1", "--fp8", "--kv-dtype", "fp8")["results"][0]["memory_per_gpu"]
+    assert fp8["weights_bytes"] < 0.6 * bf16["weights_bytes"]
+    assert fp8["kv_blocks_per_engine"] > 2 * bf16["kv_blocks_per_engine"]
     bad = run_cli("serve", "--model", "llama-3-8b", "--qps", "1", "--replicas", "2", "--disaggregate", "2")
     assert bad.returncode == 2 and "prefill" in bad.stderr

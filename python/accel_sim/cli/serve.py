@@ -62,6 +62,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--dtype", choices=("bf16", "fp16"), help="the model's compute dtype (default: the config's)")
     p.add_argument("--weight-dtype", choices=("bf16", "fp16", "fp8", "int8", "int4"), help="the weights' dtype")
     p.add_argument("--kv-dtype", choices=("bf16", "fp16", "fp8", "int8"), help="the KV cache's dtype")
+    p.add_argument("--fp8", action="store_true",
+                   help="the blocks' GEMMs in fp8 with fp8 weights, as TensorRT-LLM's and vLLM's FP8 checkpoints run (pair with --kv-dtype fp8 for an fp8 cache)")
     s = p.add_argument_group("scheduler")
     s.add_argument("--scheduler", choices=SCHEDULERS, default="vllm",
                    help="vllm (prefill-first continuous batching, default), sarathi (chunked prefill), orca (iteration-level, "
@@ -193,6 +195,9 @@ def _replica(args: argparse.Namespace, device: Any) -> Any:
     r.tp, r.pp = args.tp, args.pp
     if args.tp * args.pp > 1 or args.disaggregate:
         r.system = _system_for(device.id, args.system)
+    build = _core.BuildOptions()
+    build.fp8_gemms = args.fp8
+    r.build = build
     r.block_size = args.block_size
     r.gpu_memory_utilization = args.gpu_memory_utilization
     r.max_batched_tokens = max(args.max_batched_tokens, args.chunk)
