@@ -91,6 +91,11 @@ def test_find_max_qps_meets_the_slos_and_the_capacity_table(tmp_path):
                    "--requests", "200", "--qps", "50")
     assert text.returncode == 0, text.stderr
     assert "capacity" in text.stdout and "replicas for 50/s" in text.stdout
+    # A device the model does not fit on gets a row saying why; the others are still searched.
+    d = _serve("--model", "mixtral-8x7b", "--devices", "a100,h200", "--find-max-qps", "--slo-tpot-p99", "100ms",
+               "--requests", "100")
+    by = {r["device"]: r for r in d["results"]}
+    assert "no memory is left for the KV cache" in by["a100_80gb"]["error"] and by["h200"]["max_qps"] > 0
     bad = run_cli("serve", "--model", "llama-3-8b", "--find-max-qps")
     assert bad.returncode == 2 and "SLO" in bad.stderr.replace("slo", "SLO")
 

@@ -1,6 +1,7 @@
 // simulate_serving(): the discrete-event simulation of serving engines (serve.h).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <limits>
 #include <queue>
@@ -128,10 +129,14 @@ class Simulation {
     const ReplicaConfig& r = costs.replica();
     bs_ = r.block_size;
     const int64_t blocks = costs.memory().kv_blocks;
-    ACCELSIM_CHECK(blocks >= 1, "no memory is left for the KV cache on " + costs.device().id + ": weights " +
-                                    std::to_string(costs.memory().weight_bytes / 1e9) + " GB and activations " +
-                                    std::to_string(costs.memory().activation_bytes / 1e9) + " GB of " +
-                                    std::to_string(costs.memory().usable_bytes / 1e9) + " GB usable per GPU");
+    if (blocks < 1) {
+      char text[200];
+      std::snprintf(text, sizeof text, "weights %.1f GB and activations %.1f GB of %.1f GB usable per GPU",
+                    costs.memory().weight_bytes / 1e9, costs.memory().activation_bytes / 1e9,
+                    costs.memory().usable_bytes / 1e9);
+      throw ConfigError("no memory is left for the KV cache on " + costs.device().id + ": " + text +
+                        " (more tensor or pipeline parallelism spreads the weights)");
+    }
     const int64_t per_replica = r.pp;  // virtual engines per replica
     for (int64_t rep = 0; rep < c.replicas; ++rep) {
       const Role role = c.prefill_replicas == 0 ? Role::mixed : rep < c.prefill_replicas ? Role::prefill : Role::decode;

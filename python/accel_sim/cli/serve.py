@@ -305,7 +305,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.find_max_qps and not (args.slo_ttft_p99 or args.slo_tpot_p99):
         raise UsageError("--find-max-qps needs --slo-ttft-p99 and/or --slo-tpot-p99")
     wspec, workload = _workload(args)
-    rows = []
+    rows, failed = [], []
     for name in devices:
         device = resolve_device(name).spec
         replica = _replica(args, device)
@@ -327,7 +327,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             finally:
                 progress.close()
         except ValueError as err:
-            raise UsageError(f"{device.id}: {err}") from None
+            if len(devices) == 1:
+                raise UsageError(f"{device.id}: {err}") from None
+            failed.append((device, str(err)))  # a capacity table keeps going: this device gets a row saying why
+            continue
         rows.append((device, costs, result, qps))
         if args.trace and len(devices) == 1:
             from accel_sim.report.serve_timeline import write_serve_trace
@@ -345,6 +348,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             out["results"].append({"device": device.id, "max_qps": qps, "memory_per_gpu": {
                 "weights_bytes": m.weight_bytes, "activations_bytes": m.activation_bytes, "kv_cache_bytes": m.kv_bytes,
                 "kv_blocks_per_engine": m.kv_blocks}} | result_dict(r))
+        out["results"] += [{"device": device.id, "error": why} for device, why in failed]
         print(json.dumps(out, indent=1, allow_nan=False, default=lambda v: None))
         return 0
     scheduler = args.scheduler + (f" chunk {args.chunk}" if args.scheduler == "sarathi" else "")
@@ -358,8 +362,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         _render(r, args, head, costs.memory, qps)
         if len(rows) > 1:
             print()
-    if len(rows) > 1:
+    if len(devices) > 1:
         _capacity_table(rows, args)
+        for device, why in failed:
+            print(f"  {device.id:<12} cannot serve: {why}")
     return 0
 
 
