@@ -125,7 +125,7 @@ void bind_serve(nb::module_& m) {
   m.def("generate_workload", &generate_workload, nb::arg("spec"));
   m.def("workload_from_arrays", &workload_from_arrays, nb::arg("arrival_s"), nb::arg("input_len"),
         nb::arg("output_len"), nb::arg("hashes"), nb::arg("hash_offsets"), nb::arg("hash_block_tokens"),
-        nb::arg("spec"));
+        nb::arg("spec"), nb::arg("rescale_to_qps") = false);
   m.def("fit_lognormal", &fit_lognormal, nb::arg("lengths"));
 
   nb::enum_<SchedulerKind>(m, "SchedulerKind")
@@ -196,6 +196,7 @@ void bind_serve(nb::module_& m) {
       .def_ro("queueing", &ServeResult::queueing)
       .def_ro("requests_per_s", &ServeResult::requests_per_s)
       .def_ro("output_tokens_per_s", &ServeResult::output_tokens_per_s)
+      .def_ro("output_tokens_per_s_per_gpu", &ServeResult::output_tokens_per_s_per_gpu)
       .def_ro("total_tokens_per_s", &ServeResult::total_tokens_per_s)
       .def_ro("goodput_requests_per_s", &ServeResult::goodput_requests_per_s)
       .def_ro("slo_attainment", &ServeResult::slo_attainment)
@@ -219,7 +220,10 @@ void bind_serve(nb::module_& m) {
       .def_ro("qps", &MaxQpsResult::qps)
       .def_ro("at_max", &MaxQpsResult::at_max)
       .def_ro("trials", &MaxQpsResult::trials)
-      .def_ro("unbounded", &MaxQpsResult::unbounded);
+      .def_ro("unbounded", &MaxQpsResult::unbounded)
+      .def_ro("qps_per_replica", &MaxQpsResult::qps_per_replica)
+      .def_ro("qps_per_gpu", &MaxQpsResult::qps_per_gpu);
+  m.def("replicas_for_rate", &replicas_for_rate, nb::arg("found"), nb::arg("qps"));
 
   // The simulations run without the GIL; progress callbacks take it back.
   m.def(

@@ -96,6 +96,8 @@ def test_find_max_qps_meets_the_slos_and_the_capacity_table(tmp_path):
                "--requests", "100")
     by = {r["device"]: r for r in d["results"]}
     assert "no memory is left for the KV cache" in by["a100_80gb"]["error"] and by["h200"]["max_qps"] > 0
+    bad = run_cli("serve", "--model", "llama-3-8b", "--devices", "a100,h100", "--qps", "1", "--trace", str(tmp_path / "t.json"))
+    assert bad.returncode == 2 and "one --device" in bad.stderr
     bad = run_cli("serve", "--model", "llama-3-8b", "--find-max-qps")
     assert bad.returncode == 2 and "SLO" in bad.stderr.replace("slo", "SLO")
 

@@ -406,7 +406,7 @@ def predict_serving_run(row: dict) -> dict:
     r = _core.simulate_serving(costs, _core.generate_workload(wspec), config)
     kind = row["kind"]
     if kind == "static_throughput":
-        value = r.output_tokens_per_s / (replica.tp if row["per_gpu"] == "1" else 1)
+        value = r.output_tokens_per_s_per_gpu if row["per_gpu"] == "1" else r.output_tokens_per_s
     elif kind == "ttft":
         value = r.ttft.p50
     elif kind == "batch_latency":

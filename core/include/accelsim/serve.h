@@ -158,6 +158,7 @@ class IterationModel {
   std::map<int64_t, double> body_, head_;
   std::map<std::tuple<int64_t, int64_t, int64_t>, double> prefill_attention_, decode_attention_;
   std::unique_ptr<AttentionTemplate> prefill_template_, decode_template_;
+  std::unique_ptr<CostModel> cost_model_;
   int64_t profiles_built_ = 0;
 };
 
@@ -203,12 +204,13 @@ struct Workload {
 Workload generate_workload(const WorkloadSpec& spec);
 
 // A workload from per-request arrays (a trace). arrival_s empty: arrivals from `spec`'s process
-// (its qps, arrival and seed); otherwise times in seconds, non-decreasing. hash_offsets: empty,
+// (its qps, arrival and seed); otherwise times in seconds, non-decreasing, and with
+// rescale_to_qps scaled so that their mean rate, (requests - 1) / last arrival, is spec.qps. hash_offsets: empty,
 // or requests + 1 offsets into `hashes`. Throws ConfigError naming the first bad request.
 Workload workload_from_arrays(const std::vector<double>& arrival_s, const std::vector<int64_t>& input_len,
                               const std::vector<int64_t>& output_len, const std::vector<int64_t>& hashes,
                               const std::vector<int64_t>& hash_offsets, int64_t hash_block_tokens,
-                              const WorkloadSpec& spec);
+                              const WorkloadSpec& spec, bool rescale_to_qps = false);
 
 // A log-normal fitted to lengths by maximum likelihood (mean and standard deviation of the
 // logs), clipped to the samples' range. REQUIRES: at least one sample, all >= 1.
@@ -236,7 +238,9 @@ struct ServeConfig {
   SchedulerConfig scheduler;
   // Disaggregation: > 0: this many of the replicas run prefill only, the others decode only.
   int64_t prefill_replicas = 0;
-  double kv_transfer_bytes_per_s = 0.0;  // per replica; required with prefill_replicas > 0
+  // Per replica; 0: the replica system's NICs (scale-out bandwidth x efficiency x NICs per GPU x
+  // the replica's GPUs).
+  double kv_transfer_bytes_per_s = 0.0;
   // Goodput: requests meeting both (infinity: no target).
   double slo_ttft_s = 0.0;  // 0: none
   double slo_tpot_s = 0.0;  // 0: none
@@ -272,6 +276,7 @@ struct ServeResult {
   Percentiles ttft, tpot, itl, e2e, queueing;  // seconds; itl over every gap between tokens
   double requests_per_s = 0.0;
   double output_tokens_per_s = 0.0;
+  double output_tokens_per_s_per_gpu = 0.0;
   double total_tokens_per_s = 0.0;  // prompt + output
   double goodput_requests_per_s = 0.0;
   double slo_attainment = 0.0;  // fraction of completed requests meeting the SLOs
@@ -305,8 +310,14 @@ struct MaxQpsResult {
   ServeResult at_max;  // the run at that rate
   int64_t trials = 0;
   bool unbounded = false;  // the SLOs held at every rate tried (2^30 x the first): qps is a lower bound
+  double qps_per_replica = 0.0;
+  double qps_per_gpu = 0.0;
 };
 MaxQpsResult find_max_qps(IterationModel& costs, const WorkloadSpec& spec, const ServeConfig& config,
                           const std::function<void(int64_t, int64_t)>& progress = {});
+
+// Replicas of the searched kind that serve `qps` within the SLOs (each at most qps_per_replica;
+// 0 when none meets them). REQUIRES: qps > 0.
+int64_t replicas_for_rate(const MaxQpsResult& found, double qps);
 
 }  // namespace accelsim

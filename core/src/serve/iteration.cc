@@ -43,7 +43,7 @@ struct IterationModel::AttentionTemplate {
 namespace {
 
 struct Measured {
-  double body = 0.0, head = 0.0, params = 0.0, activation = 0.0;
+  double body = 0.0, head = 0.0, activation = 0.0;
 };
 
 }  // namespace
@@ -86,9 +86,6 @@ static Measured measure(const ModelSpec& model, int64_t layers, const ReplicaCon
     if (n.op == "accel_sim::attention") continue;
     (starts_with(n.module_path, "lm_head") ? out.head : out.body) += op.cost.time_s;
   }
-  for (const Storage& s : g.storages()) {
-    if (s.kind == StorageKind::parameter) out.params += static_cast<double>(s.size_bytes);
-  }
   out.activation = static_cast<double>(res.memory.peak_bytes - res.memory.resident_bytes);
   return out;
 }
@@ -115,21 +112,18 @@ IterationModel::IterationModel(const ModelSpec& model, const DeviceSpec& device,
   ACCELSIM_CHECK(replica_.max_batched_tokens >= 1, "max batched tokens must be at least 1");
   ACCELSIM_CHECK(model_.causal && model_.lm_head && !model_.vision(),
                  "serving needs a decoder with an LM head; " + model_.name + " is not one");
+  cost_model_ = make_cost_model(replica_.simulate.cost_model);
   init_templates();
 
   // Memory: the rank's weights (linear in the layers, split over the pipeline), the activation
   // peak of the largest step, the KV cache in what is left.
   const Measured one = measure(model_, 1, replica_, device_, 1, replica_.max_batched_tokens);
   ++profiles_built_;
-  double params = one.params;
-  if (model_.num_layers > 1) {
-    ModelSpec whole = model_;
-    // Parameters of every layer kind: count them on a zero-token-cost graph of the whole model.
-    const Graph g = build_graph(whole, step_options(replica_, 1, 1, Phase::prefill));
-    params = 0.0;
-    for (const Storage& s : g.storages()) {
-      if (s.kind == StorageKind::parameter) params += static_cast<double>(s.size_bytes);
-    }
+  // The rank's parameters, every layer kind included: a one-token graph of the whole model.
+  double params = 0.0;
+  const Graph whole = build_graph(model_, step_options(replica_, 1, 1, Phase::prefill));
+  for (const Storage& s : whole.storages()) {
+    if (s.kind == StorageKind::parameter) params += static_cast<double>(s.size_bytes);
   }
   memory_.capacity_bytes = device_.memory_bytes;
   memory_.usable_bytes = replica_.gpu_memory_utilization * device_.memory_bytes - device_.runtime_reserved_bytes;
@@ -194,9 +188,7 @@ double IterationModel::attention_cost(const AttentionTemplate& t, int64_t batch,
   n.attrs.push_back({"is_causal", t.causal && sq > 1});
   if (offset > 0) n.attrs.push_back({"query_offset", offset});
   const NodeId id = g.add_node(std::move(n));
-  const OpCount count = count_op(g, g.node(id));
-  const auto model = make_cost_model(replica_.simulate.cost_model);
-  return model->cost(count, device_, replica_.simulate.cost).time_s;
+  return cost_model_->cost(count_op(g, g.node(id)), device_, replica_.simulate.cost).time_s;
 }
 
 double IterationModel::sample_tokens(int64_t n, bool head) {

@@ -366,10 +366,37 @@ class Simulation {
     }
   }
 
+  // Admits the waiting queue's head with a prefill of up to `budget` tokens (`whole`: its whole
+  // prompt or nothing), reading what the prefix cache holds, if its blocks leave the watermark
+  // free. Returns the tokens scheduled, 0 when it does not fit (it stays queued).
+  int64_t admit_waiting(Engine& e, int64_t budget, bool whole, double now, StepBatch& b) {
+    const int32_t req = peek(e);
+    Seq s = make_seq(e, req);
+    take_prefix(e, s);
+    const int64_t left = s.len() - s.computed;
+    const int64_t n = std::min(left, budget);
+    const int64_t reclaimable = e.free_blocks + static_cast<int64_t>(e.evictable.size()) * hash_blocks();
+    const bool fits = (!whole || n == left) && reclaimable - missing(s, s.computed + n) >= watermark_blocks(e) &&
+                      grow(e, s, s.computed + n);
+    if (!fits) {
+      drop_prefix(e, s);
+      if (s.generated > 0) e.parked[req] = s;
+      return 0;
+    }
+    pop(e);
+    if (s.generated == 0) {
+      prompt_tokens_ += s.prompt;
+      cached_tokens_ += s.computed;
+    }
+    b.prefill.emplace_back(n, s.computed);
+    admit(e, s, static_cast<int32_t>(n), now);
+    return n;
+  }
+
   bool schedule(Engine& e, double now, StepBatch& b);
   void start(Engine& e, double now);
   void finish(Engine& e, double now);
-  void token(Engine& e, Seq& s, double now);
+  void token(Seq& s, double now);
   void sample_timeline(double now);
   void integrate(double now) {
     const double dt = now - last_t_;
@@ -465,27 +492,11 @@ bool Simulation::schedule(Engine& e, double now, StepBatch& b) {
       // Prefills first: whole prompts while the budget, max_seqs and the watermark allow.
       int64_t tokens = 0;
       while (has_waiting(e) && static_cast<int64_t>(e.running.size()) < s_.max_seqs) {
-        const int32_t req = peek(e);
-        Seq s = make_seq(e, req);
-        take_prefix(e, s);
-        const int64_t n = s.len() - s.computed;
-        const bool fits_budget = tokens + n <= s_.max_batched_tokens || b.prefill.empty();
-        const int64_t need = missing(s, s.len());
-        const bool fits = fits_budget && e.free_blocks + static_cast<int64_t>(e.evictable.size()) * hash_blocks() -
-                                                 need >= watermark_blocks(e) && grow(e, s, s.len());
-        if (!fits) {
-          drop_prefix(e, s);
-          if (s.generated > 0) e.parked[req] = s;
-          break;
-        }
-        pop(e);
-        if (s.generated == 0) {
-          prompt_tokens_ += s.prompt;
-          cached_tokens_ += s.computed;
-        }
-        b.prefill.emplace_back(n, s.computed);
+        // Whole prompts; one longer than the budget runs alone.
+        const int64_t budget = b.prefill.empty() ? std::numeric_limits<int64_t>::max() : s_.max_batched_tokens - tokens;
+        const int64_t n = admit_waiting(e, budget, true, now, b);
+        if (n == 0) break;
         tokens += n;
-        admit(e, s, static_cast<int32_t>(n), now);
       }
       if (!b.prefill.empty()) {
         b.sampling = static_cast<int64_t>(b.prefill.size());
@@ -497,7 +508,7 @@ bool Simulation::schedule(Engine& e, double now, StepBatch& b) {
       return b.decode_seqs > 0;
     }
     case SchedulerKind::sarathi: {
-      int64_t budget = e.role == Role::mixed ? s_.chunk : s_.chunk;
+      int64_t budget = s_.chunk;
       if (e.role != Role::prefill) schedule_decodes(e, b, budget, true);
       sampling = b.decode_seqs;
       // Prompts in progress, then new ones, in chunks filling the budget.
@@ -511,27 +522,12 @@ bool Simulation::schedule(Engine& e, double now, StepBatch& b) {
         budget -= n;
       }
       while (budget > 0 && has_waiting(e) && static_cast<int64_t>(e.running.size()) < s_.max_seqs) {
-        const int32_t req = peek(e);
-        Seq s = make_seq(e, req);
-        take_prefix(e, s);
-        const auto n = static_cast<int32_t>(std::min<int64_t>(s.len() - s.computed, budget));
-        const int64_t need = missing(s, s.computed + n);
-        const bool fits = e.free_blocks + static_cast<int64_t>(e.evictable.size()) * hash_blocks() - need >=
-                              watermark_blocks(e) && grow(e, s, s.computed + n);
-        if (!fits) {
-          drop_prefix(e, s);
-          if (s.generated > 0) e.parked[req] = s;
-          break;
-        }
-        pop(e);
-        if (s.generated == 0) {
-          prompt_tokens_ += s.prompt;
-          cached_tokens_ += s.computed;
-        }
-        b.prefill.emplace_back(n, s.computed);
+        const auto before = e.running.size();
+        const int64_t n = admit_waiting(e, budget, false, now, b);
+        if (n == 0) break;
+        const Seq& s = e.running[before];
         if (s.computed + n == s.len()) ++sampling;
         budget -= n;
-        admit(e, s, n, now);
       }
       b.sampling = sampling;
       return b.decode_seqs > 0 || !b.prefill.empty();
@@ -569,8 +565,7 @@ void Simulation::start(Engine& e, double now) {
   busy_s_ += dt;
 }
 
-void Simulation::token(Engine& e, Seq& s, double now) {
-  (void)e;
+void Simulation::token(Seq& s, double now) {
   const auto r = static_cast<size_t>(s.req);
   ++s.generated;
   if (std::isnan(first_token_[r])) {
@@ -604,7 +599,7 @@ void Simulation::finish(Engine& e, double now) {
         sampled = true;
       }
     }
-    if (sampled) token(e, s, now);
+    if (sampled) token(s, now);
     const bool finished = !s.done && s.generated >= s.output;
     if (finished) {
       finish_[static_cast<size_t>(s.req)] = now;
@@ -768,6 +763,7 @@ ServeResult Simulation::run() {
   if (r.makespan_s > 0) {
     r.requests_per_s = static_cast<double>(completed_) / r.makespan_s;
     r.output_tokens_per_s = static_cast<double>(out_tokens) / r.makespan_s;
+    r.output_tokens_per_s_per_gpu = r.output_tokens_per_s / static_cast<double>(r.gpus);
     r.total_tokens_per_s = static_cast<double>(out_tokens + in_tokens) / r.makespan_s;
     r.goodput_requests_per_s = static_cast<double>(good) / r.makespan_s;
     r.kv_utilization_mean = kv_integral_ / (last_t_ - t0 > 0 ? last_t_ - t0 : 1.0);
@@ -817,8 +813,7 @@ void check(const ServeConfig& c) {
   ACCELSIM_CHECK(c.scheduler.watermark >= 0 && c.scheduler.watermark < 1, "the watermark must be in [0, 1)");
   ACCELSIM_CHECK(c.prefill_replicas >= 0 && (c.prefill_replicas == 0 || c.prefill_replicas < c.replicas),
                  "disaggregation needs at least one prefill and one decode replica");
-  ACCELSIM_CHECK(c.prefill_replicas == 0 || c.kv_transfer_bytes_per_s > 0,
-                 "disaggregation needs the KV transfer bandwidth between replicas");
+  ACCELSIM_CHECK(c.kv_transfer_bytes_per_s >= 0, "the KV transfer bandwidth must not be negative");
   ACCELSIM_CHECK(c.slo_ttft_s >= 0 && c.slo_tpot_s >= 0, "SLO targets must not be negative");
 }
 
@@ -828,6 +823,14 @@ ServeResult simulate_serving(IterationModel& costs, const Workload& workload, co
                              const std::function<void(int64_t, int64_t)>& progress) {
   check(config);
   ServeConfig c = config;
+  if (c.prefill_replicas > 0 && c.kv_transfer_bytes_per_s == 0.0) {
+    // Each GPU of a replica sends its share of the cache over its NICs (the system's scale-out
+    // fabric, at its efficiency).
+    const std::optional<SystemSpec>& system = costs.replica().system;
+    ACCELSIM_CHECK(system.has_value(), "disaggregation needs the system whose NICs move the KV cache, or its bandwidth");
+    c.kv_transfer_bytes_per_s = system->scaleout.bandwidth_bytes_per_s * system->scaleout.efficiency *
+                                system->nics_per_gpu * static_cast<double>(costs.gpus());
+  }
   if (c.prefill_replicas > 0 && c.scheduler.kind != SchedulerKind::sarathi) {
     // Prefill engines run prompts in chunks of the token budget whatever the scheduler.
     c.scheduler.kind = SchedulerKind::sarathi;
@@ -874,6 +877,8 @@ MaxQpsResult find_max_qps(IterationModel& costs, const WorkloadSpec& spec, const
       out.qps = hi;
       out.at_max = r;
       out.unbounded = true;
+      out.qps_per_replica = hi / static_cast<double>(config.replicas);
+      out.qps_per_gpu = out.qps_per_replica / static_cast<double>(costs.gpus());
       return out;
     }
   } else {
@@ -906,7 +911,15 @@ MaxQpsResult find_max_qps(IterationModel& costs, const WorkloadSpec& spec, const
   }
   out.qps = lo;
   out.at_max = best;
+  out.qps_per_replica = lo / static_cast<double>(config.replicas);
+  out.qps_per_gpu = out.qps_per_replica / static_cast<double>(costs.gpus());
   return out;
+}
+
+int64_t replicas_for_rate(const MaxQpsResult& found, double qps) {
+  ACCELSIM_CHECK(qps > 0, "the target rate must be positive");
+  if (!(found.qps_per_replica > 0)) return 0;
+  return static_cast<int64_t>(std::ceil(qps / found.qps_per_replica * (1.0 - 1e-12)));
 }
 
 }  // namespace accelsim

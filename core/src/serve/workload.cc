@@ -139,7 +139,7 @@ Workload generate_workload(const WorkloadSpec& spec) {
 Workload workload_from_arrays(const std::vector<double>& arrival_s, const std::vector<int64_t>& input_len,
                               const std::vector<int64_t>& output_len, const std::vector<int64_t>& hashes,
                               const std::vector<int64_t>& hash_offsets, int64_t hash_block_tokens,
-                              const WorkloadSpec& spec) {
+                              const WorkloadSpec& spec, bool rescale_to_qps) {
   const size_t n = input_len.size();
   ACCELSIM_CHECK(n >= 1, "a workload needs at least one request");
   ACCELSIM_CHECK(output_len.size() == n, "input and output lengths differ in count");
@@ -169,6 +169,15 @@ Workload workload_from_arrays(const std::vector<double>& arrival_s, const std::v
       ACCELSIM_CHECK(0 <= r.hash_begin && r.hash_begin <= r.hash_end &&
                          r.hash_end <= static_cast<int64_t>(hashes.size()),
                      at + "hash offsets out of range");
+    }
+  }
+  if (!arrival_s.empty() && rescale_to_qps) {
+    ACCELSIM_CHECK(spec.qps > 0 && std::isfinite(spec.qps), "rescaling a trace needs a positive, finite rate");
+    const double t0 = t.front();
+    const double span = t.back() - t0;
+    if (n > 1 && span > 0) {
+      const double scale = static_cast<double>(n - 1) / spec.qps / span;
+      for (Request& r : w.requests) r.arrival_s = (r.arrival_s - t0) * scale;
     }
   }
   return w;

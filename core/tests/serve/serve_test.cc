@@ -335,8 +335,15 @@ TEST(Serve, FindMaxQpsBracketsTheSloRate) {
   // Half again the rate overloads the replica: the queue, and with it the p99 TTFT, grows.
   s.qps = 1.5 * found.qps;
   EXPECT_GT(simulate_serving(costs, generate_workload(s), c).ttft.p99, 0.5);
+  EXPECT_DOUBLE_EQ(found.qps_per_replica, found.qps);  // one replica of one GPU
+  EXPECT_DOUBLE_EQ(found.qps_per_gpu, found.qps);
   c.slo_ttft_s = 0.0;
   EXPECT_THROW(find_max_qps(costs, s, c), ConfigError);
+  // 3 requests/s per replica: 9/s takes 3 replicas, 10/s four.
+  MaxQpsResult three;
+  three.qps_per_replica = 3.0;
+  EXPECT_EQ(replicas_for_rate(three, 9.0), 3);
+  EXPECT_EQ(replicas_for_rate(three, 10.0), 4);
 }
 
 TEST(Workload, PoissonRateAndSeed) {
@@ -388,6 +395,12 @@ TEST(Workload, LognormalFitAndTraceChecks) {
   EXPECT_EQ(l.min, 1);
   EXPECT_EQ(l.max, 100);
   WorkloadSpec s;
+  // A trace at 0.5 requests/s (3 requests over 4 s) replayed at 2/s: times x 1/4, from 0.
+  s.qps = 2.0;
+  const Workload fast = workload_from_arrays({10.0, 12.0, 14.0}, {5, 5, 5}, {5, 5, 5}, {}, {}, 0, s, true);
+  EXPECT_DOUBLE_EQ(fast.requests[1].arrival_s, 0.5);
+  EXPECT_DOUBLE_EQ(fast.requests[2].arrival_s, 1.0);
+  EXPECT_DOUBLE_EQ(workload_from_arrays({10.0, 12.0}, {5, 5}, {5, 5}, {}, {}, 0, s).requests[1].arrival_s, 12.0);
   EXPECT_THROW(workload_from_arrays({0.0, -1.0}, {5, 5}, {5, 5}, {}, {}, 0, s), ConfigError);
   EXPECT_THROW(workload_from_arrays({1.0, 0.5}, {5, 5}, {5, 5}, {}, {}, 0, s), ConfigError);
   EXPECT_THROW(workload_from_arrays({}, {5, 0}, {5, 5}, {}, {}, 0, s), ConfigError);

@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 import time
 from typing import Any
 
+from accel_sim.cli.progress import Progress
 from accel_sim.cli.train import RECOMPUTE, add_run_args, estimate_dict, layout_dict, run_inputs
 
 _BINARY = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -81,27 +81,6 @@ def _space(args: argparse.Namespace, spec: Any, gpus: int, global_batch: int) ->
     return space
 
 
-class _Progress:
-    """A one-line progress bar on stderr for searches longer than a second."""
-
-    def __init__(self, label: str, quiet: bool) -> None:
-        self.label, self.quiet, self.start, self.shown = label, quiet or not sys.stderr.isatty(), time.monotonic(), False
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.quiet or time.monotonic() - self.start < 1.0 or total <= 0:
-            return
-        frac = min(1.0, done / total)
-        bar = "#" * int(30 * frac)
-        sys.stderr.write(f"\r{self.label} [{bar:<30}] {frac * 100:5.1f}%")
-        sys.stderr.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r" + " " * (len(self.label) + 40) + "\r")
-            sys.stderr.flush()
-
-
 def _candidate_dict(c: Any) -> dict:
     return {"layout": layout_dict(c.layout, c.recompute.name)} | estimate_dict(c.estimate)
 
@@ -144,7 +123,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         run = run_inputs(args, entry.spec.device)
         for gpus in args.gpus:
             space = _space(args, run.spec, gpus, global_batch)
-            progress = _Progress(f"plan {run.spec.name} on {gpus} x {entry.spec.id}", args.quiet or args.json)
+            progress = Progress(f"plan {run.spec.name} on {gpus} x {entry.spec.id}", args.quiet or args.json)
             start = time.perf_counter()
             try:
                 result = _core.plan_training(run.spec, run.base, space, run.device, entry.spec, run.options,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import sys
-import time
 from typing import Any
+
+from accel_sim.cli.progress import Progress
 
 SCHEDULERS = ("vllm", "sarathi", "orca", "static")
 ROUTERS = ("round-robin", "least-outstanding")
@@ -54,6 +54,7 @@ def add_parser(sub: Any) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--device", default="h100", help="device of every replica (default: h100)")
     g.add_argument("--devices", help="comma-separated devices: a capacity table, one row per device")
+    p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file (docs/formats/device.md); repeatable")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs per replica (default: 1)")
     p.add_argument("--pp", type=int, default=1, help="pipeline stages per replica (default: 1)")
     p.add_argument("--replicas", type=int, default=1, help="model replicas behind the router (default: 1)")
@@ -101,30 +102,6 @@ def add_parser(sub: Any) -> None:
     o.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-class _Progress:
-    """A one-line progress bar on stderr, shown after a second."""
-
-    def __init__(self, label: str, quiet: bool) -> None:
-        self.label, self.quiet, self.start, self.shown = label, quiet or not sys.stderr.isatty(), time.monotonic(), False
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.quiet or time.monotonic() - self.start < 1.0:
-            return
-        if total > 0:
-            frac = min(1.0, done / total)
-            text = f"[{'#' * int(30 * frac):<30}] {frac * 100:5.1f}%"
-        else:
-            text = f"trial {done}"
-        sys.stderr.write(f"\r{self.label} {text}")
-        sys.stderr.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r" + " " * (len(self.label) + 45) + "\r")
-            sys.stderr.flush()
-
-
 def _system_for(device_id: str, name: str | None) -> Any:
     from accel_sim.errors import UsageError
     from accel_sim.io.system_file import builtin_systems, resolve_system
@@ -168,9 +145,6 @@ def _workload(args: argparse.Namespace) -> tuple[Any, Any]:
     arrivals = list(t.arrival_s) if t.arrival_s is not None else []
     if not arrivals and args.qps is None:
         raise UsageError(f"{args.workload} has no timestamps: give --qps for its arrivals")
-    if arrivals and args.qps is not None and arrivals[-1] > 0:
-        scale = (len(arrivals) - 1) / args.qps / arrivals[-1]  # the trace's mean rate becomes --qps
-        arrivals = [a * scale for a in arrivals]
     hashes, offsets = [], []
     if t.block_hashes is not None:
         offsets.append(0)
@@ -178,7 +152,9 @@ def _workload(args: argparse.Namespace) -> tuple[Any, Any]:
             hashes.extend(h)
             offsets.append(len(hashes))
     try:
-        w = _core.workload_from_arrays(arrivals, t.input_len, t.output_len, hashes, offsets, t.hash_block_tokens, spec)
+        # With --qps, the trace's timestamps are rescaled to that mean rate.
+        w = _core.workload_from_arrays(arrivals, t.input_len, t.output_len, hashes, offsets, t.hash_block_tokens, spec,
+                                       bool(arrivals) and args.qps is not None)
     except ValueError as err:
         raise UsageError(f"{args.workload}: {err}") from None
     return spec, w
@@ -227,11 +203,7 @@ def _config(args: argparse.Namespace, replica: Any, device: Any) -> Any:
     if args.disaggregate:
         if not 0 < args.disaggregate < args.replicas:
             raise UsageError(f"--disaggregate {args.disaggregate}: needs at least one prefill and one decode replica of --replicas {args.replicas}")
-        c.prefill_replicas = args.disaggregate
-        system = replica.system
-        # Each GPU of a replica sends its share over its NICs (the system file's scale-out fabric).
-        c.kv_transfer_bytes_per_s = (system.scaleout.bandwidth_bytes_per_s * system.scaleout.efficiency
-                                     * system.nics_per_gpu * args.tp * args.pp)
+        c.prefill_replicas = args.disaggregate  # the KV cache moves over the system's NICs (the core's default)
     if args.slo_ttft_p99:
         c.slo_ttft_s = parse_duration(args.slo_ttft_p99)
     if args.slo_tpot_p99:
@@ -281,7 +253,7 @@ def _render(r: Any, args: argparse.Namespace, head: str, memory: Any, qps: float
         print(f"  {name:<12} " + " ".join(f"{_ms(v):>11}" for v in (p.mean, p.p50, p.p90, p.p99, p.max)))
     print()
     print(f"  throughput    {r.requests_per_s:,.2f} requests/s · {r.output_tokens_per_s:,.0f} output tokens/s · "
-          f"{r.total_tokens_per_s:,.0f} tokens/s in+out · {r.output_tokens_per_s / max(r.gpus, 1):,.0f} output tokens/s/GPU")
+          f"{r.total_tokens_per_s:,.0f} tokens/s in+out · {r.output_tokens_per_s_per_gpu:,.0f} output tokens/s/GPU")
     if args.slo_ttft_p99 or args.slo_tpot_p99:
         print(f"  goodput       {r.goodput_requests_per_s:,.2f} requests/s meet the SLOs ({r.slo_attainment * 100:.1f}% of requests)")
     print(f"  KV cache      {r.kv_utilization_mean * 100:.0f}% used on average, {r.kv_utilization_max * 100:.0f}% at most · "
@@ -304,26 +276,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError("--devices names no device")
     if args.find_max_qps and not (args.slo_ttft_p99 or args.slo_tpot_p99):
         raise UsageError("--find-max-qps needs --slo-ttft-p99 and/or --slo-tpot-p99")
+    if args.trace and len(devices) > 1:
+        raise UsageError("--trace writes one deployment's steps: give one --device")
     wspec, workload = _workload(args)
     rows, failed = [], []
     for name in devices:
-        device = resolve_device(name).spec
+        device = resolve_device(name, args.device_file).spec
         replica = _replica(args, device)
         config = _config(args, replica, device)
         try:
             costs = _core.IterationModel(spec, device, replica)
             label = f"serve {spec.name} on {device.id}"
-            progress = _Progress(label, args.quiet or args.json)
+            progress = Progress(label, args.quiet or args.json)
             try:
                 if args.find_max_qps:
                     found = _core.find_max_qps(costs, wspec, config, progress)
-                    result, qps = found.at_max, found.qps
+                    result = found.at_max
                     if found.unbounded:
-                        print(f"note: {device.id} meets the SLOs at every rate tried; {qps:,.0f} requests/s is a lower bound",
+                        print(f"note: {device.id} meets the SLOs at every rate tried; {found.qps:,.0f} requests/s is a lower bound",
                               file=sys.stderr)
                 else:
                     w = workload if workload is not None else _core.generate_workload(wspec)
-                    result, qps = _core.simulate_serving(costs, w, config, progress), None
+                    result, found = _core.simulate_serving(costs, w, config, progress), None
             finally:
                 progress.close()
         except ValueError as err:
@@ -331,7 +305,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 raise UsageError(f"{device.id}: {err}") from None
             failed.append((device, str(err)))  # a capacity table keeps going: this device gets a row saying why
             continue
-        rows.append((device, costs, result, qps))
+        rows.append((device, costs, result, found))
         if args.trace and len(devices) == 1:
             from accel_sim.report.serve_timeline import write_serve_trace
 
@@ -343,23 +317,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
                "slo": {"ttft_p99_s": parse_duration(args.slo_ttft_p99) if args.slo_ttft_p99 else None,
                        "tpot_p99_s": parse_duration(args.slo_tpot_p99) if args.slo_tpot_p99 else None},
                "results": []}
-        for device, costs, r, qps in rows:
+        for device, costs, r, found in rows:
             m = costs.memory
-            out["results"].append({"device": device.id, "max_qps": qps, "memory_per_gpu": {
+            out["results"].append({"device": device.id, "max_qps": found.qps if found else None,
+                                   "max_qps_per_gpu": found.qps_per_gpu if found else None, "memory_per_gpu": {
                 "weights_bytes": m.weight_bytes, "activations_bytes": m.activation_bytes, "kv_cache_bytes": m.kv_bytes,
                 "kv_blocks_per_engine": m.kv_blocks}} | result_dict(r))
         out["results"] += [{"device": device.id, "error": why} for device, why in failed]
         print(json.dumps(out, indent=1, allow_nan=False, default=lambda v: None))
         return 0
     scheduler = args.scheduler + (f" chunk {args.chunk}" if args.scheduler == "sarathi" else "")
-    for device, costs, r, qps in rows:
+    for device, costs, r, found in rows:
         head = (f"accel-sim serve · {spec.name} on {args.replicas} x {args.tp * args.pp} {device.name}"
                 + (f" (TP {args.tp}" + (f" PP {args.pp}" if args.pp > 1 else "") + ")" if args.tp * args.pp > 1 else "")
                 + f" · {scheduler} · " + (f"{args.disaggregate} prefill + {args.replicas - args.disaggregate} decode replicas · "
                                           if args.disaggregate else "")
                 + (f"{args.qps:g} requests/s" if args.qps and not args.find_max_qps else "rate searched"
                    if args.find_max_qps else "trace timestamps"))
-        _render(r, args, head, costs.memory, qps)
+        _render(r, args, head, costs.memory, found.qps if found else None)
         if len(rows) > 1:
             print()
     if len(devices) > 1:
@@ -374,12 +349,12 @@ def _capacity_table(rows: list, args: argparse.Namespace) -> None:
     target = args.qps
     print(f"  {'device':<12} {'requests/s':>11} {'per GPU':>9} {'TTFT p99':>10} {'TPOT p99':>10} {'$/1M out':>9}"
           + (f" {'replicas for ' + format(target, 'g') + '/s':>18}" if target and args.find_max_qps else ""))
-    for device, _costs, r, qps in rows:
-        rate = qps if qps is not None else r.requests_per_s
-        per_gpu = rate / max(r.gpus, 1)
+    from accel_sim import _core
+
+    for device, _costs, r, found in rows:
+        rate, per_gpu = (found.qps, found.qps_per_gpu) if found is not None else (r.requests_per_s, r.requests_per_s / r.gpus)
         cost = f"{r.cost_per_million_output_tokens_usd:,.2f}" if r.cost_per_million_output_tokens_usd else "n/a"
         line = (f"  {device.id:<12} {rate:>11,.2f} {per_gpu:>9,.3f} {_ms(r.ttft.p99):>10} {_ms(r.tpot.p99):>10} {cost:>9}")
-        if target and args.find_max_qps:
-            per_replica = rate / args.replicas
-            line += f" {math.ceil(target / per_replica) if per_replica > 0 else 'none':>18}"
+        if target and found is not None:
+            line += f" {_core.replicas_for_rate(found, target) or 'none':>18}"
         print(line)

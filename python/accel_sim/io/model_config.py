@@ -327,18 +327,8 @@ def _gpt2_as_common(config: dict, where: str) -> dict:
 
 def _gptj_as_common(config: dict, where: str) -> dict:
     """GPT-J's config names (GPTJConfig: n_embd, n_layer, n_inner, ...) in the common spelling."""
-    hidden = _int(config, "n_embd", where)
-    inner = config.get("n_inner")
-    return {
-        **config,
-        "hidden_size": hidden,
-        "num_hidden_layers": _int(config, "n_layer", where),
-        "num_attention_heads": _int(config, "n_head", where),
-        "intermediate_size": inner if inner is not None else 4 * hidden,
-        "max_position_embeddings": _int(config, "n_positions", where),
-        "hidden_act": config.get("activation_function", "gelu_new"),
-        "tie_word_embeddings": bool(config.get("tie_word_embeddings", False)),
-    }
+    # GPT-2's names, but embeddings untied unless the config says otherwise (GPTJConfig's default).
+    return {**_gpt2_as_common(config, where), "tie_word_embeddings": bool(config.get("tie_word_embeddings", False))}
 
 
 def _falcon_as_common(config: dict, where: str) -> dict:
