@@ -129,3 +129,4 @@ def test_schedulers_and_disaggregation_run():
     assert fp8["kv_blocks_per_engine"] > 2 * bf16["kv_blocks_per_engine"]
     bad = run_cli("serve", "--model", "llama-3-8b", "--qps", "1", "--replicas", "2", "--disaggregate", "2")
     assert bad.returncode == 2 and "prefill" in bad.stderr
+

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -414,7 +415,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from accel_sim import _core
         from accel_sim.errors import UsageError
 
-        return _COMMANDS[args.command](args)
+        code = _COMMANDS[args.command](args)
+        sys.stdout.flush()  # inside the try: a reader that left is met here, not at exit
+        return code
+    except BrokenPipeError:
+        # The reader went away (`accel-sim ... | head`): stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as e:  # noqa: BLE001 - usage errors become one line; the rest keeps its traceback
         from accel_sim import _core
         from accel_sim.errors import UsageError
