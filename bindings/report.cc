@@ -8,6 +8,7 @@
 #include "accelsim/fit.h"
 #include "accelsim/kernel_query.h"
 #include "accelsim/regression.h"
+#include "accelsim/timeline.h"
 #include "bindings.h"
 
 namespace nb = nanobind;
@@ -145,6 +146,44 @@ void bind_report(nb::module_& m) {
   // The probe calls back into Python (a build or a capture): the GIL stays held.
   m.def("largest_fitting", &largest_fitting, nb::arg("peak_at"), nb::arg("capacity_bytes"),
         nb::arg("max_value"));
+
+  nb::enum_<Stream>(m, "Stream")
+      .value("compute", Stream::compute)
+      .value("communication", Stream::communication);
+  nb::class_<TimelineSpan>(m, "TimelineSpan")
+      .def_ro("node", &TimelineSpan::node)
+      .def_ro("micro_batch", &TimelineSpan::micro_batch)
+      .def_ro("stream", &TimelineSpan::stream)
+      .def_ro("start_s", &TimelineSpan::start_s)
+      .def_ro("end_s", &TimelineSpan::end_s);
+  nb::class_<MemorySample>(m, "MemorySample")
+      .def_ro("t_s", &MemorySample::t_s)
+      .def_ro("live_bytes", &MemorySample::live_bytes);
+  nb::class_<ExecutionTimeline>(m, "ExecutionTimeline")
+      .def_ro("spans", &ExecutionTimeline::spans)
+      .def_ro("memory", &ExecutionTimeline::memory)
+      .def_ro("latency_s", &ExecutionTimeline::latency_s);
+  m.def("execution_timeline", &execution_timeline, nb::arg("graph"), nb::arg("result"), nb::arg("options"));
+  m.def("downsample_memory", &downsample_memory, nb::arg("memory"), nb::arg("max_points"));
+  nb::class_<RooflineCeiling>(m, "RooflineCeiling")
+      .def_ro("unit", &RooflineCeiling::unit)
+      .def_ro("flops_per_s", &RooflineCeiling::flops_per_s)
+      .def_ro("ridge_intensity", &RooflineCeiling::ridge_intensity);
+  nb::class_<RooflinePoint>(m, "RooflinePoint")
+      .def_ro("node", &RooflinePoint::node)
+      .def_ro("flops", &RooflinePoint::flops)
+      .def_ro("bytes", &RooflinePoint::bytes)
+      .def_ro("time_s", &RooflinePoint::time_s)
+      .def_ro("intensity", &RooflinePoint::intensity)
+      .def_ro("achieved_flops_per_s", &RooflinePoint::achieved_flops_per_s)
+      .def_ro("unit", &RooflinePoint::unit)
+      .def_ro("bound", &RooflinePoint::bound);
+  nb::class_<RooflineChart>(m, "RooflineChart")
+      .def_ro("bandwidth_bytes_per_s", &RooflineChart::bandwidth_bytes_per_s)
+      .def_ro("ceilings", &RooflineChart::ceilings)
+      .def_ro("points", &RooflineChart::points);
+  m.def("roofline_chart", &roofline_chart, nb::arg("graph"), nb::arg("result"), nb::arg("device"),
+        nb::arg("cost"));
 }
 
 }  // namespace accelsim::bindings

@@ -405,6 +405,18 @@ class SimulationReport:
             )
         return rows
 
+    @cached_property
+    def timeline(self) -> Any:
+        """The run as it executes, from the core: spans per stream (every micro-batch) and live
+        memory over time (`accel_sim._core.ExecutionTimeline`)."""
+        return _core.execution_timeline(self.graph, self.result, self.options)
+
+    @cached_property
+    def roofline(self) -> Any:
+        """The device's roofline with every op placed by arithmetic intensity and achieved FLOP/s,
+        from the core (`accel_sim._core.RooflineChart`)."""
+        return _core.roofline_chart(self.graph, self.result, self.device.spec, self.options.cost)
+
     def groups(self, by: str = "op") -> list[Any]:
         """Time grouped by `op`, `op_class`, `module`, `layer` or `module_type`, largest first."""
         if by not in _GROUPINGS:

@@ -79,6 +79,7 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
                    help="free activations right after their last use (as torch.compile plans memory) instead of when the eager program drops them")
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file (docs/formats/device.md); repeatable")
     p.add_argument("--json", action="store_true", help="print the result as JSON (docs/formats/report.md)")
+    p.add_argument("--quiet", action="store_true", help="no status lines or progress on stderr")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -94,10 +95,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="h100", help="device name or alias (default: h100); see `accel-sim devices`")
     p.add_argument("--top", type=int, default=10, help="rows per breakdown table (default: 10)")
     p.add_argument("--no-ops", action="store_true", help="with --json: leave out the per-op rows")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report (roofline, timeline, memory, breakdowns)")
+    p.add_argument("--trace", metavar="FILE", help="also write the timeline as a Perfetto / Chrome trace (JSON)")
 
     p = sub.add_parser("compare", help="the same model on several devices, with a verdict")
     _add_simulation_args(p)
     p.add_argument("--devices", required=True, help="comma-separated device names, e.g. v100,a100,h100")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report with the devices side by side")
 
     p = sub.add_parser("check", help="CI gate: fail when latency or peak memory grew past a limit")
     _add_simulation_args(p)
@@ -116,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd", "none"), default="adamw", help="with --train (default: adamw)")
     p.add_argument("--precision", choices=("bf16-mixed", "fp16-mixed"), help="with --train: torch.autocast mixed precision")
     p.add_argument("--json", action="store_true", help="print a summary of the written graph as JSON")
+    p.add_argument("--quiet", action="store_true", help="no status line on stderr")
 
     p = sub.add_parser("models", help="list the shipped model configs (params, family, builder support)")
     p.add_argument("--json", action="store_true", help="print as JSON")
@@ -133,8 +138,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _status(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+def _status(message: str, quiet: bool = False) -> None:
+    if not quiet:
+        print(message, file=sys.stderr, flush=True)
 
 
 def _layout(args: argparse.Namespace) -> tuple[Any, list[Any]]:
@@ -215,7 +221,7 @@ def _load(args: argparse.Namespace) -> Any:
         raise UsageError("--precision fp8-mixed applies to --model (the builder's Transformer Engine-style fp8 GEMMs); "
                          "torch.autocast has no fp8 mode for a captured script")
     if Path(args.target).suffix == ".py":
-        _status(f"capturing {args.target}{' (training step)' if args.train else ''} ...")
+        _status(f"capturing {args.target}{' (training step)' if args.train else ''} ...", args.quiet)
     mixed = precision if precision and precision.endswith("-mixed") else None
     dtype = args.dtype or (precision if precision and not mixed else None)
     return load_target(args.target, dtype=dtype, train=args.train, optimizer=args.optimizer, autocast=mixed,
@@ -230,10 +236,22 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     common = _common(args)
     common.pop("dtype")
     report = accel_sim.simulate(graph, device=args.device, **common)
+    if args.html:
+        from accel_sim.report.html_report import simulation_html, write_html
+
+        write_html(args.html, simulation_html(report))
+    if args.trace:
+        from accel_sim.report.sim_trace import write_simulation_trace
+
+        write_simulation_trace(args.trace, report)
     if args.json:
         print(json.dumps(report.to_dict(include_ops=not args.no_ops), indent=1))
     else:
         print(simulation_text(report, top=args.top))
+        written = [f"  wrote {what}: {path}" for path, what in ((args.html, "HTML report"),
+                                                             (args.trace, "trace (open it in ui.perfetto.dev)")) if path]
+        if written:
+            print("\n" + "\n".join(written))
     return 0
 
 
@@ -246,7 +264,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     common = _common(args)
     common.pop("dtype")
     result = accel_sim.compare(graph, devices=devices, **common)
+    if args.html:
+        from accel_sim.report.html_report import comparison_html, write_html
+
+        write_html(args.html, comparison_html(result))
     print(json.dumps(result.to_dict(), indent=1) if args.json else comparison_text(result))
+    if args.html and not args.json:
+        print(f"\n  wrote HTML report: {args.html}")
     return 0
 
 
@@ -318,7 +342,7 @@ def _cmd_capture(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.script}: capture takes a Python script with get_model()")
     if args.precision and not args.train:
         raise UsageError("--precision applies to a training step (--train)")
-    _status(f"capturing {args.script}{' (training step)' if args.train else ''} ...")
+    _status(f"capturing {args.script}{' (training step)' if args.train else ''} ...", args.quiet)
     graph = load_target(args.script, dtype=args.dtype, train=args.train, optimizer=args.optimizer,
                         autocast=args.precision)
     save_graph(graph, args.output)
