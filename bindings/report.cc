@@ -1,5 +1,6 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/function.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -164,6 +165,7 @@ void bind_report(nb::module_& m) {
       .def_ro("memory", &ExecutionTimeline::memory)
       .def_ro("latency_s", &ExecutionTimeline::latency_s);
   m.def("execution_timeline", &execution_timeline, nb::arg("graph"), nb::arg("result"), nb::arg("options"));
+  m.def("empirical_cdf", &empirical_cdf, nb::arg("values"), nb::arg("max_points"));
   m.def("downsample_memory", &downsample_memory, nb::arg("memory"), nb::arg("max_points"));
   nb::class_<RooflineCeiling>(m, "RooflineCeiling")
       .def_ro("unit", &RooflineCeiling::unit)

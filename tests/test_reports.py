@@ -159,3 +159,42 @@ def test_html_and_trace_paths_are_checked(capsys, tmp_path: Path):
     assert code == 2 and "--html writes an .html file" in err
     code, _, err = _run(capsys, "simulate", "--model", "gpt2", "--trace", str(tmp_path / "missing" / "t.json"))
     assert code == 2 and "cannot write trace" in err
+
+
+def test_train_html_draws_the_pipeline(capsys, tmp_path: Path):
+    report = tmp_path / "train.html"
+    code, _, _ = _run(capsys, "train", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "16", "--tp", "2",
+                      "--pp", "4", "--dp", "2", "--seq", "4096", "--microbatch", "1", "--global-batch", "16",
+                      "--html", str(report))
+    assert code == 0
+    doc = report.read_text()
+    # 1F1B over 4 stages, 16 / 2 = 8 micro-batches: each stage runs 8 forwards and 8 backwards.
+    assert 'data-stages="4"' in doc
+    for s in range(4):
+        lane = re.search(rf'<g class="lane" data-lane="stage {s}" data-spans="(\d+)">', doc)
+        assert lane and int(lane.group(1)) == 16
+    assert all(u.startswith("#") for u in _attr_urls(doc))
+
+
+def test_plan_html_lists_the_best_configurations(capsys, tmp_path: Path):
+    report = tmp_path / "plan.html"
+    code, _, _ = _run(capsys, "plan", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8,16", "--seq", "4096",
+                      "--global-batch", "64", "--top", "3", "--quiet", "--html", str(report))
+    assert code == 0
+    doc = report.read_text()
+    assert doc.count('<table class="sortable plan-best">') == 2  # one per cluster size
+    assert doc.count('<circle cx=') >= 4  # the sweep plot: days and MFU at 8 and 16 GPUs
+
+
+def test_serve_html_has_a_cdf_per_device(capsys, tmp_path: Path):
+    report = tmp_path / "serve.html"
+    code, _, _ = _run(capsys, "serve", "--model", "llama-3-8b", "--devices", "h100,a100", "--qps", "4",
+                      "--requests", "200", "--quiet", "--html", str(report))
+    assert code == 0
+    doc = report.read_text()
+    for cls in ("cdf-ttft", "cdf-e2e"):
+        svg = re.search(rf'<svg[^>]*class="chart cdf {cls}"[^>]*>(.*?)</svg>', doc, re.S)
+        assert svg and svg.group(1).count('<polyline class="series"') == 2
+        # 200 requests, all complete: a point per request (fewer than the 400 a CDF keeps).
+        counts = [int(n) for n in re.findall(r'data-points="(\d+)"', svg.group(1))]
+        assert counts == [200, 200]

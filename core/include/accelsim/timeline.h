@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "accelsim/cost_model.h"
@@ -59,6 +60,11 @@ ExecutionTimeline execution_timeline(const Graph& graph, const SimulationResult&
 // the peak survives exactly. Returns `memory` itself when it is short enough.
 std::vector<MemorySample> downsample_memory(const std::vector<MemorySample>& memory,
                                             size_t max_points);
+
+// The empirical CDF of `values` for a chart (NaNs, e.g. requests that did not complete, left
+// out): (value, fraction of values <= it) at the sorted values, thinned to at most `max_points`
+// (max_points >= 2) by keeping evenly spaced ranks and always the smallest and largest.
+std::vector<std::pair<double, double>> empirical_cdf(const std::vector<double>& values, size_t max_points);
 
 // A ceiling of the roofline: a peak compute rate and the arithmetic intensity (FLOP per byte of
 // memory traffic) where the bandwidth line meets it: ridge = flops_per_s / bandwidth.

@@ -1,6 +1,7 @@
 #include "accelsim/timeline.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "accelsim/error.h"
@@ -98,6 +99,29 @@ std::vector<MemorySample> downsample_memory(const std::vector<MemorySample>& mem
     }
   }
   out.push_back(memory.back());
+  return out;
+}
+
+std::vector<std::pair<double, double>> empirical_cdf(const std::vector<double>& values, size_t max_points) {
+  ACCELSIM_CHECK(max_points >= 2, "empirical_cdf keeps at least 2 points");
+  std::vector<double> sorted;
+  sorted.reserve(values.size());
+  for (double v : values) {
+    if (!std::isnan(v)) sorted.push_back(v);
+  }
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::pair<double, double>> out;
+  const size_t n = sorted.size();
+  if (n == 0) return out;
+  const size_t points = std::min(n, max_points);
+  out.reserve(points);
+  for (size_t k = 0; k < points; ++k) {
+    // Rank r (0-based) of the k-th kept point, evenly spaced from 0 to n - 1; the fraction of
+    // values <= sorted[r] counts ties up to the last equal value.
+    const size_t r = points == 1 ? n - 1 : (k * (n - 1)) / (points - 1);
+    const size_t last = static_cast<size_t>(std::upper_bound(sorted.begin(), sorted.end(), sorted[r]) - sorted.begin());
+    out.emplace_back(sorted[r], static_cast<double>(last) / static_cast<double>(n));
+  }
   return out;
 }
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "accelsim/error.h"
 #include "testing/graph_builder.h"
 #include "testing/round_device.h"
@@ -133,6 +135,28 @@ TEST(TimelineTest, DownsampleKeepsEndsAndThePeak) {
   EXPECT_EQ(peak, 5000);
   EXPECT_EQ(downsample_memory(d, 50).size(), d.size());  // short enough: unchanged
   EXPECT_THROW(downsample_memory(m, 3), ConfigError);
+}
+
+TEST(TimelineTest, EmpiricalCdfCountsTiesAndSkipsNaN) {
+  const double nan = std::nan("");
+  // Sorted: 1 2 2 4 (NaN left out): P(<=1) = 1/4, P(<=2) = 3/4, P(<=4) = 1.
+  const auto cdf = empirical_cdf({4.0, nan, 2.0, 1.0, 2.0}, 100);
+  ASSERT_EQ(cdf.size(), 4u);
+  EXPECT_DOUBLE_EQ(cdf[0].first, 1.0);
+  EXPECT_DOUBLE_EQ(cdf[0].second, 0.25);
+  EXPECT_DOUBLE_EQ(cdf[1].second, 0.75);
+  EXPECT_DOUBLE_EQ(cdf[2].second, 0.75);
+  EXPECT_DOUBLE_EQ(cdf[3].first, 4.0);
+  EXPECT_DOUBLE_EQ(cdf[3].second, 1.0);
+  // 1001 values 0..1000 thinned to 11 points: ranks 0, 100, ..., 1000.
+  std::vector<double> v;
+  for (int i = 0; i <= 1000; ++i) v.push_back(1000 - i);
+  const auto thin = empirical_cdf(v, 11);
+  ASSERT_EQ(thin.size(), 11u);
+  EXPECT_DOUBLE_EQ(thin[5].first, 500.0);
+  EXPECT_DOUBLE_EQ(thin[5].second, 501.0 / 1001.0);
+  EXPECT_DOUBLE_EQ(thin.back().second, 1.0);
+  EXPECT_TRUE(empirical_cdf({nan}, 10).empty());
 }
 
 TEST(TimelineTest, RooflinePlacesEachOpByIntensityAndAchievedRate) {

@@ -53,6 +53,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--train-tokens", type=lambda t: _count(t, _DECIMAL, "token count"), default=1e12,
                    help="tokens of the whole run, for time-to-train (decimal suffixes: 15T = 15e12; default: 1T)")
     p.add_argument("--plot", metavar="FILE.svg|FILE.html", help="with several GPU counts or systems: time-to-train and MFU vs GPUs")
+    p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report: the best configurations, what was pruned, and the sweep's plot")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_run_args(p)
 
@@ -146,6 +147,20 @@ def cmd_plan(args: argparse.Namespace) -> int:
         _print_sweep(runs, args, global_batch)
     else:
         _print_plan(*runs[0], args=args, global_batch=global_batch)
+    if args.html:
+        from accel_sim.report.html_report import write_html
+        from accel_sim.report.html_runs import plan_html
+        from accel_sim.report.plan_plot import plan_plot_svg
+
+        plot = None
+        if sweep and any(r.best for *_, r, _ in runs):
+            plot = plan_plot_svg([(entry.spec.name, gpus, r.best[0].estimate if r.best else None)
+                                  for entry, _, gpus, r, _ in runs], model=runs[0][1].spec.name,
+                                 train_tokens=args.train_tokens)
+        write_html(args.html, plan_html(runs, short=_short, candidate_dict=_candidate_dict,
+                                        train_tokens=args.train_tokens, plot_svg=plot))
+        if not args.json:
+            print(f"\n  report: {args.html}")
     if args.plot:
         from accel_sim.report.plan_plot import write_plan_plot
 

@@ -99,6 +99,7 @@ def add_parser(sub: Any) -> None:
     o.add_argument("--trace", metavar="FILE", help="write the first steps of every engine as a Perfetto / Chrome trace")
     o.add_argument("--trace-steps", type=int, default=20000, help="steps kept for --trace (default: 20000)")
     o.add_argument("--json", action="store_true", help="print JSON (docs/formats/report.md)")
+    o.add_argument("--html", metavar="FILE", help="write a self-contained HTML report: latency CDFs, percentiles, KV cache and queue over time")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -311,6 +312,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
             write_serve_trace(args.trace, result, replicas=args.replicas, engines_per_replica=args.pp,
                               title=f"{spec.name} on {args.replicas} x {args.tp * args.pp} {device.name}")
+    if args.html:
+        from accel_sim.report.html_report import write_html
+        from accel_sim.report.html_runs import serve_html
+
+        slo = {"ttft_p99_s": parse_duration(args.slo_ttft_p99) if args.slo_ttft_p99 else None,
+               "tpot_p99_s": parse_duration(args.slo_tpot_p99) if args.slo_tpot_p99 else None}
+        write_html(args.html, serve_html(model=spec.name, rows=rows, slo=slo,
+                                         subtitle=f"{args.scheduler} scheduler · {args.replicas} replica(s) · TP {args.tp} PP {args.pp}"))
     if args.json:
         out = {"schema": "accel-sim/serve", "version": 1, "model": spec.name, "scheduler": args.scheduler,
                "replicas": args.replicas, "tp": args.tp, "pp": args.pp,
@@ -341,6 +350,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         _capacity_table(rows, args)
         for device, why in failed:
             print(f"  {device.id:<12} cannot serve: {why}")
+    if args.html:
+        print(f"\n  report: {args.html}")
     return 0
 
 

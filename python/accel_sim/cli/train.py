@@ -96,6 +96,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--no-overlap", action="store_true", help="expose all data-parallel communication")
     p.add_argument("--recompute", choices=RECOMPUTE, default="none")
     p.add_argument("--trace", metavar="FILE", help="write the step's pipeline schedule as a Perfetto / Chrome trace (JSON)")
+    p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report: step breakdown, pipeline timeline, memory per GPU")
     add_run_args(p)
 
 
@@ -123,8 +124,16 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise UsageError(str(err)) from None
     if not e.feasible:
         raise UsageError(f"infeasible: {e.reason}")
+    title = f"{run.spec.name} on {args.gpus} x {run.device.name}"
     if args.trace:
-        write_step_trace(args.trace, e, layout, title=f"{run.spec.name} on {args.gpus} x {run.device.name}")
+        write_step_trace(args.trace, e, layout, title=title)
+    if args.html:
+        from accel_sim.report.html_report import write_html
+        from accel_sim.report.html_runs import train_html
+
+        schedule, tail = step_schedule(e, layout)
+        write_html(args.html, train_html(title=f"{title} ({entry.spec.name})", e=e, layout=layout_dict(layout, args.recompute),
+                                         schedule=schedule, tail=tail, device=run.device))
     result = {"schema": "accel-sim/train", "model": run.spec.name, "system": entry.spec.id, "device": run.device.id,
               "gpus": args.gpus, "seq": args.seq, "layout": layout_dict(layout, args.recompute)} | estimate_dict(e)
     if args.json:
@@ -145,22 +154,33 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"  (the heaviest stage, {e.stage_layers} layers; {schedule} schedule; see core/include/accelsim/training.h)")
     if args.trace:
         print(f"  trace        {args.trace} (open in ui.perfetto.dev)")
+    if args.html:
+        print(f"  report       {args.html}")
     return 0
 
 
-def write_step_trace(path: str, e: Any, layout: Any, *, title: str) -> None:
-    """One step as a Perfetto trace: the core's pipeline schedule of the micro-batches (each stage's
-    forward and backward split over its virtual stages), then the exposed data-parallel
-    communication and the optimizer on a track of their own."""
+def step_schedule(e: Any, layout: Any) -> tuple[Any, list[tuple[str, float, float]]]:
+    """The core's pipeline schedule of one step's micro-batches (each stage's forward and backward
+    split over its virtual stages), and the spans after it: the exposed data-parallel
+    communication, then the optimizer."""
     from accel_sim import _core
-    from accel_sim.errors import UsageError
-    from accel_sim.report.pipeline_trace import write_pipeline_trace
 
     v = layout.virtual_stages
     schedule = _core.schedule_pipeline(layout.pp, v, e.micro_batches, e.forward_s / v, e.backward_s / v, e.p2p_send_s)
     end = schedule.makespan_s
     tail = [("data-parallel communication (exposed)", end, end + e.dp_comm_s),
             ("optimizer", end + e.dp_comm_s, end + e.dp_comm_s + e.optimizer_s)]
+    return schedule, tail
+
+
+def write_step_trace(path: str, e: Any, layout: Any, *, title: str) -> None:
+    """One step as a Perfetto trace: the core's pipeline schedule of the micro-batches (each stage's
+    forward and backward split over its virtual stages), then the exposed data-parallel
+    communication and the optimizer on a track of their own."""
+    from accel_sim.errors import UsageError
+    from accel_sim.report.pipeline_trace import write_pipeline_trace
+
+    schedule, tail = step_schedule(e, layout)
     try:
         write_pipeline_trace(path, schedule, title=title, extra_tracks={"step end": tail},
                              metadata={"step_s": e.step_s, "layout": layout_dict(layout, "")})

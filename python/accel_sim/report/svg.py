@@ -247,7 +247,8 @@ def bar_chart(items: Sequence[tuple[str, float, str, str]], *, cls: str, title: 
     for i, (label, value, colour, tip) in enumerate(items):
         y = frame.y1 + i * (bar_height + 6)
         w = max(0.0, (frame.x1 - frame.x0) * value / top)
-        short = label if len(label) <= 34 else "…" + label[-33:]
+        room = max(8, int((label_width - 12) / 6.2))  # characters that fit at 11 px
+        short = label if len(label) <= room else "…" + label[-(room - 1):]
         out.append(f'<g class="bar"><title>{esc(tip)}</title>'
                    f'<text class="tick" x="{frame.x0 - 6}" y="{y + bar_height - 5}" text-anchor="end">{esc(short)}</text>'
                    f'<rect x="{frame.x0}" y="{y}" width="{w:.1f}" height="{bar_height}" fill="{colour}"/>'
