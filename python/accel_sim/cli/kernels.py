@@ -53,6 +53,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--data", metavar="FILE", help="kernel measurements (default: the shipped validation data)")
     p.add_argument("--e2e-data", metavar="FILE", help="whole-model measurements from `calibrate` (default: the shipped ones, if any)")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     p = sub.add_parser("calibrate", help="fit a device's kernel constants (micro-benchmarks on a local GPU, or --data)")
     p.add_argument("--device", required=True, help="device name or alias")
@@ -168,9 +169,22 @@ def _devices(ids: set[str]) -> dict[str, Any]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from accel_sim.cli.progress import Progress
+
+    progress = Progress("validate", args.quiet or args.json)
+    try:
+        return _validate(args, progress)
+    finally:
+        progress.close()
+
+
+def _validate(args: argparse.Namespace, progress: Any) -> int:
+    """`validate` in five stages (kernels, memory, collectives, training runs, serving), each
+    reported to `progress`."""
     from accel_sim import _core, validation
     from accel_sim.report.tables import table
 
+    stages = 5
     rows, skipped = validation.load_rows(args.data)
     end_to_end = validation.load_end_to_end(args.e2e_data)
     devices = _devices({r.device for r in rows} | {r["device"] for r in end_to_end})
@@ -181,6 +195,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from accel_sim.device import catalog
 
     unmeasured = sorted(e.spec.id for e in catalog().entries if e.spec.id not in devices)
+    progress(1, stages)
     memory_rows = validation.load_training_memory() if args.split in ("report", "all") else []
     memory = []
     for row in memory_rows:
@@ -188,9 +203,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         memory.append({**{k: row[k] for k in ("id", "device", "model", "batch", "seq", "grad_accum",
                                               "gradient_checkpointing", "measured_mib", "runtime_mib")},
                        **p, "error": _core.error_stats([p["predicted_mib"]], [float(row["measured_mib"])]).median_signed_error})
+    progress(2, stages)
     from accel_sim.cli.systems import collective_validation
 
     collectives = collective_validation()
+    progress(3, stages)
     runs = []
     if args.split in ("report", "all"):
         import csv as _csv
@@ -206,7 +223,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
                              "predicted_tokens_per_s_per_gpu": predicted,
                              "error": _core.error_stats([predicted], [measured]).median_signed_error if predicted else None,
                              "feasible": e.feasible, "reason": e.reason, "source": row["source"]})
+    progress(4, stages)
     serving = validation.serving_validation() if args.split in ("report", "all") else []
+    progress(5, stages)
+    progress.close()
     serving_summary = {}
     for kind in sorted({r["kind"] for r in serving}):
         rows_k = [r for r in serving if r["kind"] == kind]
