@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
 # Runs every test of accel-sim on a fresh machine: installs what the tests need, then the C++
 # unit tests (a Release build, and a Debug build under AddressSanitizer + UndefinedBehaviorSanitizer)
-# and the Python tests. Exits non-zero on the first failure.
+# and the Python tests. Exits non-zero on the first failure. Screenshots the browser tests keep
+# are left in build/test-artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# GoogleTest comes from Debian's packages.
-if [ ! -f /usr/include/gtest/gtest.h ]; then
+# From Debian's packages, only what is missing: GoogleTest for the C++ tests; Chromium, which
+# tests/browser.py drives headless to open the HTML reports, and fonts-liberation (Arial/Times/
+# Courier metrics) for their text -- fonts-dejavu-core comes anyway with fontconfig. Without
+# recommends: chromium's would add a printer dialog, a GL driver and a notification daemon.
+need=()
+[ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
+command -v chromium >/dev/null || command -v chromium-browser >/dev/null \
+  || command -v google-chrome >/dev/null || need+=(chromium)
+dpkg-query -W -f='${Status}' fonts-liberation 2>/dev/null | grep -q "ok installed" || need+=(fonts-liberation)
+if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" = 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq libgtest-dev >/dev/null
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
 # torch first and pinned: an open range on a machine without torch pulls a multi-GB CUDA build.

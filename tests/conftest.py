@@ -75,3 +75,30 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
         cwd=cwd or REPO,
         timeout=600,
     )
+
+
+# Headless Chromium (tests/browser.py). No browser: skipped on a developer machine, a failure
+# when CI is set. One browser per test module, a fresh tab per page.
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    from browser import require_chromium
+
+    return require_chromium()
+
+
+@pytest.fixture(scope="module")
+def chromium(chromium_path):
+    """A running headless Chromium (browser.Browser); open pages with `chromium.open(path)`."""
+    from browser import Browser
+
+    with Browser(chromium_path) as running:
+        yield running
+
+
+def pytest_terminal_summary(terminalreporter):
+    from browser import KEPT, artifact_dir
+
+    if KEPT:
+        terminalreporter.write_line(f"{len(KEPT)} browser screenshot(s) kept in {artifact_dir()}: "
+                                    + ", ".join(p.name for p in KEPT))
