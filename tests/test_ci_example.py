@@ -68,7 +68,7 @@ def _bash(script: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
     full_env = {**os.environ, **env, "TEST_PYTHON": sys.executable,
                 "PYTHONPATH": os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", prelude + script],
-                          env=full_env, cwd=cwd, capture_output=True, text=True, timeout=300)
+                          env=full_env, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
 
 
 def test_check_step_passes_fails_and_summarizes(workflow, tmp_path):

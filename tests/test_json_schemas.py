@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
@@ -74,19 +73,19 @@ RUNS = {
 
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory) -> dict:
-    """Each RUNS entry's parsed --json output, run once for the module."""
+    """Cache of each RUNS entry's parsed output (each command runs once per module), and the
+    hand-built graph file "simulate graph file" reads."""
     from conftest import mlp_graph
 
     graph = tmp_path_factory.mktemp("graph") / "mlp.json"
     graph.write_text(json.dumps(mlp_graph()))
-    return {}, graph
+    return {"{graph}": str(graph)}
 
 
-def _output(outputs, capsys, case: str):
-    cache, graph = outputs
-    if case not in cache:
-        cache[case] = _run(capsys, *[a.format(graph=graph) for a in RUNS[case][1]])
-    return cache[case]
+def _output(outputs: dict, capsys, case: str):
+    if case not in outputs:
+        outputs[case] = _run(capsys, *[a.replace("{graph}", outputs["{graph}"]) for a in RUNS[case][1]])
+    return outputs[case]
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
