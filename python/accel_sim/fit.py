@@ -40,7 +40,9 @@ class FitReport:
     probes: dict[int, int] = field(default_factory=dict)  # value -> allocator segments at the peak
 
     def to_dict(self) -> dict:
-        return {"axis": self.axis, "what": self.what, "limit": self.limit,
+        from accel_sim.report.json_report import SCHEMA_VERSION
+
+        return {"schema": "accel-sim/fit", "schema_version": SCHEMA_VERSION, "axis": self.axis, "what": self.what, "limit": self.limit,
                 "rows": [vars(r) for r in self.rows],
                 "probes": [{"value": v, "peak_bytes": p} for v, p in sorted(self.probes.items())]}
 

@@ -7,6 +7,7 @@ import argparse
 import json
 from typing import Any
 
+from accel_sim.report.json_report import SCHEMA_VERSION
 from accel_sim.validation import DTYPES as _CORE_DTYPES
 
 _DTYPES = tuple(_CORE_DTYPES)
@@ -141,6 +142,7 @@ def cmd_kernel(args: argparse.Namespace) -> int:
     tflops = e.achieved_flops_per_s / 1e12
     if args.json:
         print(json.dumps({
+            "schema": "accel-sim/kernel", "schema_version": SCHEMA_VERSION,
             "kernel": args.kernel_kind, "what": what, "device": spec.id, "dtype": args.dtype,
             "cost_model": args.cost_model, "time_s": e.time_s, "tflops": tflops,
             "bandwidth_bytes_per_s": e.achieved_bytes_per_s,
@@ -240,7 +242,7 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
                                   [r["measured_tokens_per_s_per_gpu"] for r in done])
     if args.json:
         print(json.dumps({
-            "schema": "accel-sim/validate", "rows": len(rows), "skipped": skipped, "collectives": collectives,
+            "schema": "accel-sim/validate", "schema_version": SCHEMA_VERSION, "rows": len(rows), "skipped": skipped, "collectives": collectives,
             "training_runs": runs,
             "training_runs_summary": {"rows": run_stats.rows, "median_abs_error": run_stats.median_abs_error,
                                       "max_abs_error": run_stats.max_abs_error,

@@ -26,6 +26,7 @@ from accel_sim.cli.train import add_parser as add_train_parser
 from accel_sim.cli.train import cmd_train
 from accel_sim.cli.kernels import cmd_calibrate, cmd_kernel, cmd_validate
 from accel_sim.io.model_config import KV_DTYPES, WEIGHT_DTYPES
+from accel_sim.report.json_report import SCHEMA_VERSION
 
 _DTYPES = ("fp32", "bf16", "fp16")
 _PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "fp8-mixed", "bf16", "fp16")
@@ -311,7 +312,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({
             "schema": "accel-sim/check",
-            "schema_version": 1,
+            "schema_version": SCHEMA_VERSION,
             "passed": not any(c.exceeded for c in checks),
             "checks": [
                 {"metric": c.metric, "baseline": c.baseline, "current": c.current,
@@ -349,7 +350,7 @@ def _cmd_capture(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({
             "schema": "accel-sim/capture",
-            "schema_version": 1,
+            "schema_version": SCHEMA_VERSION,
             "output": args.output,
             "name": graph["name"],
             "metadata": graph["metadata"],

@@ -11,6 +11,7 @@ from typing import Any
 
 from accel_sim.cli.progress import Progress
 from accel_sim.cli.train import RECOMPUTE, add_run_args, estimate_dict, layout_dict, run_inputs
+from accel_sim.report.json_report import SCHEMA_VERSION
 
 _BINARY = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _DECIMAL = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
@@ -136,7 +137,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             runs.append((entry, run, gpus, result, time.perf_counter() - start))
 
     if args.json:
-        out = [{"schema": "accel-sim/plan", "model": run.spec.name, "system": entry.spec.id, "device": run.device.id,
+        out = [{"schema": "accel-sim/plan", "schema_version": SCHEMA_VERSION, "model": run.spec.name, "system": entry.spec.id, "device": run.device.id,
                 "gpus": gpus, "seq": args.seq, "global_batch": global_batch, "search_s": secs,
                 "candidates": r.candidates, "evaluated": r.evaluated, "feasible": r.feasible, "profiles": r.profiles,
                 "best": [_candidate_dict(c) for c in r.best],

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from accel_sim.cli.progress import Progress
+from accel_sim.report.json_report import SCHEMA_VERSION
 
 SCHEDULERS = ("vllm", "sarathi", "orca", "static")
 ROUTERS = ("round-robin", "least-outstanding")
@@ -321,7 +322,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         write_html(args.html, serve_html(model=spec.name, rows=rows, slo=slo,
                                          subtitle=f"{args.scheduler} scheduler · {args.replicas} replica(s) · TP {args.tp} PP {args.pp}"))
     if args.json:
-        out = {"schema": "accel-sim/serve", "version": 1, "model": spec.name, "scheduler": args.scheduler,
+        out = {"schema": "accel-sim/serve", "schema_version": SCHEMA_VERSION, "model": spec.name, "scheduler": args.scheduler,
                "replicas": args.replicas, "tp": args.tp, "pp": args.pp,
                "slo": {"ttft_p99_s": parse_duration(args.slo_ttft_p99) if args.slo_ttft_p99 else None,
                        "tpot_p99_s": parse_duration(args.slo_tpot_p99) if args.slo_tpot_p99 else None},

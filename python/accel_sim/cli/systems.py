@@ -7,6 +7,8 @@ import json
 import re
 from typing import Any
 
+from accel_sim.report.json_report import SCHEMA_VERSION
+
 COLLECTIVES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
                "alltoall": "all_to_all", "broadcast": "broadcast", "sendrecv": "send_recv"}
 ALGORITHMS = ("automatic", "ring", "tree", "halving_doubling", "nvls", "hierarchical")
@@ -48,7 +50,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
         e = _core.estimate_collective(q, entry.spec)
     except ValueError as err:
         raise UsageError(str(err)) from None
-    result = {"schema": "accel-sim/collective", "system": entry.spec.id, "collective": COLLECTIVES[args.kernel_kind],
+    result = {"schema": "accel-sim/collective", "schema_version": SCHEMA_VERSION, "system": entry.spec.id, "collective": COLLECTIVES[args.kernel_kind],
               "bytes": args.bytes, "gpus": args.gpus, "algorithm": e.algorithm.name, "time_s": e.time_s,
               "algbw_gbs": e.algbw_bytes_per_s / 1e9, "busbw_gbs": e.busbw_bytes_per_s / 1e9,
               "crosses_domains": e.crosses_domains, "estimated_fields": list(entry.estimated)}

@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from accel_sim.report.json_report import SCHEMA_VERSION
+
 PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8-mixed", "bf16", "fp16", "fp32")
 RECOMPUTE = ("none", "selective", "full")
 
@@ -134,7 +136,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         schedule, tail = step_schedule(e, layout)
         write_html(args.html, train_html(title=f"{title} ({entry.spec.name})", e=e, layout=layout_dict(layout, args.recompute),
                                          schedule=schedule, tail=tail, device=run.device))
-    result = {"schema": "accel-sim/train", "model": run.spec.name, "system": entry.spec.id, "device": run.device.id,
+    result = {"schema": "accel-sim/train", "schema_version": SCHEMA_VERSION, "model": run.spec.name, "system": entry.spec.id, "device": run.device.id,
               "gpus": args.gpus, "seq": args.seq, "layout": layout_dict(layout, args.recompute)} | estimate_dict(e)
     if args.json:
         print(json.dumps(result, indent=1))

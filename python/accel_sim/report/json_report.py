@@ -1,4 +1,6 @@
-"""The `--json` objects of each command (schema: docs/formats/report.md)."""
+"""The `--json` objects of simulate and compare (docs/formats/report.md; JSON Schemas in
+docs/formats/schemas/). SCHEMA_VERSION is every command's `schema_version`: see the versioning
+rules in docs/formats/report.md before changing what any command prints."""
 
 from __future__ import annotations
 
