@@ -1,6 +1,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
 #include "accelsim/collective.h"
@@ -62,6 +63,16 @@ void bind_device(nb::module_& m) {
   m.def("peak_rate", &peak_rate, nb::arg("device"), nb::arg("dtype"), nb::arg("matrix_op"),
         nb::arg("allow_tf32") = false);
 
+  nb::enum_<DeviceParameter>(m, "DeviceParameter")
+      .value("peak_flops_per_s", DeviceParameter::peak_flops_per_s)
+      .value("memory_bandwidth_bytes_per_s", DeviceParameter::memory_bandwidth_bytes_per_s)
+      .value("memory_bytes", DeviceParameter::memory_bytes)
+      .value("clock_hz", DeviceParameter::clock_hz);
+  m.def("device_parameter_name", &device_parameter_name, nb::arg("parameter"));
+  m.def("device_parameters", &device_parameters);
+  m.def("with_device_parameter", &with_device_parameter, nb::arg("device"), nb::arg("parameter"),
+        nb::arg("value"), nb::arg("matmul_dtype") = DType::bf16, nb::arg("allow_tf32") = false);
+
   nb::class_<Fabric>(m, "Fabric")
       .def(nb::init<>())
       .def_rw("bandwidth_bytes_per_s", &Fabric::bandwidth_bytes_per_s)
@@ -117,6 +128,7 @@ void bind_device(nb::module_& m) {
       .def_rw("ranks_per_domain", &CommGroup::ranks_per_domain);
   m.def("place_groups", &place_groups, nb::arg("system"), nb::arg("inner_first"));
   m.def("busbw_factor", &busbw_factor, nb::arg("kind"), nb::arg("ranks"));
+  m.def("with_scaleup_bandwidth", &with_scaleup_bandwidth, nb::arg("system"), nb::arg("bytes_per_s"));
 }
 
 }  // namespace accelsim::bindings

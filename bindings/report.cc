@@ -68,6 +68,7 @@ void bind_report(nb::module_& m) {
       .def_ro("fastest_index", &Comparison::fastest_index)
       .def_ro("best_value_index", &Comparison::best_value_index);
   m.def("compare_devices", &compare_devices, nb::arg("results"), nb::arg("devices"));
+  m.def("dominant_bound", &dominant_bound, nb::arg("result"));
 
   nb::class_<MetricCheck>(m, "MetricCheck")
       .def_ro("metric", &MetricCheck::metric)

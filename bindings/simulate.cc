@@ -117,6 +117,7 @@ void bind_simulate(nb::module_& m) {
       .def_ro("compute_utilization", &SimulationResult::compute_utilization)
       .def_ro("bandwidth_utilization", &SimulationResult::bandwidth_utilization)
       .def_ro("reference_peak_flops_per_s", &SimulationResult::reference_peak_flops_per_s)
+      .def_ro("reference_dtype", &SimulationResult::reference_dtype)
       .def_ro("model_flops", &SimulationResult::model_flops)
       .def_ro("model_flops_utilization", &SimulationResult::model_flops_utilization)
       .def_ro("memory", &SimulationResult::memory)

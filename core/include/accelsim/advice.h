@@ -34,6 +34,10 @@ struct Hint {
 std::vector<Hint> advise(const Graph& graph, const SimulationResult& result,
                          const DeviceSpec& device);
 
+// The bound holding most of a run's time: compute when its compute-bound ops take at least as
+// long as its memory-bound ones, memory otherwise (launch overhead and communication aside).
+Bound dominant_bound(const SimulationResult& result);
+
 // Verdict over simulations of one graph on several devices (same order as `devices`).
 struct DeviceVerdict {
   std::string device_id;

@@ -103,6 +103,11 @@ struct CommGroup {
 std::pair<std::vector<CommGroup>, int64_t> place_groups(
     const SystemSpec& system, const std::vector<std::pair<std::string, int64_t>>& inner_first);
 
+// `system` with its scale-up fabric's bandwidth per GPU (NVLink-class links) set to `bytes_per_s`,
+// for a design sweep; its efficiency, latency and the NVLS bandwidth (a fraction of this one)
+// follow. REQUIRES: bytes_per_s positive and finite (ConfigError otherwise).
+SystemSpec with_scaleup_bandwidth(const SystemSpec& system, double bytes_per_s);
+
 // The busbw factor of nccl-tests for `kind` over `ranks`.
 double busbw_factor(CollectiveKind kind, int64_t ranks);
 

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "accelsim/dtype.h"
 
@@ -100,5 +102,33 @@ struct PeakRate {
 // When the device has no rate for that unit, falls back along a fixed chain (see device.cc)
 // and sets `fallback`, so reports can say which number was used.
 PeakRate peak_rate(const DeviceSpec& device, DType dtype, bool matrix_op, bool allow_tf32);
+
+// The numbers of a device that a design sweep varies (`accel-sim sweep --vary`), in SI units.
+enum class DeviceParameter : uint8_t {
+  peak_flops_per_s,              // the dense matrix peak of one dtype; every compute rate follows
+  memory_bandwidth_bytes_per_s,  // peak DRAM bandwidth
+  memory_bytes,                  // DRAM capacity
+  clock_hz,                      // core clock; compute rates and per-tile cycles follow
+};
+
+std::string_view device_parameter_name(DeviceParameter parameter);
+std::vector<DeviceParameter> device_parameters();  // all of them, in declaration order
+
+// `device` with one parameter set to `value` (positive and finite, else ConfigError), keeping the
+// part self-consistent:
+//   peak_flops_per_s: the matrix peak that a matmul of `matmul_dtype` runs at on `device`
+//     (peak_rate with `allow_tf32`, fallbacks included) becomes `value`, and every other compute
+//     rate (vector, matrix, every dtype) is scaled by the same factor, as a wider or faster chip
+//     of the same design would scale them all; the compute-unit count and clock stay, so the
+//     kernel model's tile waves are unchanged and each wave is faster.
+//   clock_hz: every compute rate is scaled by value / the device's clock, and the kernel model's
+//     per-tile overhead (cycles: KernelConstants::gemm_tile_overhead_s) by its inverse, as
+//     CostOptions::clock_hz does; memory bandwidth does not follow the core clock. ConfigError
+//     when the device file gives no clock.
+//   memory_bandwidth_bytes_per_s, memory_bytes: set; nothing else changes (the kernel model's
+//     efficiencies are fractions of the bandwidth, so they follow it).
+// ConfigError also when the device has no rate for `matmul_dtype` at all.
+DeviceSpec with_device_parameter(const DeviceSpec& device, DeviceParameter parameter, double value,
+                                 DType matmul_dtype = DType::bf16, bool allow_tf32 = false);
 
 }  // namespace accelsim

@@ -131,6 +131,7 @@ struct SimulationResult {
   double compute_utilization = 0.0;
   double bandwidth_utilization = 0.0;
   double reference_peak_flops_per_s = 0.0;  // the peak compute_utilization is relative to
+  DType reference_dtype = DType::fp32;  // its dtype: the one holding most matrix FLOPs
   // Model FLOPs, counted the standard way whatever the implementation recomputes: the forward's
   // matmul and attention FLOPs (2 N per token for the N parameters in matmuls, plus attention),
   // times 3 when the graph has a backward (forward + a backward of twice the forward: 6 N per

@@ -63,6 +63,14 @@ std::pair<std::vector<CommGroup>, int64_t> place_groups(
   return {groups, room};
 }
 
+SystemSpec with_scaleup_bandwidth(const SystemSpec& system, double bytes_per_s) {
+  ACCELSIM_CHECK(std::isfinite(bytes_per_s) && bytes_per_s > 0,
+                 "system '" + system.id + "': the scale-up bandwidth must be positive");
+  SystemSpec s = system;
+  s.scaleup.bandwidth_bytes_per_s = bytes_per_s;
+  return s;
+}
+
 double busbw_factor(CollectiveKind kind, int64_t ranks) {
   const double p = static_cast<double>(ranks);
   switch (kind) {

@@ -1,6 +1,8 @@
 #include "accelsim/device.h"
 
+#include <cmath>
 #include <initializer_list>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -36,6 +38,19 @@ PeakRate pick(const DeviceSpec& d, std::initializer_list<Unit> preferred,
     if (d.*u.rate > 0) return {d.*u.rate, u.name, true};
   }
   return {};
+}
+
+// Every compute rate of a device, for scaling them together.
+constexpr Rate kAllRates[] = {
+    &DeviceSpec::fp64_flops_per_s,        &DeviceSpec::fp64_matrix_flops_per_s,
+    &DeviceSpec::fp32_flops_per_s,        &DeviceSpec::fp32_matrix_flops_per_s,
+    &DeviceSpec::tf32_matrix_flops_per_s, &DeviceSpec::fp16_matrix_flops_per_s,
+    &DeviceSpec::bf16_matrix_flops_per_s, &DeviceSpec::fp8_matrix_flops_per_s,
+    &DeviceSpec::int8_matrix_ops_per_s,
+};
+
+void scale_compute_rates(DeviceSpec& d, double factor) {
+  for (Rate rate : kAllRates) d.*rate *= factor;
 }
 
 }  // namespace
@@ -102,6 +117,58 @@ PeakRate peak_rate(const DeviceSpec& d, DType dtype, bool matrix_op, bool allow_
     r = pick(d, {kFp32}, {kFp32Matrix, kBf16Matrix, kFp16Matrix, kTf32Matrix});
   }
   return r;
+}
+
+std::string_view device_parameter_name(DeviceParameter parameter) {
+  switch (parameter) {
+    case DeviceParameter::peak_flops_per_s: return "peak_flops_per_s";
+    case DeviceParameter::memory_bandwidth_bytes_per_s: return "memory_bandwidth_bytes_per_s";
+    case DeviceParameter::memory_bytes: return "memory_bytes";
+    case DeviceParameter::clock_hz: return "clock_hz";
+  }
+  return "?";
+}
+
+std::vector<DeviceParameter> device_parameters() {
+  return {DeviceParameter::peak_flops_per_s, DeviceParameter::memory_bandwidth_bytes_per_s,
+          DeviceParameter::memory_bytes, DeviceParameter::clock_hz};
+}
+
+DeviceSpec with_device_parameter(const DeviceSpec& device, DeviceParameter parameter, double value,
+                                 DType matmul_dtype, bool allow_tf32) {
+  const std::string who = "device '" + (device.id.empty() ? device.name : device.id) + "'";
+  const std::string what(device_parameter_name(parameter));
+  if (!(std::isfinite(value) && value > 0)) {
+    std::ostringstream got;
+    got << value;
+    throw ConfigError(who + ": " + what + " must be positive (got " + got.str() + ")");
+  }
+  DeviceSpec d = device;
+  switch (parameter) {
+    case DeviceParameter::peak_flops_per_s: {
+      const PeakRate peak = peak_rate(device, matmul_dtype, true, allow_tf32);
+      ACCELSIM_CHECK(peak.flops_per_s > 0, who + ": has no compute rate to scale");
+      scale_compute_rates(d, value / peak.flops_per_s);
+      break;
+    }
+    case DeviceParameter::clock_hz: {
+      ACCELSIM_CHECK(device.clock_hz > 0,
+                     who + ": its device file gives no clock, so a clock cannot be set against it");
+      const double factor = value / device.clock_hz;
+      scale_compute_rates(d, factor);
+      // Cycles, as KernelCostModel scales them under CostOptions::clock_hz.
+      d.kernel.gemm_tile_overhead_s /= factor;
+      d.clock_hz = value;
+      break;
+    }
+    case DeviceParameter::memory_bandwidth_bytes_per_s:
+      d.memory_bandwidth_bytes_per_s = value;
+      break;
+    case DeviceParameter::memory_bytes:
+      d.memory_bytes = value;
+      break;
+  }
+  return d;
 }
 
 }  // namespace accelsim

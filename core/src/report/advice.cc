@@ -148,6 +148,10 @@ std::vector<Hint> advise(const Graph& graph, const SimulationResult& result,
   return hints;
 }
 
+Bound dominant_bound(const SimulationResult& result) {
+  return result.compute_bound_time_s >= result.memory_bound_time_s ? Bound::compute : Bound::memory;
+}
+
 Comparison compare_devices(const std::vector<SimulationResult>& results,
                            const std::vector<DeviceSpec>& devices) {
   ACCELSIM_CHECK(results.size() == devices.size(),
@@ -161,8 +165,7 @@ Comparison compare_devices(const std::vector<SimulationResult>& results,
     DeviceVerdict v;
     v.device_id = devices[i].id;
     v.fits = r.fits;
-    v.dominant_bound =
-        r.compute_bound_time_s >= r.memory_bound_time_s ? Bound::compute : Bound::memory;
+    v.dominant_bound = dominant_bound(r);
     v.cost_per_run_usd = r.latency_s * devices[i].price_usd_per_hour / 3600.0;
     v.speedup_vs_slowest = r.latency_s > 0 ? slowest / r.latency_s : 0.0;
     c.devices.push_back(v);

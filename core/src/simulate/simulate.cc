@@ -423,8 +423,8 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
   r.latency_s = step_s;
   r.model_flops = (has_backward ? 3.0 : 1.0) * micro * forward_model_flops;
 
-  const PeakRate reference =
-      peak_rate(device, dominant_matrix_dtype(r.ops), true, options.cost.allow_tf32);
+  r.reference_dtype = dominant_matrix_dtype(r.ops);
+  const PeakRate reference = peak_rate(device, r.reference_dtype, true, options.cost.allow_tf32);
   r.reference_peak_flops_per_s = reference.flops_per_s;
   if (r.latency_s > 0) {
     if (reference.flops_per_s > 0) {

@@ -123,5 +123,15 @@ TEST(CollectiveTest, BusBandwidthFactorsAndBadQueries) {
   EXPECT_THROW(run(CollectiveKind::all_reduce, 1e6, 8, CollectiveAlgorithm::automatic, island), ConfigError);
 }
 
+TEST(CollectiveTest, ScaleUpBandwidthOfADesignSweep) {
+  // Twice the link bandwidth: ring all-reduce of 1 GB on 8 ranks takes 14 us + 2 * 7/8 * 1 GB /
+  // 200 GB/s = 14 us + 8.75 ms; the per-step latency is untouched.
+  const SystemSpec fast = with_scaleup_bandwidth(round_system(), 200e9);
+  EXPECT_DOUBLE_EQ(fast.scaleup.bandwidth_bytes_per_s, 200e9);
+  EXPECT_NEAR(run(CollectiveKind::all_reduce, 1e9, 8, CollectiveAlgorithm::ring, fast).time_s,
+              14e-6 + 0.00875, 1e-12);
+  EXPECT_THROW(with_scaleup_bandwidth(round_system(), 0.0), ConfigError);
+}
+
 }  // namespace
 }  // namespace accelsim

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "accelsim/error.h"
 #include "testing/round_device.h"
 
@@ -51,6 +54,61 @@ TEST(PeakRateTest, MissingUnitsFallBackAndSaySo) {
                    .bf16_matrix_flops_per_s = 7e12};
   EXPECT_DOUBLE_EQ(peak_rate(paper, DType::fp32, false, false).flops_per_s, 7e12);
   EXPECT_TRUE(peak_rate(paper, DType::fp32, false, false).fallback);
+}
+
+TEST(DeviceParameterTest, PeakSetsTheRunsMatmulUnitAndScalesEveryRate) {
+  const DeviceSpec d = testing::round_device();
+  // bf16 matmuls run at 100 TFLOP/s; asking for 400 scales every rate by 4.
+  const DeviceSpec x4 = with_device_parameter(d, DeviceParameter::peak_flops_per_s, 400e12, DType::bf16);
+  EXPECT_DOUBLE_EQ(x4.bf16_matrix_flops_per_s, 400e12);
+  EXPECT_DOUBLE_EQ(x4.fp16_matrix_flops_per_s, 400e12);
+  EXPECT_DOUBLE_EQ(x4.tf32_matrix_flops_per_s, 200e12);
+  EXPECT_DOUBLE_EQ(x4.fp32_flops_per_s, 4e12);
+  EXPECT_DOUBLE_EQ(x4.fp64_flops_per_s, 2e12);
+  EXPECT_DOUBLE_EQ(x4.fp8_matrix_flops_per_s, 0.0);  // a unit the part lacks stays absent
+  EXPECT_DOUBLE_EQ(x4.memory_bandwidth_bytes_per_s, 1e12);
+  EXPECT_DOUBLE_EQ(x4.memory_bytes, 1e9);
+  // fp32 matmuls: on TF32 units (50 TFLOP/s) when allowed, else the vector fp32 rate (1).
+  EXPECT_DOUBLE_EQ(with_device_parameter(d, DeviceParameter::peak_flops_per_s, 100e12, DType::fp32, true)
+                       .bf16_matrix_flops_per_s, 200e12);
+  EXPECT_DOUBLE_EQ(with_device_parameter(d, DeviceParameter::peak_flops_per_s, 2e12, DType::fp32, false)
+                       .bf16_matrix_flops_per_s, 200e12);
+}
+
+TEST(DeviceParameterTest, BandwidthCapacityAndClock) {
+  DeviceSpec d = testing::round_device();
+  EXPECT_DOUBLE_EQ(with_device_parameter(d, DeviceParameter::memory_bandwidth_bytes_per_s, 3e12)
+                       .memory_bandwidth_bytes_per_s, 3e12);
+  const DeviceSpec big = with_device_parameter(d, DeviceParameter::memory_bytes, 80e9);
+  EXPECT_DOUBLE_EQ(big.memory_bytes, 80e9);
+  EXPECT_DOUBLE_EQ(big.bf16_matrix_flops_per_s, 100e12);
+  // The round device gives no clock: nothing to scale against.
+  EXPECT_THROW(with_device_parameter(d, DeviceParameter::clock_hz, 1.5e9), ConfigError);
+  // At 1 GHz, 1.5 GHz is 1.5x every rate and 1/1.5 of the per-tile overhead (cycles); the
+  // bandwidth does not follow the core clock.
+  d.clock_hz = 1e9;
+  const DeviceSpec fast = with_device_parameter(d, DeviceParameter::clock_hz, 1.5e9);
+  EXPECT_DOUBLE_EQ(fast.clock_hz, 1.5e9);
+  EXPECT_DOUBLE_EQ(fast.bf16_matrix_flops_per_s, 150e12);
+  EXPECT_DOUBLE_EQ(fast.fp32_flops_per_s, 1.5e12);
+  EXPECT_NEAR(fast.kernel.gemm_tile_overhead_s, 0.8e-6 / 1.5, 1e-18);
+  EXPECT_DOUBLE_EQ(fast.memory_bandwidth_bytes_per_s, 1e12);
+}
+
+TEST(DeviceParameterTest, RejectsValuesThatAreNotPositive) {
+  const DeviceSpec d = testing::round_device();
+  for (double bad : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    for (DeviceParameter p : device_parameters()) {
+      EXPECT_THROW(with_device_parameter(d, p, bad), ConfigError) << device_parameter_name(p);
+    }
+  }
+  // A part with only fp64 units has no rate a bf16 matmul could run at to scale from.
+  DeviceSpec fp64_only{.id = "fp64", .memory_bytes = 1, .memory_bandwidth_bytes_per_s = 1,
+                       .fp64_flops_per_s = 1e12};
+  EXPECT_THROW(with_device_parameter(fp64_only, DeviceParameter::peak_flops_per_s, 1e12), ConfigError);
+  EXPECT_EQ(device_parameters().size(), 4u);
+  EXPECT_EQ(device_parameter_name(DeviceParameter::memory_bandwidth_bytes_per_s),
+            "memory_bandwidth_bytes_per_s");
 }
 
 }  // namespace

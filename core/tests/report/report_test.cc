@@ -78,6 +78,17 @@ TEST(AdviceTest, FlagsEagerAttentionAndFp32Matmuls) {
   EXPECT_TRUE(low_precision);
 }
 
+TEST(CompareTest, DominantBoundHoldsMostOfTheTime) {
+  SimulationResult r;
+  r.compute_bound_time_s = 2e-3;
+  r.memory_bound_time_s = 1e-3;
+  EXPECT_EQ(dominant_bound(r), Bound::compute);
+  r.memory_bound_time_s = 2e-3;  // a tie goes to compute, as compare_devices has it
+  EXPECT_EQ(dominant_bound(r), Bound::compute);
+  r.memory_bound_time_s = 3e-3;
+  EXPECT_EQ(dominant_bound(r), Bound::memory);
+}
+
 TEST(CompareTest, FastestBestValueAndOverkill) {
   // Three devices; hand-set results. a: 10 ms at $4/h; b: 12 ms at $1/h; c: 5 ms, OOM.
   std::vector<DeviceSpec> devices(3, testing::round_device());

@@ -54,6 +54,23 @@ TEST(SimulateTest, OpsRunBackToBack) {
   EXPECT_NEAR(r.bandwidth_utilization, 1.4e7 / (31e-6 * 1e12), 1e-12);
 }
 
+TEST(SimulateTest, AFourTimesFasterPeakTurnsTheGemmMemoryBound) {
+  // 400 TFLOP/s (x4 every rate, with_device_parameter): n0 compute 2e9 / 400e12 = 5 us < memory
+  // 6 us -> memory, 7 us; n2 compute 1e6 / 4e12 = 0.25 us < 4 us -> 5 us; n3 5 us. 17 us.
+  const DeviceSpec fast = with_device_parameter(testing::round_device(),
+                                                DeviceParameter::peak_flops_per_s, 400e12, DType::bf16);
+  const SimulationResult r = simulate(sample_graph(), fast, {});
+  EXPECT_EQ(r.reference_dtype, DType::bf16);
+  EXPECT_EQ(r.ops[0].cost.bound, Bound::memory);
+  EXPECT_NEAR(r.ops[0].cost.time_s, 7e-6, 1e-15);
+  EXPECT_NEAR(r.latency_s, 17e-6, 1e-15);
+  // Half the bandwidth instead: n0 memory 12 us < compute 20 us -> 21 us; n2 8 + 1 = 9 us; n3
+  // (an unknown op, costed on its bytes) 8 + 1 = 9 us. 39 us.
+  const DeviceSpec slow = with_device_parameter(testing::round_device(),
+                                                DeviceParameter::memory_bandwidth_bytes_per_s, 0.5e12);
+  EXPECT_NEAR(simulate(sample_graph(), slow, {}).latency_s, 39e-6, 1e-15);
+}
+
 TEST(SimulateTest, UnknownOpsAreListed) {
   const SimulationResult r = simulate(sample_graph(), testing::round_device(), {});
   ASSERT_EQ(r.uncovered_ops.size(), 1u);
