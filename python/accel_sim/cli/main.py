@@ -176,6 +176,28 @@ def _common(args: argparse.Namespace) -> dict:
     }
 
 
+def _model_build_args(args: argparse.Namespace) -> dict:
+    """build_model_graph's keyword arguments for --model NAME (`sweep` rebuilds with some changed)."""
+    from accel_sim.errors import UsageError
+
+    precision = args.precision
+    phase = "train" if args.train else args.phase
+    if precision and phase != "train":
+        raise UsageError("--precision applies to a training step (--train or --phase train)")
+    dtype = {"fp32": "fp32", "bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp8-mixed": "bf16"}.get(
+        precision, precision) or args.dtype
+    masters = precision.endswith("-mixed") if precision else not args.no_master_weights
+    return dict(model=args.model, phase=phase, batch=args.batch, seq=args.seq,
+                context=args.context, kernels=args.kernels, tensor_parallel=args.tp,
+                sequence_parallel=args.sp, expert_parallel=args.ep,
+                context_parallel=args.cp, moe_impl=args.moe_impl, dtype=dtype,
+                optimizer=args.optimizer, master_weights=masters,
+                recompute=args.recompute, eager_attention=args.attention_impl == "eager",
+                persistent_gradients=args.keep_grads or args.grad_accum > 1,
+                fp8_gemms=precision == "fp8-mixed",
+                weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
+
+
 def _load(args: argparse.Namespace) -> Any:
     from accel_sim.api import build_model_graph, load_target
     from accel_sim.device import resolve_device
@@ -199,21 +221,7 @@ def _load(args: argparse.Namespace) -> Any:
     if precision and (args.dtype or args.no_master_weights):
         raise UsageError("give --precision, or --dtype / --no-master-weights, not both")
     if args.model is not None:
-        phase = "train" if args.train else args.phase
-        if precision and phase != "train":
-            raise UsageError("--precision applies to a training step (--train or --phase train)")
-        dtype = {"fp32": "fp32", "bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp8-mixed": "bf16"}.get(
-            precision, precision) or args.dtype
-        masters = precision.endswith("-mixed") if precision else not args.no_master_weights
-        return build_model_graph(args.model, phase=phase, batch=args.batch, seq=args.seq,
-                                 context=args.context, kernels=args.kernels, tensor_parallel=args.tp,
-                                 sequence_parallel=args.sp, expert_parallel=args.ep,
-                                 context_parallel=args.cp, moe_impl=args.moe_impl, dtype=dtype,
-                                 optimizer=args.optimizer, master_weights=masters,
-                                 recompute=args.recompute, eager_attention=args.attention_impl == "eager",
-                                 persistent_gradients=args.keep_grads or accumulate,
-                                 fp8_gemms=precision == "fp8-mixed",
-                                 weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
+        return build_model_graph(**_model_build_args(args))
     if args.phase != "prefill":
         raise UsageError("--phase applies to --model; for a script's training step use --train")
     if precision and not args.train:
