@@ -33,6 +33,11 @@ def _asset(name: str) -> str:
     return resources.files("accel_sim.report").joinpath("assets", name).read_text(encoding="utf-8")
 
 
+def chart_stylesheet() -> str:
+    """The stylesheet's rules for charts, for an SVG file that must draw without the page."""
+    return "\n".join(line for line in _asset("report.css").splitlines() if line.startswith("svg.chart"))
+
+
 def page(title: str, subtitle: str, sections: Iterable[str]) -> str:
     """The HTML document: inline stylesheet and script, the given sections in order."""
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

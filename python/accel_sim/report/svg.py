@@ -132,9 +132,10 @@ def svg_open(frame: Frame, cls: str, title: str = "", attrs: dict | None = None)
 
 def axes(frame: Frame, xs: Scale, ys: Scale, *, x_label: str, y_label: str,
          x_fmt: Callable[[float], str] = fmt_number, y_fmt: Callable[[float], str] = fmt_number,
-         grid: bool = True) -> list[str]:
+         grid: bool = True, x_ticks: Sequence[float] | None = None) -> list[str]:
+    """`x_ticks` (e.g. the values a sweep took) replaces the scale's own ticks."""
     out = ['<g class="axes">']
-    for v in xs.ticks():
+    for v in (x_ticks if x_ticks else xs.ticks()):
         x = xs(v)
         if grid:
             out.append(f'<line class="grid" x1="{x:.1f}" y1="{frame.y1}" x2="{x:.1f}" y2="{frame.y0}"/>')
@@ -160,19 +161,22 @@ class Series:
     points: list[tuple[float, float]]
     colour: str = ""
     tips: list[str] = field(default_factory=list)  # one tooltip per point (else x, y)
+    hollow: list[bool] = field(default_factory=list)  # per point: drawn as an open circle (e.g. does not fit)
     dashed: bool = False
     markers: bool = True
     step: bool = False  # a step function: each y holds until the next x
 
 
 def legend(frame: Frame, names: Sequence[tuple[str, str]], y: float | None = None) -> list[str]:
-    """Right-aligned above the plot area (the title sits on the left)."""
+    """Right-aligned above the plot area (the title sits on the left). An entry with no colour
+    explains the open marker."""
     widths = [28 + 7 * len(name) for name, _ in names]
     out, x = ['<g class="legend">'], max(frame.x0 + frame.width / 2.5, frame.x1 - sum(widths))
     y = frame.y1 - 14 if y is None else y
     for name, colour in names:
-        out.append(f'<rect x="{x}" y="{y - 8}" width="12" height="4" fill="{colour}"/>'
-                   f'<text x="{x + 16}" y="{y - 3}">{esc(name)}</text>')
+        mark = (f'<rect x="{x}" y="{y - 8}" width="12" height="4" fill="{colour}"/>' if colour else
+                f'<circle cx="{x + 6}" cy="{y - 6}" r="4" style="fill:#fff;stroke:#555;stroke-width:2"/>')
+        out.append(f'{mark}<text x="{x + 16}" y="{y - 3}">{esc(name)}</text>')
         x += 28 + 7 * len(name)
     out.append("</g>")
     return out
@@ -183,9 +187,10 @@ def line_chart(series: Sequence[Series], *, cls: str, title: str, x_label: str, 
                x_fmt: Callable[[float], str] = fmt_number, y_fmt: Callable[[float], str] = fmt_number,
                y_min: float | None = None, x_range: tuple[float, float] | None = None,
                y_range: tuple[float, float] | None = None, hlines: Sequence[tuple[float, str, str]] = (),
-               attrs: dict | None = None) -> str:
+               attrs: dict | None = None, x_ticks: Sequence[float] | None = None, hollow_label: str = "") -> str:
     """Series as polylines (or steps) with a marker per point; `hlines` are (y, label, colour)
-    reference lines such as a memory limit."""
+    reference lines such as a memory limit; `x_ticks` replaces the automatic x ticks; points a
+    series marks `hollow` are open circles, named `hollow_label` in the legend."""
     frame = Frame(width, height, top=34 if len(series) > 1 else 30)
     xs_all = [x for s in series for x, _ in s.points]
     ys_all = [y for s in series for _, y in s.points] + [h[0] for h in hlines]
@@ -200,7 +205,7 @@ def line_chart(series: Sequence[Series], *, cls: str, title: str, x_label: str, 
     xs = Scale(x_range[0], x_range[1], frame.x0, frame.x1, log_x)
     ys = Scale(y_range[0], y_range[1], frame.y0, frame.y1, log_y)
     out = svg_open(frame, cls, title, attrs)
-    out += axes(frame, xs, ys, x_label=x_label, y_label=y_label, x_fmt=x_fmt, y_fmt=y_fmt)
+    out += axes(frame, xs, ys, x_label=x_label, y_label=y_label, x_fmt=x_fmt, y_fmt=y_fmt, x_ticks=x_ticks)
     labelled: list[float] = []
     for y, label, colour in hlines:
         py = ys(y)
@@ -228,11 +233,19 @@ def line_chart(series: Sequence[Series], *, cls: str, title: str, x_label: str, 
             out.append(f'<g class="markers" data-series="{esc(s.name)}">')
             for j, (x, y) in enumerate(pts):
                 tip = s.tips[j] if j < len(s.tips) else f"{s.name}: {x_fmt(x)}, {y_fmt(y)}"
-                out.append(f'<circle class="pt" cx="{xs(x):.2f}" cy="{ys(y):.2f}" r="3.5" fill="{colour}">'
-                           f'<title>{esc(tip)}</title></circle>')
+                if j < len(s.hollow) and s.hollow[j]:
+                    # Inline style: the stylesheet's white outline of a marker would hide an open one.
+                    out.append(f'<circle class="pt hollow" cx="{xs(x):.2f}" cy="{ys(y):.2f}" r="4" '
+                               f'style="fill:#fff;fill-opacity:1;stroke:{colour};stroke-width:2">'
+                               f'<title>{esc(tip)}</title></circle>')
+                else:
+                    out.append(f'<circle class="pt" cx="{xs(x):.2f}" cy="{ys(y):.2f}" r="3.5" fill="{colour}">'
+                               f'<title>{esc(tip)}</title></circle>')
             out.append("</g>")
-    if len(series) > 1:
-        out += legend(frame, [(s.name, s.colour or PALETTE[i % len(PALETTE)]) for i, s in enumerate(series)], y=frame.y1 - 8)
+    open_marks = hollow_label and any(any(s.hollow) for s in series)
+    if len(series) > 1 or open_marks:
+        names = [(s.name, s.colour or PALETTE[i % len(PALETTE)]) for i, s in enumerate(series)]
+        out += legend(frame, names + ([(hollow_label, "")] if open_marks else []), y=frame.y1 - 8)
     out.append("</svg>")
     return "\n".join(out)
 
