@@ -68,6 +68,9 @@ RUNS = {
     "fit": ("fit", ["fit", "--model", "gpt2", "--devices", "v100,h100", "--axis", "batch", "--seq", "128", "--max",
                     "64", "--json"]),
     "validate": ("validate", ["validate", "--json"]),
+    "sweep device": ("sweep", ["sweep", "--model", "gpt2", "--seq", "128", "--devices", "v100,h100", "--vary",
+                               "memory_bandwidth_gbs=1000,2000", "--json"]),
+    "sweep graph file": ("sweep", ["sweep", "{graph}", "--vary", "memory_gb=0.5,80", "--json"]),
 }
 
 
@@ -116,6 +119,9 @@ def test_optional_parts_were_reached(outputs, capsys):
     results = _output(outputs, capsys, "serve one device cannot")["results"]
     assert [("error" in r) for r in results] == [False, True]  # h100 serves; 8B bf16 weights exceed a V100
     assert _output(outputs, capsys, "serve one device cannot")["slo"]["ttft_p99_s"] == 0.5
+    swept = _output(outputs, capsys, "sweep graph file")  # 0.5 GiB is under the runtime's own reserve
+    assert swept["workload"] == {"graph": "mlp"} and [p["fits"] for p in swept["points"]] == [False, True]
+    assert swept["points"][0]["tokens_per_s"] is None
 
 
 def _schema_consts(node) -> set:

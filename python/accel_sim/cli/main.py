@@ -1,4 +1,4 @@
-"""`accel-sim`: simulate, compare, check, capture, devices.
+"""`accel-sim`: simulate, compare, sweep, check, capture, devices.
 
 Usage errors (bad file, unknown device, a script without get_model(), ...) print one line on
 stderr and exit with status 2; `--debug` shows the traceback instead. `check` exits 1 when a
@@ -22,6 +22,8 @@ from accel_sim.cli.plan import cmd_plan
 from accel_sim.cli.systems import add_systems_parser, cmd_systems
 from accel_sim.cli.serve import add_parser as add_serve_parser
 from accel_sim.cli.serve import cmd_serve
+from accel_sim.cli.sweep import add_parser as add_sweep_parser
+from accel_sim.cli.sweep import cmd_sweep
 from accel_sim.cli.train import add_parser as add_train_parser
 from accel_sim.cli.train import cmd_train
 from accel_sim.cli.kernels import cmd_calibrate, cmd_kernel, cmd_validate
@@ -132,6 +134,7 @@ def _parser() -> argparse.ArgumentParser:
     add_train_parser(sub)
     add_serve_parser(sub)
     add_plan_parser(sub)
+    add_sweep_parser(sub, _add_simulation_args)
 
     p = sub.add_parser("devices", help="list the known devices and their numbers")
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="also list this device file")
@@ -437,6 +440,7 @@ _COMMANDS = {
     "train": cmd_train,
     "serve": cmd_serve,
     "plan": cmd_plan,
+    "sweep": cmd_sweep,
     "validate": cmd_validate,
     "calibrate": cmd_calibrate,
 }

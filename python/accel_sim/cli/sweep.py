@@ -1,0 +1,157 @@
+"""`accel-sim sweep`: one workload at each value of a device parameter (peak FLOP/s, memory
+bandwidth, capacity, clock, link bandwidth) or a workload parameter (batch, seq, context, GPUs),
+on one or more devices, as a table, JSON and a plot (.png, .svg, .html)."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+from typing import Any, Callable
+
+from accel_sim.cli.progress import Progress
+
+
+def add_parser(sub: Any, add_simulation_args: Callable[[argparse.ArgumentParser], None]) -> None:
+    from accel_sim.sweep import METRICS, PARAMETERS
+
+    p = sub.add_parser("sweep", help="vary a device or workload parameter and plot latency, throughput or memory",
+                       description="Simulate one workload at each value of one parameter. Device parameters: "
+                       + ", ".join(n for n, q in PARAMETERS.items() if q.kind != "workload")
+                       + "; workload parameters (rebuild the graph, need --model): "
+                       + ", ".join(n for n, q in PARAMETERS.items() if q.kind == "workload") + ".")
+    add_simulation_args(p)
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--device", default="h100", help="device name or alias (default: h100); see `accel-sim devices`")
+    where.add_argument("--devices", help="comma-separated device names: one series per device, e.g. a100,h100")
+    p.add_argument("--vary", action="append", required=True, metavar="NAME=SPEC",
+                   help="the parameter and its values: start:stop:n (n evenly spaced, both ends included), "
+                   "start:stop:n:log (geometric) or a comma list; e.g. memory_bandwidth_gbs=2000:8000:7, batch=1,2,4,8. "
+                   "Units: peak_tflops in dense TFLOP/s of the run's matmul dtype (every other compute rate of the part "
+                   "scales with it), memory_bandwidth_gbs and link_bandwidth_gbs in GB/s, memory_gb in GiB, clock_mhz in MHz")
+    p.add_argument("--metric", choices=tuple(METRICS), default="latency",
+                   help="what --plot draws: latency, throughput (tokens/s), memory (needed) or mfu (default: latency)")
+    p.add_argument("--plot", metavar="FILE", help="write the plot: .png (needs matplotlib), .svg, or .html (a self-contained page)")
+
+
+def _fmt(v: float) -> str:
+    from accel_sim.report.sweep_plot import value_label
+
+    return value_label(v)
+
+
+def _workload(info: dict | None, graph_name: str, varied: str) -> str:
+    """'llama-3-8b decode (batch 1, context 2048)', leaving out the varied parameter."""
+    if not info:
+        return graph_name or "graph"
+    fields = [("batch", "batch", info["batch"])]
+    fields.append(("context", "context", info["context"]) if info["phase"] == "decode" else ("seq", "seq", info["seq"]))
+    fields += [(k, k.upper(), info[f]) for k, f in (("tp", "tensor_parallel"), ("ep", "expert_parallel"),
+                                                    ("cp", "context_parallel")) if info.get(f, 1) > 1 or k == varied]
+    shape = ", ".join(f"{label} {value}" for key, label, value in fields if key != varied)
+    return f"{info['model']} {info['phase']}" + (f" ({shape})" if shape else "")
+
+
+def _table_rows(rows: list[dict], name: str) -> tuple[list[str], list[tuple], list[bool]]:
+    """Headers, cells and right-alignment of the table (a communication column when collectives
+    were timed). A number's cell is (text, value): the HTML table sorts by the value."""
+    from accel_sim.report.tables import gib, ms
+
+    comm = any(r["communication_time_s"] > 0 for r in rows)
+    headers = ["device", name, "latency", "tokens/s", "memory needed", "fits", "bound", "compute-bound",
+               "memory-bound"] + (["communication"] if comm else []) + ["MFU"]
+
+    def seconds(v: float) -> tuple[str, float]:
+        return ms(v), v
+
+    out = [(r["device"], (_fmt(r[name]), r[name]), seconds(r["latency_s"]),
+            (f"{r['tokens_per_s']:,.0f}", r["tokens_per_s"]) if r["tokens_per_s"] is not None else "-",
+            (gib(r["required_bytes"]), r["required_bytes"]), "yes" if r["fits"] else "OOM", r["bound"],
+            seconds(r["compute_bound_time_s"]), seconds(r["memory_bound_time_s"]))
+           + ((seconds(r["communication_time_s"]),) if comm else ()) + ((f"{r['mfu'] * 100:.1f}%", r["mfu"]),)
+           for r in rows]
+    right = [False, True, True, True, True, False, False, True, True] + ([True] if comm else []) + [True]
+    return headers, out, right
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    import accel_sim
+    from accel_sim.cli import main as cli
+    from accel_sim.errors import UsageError
+    from accel_sim.report.json_report import SCHEMA_VERSION
+    from accel_sim.report.sweep_plot import SweepFigure, check_plot_path, write_sweep_plot
+    from accel_sim.report.tables import table
+    from accel_sim.sweep import METRICS, PARAMETERS, SweepSetup, check, parse_vary, run_sweep
+
+    if len(args.vary) != 1:
+        raise UsageError("sweep varies one parameter: give --vary once")
+    name, values = parse_vary(args.vary[0])
+    if args.plot:
+        check_plot_path(args.plot)
+    devices = [d.strip() for d in (args.devices or args.device).split(",") if d.strip()]
+    if not devices:
+        raise UsageError("--devices names no device")
+    # simulate()'s options as the other commands take them; the system and groups are placed per
+    # point, the devices resolved per point.
+    accepted = set(inspect.signature(accel_sim.simulate).parameters) - {"system", "groups", "device_files", "dtype"}
+    common = {k: v for k, v in cli._common(args).items() if k in accepted}
+    setup = SweepSetup(build=cli._model_build_args(args) if args.model is not None else None, simulate=common,
+                       system=args.system, device=devices[0], device_files=tuple(args.device_file))
+    check(setup, name)
+    graph = cli._load(args)  # checks the flags, resolves the devices, captures or builds once
+    progress = Progress(f"sweep {name}", args.quiet or args.json)
+    try:
+        rows = run_sweep(setup, devices, name, values, graph=graph, progress=progress)
+    finally:
+        progress.close()
+
+    p = PARAMETERS[name]
+    metric_key, metric_label, metric_scale = METRICS[args.metric]
+    info = getattr(graph, "info", None)
+    graph_name = graph.get("name", "") if isinstance(graph, dict) else getattr(graph, "name", "")
+    workload = _workload(info, graph_name, name)
+    if args.json:
+        print(json.dumps({
+            "schema": "accel-sim/sweep",
+            "schema_version": SCHEMA_VERSION,
+            "workload": info if info else {"graph": graph_name},
+            "parameter": {"name": name, "kind": p.kind, "label": p.label,
+                          "values": [int(v) if p.integer else v for v in values]},
+            "devices": list(dict.fromkeys(r["device"] for r in rows)),
+            "system": args.system,
+            "cost_model": args.cost_model,
+            "metric": metric_key,
+            "points": rows,
+        }, indent=1))
+    else:
+        headers, cells, right = _table_rows(rows, name)
+        print(f"accel-sim sweep · {workload} · {p.label} · {args.cost_model} model")
+        print()
+        print(table(headers, [[c[0] if isinstance(c, tuple) else c for c in row] for row in cells], right))
+        notes = [f"{len(rows)} points"]
+        if name == "peak_tflops":
+            notes.append("the peak is the run's matmul dtype's; every other compute rate scales with it")
+        if any(not r["fits"] for r in rows):
+            notes.append("OOM: the point needs more memory than the device has")
+        print("\n  " + " · ".join(notes))
+    if args.plot:
+        headers, cells, right = _table_rows(rows, name)
+        figure = SweepFigure(rows, parameter=name, x_label=p.label, metric_key=metric_key, metric_scale=metric_scale,
+                             y_label=metric_label, values=values,
+                             title=f"{workload} · {args.cost_model} model",
+                             log_x=_log_x(args.vary[0], values))
+        write_sweep_plot(args.plot, figure, heading=f"accel-sim sweep · {workload}",
+                         subtitle=f"{p.label} · {', '.join(dict.fromkeys(r['device'] for r in rows))} · "
+                                  f"{args.cost_model} model",
+                         table_headers=headers, table_rows=cells, numeric=right)
+        if not args.json:
+            print(f"  wrote {args.plot}")
+    return 0
+
+
+def _log_x(vary: str, values: list[float]) -> bool:
+    """A log x axis for a geometric range, or a list spanning a factor of ten or more."""
+    from accel_sim.report.sweep_plot import wants_log
+
+    spec = vary.partition("=")[2]
+    return spec.endswith(":log") or (":" not in spec and wants_log(values))
