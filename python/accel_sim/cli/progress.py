@@ -1,4 +1,4 @@
-"""A one-line progress bar on stderr for work longer than a second (`plan`, `serve`)."""
+"""A one-line progress bar on stderr for work longer than a second (`plan`, `serve`, `sweep`)."""
 
 from __future__ import annotations
 
@@ -6,25 +6,54 @@ import sys
 import time
 
 
+def eta_text(seconds: float) -> str:
+    """A remaining time as a person reads it: 45s, 3m05s, 2h07m."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
 class Progress:
-    """Called as progress(done, total) from the core; a total of 0 shows a count ("trial N")."""
+    """Called as progress(done, total) from the core; a total of 0 shows a count ("trial N").
+
+    With a total, the line also shows done/total and, once the work has gone on for a second,
+    an ETA from the rate since the first call (so work already done when the first call came,
+    as in a resumed sweep, does not count towards the rate)."""
 
     def __init__(self, label: str, quiet: bool) -> None:
         self.label, self.quiet, self.start, self.shown = label, quiet or not sys.stderr.isatty(), time.monotonic(), False
+        self.first: tuple[int, float] | None = None   # (done, time) at the first call
+        self.width = 0
 
     def __call__(self, done: int, total: int) -> None:
-        if self.quiet or time.monotonic() - self.start < 1.0:
+        now = time.monotonic()
+        if self.first is None:
+            self.first = (done, now)
+        if self.quiet or now - self.start < 1.0:
             return
-        if total > 0:
-            frac = min(1.0, done / total)
-            text = f"[{'#' * int(30 * frac):<30}] {frac * 100:5.1f}%"
-        else:
-            text = f"trial {done}"
-        sys.stderr.write(f"\r{self.label} {text}")
+        self.show(self.text(done, total, now))
+
+    def text(self, done: int, total: int, now: float) -> str:
+        if total <= 0:
+            return f"{self.label} trial {done}"
+        frac = min(1.0, done / total)
+        text = f"{self.label} [{'#' * int(30 * frac):<30}] {frac * 100:5.1f}% {done:,}/{total:,}"
+        first_done, first_time = self.first if self.first is not None else (done, now)
+        elapsed = now - first_time
+        if done > first_done and elapsed >= 1.0 and done < total:
+            text += f" ETA {eta_text((total - done) * elapsed / (done - first_done))}"
+        return text
+
+    def show(self, text: str) -> None:
+        sys.stderr.write("\r" + text.ljust(self.width))
         sys.stderr.flush()
+        self.width = max(self.width, len(text))
         self.shown = True
 
     def close(self) -> None:
         if self.shown:
-            sys.stderr.write("\r" + " " * (len(self.label) + 45) + "\r")
+            sys.stderr.write("\r" + " " * self.width + "\r")
             sys.stderr.flush()

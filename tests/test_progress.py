@@ -1,0 +1,51 @@
+"""The shared progress line (accel_sim.cli.progress): bar, counts, ETA, and its silence off a terminal."""
+
+from __future__ import annotations
+
+import io
+
+from accel_sim.cli import progress as progress_module
+from accel_sim.cli.progress import Progress, eta_text
+
+
+def test_eta_text():
+    assert [eta_text(s) for s in (0, 44.6, 59.4, 60, 185, 3599, 3600, 7620)] == \
+        ["0s", "45s", "59s", "1m00s", "3m05s", "59m59s", "1h00m", "2h07m"]
+
+
+def test_eta_comes_from_the_rate_since_the_first_call(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(progress_module.time, "monotonic", lambda: clock[0])
+    err = io.StringIO()
+    monkeypatch.setattr(progress_module.sys, "stderr", err)
+    p = Progress("sweep grid.yaml", quiet=False)
+    p.quiet = False   # StringIO is no terminal
+    p(4_000, 10_000)          # resumed: 4,000 points were done before this run
+    clock[0] = 110.0
+    p(5_000, 10_000)          # 1,000 points in 10 s: 5,000 left take 50 s
+    assert err.getvalue() == "\rsweep grid.yaml [###############               ]  50.0% 5,000/10,000 ETA 50s"
+    clock[0] = 130.0
+    p(10_000, 10_000)         # done: no ETA, and the shorter line is padded over the longer one
+    line = err.getvalue().split("\r")[-1]
+    assert line.rstrip() == "sweep grid.yaml [##############################] 100.0% 10,000/10,000"
+    assert len(line) == len("sweep grid.yaml [###############               ]  50.0% 5,000/10,000 ETA 50s")
+    p.close()
+    assert err.getvalue().endswith("\r" + " " * len(line) + "\r")
+
+
+def test_quiet_first_second_and_trial_counts(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(progress_module.time, "monotonic", lambda: clock[0])
+    err = io.StringIO()
+    monkeypatch.setattr(progress_module.sys, "stderr", err)
+    p = Progress("plan", quiet=False)
+    p.quiet = False
+    p(1, 0)
+    assert err.getvalue() == ""   # nothing in the first second
+    clock[0] = 2.0
+    p(7, 0)
+    assert err.getvalue() == "\rplan trial 7"
+    q = Progress("plan", quiet=True)
+    q(7, 0)
+    q.close()
+    assert err.getvalue() == "\rplan trial 7"
