@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -413,4 +414,27 @@ def test_ray_tasks_that_raise_or_die_record_their_batch(tmp_path, local_ray):
     rows = read_parquet(tmp_path / "die.parquet")
     assert summary.complete
     assert [r["point"] for r in rows if r["error"] and r["error"].startswith("the Ray task failed")] == [10, 11, 12, 13, 14]
+    assert rows[13]["error"].startswith("the Ray task failed: WorkerCrashedError: The worker died unexpectedly")
+    assert rows[13]["error"].endswith("; a batch of 5 points, 10 to 14") and "\n" not in rows[13]["error"]
     assert [r for r in rows if not 10 <= r["point"] < 15] == [w for w in expected(grid) if not 10 <= w["point"] < 15]
+
+
+def test_ray_workers_that_cannot_run_the_grid_are_a_usage_error_before_any_point(tmp_path, local_ray, monkeypatch):
+    # An evaluate from a module only this process can import (not on the workers' PYTHONPATH),
+    # as on a cluster without accel-sim installed.
+    (tmp_path / "only_here").mkdir()
+    (tmp_path / "only_here" / "only_here_eval.py").write_text("def evaluate(grid, indices):\n    return []\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "only_here"))
+    import only_here_eval
+
+    grid = fake_grid(tmp_path, 10)
+    out = tmp_path / "r.csv"
+    with pytest.raises(UsageError) as e:
+        run_grid(grid, out, ray_address="auto", evaluate=only_here_eval.evaluate)
+    assert str(e.value).startswith("the Ray workers cannot evaluate this grid: ModuleNotFoundError: "
+                                   "No module named 'only_here_eval' (install accel-sim")
+    assert not out.exists()
+    workers_version = accel_sim.__version__
+    monkeypatch.setattr(accel_sim, "__version__", "0.0.1-other")
+    with pytest.raises(UsageError, match=f"the Ray workers run accel-sim {re.escape(workers_version)}, this is 0.0.1-other"):
+        run_grid(grid, out, ray_address="auto", evaluate=grid_fakes.evaluate)

@@ -18,7 +18,9 @@ only schedules batches and keeps the results:
   evaluating one batch at a time, so a worker that dies (a crash in the core) costs exactly its
   batch, whose points are recorded with the error, and is replaced. With ray_address, a Ray task
   per batch; a task that raises or whose worker dies records its batch's points with the error.
-  The sweep itself never stops for a point.
+  The sweep itself never stops for a point. When run_grid starts Ray, it ships this accel_sim
+  package to the workers (ray_runtime_env); a probe task checks, before the first batch, that
+  the workers can unpickle the grid and evaluate and run the same accel-sim version.
 * Journal. Each finished batch is appended to `<out>.partial.jsonl` (a header line with the
   grid's fingerprint and columns, then one JSON array per row) and fsynced, so a killed sweep
   loses at most its batches in flight; a torn last line is dropped on reading.
@@ -41,6 +43,7 @@ import math
 import multiprocessing
 import multiprocessing.connection
 import os
+import re
 import signal
 import time
 from array import array
@@ -812,6 +815,21 @@ def _run_in_pool(run: _Run, evaluate: Evaluate, grid, count: int, start_method: 
                 worker.kill()
 
 
+def _check_ray_workers(ray, evaluate_ref, grid_ref) -> None:
+    """A probe task before the first batch: a cluster whose workers cannot import accel-sim (or
+    run another version) is a UsageError now, not every point failing one by one."""
+    import accel_sim
+
+    try:
+        found = ray.get(ray.remote(num_cpus=0, max_retries=0)(ray_probe).remote(evaluate_ref, grid_ref))
+    except Exception as e:
+        raise UsageError(f"the Ray workers cannot evaluate this grid: {_ray_error_text(e)} (install accel-sim "
+                         "on the cluster's nodes, or let accel-sim start Ray to ship itself)") from None
+    if found.get("accel_sim") != accel_sim.__version__:
+        raise UsageError(f"the Ray workers run accel-sim {found.get('accel_sim')}, this is {accel_sim.__version__}: "
+                         "install the same version on the cluster's nodes")
+
+
 def _import_ray():
     try:
         import ray
@@ -820,15 +838,46 @@ def _import_ray():
     return ray
 
 
+def ray_runtime_env() -> dict:
+    """The runtime_env run_grid gives ray.init: this accel_sim package (its Python files, data
+    and built core) shipped to the cluster's workers, so that they run the driver's code whatever
+    is installed there. Pass it to ray.init yourself when you initialize Ray before run_grid."""
+    import accel_sim
+
+    return {"py_modules": [str(Path(accel_sim.__file__).resolve().parent)]}
+
+
+def ray_probe(evaluate: Evaluate, grid) -> dict:
+    """Runs as a Ray task before the sweep: getting here means the worker unpickled EVALUATE and
+    GRID (so it imports their modules); returns what must match the driver."""
+    import accel_sim
+
+    return {"accel_sim": accel_sim.__version__}
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
+
+
+def _ray_error_text(error: BaseException) -> str:
+    """One line for a Ray failure: the exception at the end of a remote traceback (an import
+    error, say), else the error's own first line."""
+    lines = [line.strip() for line in _ANSI.sub("", str(error)).splitlines() if line.strip()]
+    raised = [line for line in lines if _EXCEPTION_LINE.match(line)]
+    if raised:
+        return raised[-1]
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
 def _run_on_ray(run: _Run, evaluate: Evaluate, grid, address: str) -> None:
     ray = _import_ray()
     own = False
     if not ray.is_initialized():
         try:
             if address == "local":
-                ray.init(ignore_reinit_error=True)
+                ray.init(ignore_reinit_error=True, runtime_env=ray_runtime_env())
             else:
-                ray.init(address=address, ignore_reinit_error=True)
+                ray.init(address=address, ignore_reinit_error=True, runtime_env=ray_runtime_env())
         except Exception as e:   # ConnectionError, RuntimeError, ValueError, ... by version
             raise UsageError(f"cannot connect to the Ray cluster at {address}: {_one_line(e)} "
                              "(start one with `ray start --head`, or use --ray local)") from None
@@ -838,8 +887,9 @@ def _run_on_ray(run: _Run, evaluate: Evaluate, grid, address: str) -> None:
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         run.parallel = cpus
         run.target_s = TARGET_RAY_BATCH_S
-        task = ray.remote(num_cpus=1, max_retries=1)(evaluate_batch)
         evaluate_ref, grid_ref = ray.put(evaluate), ray.put(grid)
+        _check_ray_workers(ray, evaluate_ref, grid_ref)
+        task = ray.remote(num_cpus=1, max_retries=1)(evaluate_batch)
         limit = 2 * cpus
         while True:
             while len(pending) < limit:
@@ -858,7 +908,7 @@ def _run_on_ray(run: _Run, evaluate: Evaluate, grid, address: str) -> None:
                 try:
                     outcome, seconds = ray.get(ref)
                 except Exception as e:   # RayTaskError, WorkerCrashedError, ObjectLostError, ...
-                    outcome, seconds = ("error", f"the Ray task failed: {_one_line(e)}"), 0.0
+                    outcome, seconds = ("error", f"the Ray task failed: {_ray_error_text(e)}"), 0.0
                 run.record(batch, outcome, seconds)
     finally:
         for ref in pending:
