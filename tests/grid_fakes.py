@@ -125,3 +125,13 @@ def short_evaluate(grid: FakeGrid, indices: list[int]) -> list[dict]:
     """Drops the last row of a batch holding point 8: the whole batch is recorded as failed."""
     rows = evaluate(grid, indices)
     return rows[:-1] if 8 in indices else rows
+
+
+def unpicklable_evaluate(grid: FakeGrid, indices: list[int]) -> list[dict]:
+    """Point 7's row holds a lambda: fine in-process (the column refuses it), but a worker
+    process cannot send the batch back."""
+    rows = evaluate(grid, indices)
+    for r in rows:
+        if r["point"] == 7:
+            r["name"] = lambda: "n"
+    return rows

@@ -180,6 +180,15 @@ def test_bad_rows_from_evaluate_are_recorded_not_fatal(tmp_path):
     assert rows[9]["error"] is None and rows[9]["tokens"] == 90
 
 
+def test_rows_a_worker_cannot_send_back_fail_their_batch_only(tmp_path):
+    grid = fake_grid(tmp_path, 20)
+    run_grid(grid, tmp_path / "r.parquet", workers=2, batch_size=5, evaluate=grid_fakes.unpicklable_evaluate)
+    rows = read_parquet(tmp_path / "r.parquet")
+    assert [r["point"] for r in rows if r["error"] and r["error"].startswith("the batch's rows cannot be sent back: ")] \
+        == [5, 6, 7, 8, 9]
+    assert rows[4] == expected(grid)[4] and rows[10] == expected(grid)[10]
+
+
 # ----------------------------------------------------------------------------- resume
 
 KILLED_SWEEP = """
@@ -282,6 +291,7 @@ def test_another_grids_output_or_journal_is_refused(tmp_path):
         run_grid(other, out, workers=1, evaluate=grid_fakes.evaluate)
     with pytest.raises(UsageError, match="another grid"):   # the same file, another command
         run_grid(FakeGrid(grid.path, 20, command="serve"), out, workers=1, evaluate=grid_fakes.evaluate)
+    assert not journal_path_for(out).exists()   # a refused sweep leaves nothing behind
     restarted = run_grid(other, out, workers=1, evaluate=grid_fakes.evaluate, restart=True)
     assert restarted.computed == 20 and read_parquet(out) == expected(other)
 
@@ -326,6 +336,48 @@ def test_a_damaged_journal_is_refused_but_a_garbled_last_line_is_dropped(tmp_pat
     assert read_csv(out) == expected(grid)
 
 
+def test_a_sweep_refuses_an_output_another_sweep_is_writing(tmp_path):
+    import fcntl
+
+    grid = fake_grid(tmp_path, 20)
+    out = tmp_path / "r.parquet"
+    run_grid(grid, out, workers=1, batch_size=5, evaluate=grid_fakes.evaluate, stop_after=10)
+    journal = journal_path_for(out)
+    before = journal.read_bytes()
+    with open(journal, "ab") as held:   # as the running sweep holds it
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        for restart in (False, True):
+            with pytest.raises(UsageError, match=r"another sweep is writing .*r\.parquet\.partial\.jsonl"):
+                run_grid(grid, out, workers=1, evaluate=grid_fakes.evaluate, restart=restart)
+    assert journal.read_bytes() == before
+    assert run_grid(grid, out, workers=1, evaluate=grid_fakes.evaluate).resumed == 10
+
+
+def test_a_full_disk_stops_the_sweep_with_a_usage_error_and_it_resumes(tmp_path, monkeypatch):
+    import errno
+
+    import accel_sim.grid_run as grid_run
+
+    grid = fake_grid(tmp_path, 30)
+    out = tmp_path / "r.csv"
+    real_fsync, calls = os.fsync, []
+
+    def fsync(fd):
+        calls.append(fd)
+        if len(calls) == 4:   # the journal's header, two batches, then the disk is full
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(fd)
+
+    monkeypatch.setattr(grid_run.os, "fsync", fsync)
+    with pytest.raises(UsageError, match=r"cannot write .*r\.csv\.partial\.jsonl: No space left on device "
+                                         r"\(the points finished so far are kept: rerun"):
+        run_grid(grid, out, workers=1, batch_size=5, evaluate=grid_fakes.evaluate)
+    monkeypatch.setattr(grid_run.os, "fsync", real_fsync)
+    again = run_grid(grid, out, workers=1, batch_size=5, evaluate=grid_fakes.evaluate)
+    assert again.resumed >= 10 and again.resumed + again.computed == 30
+    assert read_csv(out) == expected(grid)
+
+
 # ----------------------------------------------------------------------------- usage errors
 
 def test_output_format_and_optional_packages(tmp_path, monkeypatch):
@@ -334,6 +386,8 @@ def test_output_format_and_optional_packages(tmp_path, monkeypatch):
         run_grid(grid, tmp_path / "r.xlsx", evaluate=grid_fakes.evaluate)
     with pytest.raises(UsageError, match="does not exist"):
         run_grid(grid, tmp_path / "no" / "r.csv", evaluate=grid_fakes.evaluate)
+    with pytest.raises(UsageError, match=r"the number of workers must be >= 0 \(got -1\)"):
+        run_grid(grid, tmp_path / "r.csv", workers=-1, evaluate=grid_fakes.evaluate)
     monkeypatch.setitem(sys.modules, "pyarrow", None)   # as if not installed
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
     with pytest.raises(UsageError, match=r'needs pyarrow: pip install "accel-sim\[parquet\]"'):

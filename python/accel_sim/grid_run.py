@@ -120,6 +120,8 @@ def run_grid(grid, out_path: str | os.PathLike, *, workers: int = 0, ray_address
         raise UsageError(f"the batch size must be at least 1 (got {batch_size})")
     if stop_after is not None and stop_after < 0:
         raise UsageError(f"stop_after must be >= 0 (got {stop_after})")
+    if workers < 0:
+        raise UsageError(f"the number of workers must be >= 0 (got {workers})")
     if not out.parent.is_dir():
         raise UsageError(f"cannot write {out}: the directory {out.parent} does not exist")
 
@@ -130,17 +132,18 @@ def run_grid(grid, out_path: str | os.PathLike, *, workers: int = 0, ray_address
               "fingerprint": grid_fingerprint(grid, columns), "command": grid.command,
               "grid": str(grid.path), "points": total, "columns": [list(c) for c in columns]}
 
-    journal_path = journal_path_for(out)
     table = _Table(columns, total)
-    if restart:
-        for path in (out, journal_path, _csv_meta_path(out)):
-            path.unlink(missing_ok=True)
-    had_output = out.exists()
-    if had_output:
-        _load_output(out, fmt, header, table)
-    journal = _Journal(journal_path, header, columns)
+    journal = _Journal(journal_path_for(out), header, columns)
     try:
-        had_journal = journal.open(table)
+        journal.lock()   # before anything is read or discarded: no other sweep writes OUT now
+        if restart:
+            journal.discard()
+            out.unlink(missing_ok=True)
+            _csv_meta_path(out).unlink(missing_ok=True)
+        had_output = out.exists()
+        if had_output:
+            _load_output(out, fmt, header, table)
+        had_journal = journal.load(table)
         run = _Run(grid, table, journal, retry_failed=retry_failed, batch_size=batch_size,
                    stop_after=stop_after, progress=progress)
         if run.pending_points:
@@ -148,8 +151,6 @@ def run_grid(grid, out_path: str | os.PathLike, *, workers: int = 0, ray_address
                 _run_on_ray(run, evaluate, grid, ray_address)
             else:
                 count = _available_cores() if workers == 0 else workers
-                if count < 0:
-                    raise UsageError(f"the number of workers must be >= 0 (got {workers})")
                 if count == 1:
                     _run_in_process(run, evaluate, grid)
                 else:
@@ -254,11 +255,15 @@ def _fsync_dir(directory: Path) -> None:
 
 def _write_output(out: Path, fmt: str, header: dict, table: "_Table") -> None:
     meta = dict(header, format=RESULTS_FORMAT)
-    if fmt == "parquet":
-        _atomic_write(out, lambda tmp: _write_parquet(tmp, meta, table))
-    else:
-        _atomic_write(_csv_meta_path(out), lambda tmp: tmp.write_text(json.dumps(meta, indent=1) + "\n"))
-        _atomic_write(out, lambda tmp: _write_csv(tmp, table))
+    try:
+        if fmt == "parquet":
+            _atomic_write(out, lambda tmp: _write_parquet(tmp, meta, table))
+        else:
+            _atomic_write(_csv_meta_path(out), lambda tmp: tmp.write_text(json.dumps(meta, indent=1) + "\n"))
+            _atomic_write(out, lambda tmp: _write_csv(tmp, table))
+    except OSError as e:   # the journal is kept: a rerun writes the table without computing
+        raise UsageError(f"cannot write {out}: {e.strerror or e} (every point is in "
+                         f"{journal_path_for(out).name}: rerun the same command to write the table)") from None
 
 
 def _arrow_schema(columns, meta: dict | None = None):
@@ -351,21 +356,28 @@ class _Journal:
         self.path, self.header, self.width = path, header, len(columns)
         self.file = None
 
-    def open(self, table: "_Table") -> bool:
-        """Reads the rows of an existing journal of this grid into TABLE (dropping a torn last
-        line) and opens it for appending, or starts a new one; True if one existed."""
+    def lock(self) -> None:
+        """Opens the journal (an empty file if there was none) and takes its lock, or raises
+        UsageError while another sweep holds it."""
         import fcntl
 
-        existed = self.path.exists()
         self.file = open(self.path, "ab+")
         try:
             fcntl.flock(self.file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            self.close()
+            self.file.close()
+            self.file = None
             raise UsageError(f"another sweep is writing {self.path}: wait for it to end") from None
+
+    def discard(self) -> None:
+        self.file.truncate(0)
+
+    def load(self, table: "_Table") -> bool:
+        """Reads the rows of an existing journal of this grid into TABLE (dropping a torn last
+        line) and keeps it for appending, or starts a new one; True if there was one."""
         self.file.seek(0)
         data = self.file.read()
-        good = self._read(data, table) if existed and data else 0
+        good = self._read(data, table) if data else 0
         if good == 0:   # no journal, or only a torn header: start one
             self.file.truncate(0)
             self.file.write((json.dumps(self.header) + "\n").encode())
@@ -406,18 +418,29 @@ class _Journal:
 
     def append(self, rows: list[list]) -> None:
         text = "".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows)
-        self.file.write(text.encode())
-        self.file.flush()
-        os.fsync(self.file.fileno())
+        try:
+            self.file.write(text.encode())
+            self.file.flush()
+            os.fsync(self.file.fileno())
+        except OSError as e:   # a full disk, say: what was journaled before stays resumable
+            raise UsageError(f"cannot write {self.path}: {e.strerror or e} (the points finished so far "
+                             "are kept: rerun the same command to resume)") from None
 
     def remove(self) -> None:
-        self.close()
-        self.path.unlink(missing_ok=True)
+        self.path.unlink(missing_ok=True)   # while holding the lock
         _fsync_dir(self.path.parent)
+        self.close()
 
     def close(self) -> None:
+        """Releases the lock; a journal left empty (the sweep was refused before it started)
+        is removed."""
         if self.file is not None:
-            self.file.close()   # releases the lock
+            try:
+                if os.fstat(self.file.fileno()).st_size == 0:
+                    self.path.unlink(missing_ok=True)
+            except OSError:
+                pass
+            self.file.close()
             self.file = None
 
 
@@ -583,14 +606,13 @@ class _Run:
         if state.count(0, start, end) == end - start:   # the common case: a run of pending points
             batch = list(range(start, end))
             self.cursor = end
-        else:
+        else:   # pending points between done ones (a resumed sweep): jump from one to the next
             batch = []
             i = start
-            while i < self.total and len(batch) < size:
-                if state[i] == 0:
-                    batch.append(i)
-                i += 1
-            self.cursor = i
+            while i >= 0 and len(batch) < size:
+                batch.append(i)
+                i = state.find(0, i + 1)
+            self.cursor = batch[-1] + 1
         self.handed += len(batch)
         return batch
 
@@ -793,12 +815,14 @@ def _run_in_pool(run: _Run, evaluate: Evaluate, grid, count: int, start_method: 
             for worker in busy:
                 if worker.conn in ready or worker.process.sentinel in ready:
                     reply = None
+                    batch, worker.batch = worker.batch, None
                     try:
                         if worker.conn.poll():
                             reply = worker.conn.recv()
                     except (EOFError, OSError):
-                        pass
-                    batch, worker.batch = worker.batch, None
+                        pass   # it died, maybe in the middle of its reply
+                    except Exception as e:   # a whole reply that does not unpickle here
+                        reply = (("error", f"the worker's rows cannot be read: {_one_line(e)}"), 0.0)
                     if reply is not None:
                         run.record(batch, *reply)
                         idle.append(worker)
