@@ -349,6 +349,9 @@ _CSV_PARSERS: dict[str, Callable[[str], Any]] = {
 }
 
 
+_encode_row = json.JSONEncoder(separators=(",", ":")).encode   # one encoder, not one per row
+
+
 class _Journal:
     """`<out>.partial.jsonl`: the header line, then a JSON array per row, appended per batch."""
 
@@ -417,7 +420,7 @@ class _Journal:
         return end
 
     def append(self, rows: list[list]) -> None:
-        text = "".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows)
+        text = "".join(_encode_row(row) + "\n" for row in rows)
         try:
             self.file.write(text.encode())
             self.file.flush()
