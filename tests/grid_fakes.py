@@ -109,7 +109,8 @@ def raising_evaluate(grid: FakeGrid, indices: list[int]) -> list[dict]:
 
 
 def badly_typed_evaluate(grid: FakeGrid, indices: list[int]) -> list[dict]:
-    """Point 2's tokens are a string, point 4's row has an extra column; 6.0 tokens is fine."""
+    """Point 2's tokens are a string, point 4's row has an extra column, point 9's tokens do not
+    fit in an int64; 6.0 tokens is fine."""
     rows = evaluate(grid, indices)
     for r in rows:
         if r["point"] == 2:
@@ -118,6 +119,8 @@ def badly_typed_evaluate(grid: FakeGrid, indices: list[int]) -> list[dict]:
             r["surprise"] = 1
         elif r["point"] == 6:
             r["tokens"] = 60.0
+        elif r["point"] == 9:
+            r["tokens"] = 2**70
     return rows
 
 

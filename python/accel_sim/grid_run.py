@@ -633,7 +633,11 @@ class _Run:
         else:
             rows = self._failed_rows(indices, payload)
         for row in rows:
-            self.table.put(row)
+            try:
+                self.table.put(row)
+            except OverflowError:   # an int beyond int64: that value becomes the row's error
+                self._out_of_range(row)
+                self.table.put(row)
         self.journal.append(rows)
         self.computed += len(indices)
         if self.progress is not None:
@@ -669,6 +673,13 @@ class _Run:
                 values[-1] = " ".join(values[-1].split())
             out.append(values)
         return out
+
+    def _out_of_range(self, row: list) -> None:
+        for j, kind in enumerate(self.table.kinds):
+            if kind == "int64" and row[j] is not None and not -2**63 <= row[j] < 2**63:
+                note = f"column {self.names[j]!r} cannot hold {row[j]!r}"
+                row[j] = None
+                row[-1] = f"{row[-1]}; {note}" if row[-1] else note
 
     def _failed_rows(self, indices: list[int], message: str) -> list[list]:
         """A row per index with the point's parameters, no figures and MESSAGE as its error."""
