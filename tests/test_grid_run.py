@@ -458,6 +458,27 @@ def test_ray_gives_the_local_table(tmp_path, local_ray):
     assert read_csv(tmp_path / "ray.csv") == expected(grid)
 
 
+def test_a_real_grid_on_ray_gives_the_local_table(tmp_path, local_ray):
+    """The acceptance: simulate and train grid files (a point that fails among them) on the
+    local Ray instance give the table the local pool gives, cell for cell."""
+    from accel_sim.grid import load_grid
+
+    sim = tmp_path / "sim.yaml"
+    sim.write_text("command: simulate\nfixed: {model: llama3-8b, phase: decode, context: 1024}\n"
+                   "grid:\n  device: [a100, h100, nonesuch]\n  batch: [1, 32]\n  memory_bandwidth_gbs: [2000, 5000]\n")
+    train = tmp_path / "train.yaml"
+    train.write_text("command: train\nfixed: {model: llama-3-8b, system: dgx-h100, seq: 4096, microbatch: 1, "
+                     "global_batch: 64}\npoints:\n  - {gpus: 16, tp: 2, pp: 4, dp: 2}\n  - {gpus: 8, tp: 3, pp: 1, dp: 1}\n"
+                     "  - {gpus: 8, tp: 8, pp: 1, dp: 1}\n")
+    for path, points, failed in ((sim, 12, 4), (train, 3, 1)):
+        grid = load_grid(path)
+        local = run_grid(grid, tmp_path / f"{path.stem}-local.parquet", workers=2, batch_size=2)
+        on_ray = run_grid(grid, tmp_path / f"{path.stem}-ray.parquet", ray_address="auto", batch_size=2)
+        a, b = read_parquet(tmp_path / f"{path.stem}-local.parquet"), read_parquet(tmp_path / f"{path.stem}-ray.parquet")
+        assert a == b and len(a) == points
+        assert (local.failed, on_ray.failed) == (failed, failed)
+
+
 def test_ray_tasks_that_raise_or_die_record_their_batch(tmp_path, local_ray):
     grid = fake_grid(tmp_path, 40)
     run_grid(grid, tmp_path / "raise.parquet", ray_address="auto", batch_size=5, evaluate=grid_fakes.raising_evaluate)

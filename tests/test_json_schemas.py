@@ -71,6 +71,7 @@ RUNS = {
     "sweep device": ("sweep", ["sweep", "--model", "gpt2", "--seq", "128", "--devices", "v100,h100", "--vary",
                                "memory_bandwidth_gbs=1000,2000", "--json"]),
     "sweep graph file": ("sweep", ["sweep", "{graph}", "--vary", "memory_gb=0.5,80", "--json"]),
+    "sweep grid": ("sweep-grid", ["sweep", "--grid", "{grid}", "--out", "{grid}.csv", "--workers", "1", "--json"]),
 }
 
 
@@ -82,12 +83,15 @@ def outputs(tmp_path_factory) -> dict:
 
     graph = tmp_path_factory.mktemp("graph") / "mlp.json"
     graph.write_text(json.dumps(mlp_graph()))
-    return {"{graph}": str(graph)}
+    grid = graph.parent / "grid.yaml"
+    grid.write_text("command: simulate\nfixed: {model: gpt2, seq: 128}\ngrid: {batch: [1, 2], device: [h100, v100]}\n")
+    return {"{graph}": str(graph), "{grid}": str(grid)}
 
 
 def _output(outputs: dict, capsys, case: str):
     if case not in outputs:
-        outputs[case] = _run(capsys, *[a.replace("{graph}", outputs["{graph}"]) for a in RUNS[case][1]])
+        outputs[case] = _run(capsys, *[a.replace("{graph}", outputs["{graph}"]).replace("{grid}", outputs["{grid}"])
+                                       for a in RUNS[case][1]])
     return outputs[case]
 
 
@@ -231,6 +235,8 @@ def _json_commands() -> set[str]:
                       for kind, k in subparsers(p).items() if has_json(k)}
         elif has_json(p):
             names.add(command)
+            if any("--grid" in a.option_strings for a in p._actions):
+                names.add(f"{command}-grid")  # sweep --grid prints its own object
     return names
 
 

@@ -126,7 +126,7 @@ class BuiltModel:
     info: dict
 
 
-def build_model_graph(
+def model_build_options(
     model: Any,
     *,
     phase: str = "prefill",
@@ -148,9 +148,9 @@ def build_model_graph(
     fp8_gemms: bool = False,
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
-) -> BuiltModel:
-    """The C++ builder's graph of a shipped model (id or alias), a config.json path or a
-    `_core.ModelSpec`, for one phase and shape; simulate() and compare() accept the result."""
+) -> tuple[Any, Any]:
+    """(the model's _core.ModelSpec, the _core.BuildOptions) that build_model_graph builds from,
+    checked; a sweep builds many shapes from one."""
     from accel_sim.io.model_config import load_model_spec
 
     spec = (model if isinstance(model, _core.ModelSpec)
@@ -188,6 +188,40 @@ def build_model_graph(
     # fp8 GEMMs: Transformer Engine's recipe in a training step; in prefill and decode an fp8
     # inference engine's block linears with their weights stored in fp8 (BuildOptions::fp8_gemms).
     options.fp8_gemms = fp8_gemms
+    return spec, options
+
+
+def build_model_graph(
+    model: Any,
+    *,
+    phase: str = "prefill",
+    batch: int = 1,
+    seq: int = 2048,
+    context: int = 0,
+    kernels: str = "fused",
+    tensor_parallel: int = 1,
+    sequence_parallel: bool = False,
+    expert_parallel: int = 1,
+    context_parallel: int = 1,
+    moe_impl: str = "grouped",
+    dtype: str | None = None,
+    optimizer: str = "adamw",
+    master_weights: bool = True,
+    recompute: str = "none",
+    eager_attention: bool = False,
+    persistent_gradients: bool = False,
+    fp8_gemms: bool = False,
+    weight_dtype: str | None = None,
+    kv_dtype: str | None = None,
+) -> BuiltModel:
+    """The C++ builder's graph of a shipped model (id or alias), a config.json path or a
+    `_core.ModelSpec`, for one phase and shape; simulate() and compare() accept the result."""
+    spec, options = model_build_options(
+        model, phase=phase, batch=batch, seq=seq, context=context, kernels=kernels, tensor_parallel=tensor_parallel,
+        sequence_parallel=sequence_parallel, expert_parallel=expert_parallel, context_parallel=context_parallel,
+        moe_impl=moe_impl, dtype=dtype, optimizer=optimizer, master_weights=master_weights, recompute=recompute,
+        eager_attention=eager_attention, persistent_gradients=persistent_gradients, fp8_gemms=fp8_gemms,
+        weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     try:
         graph = _core.build_graph(spec, options)
     except ValueError as e:

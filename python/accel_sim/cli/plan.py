@@ -94,7 +94,23 @@ def _short(c: Any) -> str:
             + f" ZeRO-{l.zero} {c.recompute.name}" + (" SP" if l.sequence_parallel else ""))
 
 
-def cmd_plan(args: argparse.Namespace) -> int:
+def _global_batch(args: argparse.Namespace) -> int:
+    from accel_sim.errors import UsageError
+
+    if args.global_batch_tokens is not None:
+        if args.global_batch_tokens % args.seq:
+            raise UsageError(f"--global-batch-tokens {args.global_batch_tokens:,.0f} is not a multiple of --seq {args.seq}")
+        global_batch = int(args.global_batch_tokens // args.seq)
+    else:
+        global_batch = args.global_batch
+    if global_batch < 1:
+        raise UsageError("the global batch must hold at least one sequence")
+    return global_batch
+
+
+def plan_runs(args: argparse.Namespace) -> list[tuple[Any, Any, int, Any, float]]:
+    """(system entry, run inputs, GPUs, the core's PlanResult, search seconds) for each system and
+    GPU count of `args`, in that order."""
     from accel_sim import _core
     from accel_sim.errors import UsageError
     from accel_sim.io.system_file import resolve_system, with_scaleup_domain
@@ -104,22 +120,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise UsageError("--system names no system (see `accel-sim systems`)")
     if args.threads < 0:
         raise UsageError(f"--threads must not be negative (got {args.threads}; 0: all cores)")
-    if args.global_batch_tokens is not None:
-        if args.global_batch_tokens % args.seq:
-            raise UsageError(f"--global-batch-tokens {args.global_batch_tokens:,.0f} is not a multiple of --seq {args.seq}")
-        global_batch = int(args.global_batch_tokens // args.seq)
-    else:
-        global_batch = args.global_batch
-    if global_batch < 1:
-        raise UsageError("the global batch must hold at least one sequence")
+    global_batch = _global_batch(args)
     if args.top < 1:
         raise UsageError(f"--top must be at least 1 (got {args.top})")
-    sweep = len(systems) > 1 or len(args.gpus) > 1
-    if args.plot and not sweep:
-        raise UsageError("--plot draws a sweep: give several --gpus or --system values")
-    if args.plot and not args.plot.endswith((".svg", ".html")):
-        raise UsageError(f"--plot writes .svg or .html (got {args.plot})")
-
     runs = []
     for entry in systems:
         run = run_inputs(args, entry.spec.device)
@@ -135,7 +138,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
             finally:
                 progress.close()
             runs.append((entry, run, gpus, result, time.perf_counter() - start))
+    return runs
 
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from accel_sim.errors import UsageError
+
+    sweep = len([s for s in args.system.split(",") if s.strip()]) > 1 or len(args.gpus) > 1
+    if args.plot and not sweep:
+        raise UsageError("--plot draws a sweep: give several --gpus or --system values")
+    if args.plot and not args.plot.endswith((".svg", ".html")):
+        raise UsageError(f"--plot writes .svg or .html (got {args.plot})")
+    runs = plan_runs(args)
+    global_batch = _global_batch(args)
     if args.json:
         out = [{"schema": "accel-sim/plan", "schema_version": SCHEMA_VERSION, "model": run.spec.name, "system": entry.spec.id, "device": run.device.id,
                 "gpus": gpus, "seq": args.seq, "global_batch": global_batch, "search_s": secs,

@@ -266,7 +266,10 @@ def _render(r: Any, args: argparse.Namespace, head: str, memory: Any, qps: float
               f"${r.cost_per_million_total_tokens_usd:,.2f} per 1M tokens in+out (device price list)")
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
+def serve_runs(args: argparse.Namespace) -> tuple[list, list]:
+    """The serving run of each device of `args`: (rows, failed), rows (device spec, IterationModel,
+    ServeResult, MaxQpsResult or None), failed (device spec, why) for devices that cannot serve
+    the model (with one device, that is a UsageError instead)."""
     from accel_sim import _core
     from accel_sim.device import resolve_device
     from accel_sim.errors import UsageError
@@ -308,11 +311,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
             failed.append((device, str(err)))  # a capacity table keeps going: this device gets a row saying why
             continue
         rows.append((device, costs, result, found))
-        if args.trace and len(devices) == 1:
-            from accel_sim.report.serve_timeline import write_serve_trace
+    return rows, failed
 
-            write_serve_trace(args.trace, result, replicas=args.replicas, engines_per_replica=args.pp,
-                              title=f"{spec.name} on {args.replicas} x {args.tp * args.pp} {device.name}")
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from accel_sim.io.model_config import load_model_spec
+
+    spec = load_model_spec(args.model, dtype=args.dtype, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
+    devices = [d.strip() for d in (args.devices.split(",") if args.devices else [args.device]) if d.strip()]
+    rows, failed = serve_runs(args)
+    if args.trace and len(rows) == 1:
+        from accel_sim.report.serve_timeline import write_serve_trace
+
+        device, _, result, _ = rows[0]
+        write_serve_trace(args.trace, result, replicas=args.replicas, engines_per_replica=args.pp,
+                          title=f"{spec.name} on {args.replicas} x {args.tp * args.pp} {device.name}")
     if args.html:
         from accel_sim.report.html_report import write_html
         from accel_sim.report.html_runs import serve_html

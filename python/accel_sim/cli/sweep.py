@@ -5,8 +5,10 @@ on one or more devices, as a table, JSON and a plot (.png, .svg, .html)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
 import json
+import sys
 from typing import Any, Callable
 
 from accel_sim.cli.progress import Progress
@@ -24,7 +26,7 @@ def add_parser(sub: Any, add_simulation_args: Callable[[argparse.ArgumentParser]
     where = p.add_mutually_exclusive_group()
     where.add_argument("--device", default="h100", help="device name or alias (default: h100); see `accel-sim devices`")
     where.add_argument("--devices", help="comma-separated device names: one series per device, e.g. a100,h100")
-    p.add_argument("--vary", action="append", required=True, metavar="NAME=SPEC",
+    p.add_argument("--vary", action="append", metavar="NAME=SPEC",
                    help="the parameter and its values: start:stop:n (n evenly spaced, both ends included), "
                    "start:stop:n:log (geometric) or a comma list; e.g. memory_bandwidth_gbs=2000:8000:7, batch=1,2,4,8. "
                    "Units: peak_tflops in dense TFLOP/s of the run's matmul dtype (every other compute rate of the part "
@@ -32,6 +34,17 @@ def add_parser(sub: Any, add_simulation_args: Callable[[argparse.ArgumentParser]
     p.add_argument("--metric", choices=tuple(METRICS), default="latency",
                    help="what --plot draws: latency, throughput (tokens/s), memory (needed) or mfu (default: latency)")
     p.add_argument("--plot", metavar="FILE", help="write the plot: .png (needs matplotlib), .svg, or .html (a self-contained page)")
+    g = p.add_argument_group("grid sweeps (docs/formats/grid.md)")
+    g.add_argument("--grid", metavar="FILE", help="a grid file: a command (simulate, train, plan, serve) and the values of its "
+                   "parameters; every point of the product (or the listed points) is run; needs --out")
+    g.add_argument("--out", metavar="FILE", help="with --grid: the results table, .parquet (needs pyarrow) or .csv; an "
+                   "interrupted sweep resumes from it")
+    g.add_argument("--workers", type=int, default=0, metavar="N", help="with --grid: local worker processes (default: all cores)")
+    g.add_argument("--ray", metavar="ADDRESS", help="with --grid: run the points as Ray tasks on this cluster (auto: the one "
+                   "this machine is connected to); needs pip install \"accel-sim[ray]\"")
+    g.add_argument("--batch-size", type=int, metavar="N", help="with --grid: points per task (default: chosen from the grid's size)")
+    g.add_argument("--restart", action="store_true", help="with --grid: discard the results of an earlier run in --out")
+    g.add_argument("--retry-failed", action="store_true", help="with --grid: run again the points that failed in an earlier run")
 
 
 def _fmt(v: float) -> str:
@@ -83,8 +96,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from accel_sim.report.tables import table
     from accel_sim.sweep import METRICS, PARAMETERS, SweepSetup, check, parse_vary, run_sweep
 
-    if len(args.vary) != 1:
-        raise UsageError("sweep varies one parameter: give --vary once")
+    if args.grid:
+        return _cmd_grid(args)
+    if args.out:
+        raise UsageError("--out writes a grid sweep's table: give --grid FILE")
+    if not args.vary or len(args.vary) != 1:
+        raise UsageError("sweep varies one parameter: give --vary once (or a grid file with --grid)")
     name, values = parse_vary(args.vary[0])
     if args.plot:
         check_plot_path(args.plot)
@@ -155,3 +172,46 @@ def _log_x(vary: str, values: list[float]) -> bool:
 
     spec = vary.partition("=")[2]
     return spec.endswith(":log") or (":" not in spec and wants_log(values))
+
+
+def _cmd_grid(args: argparse.Namespace) -> int:
+    """`sweep --grid FILE --out FILE`: every point of the grid, over all cores or a Ray cluster,
+    into one table; resumable."""
+    from accel_sim.errors import UsageError
+    from accel_sim.grid import load_grid
+
+    if args.vary or args.plot:
+        raise UsageError("--grid runs a grid file: --vary and --plot belong to a one-parameter sweep")
+    if args.model or args.target:
+        raise UsageError("--grid takes the model and every other parameter from the grid file")
+    if not args.out:
+        raise UsageError("--grid needs --out FILE (.parquet or .csv) for the results")
+    if args.workers < 0:
+        raise UsageError(f"--workers must not be negative (got {args.workers}; 0: all cores)")
+    if args.batch_size is not None and args.batch_size < 1:
+        raise UsageError(f"--batch-size must be at least 1 (got {args.batch_size})")
+    grid = load_grid(args.grid)
+    from accel_sim.grid_run import run_grid
+
+    where = f"Ray ({args.ray})" if args.ray else "local"
+    progress = Progress(f"sweep {grid.command} · {len(grid):,} points · {where}", args.quiet or args.json)
+    try:
+        summary = run_grid(grid, args.out, workers=args.workers, ray_address=args.ray, batch_size=args.batch_size,
+                           progress=progress, restart=args.restart, retry_failed=args.retry_failed)
+    except KeyboardInterrupt:
+        progress.close()
+        print("accel-sim sweep: interrupted; the finished points are kept: run the same command to resume",
+              file=sys.stderr)
+        return 130
+    finally:
+        progress.close()
+    out = {"schema": "accel-sim/sweep-grid", "schema_version": 1, "grid": args.grid, "command": grid.command,
+           "out": args.out} | {k: v for k, v in dataclasses.asdict(summary).items() if k != "out_path"}
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print(f"accel-sim sweep · {args.grid} · {grid.command} · {len(grid):,} points · {where}")
+        print(f"  computed {summary.computed:,} · resumed {summary.resumed:,} · failed {summary.failed:,} "
+              f"in {summary.seconds:,.1f} s")
+        print(f"  wrote {args.out}")
+    return 0

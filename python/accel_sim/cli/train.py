@@ -102,7 +102,9 @@ def add_parser(sub: Any) -> None:
     add_run_args(p)
 
 
-def cmd_train(args: argparse.Namespace) -> int:
+def train_estimate(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
+    """(system entry, run inputs, layout, the core's TrainingEstimate) of one configuration; an
+    infeasible one is returned with its reason (e.feasible false), not raised."""
     from accel_sim import _core
     from accel_sim.errors import UsageError
     from accel_sim.io.system_file import resolve_system, with_scaleup_domain
@@ -124,6 +126,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         e = _core.estimate_training(run.spec, run.base, layout, run.device, entry.spec, run.options)
     except ValueError as err:
         raise UsageError(str(err)) from None
+    return entry, run, layout, e
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from accel_sim.errors import UsageError
+
+    entry, run, layout, e = train_estimate(args)
     if not e.feasible:
         raise UsageError(f"infeasible: {e.reason}")
     title = f"{run.spec.name} on {args.gpus} x {run.device.name}"

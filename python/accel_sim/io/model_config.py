@@ -10,6 +10,7 @@ them, never built wrongly.
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import json
 import re
@@ -62,9 +63,15 @@ def _models_dir() -> Path:
 
 
 def shipped_models() -> list[ModelEntry]:
+    return list(_shipped_models())
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_models() -> tuple[ModelEntry, ...]:
+    """The index is parsed once per process (a sweep looks models up once per point)."""
     index = _models_dir() / "models.yaml"
     data = yaml.safe_load(index.read_text(encoding="utf-8"))
-    return [
+    return tuple(
         ModelEntry(
             id=m["id"],
             file=m["file"],
@@ -75,7 +82,7 @@ def shipped_models() -> list[ModelEntry]:
             params=m.get("params"),
         )
         for m in data["models"]
-    ]
+    )
 
 
 def find_model(name: str) -> ModelEntry | None:
