@@ -130,3 +130,36 @@ def test_the_lean_path_gives_the_rows_of_the_general_one(tmp_path: Path):
             assert a[key] == b[key], (a["point"], key)
     # The shape not varied (seq 256) holds at every point, whatever the point before set.
     assert lean[0]["tokens_per_s"] == pytest.approx(256 / lean[0]["latency_s"])
+
+
+def test_a_killed_command_line_sweep_resumes_where_it_stopped(tmp_path: Path):
+    """`accel-sim sweep --grid` killed mid-run (SIGKILL, as a lost machine): run again, it keeps
+    the journaled points, computes only the rest, and writes the table an uninterrupted run
+    writes."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    import pyarrow.parquet as pq
+
+    path = _grid(tmp_path, "command: simulate\nfixed: {model: llama3-8b, phase: decode}\n"
+                           "grid:\n  batch: '1:40:40'\n  context: '128:8192:40'\n")
+    out = tmp_path / "r.parquet"
+    cmd = [sys.executable, "-m", "accel_sim.cli.main", "sweep", "--grid", str(path), "--out", str(out),
+           "--workers", "1", "--batch-size", "40", "--quiet", "--json"]
+    journal = tmp_path / "r.parquet.partial.jsonl"
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not journal.exists() or journal.read_bytes().count(b"\n") < 4):
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    kept = journal.read_bytes().count(b"\n") - 1  # the header line, then a row per line
+    assert 0 < kept < 1600 and not out.exists()
+    again = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    summary = json.loads(again.stdout)
+    assert summary["resumed"] >= kept and summary["computed"] == 1600 - summary["resumed"] and summary["complete"]
+    whole = tmp_path / "whole.parquet"
+    subprocess.run(cmd[:6] + ["--out", str(whole)] + cmd[8:], capture_output=True, check=True)
+    assert pq.read_table(out).to_pylist() == pq.read_table(whole).to_pylist()
