@@ -126,31 +126,13 @@ class BuiltModel:
     info: dict
 
 
-def model_build_options(
-    model: Any,
-    *,
-    phase: str = "prefill",
-    batch: int = 1,
-    seq: int = 2048,
-    context: int = 0,
-    kernels: str = "fused",
-    tensor_parallel: int = 1,
-    sequence_parallel: bool = False,
-    expert_parallel: int = 1,
-    context_parallel: int = 1,
-    moe_impl: str = "grouped",
-    dtype: str | None = None,
-    optimizer: str = "adamw",
-    master_weights: bool = True,
-    recompute: str = "none",
-    eager_attention: bool = False,
-    persistent_gradients: bool = False,
-    fp8_gemms: bool = False,
-    weight_dtype: str | None = None,
-    kv_dtype: str | None = None,
-) -> tuple[Any, Any]:
+def _spec_and_options(model: Any, phase: str, batch: int, seq: int, context: int, kernels: str, tensor_parallel: int,
+                      sequence_parallel: bool, expert_parallel: int, context_parallel: int, moe_impl: str,
+                      dtype: str | None, optimizer: str, master_weights: bool, recompute: str, eager_attention: bool,
+                      persistent_gradients: bool, fp8_gemms: bool, weight_dtype: str | None,
+                      kv_dtype: str | None) -> tuple[Any, Any]:
     """(the model's _core.ModelSpec, the _core.BuildOptions) that build_model_graph builds from,
-    checked; a sweep builds many shapes from one."""
+    checked (build_model_graph's keywords, every one given)."""
     from accel_sim.io.model_config import load_model_spec
 
     spec = (model if isinstance(model, _core.ModelSpec)
@@ -191,6 +173,16 @@ def model_build_options(
     return spec, options
 
 
+def model_build_options(model: Any, **keywords: Any) -> tuple[Any, Any]:
+    """(the model's _core.ModelSpec, the _core.BuildOptions) that build_model_graph(model,
+    **keywords) builds from, checked; a sweep builds many shapes from one."""
+    import inspect
+
+    bound = inspect.signature(build_model_graph).bind(model, **keywords)
+    bound.apply_defaults()
+    return _spec_and_options(**bound.arguments)
+
+
 def build_model_graph(
     model: Any,
     *,
@@ -216,12 +208,7 @@ def build_model_graph(
 ) -> BuiltModel:
     """The C++ builder's graph of a shipped model (id or alias), a config.json path or a
     `_core.ModelSpec`, for one phase and shape; simulate() and compare() accept the result."""
-    spec, options = model_build_options(
-        model, phase=phase, batch=batch, seq=seq, context=context, kernels=kernels, tensor_parallel=tensor_parallel,
-        sequence_parallel=sequence_parallel, expert_parallel=expert_parallel, context_parallel=context_parallel,
-        moe_impl=moe_impl, dtype=dtype, optimizer=optimizer, master_weights=master_weights, recompute=recompute,
-        eager_attention=eager_attention, persistent_gradients=persistent_gradients, fp8_gemms=fp8_gemms,
-        weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    spec, options = _spec_and_options(**locals())  # first: locals() are the arguments
     try:
         graph = _core.build_graph(spec, options)
     except ValueError as e:

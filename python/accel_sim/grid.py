@@ -353,9 +353,10 @@ def _simulate(grid: Grid, params: dict) -> dict:
     """A point of a simulate grid. A builder graph on a named device with no device or system
     parameter varied takes the lean path: what the point shares with its neighbours (options,
     device, the build options less the shape) is set up once, then the core builds and simulates
-    and the row is read off its result, as `sweep` reads it (tests/test_grid.py checks they agree);
-    anything else goes through sweep.run_point."""
+    and the row is read off its result by sweep.figures, as `sweep` reads it (tests/test_grid.py
+    checks they agree); anything else goes through sweep.run_point."""
     from accel_sim import _core
+    from accel_sim.sweep import figures
 
     key = tuple((k, v) for k, v in params.items() if k not in _WORKLOAD_SHAPE)
     lean = _LEAN.get(key)
@@ -377,12 +378,7 @@ def _simulate(grid: Grid, params: dict) -> dict:
     r = _core.simulate(graph, device, sim)
     tokens = shape["batch"] * (1 if phase == "decode" else spec.image_tokens() if spec.patch_size > 0
                                else shape["seq"]) * micro
-    return {"latency_s": r.latency_s, "tokens_per_s": tokens / r.latency_s if r.latency_s > 0 else None,
-            "peak_memory_bytes": r.memory.peak_bytes, "required_bytes": r.required_bytes,
-            "memory_capacity_bytes": r.memory_capacity_bytes, "fits": r.fits,
-            "compute_bound_time_s": r.compute_bound_time_s, "memory_bound_time_s": r.memory_bound_time_s,
-            "launch_overhead_time_s": r.launch_overhead_time_s, "communication_time_s": r.communication_time_s,
-            "bound": _core.dominant_bound(r).name, "mfu": r.model_flops_utilization}
+    return figures(r, tokens / r.latency_s if r.latency_s > 0 else None)
 
 
 def _lean_context(grid: Grid, params: dict) -> Any:

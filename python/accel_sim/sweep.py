@@ -224,12 +224,19 @@ def run_point(setup: SweepSetup, params: dict, graph: Any = None) -> dict:
             spec = _core.with_device_parameter(spec, p.core, value * p.to_si, dtype, bool(options.get("tf32")))
         device = Device.from_entry(dataclasses.replace(device.entry, spec=spec, peak_tflops={}))
     report = accel_sim.simulate(graph, device=device, **options)
-    r = report.result
     return {
         "device": device.id,
         **{name: (int(v) if PARAMETERS[name].integer else v) for name, v in params.items()},
+        **figures(report.result, report.tokens_per_s),
+    }
+
+
+def figures(r: Any, tokens_per_s: float | None) -> dict:
+    """The headline figures of a point, read off the core's SimulationResult (a sweep's row, a
+    grid's simulate row)."""
+    return {
         "latency_s": r.latency_s,
-        "tokens_per_s": report.tokens_per_s,
+        "tokens_per_s": tokens_per_s,
         "peak_memory_bytes": r.memory.peak_bytes,
         "required_bytes": r.required_bytes,
         "memory_capacity_bytes": r.memory_capacity_bytes,

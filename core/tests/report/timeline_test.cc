@@ -12,7 +12,6 @@ namespace accelsim {
 namespace {
 
 using testing::new_tensor;
-using testing::view_of;
 
 NodeId add_in(Graph& g, std::string op, std::vector<TensorId> in, std::vector<TensorId> out,
               Pass pass = Pass::forward) {
@@ -20,27 +19,10 @@ NodeId add_in(Graph& g, std::string op, std::vector<TensorId> in, std::vector<Te
                          .outputs = std::move(out), .pass = pass});
 }
 
-// On the round device (1 TB/s, 100 TFLOP/s bf16 matrix, 1 TFLOP/s vector, 1 us launch):
-//   n0 mm [1000x1000] @ [1000x1000] bf16: 2e9 FLOP / 100e12 = 20 us + 1 us (compute), 6e6 B
-//   n1 view: 0 s
-//   n2 gelu 1e6 bf16 elements: 4e6 B / 1e12 = 4 us + 1 us (memory), 1e6 FLOP
-//   n3 frobnicate (unknown): 4e6 B -> 5 us, no FLOPs
-// Memory: resident x + W = 4 MB; y (2 MB) n0..n2, z (2 MB) n2..n3, u (2 MB) n3..end.
-Graph sample_graph() {
-  Graph g;
-  TensorId x = new_tensor(g, {1000, 1000}, DType::bf16, StorageKind::input);
-  TensorId w = new_tensor(g, {1000, 1000}, DType::bf16, StorageKind::parameter);
-  TensorId y = new_tensor(g, {1000, 1000}, DType::bf16);
-  TensorId v = view_of(g, y, {1000000});
-  TensorId z = new_tensor(g, {1000000}, DType::bf16);
-  TensorId u = new_tensor(g, {1000000}, DType::bf16);
-  add_in(g, "mm", {x, w}, {y});
-  add_in(g, "view", {y}, {v});
-  add_in(g, "gelu", {v}, {z});
-  add_in(g, "frobnicate", {z}, {u});
-  g.add_output(u);
-  return g;
-}
+// testing::sample_graph(): mm 21 us (compute), view 0 s, gelu 5 us (memory), frobnicate 5 us
+// (unknown, no FLOPs) on the round device. Memory: resident x + W = 4 MB; y (2 MB) n0..n2,
+// z (2 MB) n2..n3, u (2 MB) n3..end.
+using testing::sample_graph;
 
 TEST(TimelineTest, SpansTileTheRunAndMemoryStepsWithLiveBytes) {
   const Graph g = sample_graph();

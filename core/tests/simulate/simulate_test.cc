@@ -9,31 +9,9 @@
 namespace accelsim {
 namespace {
 
-using testing::add;
 using testing::new_tensor;
-using testing::view_of;
 
-// x [1000, 1000] bf16 input; W [1000, 1000] bf16 parameter.
-//   n0: y = mm(x, W): 2e9 FLOPs / 100 TFLOP/s = 20 us; bytes 6e6 / 1 TB/s = 6 us -> compute, 21 us
-//   n1: v = view(y): no kernel, 0 s
-//   n2: z = gelu(v): 1e6 FLOPs / 1 TFLOP/s = 1 us; 4e6 B / 1 TB/s = 4 us -> memory, 5 us
-//   n3: u = frobnicate(z): unknown, 4e6 B -> 4 us + 1 us = 5 us
-// latency = 31 us; FLOPs = 2.001e9; bytes = 1.4e7.
-Graph sample_graph() {
-  Graph g;
-  TensorId x = new_tensor(g, {1000, 1000}, DType::bf16, StorageKind::input);
-  TensorId w = new_tensor(g, {1000, 1000}, DType::bf16, StorageKind::parameter);
-  TensorId y = new_tensor(g, {1000, 1000}, DType::bf16);
-  TensorId v = view_of(g, y, {1000000});
-  TensorId z = new_tensor(g, {1000000}, DType::bf16);
-  TensorId u = new_tensor(g, {1000000}, DType::bf16);
-  add(g, "mm", {x, w}, {y});
-  add(g, "view", {y}, {v});
-  add(g, "gelu", {v}, {z});
-  add(g, "frobnicate", {z}, {u});
-  g.add_output(u);
-  return g;
-}
+using testing::sample_graph;  // testing/graph_builder.h works its costs on the round device
 
 TEST(SimulateTest, OpsRunBackToBack) {
   const SimulationResult r = simulate(sample_graph(), testing::round_device(), {});

@@ -173,7 +173,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             plot = plan_plot_svg([(entry.spec.name, gpus, r.best[0].estimate if r.best else None)
                                   for entry, _, gpus, r, _ in runs], model=runs[0][1].spec.name,
                                  train_tokens=args.train_tokens)
-        write_html(args.html, plan_html(runs, short=_short, candidate_dict=_candidate_dict,
+        write_html(args.html, plan_html(runs, short=_short,
                                         train_tokens=args.train_tokens, plot_svg=plot))
         if not args.json:
             print(f"\n  report: {args.html}")

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Sequence
 
 from accel_sim.errors import UsageError
 from accel_sim.report.hints import hint_message
+from accel_sim.report.sim_trace import layer_key, runs
 from accel_sim.report.svg import (OP_CLASS_COLOURS, PALETTE, Frame, Lane, Scale, Series, axes, bar_chart,
                                   fmt_bytes, fmt_number, fmt_seconds, lanes_chart, line_chart,
                                   padded_log_range, svg_open)
@@ -146,25 +147,6 @@ def roofline_svg(report: Any, *, width: int = 640, height: int = 400, title: str
     return "\n".join(out)
 
 
-def _layer(module: str) -> str | None:
-    from accel_sim import _core
-
-    return _core.layer_of(module) if module else None
-
-
-def _runs(spans: Sequence[Any], key) -> list[tuple[Any, float, float]]:
-    out: list[list] = []
-    for s in spans:
-        k = key(s)
-        if k is None:
-            continue
-        if out and out[-1][0] == k and out[-1][2] == s.start_s:
-            out[-1][2] = s.end_s
-        else:
-            out.append([k, s.start_s, s.end_s])
-    return [tuple(r) for r in out]
-
-
 def timeline_svg(report: Any, width: int = 1100) -> str:
     t = report.timeline
     ops = report.ops
@@ -173,8 +155,8 @@ def timeline_svg(report: Any, width: int = 1100) -> str:
     micro = report.options.micro_batches > 1
     lanes = [Lane("passes", [(a, b, pass_colours.get(p, "#999"), p,
                               f"{p}{f' (micro-batch {mb})' if micro and p != 'optimizer' else ''}: {fmt_seconds(b - a)}")
-                             for (p, mb), a, b in _runs(spans, lambda s: (ops[s.node].pass_name, s.micro_batch))])]
-    layer_runs = _runs(spans, lambda s: _layer(ops[s.node].module))
+                             for (p, mb), a, b in runs(spans, lambda s: (ops[s.node].pass_name, s.micro_batch))])]
+    layer_runs = runs(spans, layer_key(ops))
     if layer_runs:
         lanes.append(Lane("layers", [(a, b, PALETTE[i % 2 * 5], name, f"{name}: {fmt_seconds(b - a)}")
                                      for i, (name, a, b) in enumerate(layer_runs)]))

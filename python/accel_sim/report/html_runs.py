@@ -89,7 +89,7 @@ def train_html(*, title: str, e: Any, layout: dict, schedule: Any, tail: Sequenc
 # plan
 
 
-def plan_html(runs: list, *, short, candidate_dict, train_tokens: float, plot_svg: str | None) -> str:
+def plan_html(runs: list, *, short, train_tokens: float, plot_svg: str | None) -> str:
     """runs: (system entry, run inputs, gpus, PlanResult, search seconds) as `plan` holds them."""
     sections = []
     if plot_svg:

@@ -29,18 +29,25 @@ _US = 1e6
 _TIDS = {"passes": 1, "layers": 2, "compute": 3, "communication": 4}
 
 
-def _runs(spans: list[Any], key) -> list[tuple[Any, float, float]]:
-    """Consecutive spans with the same key merged: (key, start, end); None keys are skipped."""
+def runs(spans: list[Any], key) -> list[tuple[Any, float, float]]:
+    """Consecutive spans with the same key merged: (key, start, end); None keys are skipped. The
+    spans tile the run, so a run is a key's stretch of the timeline (the trace's pass and layer
+    tracks, the HTML timeline's lanes)."""
     out: list[list] = []
     for s in spans:
         k = key(s)
         if k is None:
             continue
-        if out and out[-1][0] == k and abs(out[-1][2] - s.start_s) <= 1e-15 * max(1.0, s.start_s):
+        if out and out[-1][0] == k and out[-1][2] == s.start_s:
             out[-1][2] = s.end_s
         else:
             out.append([k, s.start_s, s.end_s])
     return [tuple(r) for r in out]
+
+
+def layer_key(ops: list[Any]):
+    """A key for `runs`: the layer of a span's op (the core's layer_of), None outside modules."""
+    return lambda s: _core.layer_of(ops[s.node].module) if ops[s.node].module else None
 
 
 def simulation_trace(report: Any) -> dict:
@@ -71,11 +78,11 @@ def simulation_trace(report: Any) -> dict:
         events.append({"ph": "X", "name": name, "cat": op.op_class, "pid": _PID, "tid": _TIDS[s.stream.name],
                        "ts": s.start_s * _US, "dur": (s.end_s - s.start_s) * _US, "args": args})
     micro = report.options.micro_batches > 1
-    for (pass_name, mb), start, end in _runs(spans, lambda s: (ops[s.node].pass_name, s.micro_batch)):
+    for (pass_name, mb), start, end in runs(spans, lambda s: (ops[s.node].pass_name, s.micro_batch)):
         label = f"{pass_name} (micro-batch {mb})" if micro and pass_name != "optimizer" else pass_name
         events.append({"ph": "X", "name": label, "cat": "pass", "pid": _PID, "tid": _TIDS["passes"],
                        "ts": start * _US, "dur": (end - start) * _US, "args": {"pass": pass_name, "micro_batch": mb}})
-    for layer, start, end in _runs(spans, lambda s: _core.layer_of(ops[s.node].module) if ops[s.node].module else None):
+    for layer, start, end in runs(spans, layer_key(ops)):
         events.append({"ph": "X", "name": layer, "cat": "layer", "pid": _PID, "tid": _TIDS["layers"],
                        "ts": start * _US, "dur": (end - start) * _US, "args": {}})
     for m in timeline.memory:
