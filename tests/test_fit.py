@@ -53,8 +53,8 @@ def test_script_fit_resizes_the_example_inputs():
 
     d = _fit(str(REPO / "examples" / "gpt2.py"), "--devices", "v100", "--axis", "batch")
     row = d["rows"][0]
-    probe, original = script_probe(str(REPO / "examples" / "gpt2.py"), "batch")
-    assert original == 8
+    probe, original, positions = script_probe(str(REPO / "examples" / "gpt2.py"), "batch")
+    assert (original, positions) == (8, 1024)  # examples/gpt2.py: batch 8; GPT-2's n_positions
     spec = resolve_device("v100", []).spec
     runtime = spec.runtime_reserved_bytes
     # The boundary, captured again directly: the largest batch fits, one more does not.
@@ -68,7 +68,7 @@ def test_script_fit_resizes_the_example_inputs():
 def test_fit_usage_errors():
     script = run_cli("fit", str(REPO / "examples" / "gpt2.py"), "--devices", "h100", "--axis", "batch", "--train",
                      "--recompute", "full")
-    assert script.returncode == 2 and "apply to --model NAME" in script.stderr
+    assert script.returncode == 2 and "--recompute applies to a graph built with --model NAME" in script.stderr
     limit = run_cli("fit", "--model", "gpt2", "--devices", "h100", "--axis", "batch", "--max", "0")
     assert limit.returncode == 2 and "--max must be at least 1" in limit.stderr
     both = run_cli("fit", "--devices", "h100", "--axis", "batch")

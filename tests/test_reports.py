@@ -155,9 +155,9 @@ def test_compare_html_puts_devices_side_by_side(capsys, tmp_path: Path):
 
 
 def test_html_and_trace_paths_are_checked(capsys, tmp_path: Path):
-    code, _, err = _run(capsys, "simulate", "--model", "gpt2", "--html", str(tmp_path / "r.txt"))
+    code, _, err = _run(capsys, "simulate", "--model", "gpt2", "--seq", "1024", "--html", str(tmp_path / "r.txt"))
     assert code == 2 and "--html writes an .html file" in err
-    code, _, err = _run(capsys, "simulate", "--model", "gpt2", "--trace", str(tmp_path / "missing" / "t.json"))
+    code, _, err = _run(capsys, "simulate", "--model", "gpt2", "--seq", "1024", "--trace", str(tmp_path / "missing" / "t.json"))
     assert code == 2 and "cannot write trace" in err
 
 

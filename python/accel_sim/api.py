@@ -70,13 +70,16 @@ def capture(model: Any, example_inputs: Any = (), *, dtype: str | None = None, n
 
 
 def load_target(target: str | Path, *, dtype: str | None = None, train: bool = False,
-                optimizer: str = "adamw", autocast: str | None = None, accumulate: bool = False) -> dict:
+                optimizer: str = "adamw", autocast: str | None = None, accumulate: bool = False,
+                resize: dict[str, int] | None = None) -> dict:
     """A graph dict from a script with get_model() (captured: its forward, or with `train` one
-    training step) or from a graph .json file."""
+    training step) or from a graph .json file. `resize` ({"batch": 64, "seq": 512}) resizes the
+    script's example inputs along those axes first (batch: dim 0, seq: dim 1), as `fit` does."""
     path = Path(target)
     if path.suffix == ".json":
-        if dtype is not None or train or autocast:
-            raise UsageError(f"--dtype, --train and --precision apply when capturing a script, not to the saved graph {path}")
+        if dtype is not None or train or autocast or resize:
+            raise UsageError(f"--dtype, --train, --precision, --batch and --seq apply when capturing a script, "
+                             f"not to the saved graph {path} (its shapes and dtypes were fixed at capture)")
         return load_graph(path)
     if path.suffix != ".py":
         raise UsageError(f"{path}: expected a Python script with get_model() or a graph .json file")
@@ -87,6 +90,21 @@ def load_target(target: str | Path, *, dtype: str | None = None, train: bool = F
             f"running {path} needs torch ({e}); install it with: pip install torch==2.13.0"
         ) from None
     model, example_inputs = load_script(str(path))
+    resized = {}
+    if resize:
+        from accel_sim.capture.script import axis_size, resize_inputs
+
+        for axis, value in resize.items():
+            resized[axis] = [axis_size(example_inputs, axis, str(path)), value]
+            example_inputs = resize_inputs(model, example_inputs, axis, value, str(path))
+    graph = _capture_script(path, model, example_inputs, dtype, train, optimizer, autocast, accumulate)
+    if resized:
+        graph["metadata"]["inputs_resized"] = resized  # axis -> [the script's size, the size run]
+    return graph
+
+
+def _capture_script(path: Path, model: Any, example_inputs: Any, dtype: str | None, train: bool, optimizer: str,
+                    autocast: str | None, accumulate: bool) -> dict:
     if train:
         from accel_sim.capture import capture_training_step
 
@@ -232,6 +250,8 @@ def build_model_graph(
         "kv_cache_bytes": _core.step_kv_cache_bytes(spec, options),
         "fp8_gemms": fp8_gemms,
     }
+    if spec.patch_size > 0:
+        info["image_tokens"] = spec.image_tokens()
     if phase == "train":
         info["optimizer"] = optimizer
         info["master_weights"] = master_weights and _core.dtype_name(spec.weight_dtype) != "fp32"

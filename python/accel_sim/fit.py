@@ -66,53 +66,26 @@ def builder_probe(model: str, axis: str, *, free_at_last_use: bool = False, **bu
     return probe
 
 
-def _resized(inputs: Any, dim: int, old: int, new: int) -> Any:
-    import torch
-
-    if isinstance(inputs, torch.Tensor):
-        if inputs.dim() > dim and inputs.shape[dim] == old:
-            shape = list(inputs.shape)
-            shape[dim] = new
-            return torch.zeros(shape, dtype=inputs.dtype, device=inputs.device)
-        return inputs
-    if isinstance(inputs, dict):
-        return {k: _resized(v, dim, old, new) for k, v in inputs.items()}
-    if isinstance(inputs, (list, tuple)):
-        return type(inputs)(_resized(v, dim, old, new) for v in inputs)
-    return inputs
-
-
-def _first_tensor(inputs: Any) -> Any:
-    import torch
-
-    if isinstance(inputs, torch.Tensor):
-        return inputs
-    values = inputs.values() if isinstance(inputs, dict) else inputs if isinstance(inputs, (list, tuple)) else ()
-    for v in values:
-        t = _first_tensor(v)
-        if t is not None:
-            return t
-    return None
-
-
 def script_probe(path: str, axis: str, *, dtype: str | None = None, free_at_last_use: bool = False,
                  train: bool = False, optimizer: str = "adamw",
-                 autocast: str | None = None) -> tuple[Callable[[int], int], int]:
+                 autocast: str | None = None,
+                 resize: dict[str, int] | None = None) -> tuple[Callable[[int], int], int, int | None]:
     """Peak of the script's model captured (its forward, or with `train` one training step)
     with its example inputs resized along `axis` (dim 0 for batch, dim 1 for seq, in every
-    input whose size there equals the first input's), and the script's own value on that axis."""
+    input whose size there equals the first input's), and the script's own value on that axis.
+    `resize` sets the other axis first (e.g. {"batch": 4} for a sequence-length search). The third
+    value is the model's position limit when its config gives one (None otherwise)."""
     from accel_sim.api import capture, to_core
     from accel_sim.capture import load_script
+    from accel_sim.capture.script import axis_size, position_limit, resize_inputs
 
     model, inputs = load_script(path)
-    first = _first_tensor(inputs)
-    dim = 0 if axis == "batch" else 1
-    if first is None or first.dim() <= dim:
-        raise UsageError(f"{path}: get_model()'s first example input has no {axis} dimension (dim {dim}) to scale")
-    original = int(first.shape[dim])
+    for fixed, value in (resize or {}).items():
+        inputs = resize_inputs(model, inputs, fixed, value, path)
+    original = axis_size(inputs, axis, path)
 
     def probe(value: int) -> int:
-        resized = _resized(inputs, dim, original, value)
+        resized = resize_inputs(model, inputs, axis, value, path)
         if train:
             from accel_sim.capture import capture_training_step
 
@@ -122,7 +95,7 @@ def script_probe(path: str, axis: str, *, dtype: str | None = None, free_at_last
             graph = capture(model, resized, dtype=dtype, name=Path(path).stem)
         return _peak(to_core(graph), free_at_last_use)
 
-    return probe, original
+    return probe, original, position_limit(model)
 
 
 def fit(probe: Callable[[int], int], devices: list[Any], axis: str, limit: int, what: str) -> FitReport:

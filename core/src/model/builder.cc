@@ -1458,6 +1458,21 @@ Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
   } else {
     ACCELSIM_CHECK(options.context >= 0, "decode needs a context length of at least 0");
   }
+  if (model.learned_positions && !model.vision()) {
+    // A learned position table has one row per position (GPT-2's wpe, BERT's position
+    // embeddings): a sequence longer than its rows cannot run. RoPE models compute their
+    // positions and may be run past the trained length, as HF's rotary embeddings allow.
+    const int64_t positions =
+        options.phase == Phase::decode ? options.context + 1 : options.seq;
+    ACCELSIM_CHECK(positions <= model.max_position_embeddings,
+                   "model '" + model.name + "' has a learned table of " +
+                       std::to_string(model.max_position_embeddings) +
+                       " positions (max_position_embeddings); " +
+                       (options.phase == Phase::decode
+                            ? "context " + std::to_string(options.context) + " + 1"
+                            : "seq " + std::to_string(options.seq)) +
+                       " needs " + std::to_string(positions));
+  }
   return Builder(model, options).build();
 }
 

@@ -78,6 +78,15 @@ static Measured measure(const ModelSpec& model, int64_t layers, const ReplicaCon
                         int64_t batch, int64_t seq) {
   ModelSpec m = model;
   m.num_layers = layers;
+  if (m.learned_positions && batch == 1 && seq > m.max_position_embeddings) {
+    // A step's tokens, profiled as one sequence, can outnumber a learned position table's rows
+    // (GPT-2: 1,024). The profiled ops work per token, so the same tokens run as the fewest equal
+    // rows that fit the table: the smallest divisor of `seq` at least seq / positions.
+    int64_t rows = (seq + m.max_position_embeddings - 1) / m.max_position_embeddings;
+    while (seq % rows != 0) ++rows;
+    batch = rows;
+    seq /= rows;
+  }
   const Graph g = build_graph(m, step_options(r, batch, seq, Phase::prefill));
   const SimulationResult res = simulate(g, device, step_simulate(r));
   Measured out;

@@ -81,3 +81,66 @@ def load_script(path: str) -> tuple[torch.nn.Module, Any]:
             "it must be a torch.nn.Module"
         )
     return model, example_inputs
+
+
+AXIS_DIMS = {"batch": 0, "seq": 1}
+
+
+def first_tensor(inputs: Any) -> torch.Tensor | None:
+    """The first tensor of example inputs (a tensor, a tuple/list, or a dict of them)."""
+    if isinstance(inputs, torch.Tensor):
+        return inputs
+    values = inputs.values() if isinstance(inputs, dict) else inputs if isinstance(inputs, (list, tuple)) else ()
+    for v in values:
+        t = first_tensor(v)
+        if t is not None:
+            return t
+    return None
+
+
+def _resized(inputs: Any, dim: int, old: int, new: int) -> Any:
+    if isinstance(inputs, torch.Tensor):
+        if inputs.dim() > dim and inputs.shape[dim] == old:
+            shape = list(inputs.shape)
+            shape[dim] = new
+            return torch.zeros(shape, dtype=inputs.dtype, device=inputs.device)
+        return inputs
+    if isinstance(inputs, dict):
+        return {k: _resized(v, dim, old, new) for k, v in inputs.items()}
+    if isinstance(inputs, (list, tuple)):
+        return type(inputs)(_resized(v, dim, old, new) for v in inputs)
+    return inputs
+
+
+def axis_size(inputs: Any, axis: str, where: str) -> int:
+    """The example inputs' size along `axis` (batch: dim 0, seq: dim 1 of the first input)."""
+    first = first_tensor(inputs)
+    dim = AXIS_DIMS[axis]
+    if first is None or first.dim() <= dim:
+        raise UsageError(f"{where}: get_model()'s first example input has no {axis} dimension (dim {dim}) to resize")
+    return int(first.shape[dim])
+
+
+def position_limit(model: torch.nn.Module) -> int | None:
+    """The positions a model's config allows (HF max_position_embeddings / n_positions), if it says."""
+    config = getattr(model, "config", None)
+    for key in ("max_position_embeddings", "n_positions"):
+        value = getattr(config, key, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def resize_inputs(model: torch.nn.Module, inputs: Any, axis: str, value: int, where: str) -> Any:
+    """The example inputs resized along `axis` (dim 0 for batch, dim 1 for seq) to `value`, in
+    every input whose size there equals the first input's, as `accel-sim fit` resizes them. A
+    sequence longer than the model's position limit is refused."""
+    if value < 1:
+        raise UsageError(f"--{axis} must be at least 1 (got {value})")
+    original = axis_size(inputs, axis, where)
+    if axis == "seq":
+        limit = position_limit(model)
+        if limit is not None and value > limit:
+            raise UsageError(f"{where}: --seq {value} is beyond the model's {limit} positions (its config's "
+                             "max_position_embeddings)")
+    return _resized(inputs, AXIS_DIMS[axis], original, value)

@@ -17,8 +17,8 @@ def add_parser(sub: Any, dtypes: tuple[str, ...]) -> None:
     p.add_argument("--axis", choices=("batch", "seq"), required=True, help="the dimension to grow: batch size or sequence length")
     p.add_argument("--phase", choices=("prefill", "decode", "train"), default="prefill", help="with --model: prefill, one decode step (seq: the cached context) or a training step (default: prefill)")
     p.add_argument("--train", action="store_true", help="the same as --phase train")
-    p.add_argument("--batch", type=int, default=1, help="with --model and --axis seq: the batch (default: 1)")
-    p.add_argument("--seq", type=int, default=2048, help="with --model and --axis batch: the sequence length, or decode's context (default: 2048)")
+    p.add_argument("--batch", type=int, default=1, help="with --axis seq: the batch (--model, default: 1; a script: its example inputs resized along dim 0)")
+    p.add_argument("--seq", type=int, default=2048, help="with --axis batch: the sequence length, or decode's context (--model, default: 2048; a script: its example inputs resized along dim 1)")
     p.add_argument("--max", type=int, help="largest value to try (default: 65536 for batch; the model's position limit, or 131072, for seq)")
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd", "none"), default="adamw", help="with --phase train (default: adamw)")
     p.add_argument("--no-master-weights", action="store_true", help="with --phase train: gradients and states in the weight dtype")
@@ -35,7 +35,29 @@ def add_parser(sub: Any, dtypes: tuple[str, ...]) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
+def _refuse_inapplicable(args: argparse.Namespace, phase: str) -> None:
+    """Refuses typed flags this search would not use (accel_sim.cli.flags)."""
+    from accel_sim.cli.flags import refuse
+
+    refuse(args, (args.axis,), f"is the axis searched (--axis {args.axis}); --max bounds the search")
+    if phase != "train":
+        refuse(args, ("optimizer", "no_master_weights", "recompute", "keep_grads"),
+               "applies to a training step (--train or --phase train)")
+    if args.target is not None:
+        refuse(args, ("phase",), "applies to --model; a script's training step is --train")
+        refuse(args, ("kernels", "tp", "sp", "no_master_weights", "recompute", "keep_grads"),
+               "applies to a graph built with --model NAME; a script runs the ops its own code makes")
+        if args.attention_impl != "eager":
+            refuse(args, ("attention_impl",), "changes memory only with --model and eager (the unfused core); a "
+                   "script's attention is what its code runs")
+    else:
+        if args.attention_impl != "eager":
+            refuse(args, ("attention_impl",), "changes memory only as eager (the unfused attention core); "
+                   "the fused kernels keep the same memory")
+
+
 def cmd_fit(args: argparse.Namespace) -> int:
+    from accel_sim.cli.flags import given
     from accel_sim.device import resolve_device
     from accel_sim.errors import UsageError
     from accel_sim.fit import builder_probe, fit, script_probe, write_svg
@@ -43,7 +65,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
     if (args.target is None) == (args.model is None):
         raise UsageError("give either a script or --model NAME (not both)")
+    if args.train and given(args, "phase") and args.phase != "train":
+        raise UsageError(f"--train and --phase {args.phase} ask for different runs; give one")
     phase = "train" if args.train else args.phase
+    _refuse_inapplicable(args, phase)
     names = [d.strip() for d in args.devices.split(",") if d.strip()]
     if not names:
         raise UsageError("--devices names no device")
@@ -55,7 +80,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
         raise UsageError("--max must be at least 1")
     if args.model is not None:
         spec = load_model_spec(args.model, dtype=args.dtype)
-        limit = args.max or (65536 if args.axis == "batch" else spec.max_position_embeddings or 131072)
+        positions = spec.max_position_embeddings or 131072
+        if args.axis == "batch" and args.seq > positions and spec.max_position_embeddings:
+            raise UsageError(f"--seq {args.seq} is beyond {spec.name}'s {positions} positions (max_position_embeddings)")
+        if args.axis == "seq" and args.max is not None and args.max > positions and spec.max_position_embeddings:
+            raise UsageError(f"--max {args.max} is beyond {spec.name}'s {positions} positions (max_position_embeddings)")
+        limit = args.max or (65536 if args.axis == "batch" else positions)
         fixed = f"seq {args.seq}" if args.axis == "batch" and phase != "decode" else (
             f"context {args.seq}" if args.axis == "batch" else f"batch {args.batch}")
         what = f"{spec.name}, {phase}, {fixed}" + (f", recompute {args.recompute}" if phase == "train" else "")
@@ -66,15 +96,21 @@ def cmd_fit(args: argparse.Namespace) -> int:
                               recompute=args.recompute, eager_attention=args.attention_impl == "eager",
                               persistent_gradients=args.keep_grads)
     else:
-        if phase == "decode" or args.recompute != "none" or args.keep_grads:
-            raise UsageError("with a script, --train captures its training step; --phase decode, --recompute and "
-                             "--keep-grads apply to --model NAME")
+        if phase == "decode":
+            raise UsageError("with a script, --train captures its training step; --phase decode applies to --model NAME")
         train = phase == "train"
-        probe, original = script_probe(args.target, args.axis, dtype=args.dtype, free_at_last_use=args.free_at_last_use,
-                                       train=train, optimizer=args.optimizer)
-        limit = args.max or (65536 if args.axis == "batch" else 131072)
-        what = (f"{args.target} {'training step (' + args.optimizer + ')' if train else 'forward'}, its example inputs "
-                f"resized along {_WHAT[args.axis]} (script's own: {original})")
+        other = "seq" if args.axis == "batch" else "batch"
+        resize = {other: getattr(args, other)} if given(args, other) else {}
+        probe, original, positions = script_probe(args.target, args.axis, dtype=args.dtype,
+                                                  free_at_last_use=args.free_at_last_use, train=train,
+                                                  optimizer=args.optimizer, resize=resize)
+        default_limit = 65536 if args.axis == "batch" else (positions or 131072)
+        if args.axis == "seq" and positions and args.max is not None and args.max > positions:
+            raise UsageError(f"--max {args.max} is beyond the model's {positions} positions (max_position_embeddings)")
+        limit = args.max or default_limit
+        fixed = f", {other} {resize[other]}" if resize else ""
+        what = (f"{args.target} {'training step (' + args.optimizer + ')' if train else 'forward'}{fixed}, its example "
+                f"inputs resized along {_WHAT[args.axis]} (script's own: {original})")
     report = fit(probe, specs, args.axis, limit, what)
     if args.plot:
         write_svg(report, args.plot)

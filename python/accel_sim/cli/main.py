@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from accel_sim.cli.fit import add_parser as add_fit_parser
+from accel_sim.cli.flags import record_given
 from accel_sim.cli.fit import cmd_fit
 from accel_sim.cli.kernels import add_parsers as add_kernel_parsers
 from accel_sim.cli.plan import add_parser as add_plan_parser
@@ -57,8 +58,8 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-master-weights", action="store_true", help="with --phase train: keep gradients and optimizer states in the weight dtype instead of fp32 master weights, fp32 gradients and fp32 states")
     p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="with --phase train: activation recomputation (Korthikanti et al. 2022): none; selective, the attention core (FlashAttention's backward already recomputes it, so it keeps what none keeps); full, each layer's input kept and its forward run again in backward (default: none)")
     p.add_argument("--keep-grads", action="store_true", help="with --phase train: gradients kept between steps and zeroed in place (optimizer.zero_grad(set_to_none=False), PyTorch's default before 2.0), so they are live through the forward")
-    p.add_argument("--batch", type=int, default=1, help="with --model: sequences in the batch (default: 1)")
-    p.add_argument("--seq", type=int, default=2048, help="with --model: prompt tokens per sequence for prefill (default: 2048)")
+    p.add_argument("--batch", type=int, default=1, help="sequences in the batch: with --model (default: 1); for a script, its example inputs resized along dim 0")
+    p.add_argument("--seq", type=int, default=2048, help="tokens per sequence for prefill and training: with --model (default: 2048); for a script, its example inputs resized along dim 1")
     p.add_argument("--context", type=int, default=2048, help="with --model: cached tokens per sequence for decode (default: 2048)")
     p.add_argument("--kernels", choices=("fused", "hf-eager"), default="fused", help="with --model: an inference engine's fused kernels or HF transformers' eager ops (default: fused)")
     p.add_argument("--moe-impl", choices=("grouped", "sequential"), default="grouped", help="with --model: MoE experts as one grouped GEMM or one GEMM per touched expert (default: grouped)")
@@ -139,7 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("devices", help="list the known devices and their numbers")
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="also list this device file")
     p.add_argument("--json", action="store_true", help="print as JSON")
-    return parser
+    return record_given(parser)
 
 
 def _status(message: str, quiet: bool = False) -> None:
@@ -187,6 +188,8 @@ def _model_build_args(args: argparse.Namespace) -> dict:
     phase = "train" if args.train else args.phase
     if precision and phase != "train":
         raise UsageError("--precision applies to a training step (--train or --phase train)")
+    if args.grad_accum > 1 and phase != "train":
+        raise UsageError("--grad-accum applies to a training step (--train or --phase train)")
     dtype = {"fp32": "fp32", "bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp8-mixed": "bf16"}.get(
         precision, precision) or args.dtype
     masters = precision.endswith("-mixed") if precision else not args.no_master_weights
@@ -201,15 +204,78 @@ def _model_build_args(args: argparse.Namespace) -> dict:
                 weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
 
 
-def _load(args: argparse.Namespace) -> Any:
-    from accel_sim.api import build_model_graph, load_target
-    from accel_sim.device import resolve_device
+# Flags of simulate / compare / check / sweep that only some runs use. A flag the user typed that
+# the run cannot honour is refused with the reason, never ignored.
+_TRAINING_ONLY = ("optimizer", "precision", "grad_accum", "recompute", "keep_grads", "no_master_weights")
+_BUILDER_ONLY = ("phase", "context", "kernels", "moe_impl", "sp", "tp", "ep", "cp", "weight_dtype", "kv_dtype",
+                 "system", "recompute", "keep_grads", "no_master_weights")
+_CAPTURE_TIME = ("batch", "seq", "dtype", "train", "precision", "optimizer", "grad_accum")
+
+
+def _target_kind(args: argparse.Namespace) -> str:
+    """'model' (--model), 'script' (.py, captured) or 'graph' (a saved .json)."""
     from accel_sim.errors import UsageError
 
     if (args.target is None) == (args.model is None):
         raise UsageError("give either a script/graph file or --model NAME (not both)")
-    if args.target is not None and (getattr(args, "recompute", "none") != "none" or getattr(args, "keep_grads", False)):
-        raise UsageError("--recompute and --keep-grads apply to a training step built with --model NAME --phase train")
+    if args.model is not None:
+        return "model"
+    suffix = Path(args.target).suffix
+    if suffix not in (".py", ".json"):
+        raise UsageError(f"{args.target}: expected a Python script with get_model() or a graph .json file")
+    return "script" if suffix == ".py" else "graph"
+
+
+def _refuse_inapplicable(args: argparse.Namespace, kind: str) -> None:
+    """Refuses every typed flag that the run of `kind` would not use (flags.refuse)."""
+    from accel_sim.cli.flags import given, refuse
+    from accel_sim.errors import UsageError
+
+    training = args.train or (kind == "model" and args.phase == "train")
+    if kind == "graph":
+        refuse(args, _CAPTURE_TIME, f"does not apply to the saved graph {args.target}: its shapes, dtypes and passes "
+               "were fixed when it was captured (capture the script again with the flag)")
+    if kind != "model":
+        refuse(args, ("phase",), "applies to --model; a script's training step is --train")
+        refuse(args, _BUILDER_ONLY, "applies to a graph built with --model NAME; a script or a saved graph runs "
+               "the shapes and ops its own code makes")
+    if given(args, "train") and given(args, "phase") and args.phase != "train":
+        raise UsageError(f"--train and --phase {args.phase} ask for different runs; give one")
+    if not training:
+        refuse(args, _TRAINING_ONLY, "applies to a training step (--train, or --phase train with --model)")
+    if kind == "model":
+        phase = "train" if training else args.phase
+        if phase == "decode":
+            refuse(args, ("seq",), "applies to prefill and training; a decode step adds one token to --context "
+                   "cached tokens per sequence")
+        else:
+            refuse(args, ("context",), f"applies to --phase decode (the cached tokens); {phase} runs --seq tokens")
+        if phase == "train":
+            refuse(args, ("kv_dtype",), "applies to prefill and decode: a training step keeps no KV cache")
+        if args.system and args.tp == 1 and args.cp == 1 and args.ep == 1:
+            refuse(args, ("system",), "times the collectives of a run with --tp, --cp or --ep above 1; this one has none")
+    if args.cost_model == "roofline":
+        refuse(args, ("clock_mhz",), "applies to the kernel cost model; the roofline has no clock (--cost-model kernel)")
+        if not (kind == "model" and args.attention_impl == "eager"):
+            refuse(args, ("attention_impl",), "picks the attention kernel the kernel cost model times; the roofline "
+                   "costs every kernel alike (with --model, eager also builds the unfused attention core)")
+    if not getattr(args, "json", False):
+        refuse(args, ("no_ops",), "applies to --json output")
+    elif hasattr(args, "top"):
+        refuse(args, ("top",), "sets the rows of the text tables; --json gives every op")
+    if args.precision and (args.dtype or args.no_master_weights):
+        raise UsageError("give --precision, or --dtype / --no-master-weights, not both")
+
+
+def _load(args: argparse.Namespace) -> Any:
+    """The graph of the run (built, captured or read), after refusing the flags it would not use."""
+    from accel_sim.api import build_model_graph, load_target
+    from accel_sim.cli.flags import given
+    from accel_sim.device import resolve_device
+    from accel_sim.errors import UsageError
+
+    kind = _target_kind(args)
+    _refuse_inapplicable(args, kind)
     for flag in ("batch", "seq", "context", "tp", "ep", "cp"):
         if getattr(args, flag) < (0 if flag == "context" else 1):
             raise UsageError(f"--{flag} must be {'non-negative' if flag == 'context' else 'at least 1'}")
@@ -217,27 +283,37 @@ def _load(args: argparse.Namespace) -> Any:
     names = args.devices.split(",") if getattr(args, "devices", None) else [getattr(args, "device", "h100")]
     for name in names:
         resolve_device(name.strip(), args.device_file)
+    if args.tf32 and (args.dtype in ("bf16", "fp16") or (args.precision or "fp32") != "fp32"):
+        raise UsageError("--tf32 runs fp32 matmuls on TF32 tensor cores; this run's matmuls are 16-bit")
+    if kind == "model":
+        built = build_model_graph(**_model_build_args(args))
+        if given(args, "seq") and "image_tokens" in built.info:
+            raise UsageError(f"--seq does not apply to {built.info['model']}: an image model runs its image's "
+                             f"{built.info['image_tokens']} patch tokens (its config's image_size and patch_size)")
+        if given(args, "moe_impl") and "moe" not in built.info:
+            raise UsageError(f"--moe-impl applies to mixture-of-experts models; {built.info['model']} is dense")
+        _refuse_tf32_without_fp32(args, built.info["dtype"])
+        return built
     precision = args.precision
-    accumulate = args.grad_accum > 1
-    if accumulate and not (args.train or args.phase == "train"):
-        raise UsageError("--grad-accum applies to a training step (--train or --phase train)")
-    if precision and (args.dtype or args.no_master_weights):
-        raise UsageError("give --precision, or --dtype / --no-master-weights, not both")
-    if args.model is not None:
-        return build_model_graph(**_model_build_args(args))
-    if args.phase != "prefill":
-        raise UsageError("--phase applies to --model; for a script's training step use --train")
-    if precision and not args.train:
-        raise UsageError("--precision applies to a training step (--train)")
     if precision == "fp8-mixed":
         raise UsageError("--precision fp8-mixed applies to --model (the builder's Transformer Engine-style fp8 GEMMs); "
                          "torch.autocast has no fp8 mode for a captured script")
-    if Path(args.target).suffix == ".py":
+    if kind == "script":
         _status(f"capturing {args.target}{' (training step)' if args.train else ''} ...", args.quiet)
     mixed = precision if precision and precision.endswith("-mixed") else None
     dtype = args.dtype or (precision if precision and not mixed else None)
-    return load_target(args.target, dtype=dtype, train=args.train, optimizer=args.optimizer, autocast=mixed,
-                       accumulate=accumulate)
+    resize = {axis: getattr(args, axis) for axis in ("batch", "seq") if given(args, axis)}
+    graph = load_target(args.target, dtype=dtype, train=args.train, optimizer=args.optimizer, autocast=mixed,
+                        accumulate=args.grad_accum > 1, resize=resize)
+    _refuse_tf32_without_fp32(args, graph.get("metadata", {}).get("dtype", "fp32"))
+    return graph
+
+
+def _refuse_tf32_without_fp32(args: argparse.Namespace, dtype: str) -> None:
+    from accel_sim.errors import UsageError
+
+    if args.tf32 and dtype != "fp32":
+        raise UsageError(f"--tf32 runs fp32 matmuls on TF32 tensor cores; this run's model is {dtype}")
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:

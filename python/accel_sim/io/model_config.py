@@ -158,6 +158,7 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
             f"{where}: model_type {model_type!r} is not supported by the model builder yet "
             f"(supported: {', '.join(BUILDER_MODEL_TYPES)}); capture a script with get_model() instead"
         )
+    _check_architectures(config, model_type, where)
     if model_type == "gpt2":
         config = _gpt2_as_common(config, where)
     elif model_type == "gptj":
@@ -269,6 +270,27 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
     except ValueError as e:
         raise UsageError(f"{where}: {e}") from None
     return spec
+
+
+# The head the builder puts on each family, as HF names the class that carries it. A config whose
+# `architectures` names another head (a sequence classifier, a token classifier, a QA head, ...)
+# is refused rather than built as something it is not.
+_BUILT_HEADS = {"bert": ("ForMaskedLM", "the masked-LM head"), "vit": ("ViTModel", "no head, the pooler")}
+_DEFAULT_HEAD = ("ForCausalLM", "the causal-LM head")
+
+
+def _check_architectures(config: dict, model_type: str, where: str) -> None:
+    archs = config.get("architectures")
+    if archs is None:
+        return
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise UsageError(f"{where}: 'architectures' must be a list of class names, got {archs!r}")
+    suffix, head = _BUILT_HEADS.get(model_type, _DEFAULT_HEAD)
+    for arch in archs:
+        # GPT-2's causal-LM class is GPT2LMHeadModel.
+        if not (arch.endswith(suffix) or (suffix == "ForCausalLM" and arch.endswith("LMHeadModel"))):
+            raise UsageError(f"{where}: architectures names {arch}; the model builder builds {model_type} with "
+                             f"{head} (*{suffix}), not that class's head; capture a script with get_model() instead")
 
 
 def _read_dropout(spec: Any, config: dict, model_type: str) -> None:

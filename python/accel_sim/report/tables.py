@@ -99,6 +99,10 @@ def simulation_text(report: Any, top: int = 10) -> str:
             f"  step         forward {ms(r.forward_time_s)} · backward {ms(r.backward_time_s)} · "
             f"optimizer {ms(r.optimizer_time_s)}"
         )
+    resized = report.metadata.get("inputs_resized")
+    if resized:
+        lines.append("  inputs       the script's example inputs resized: " + ", ".join(
+            f"{axis} {before} -> {after}" for axis, (before, after) in resized.items()))
     info = report.model_info
     if info:
         shape = (f"batch {info['batch']}, context {info['context']} + 1 new token" if info["phase"] == "decode"
