@@ -680,3 +680,26 @@ def test_sdpa_mask_of_unknown_values_or_other_patterns_stays(mask_kind, mask):
     assert len(node["inputs"]) == 4
     assert _simulated_flops(graph) == _attention_forward_flops(2 * 4, 16, 8 * 8)
     assert node["attrs"]["is_causal"] is False and "window_size" not in node["attrs"]
+
+
+@needs_transformers
+def test_bloom_eager_attention_is_counted_as_it_runs():
+    """BLOOM's attention is eager in transformers (alibi.baddbmm, softmax, bmm; no SDPA, no
+    attention interface): both GEMMs compute every query-key pair, as FlopCounterMode counts."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    config = transformers.BloomConfig(vocab_size=256, hidden_size=64, n_layer=2, n_head=4)
+    with torch.device("meta"):
+        model = transformers.BloomForCausalLM(config).eval()
+    graph = capture_model(model, _input_ids(2, 32))
+    assert not _nodes(graph, "accel_sim::attention")
+    flops = {op: _simulated_flops(graph, op) for op in ("baddbmm", "bmm")}
+    # batch 2 x 4 heads, 32 x 32 scores, head_dim 16: 2 * 8 * 32 * 32 * 16 per GEMM and layer;
+    # baddbmm adds the ALiBi bias, one FLOP per score.
+    assert flops["bmm"] == 2 * (2 * 8 * 32 * 32 * 16)
+    assert flops["baddbmm"] == 2 * (2 * 8 * 32 * 32 * 16 + 8 * 32 * 32)
+    with FlopCounterMode(display=False) as counter:
+        model(**_input_ids(2, 32))
+    counted = {str(op): f for op, f in counter.get_flop_counts()["Global"].items()}
+    assert counted["aten.bmm"] == flops["bmm"]
+    assert counted["aten.baddbmm"] == flops["baddbmm"] - 2 * 8 * 32 * 32  # without the bias add
