@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import accel_sim
 from accel_sim.capture import capture_model, load_script
 from accel_sim.errors import UsageError
 
@@ -553,3 +554,152 @@ def test_python_lifetimes_become_release_points():
     assert released(1) == 2  # the temporary dies right after exp (node 2) consumed it
     assert released(0) == 3  # `held` lives to the end of forward
     assert released(2) == 3  # `result` too
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention masks the model builds: the op counts the pairs the mask allows
+
+
+def _simulated_flops(graph: dict, op: str = "accel_sim::attention") -> float:
+    """The FLOPs the core counts for every `op` node of the graph."""
+    report = accel_sim.simulate(graph, device="h100")
+    return sum(node.flops for node in report.ops if node.op == op)
+
+
+def _attention_forward_flops(batch_heads: int, head_dim: int, pairs: int) -> int:
+    """S = Q K^T and O = P V over `pairs` query-key pairs per head, 2 FLOPs per multiply-add."""
+    return 2 * batch_heads * pairs * head_dim * 2
+
+
+@needs_transformers
+@pytest.mark.parametrize(("alibi", "inputs"), [(False, 3), (True, 4)])
+def test_falcon_causal_mask_is_recorded_as_causal_attention(alibi, inputs):
+    """HF Falcon materializes its causal mask (adding ALiBi onto it when configured) and calls
+    SDPA with attn_mask and is_causal=False; the capture reads the mask back as causal."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    batch, seq = 2, 32
+    model = _tiny_hf_model("falcon-180b.json", num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                           num_kv_heads=2, vocab_size=256, alibi=alibi)
+    graph = capture_model(model, _input_ids(batch, seq))
+    _assert_well_formed(graph)
+    attentions = _nodes(graph, "accel_sim::attention")
+    assert len(attentions) == 2
+    for node in attentions:
+        assert node["attrs"]["is_causal"] is True
+        # A mask that only masks is left out; one carrying the ALiBi bias is read by the kernel.
+        assert len(node["inputs"]) == inputs
+    # 2 layers, batch 2 x 4 heads, head_dim 64 / 4 = 16, causal pairs 32 * 33 / 2 = 528 per head.
+    causal = 2 * _attention_forward_flops(2 * 4, 16, 32 * 33 // 2)
+    assert _simulated_flops(graph) == causal
+    # FlopCounterMode on the same model counts attention over all 32 * 32 pairs ("We aren't
+    # accounting for causal attention here", torch/utils/flop_counter.py) and the GEMMs alike.
+    with FlopCounterMode(display=False) as counter:
+        model(**_input_ids(batch, seq))
+    counted = {str(op): flops for op, flops in counter.get_flop_counts()["Global"].items()}
+    linear = counted.pop("aten.mm")
+    assert sum(counted.values()) == 2 * _attention_forward_flops(2 * 4, 16, 32 * 32)
+    assert sum(counted.values()) - causal == 2 * _attention_forward_flops(2 * 4, 16, 32 * 31 // 2)
+    assert _simulated_flops(graph, "mm") == linear
+
+
+@needs_transformers
+def test_sliding_window_mask_is_recorded_as_a_window():
+    """Past its window a Mistral-style model passes a banded mask: causal, 8 keys per query."""
+    model = _tiny_hf_model("mistral-7b.json", **TINY_DECODER, sliding_window=8)
+    graph = capture_model(model, _input_ids(2, 32))
+    attentions = _nodes(graph, "accel_sim::attention")
+    assert len(attentions) == 2
+    for node in attentions:
+        assert len(node["inputs"]) == 3
+        assert node["attrs"]["is_causal"] is True and node["attrs"]["window_size"] == 8
+    # Query i sees min(i + 1, 8) keys: 1 + ... + 8 for the first 8, then 8 for the other 24.
+    pairs = 8 * 9 // 2 + 24 * 8
+    assert _simulated_flops(graph) == 2 * _attention_forward_flops(2 * 4, 16, pairs)
+
+
+class _MaskedAttention(nn.Module):
+    """SDPA under a mask made in forward ("tril", "additive", "blocks", "in_place") or given."""
+
+    def __init__(self, mask_kind: str) -> None:
+        super().__init__()
+        self.mask_kind = mask_kind
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        sq, sk = q.shape[-2], k.shape[-2]
+        if self.mask_kind == "tril":  # bottom-right aligned: the queries are the last sq positions
+            mask = torch.ones(sq, sk, dtype=torch.bool).tril(diagonal=sk - sq)
+        elif self.mask_kind == "additive":
+            mask = torch.full((sq, sk), float("-inf")).triu(1)
+        elif self.mask_kind == "blocks":
+            position = torch.arange(sq)
+            mask = position[:, None] // 4 == position[None, :] // 4
+        elif self.mask_kind == "in_place":
+            mask = torch.zeros(sq, sk)
+            mask.masked_fill_(torch.ones(sq, sk, dtype=torch.bool).triu(1), float("-inf"))
+        return F.scaled_dot_product_attention(q, k, k, attn_mask=mask)
+
+
+def _masked_attention(mask_kind: str, sq: int, mask: torch.Tensor | None = None) -> tuple[dict, dict]:
+    """(graph, attention node) of batch 2 x 4 heads, sq queries over 8 keys, head_dim 16."""
+    q = torch.empty(2, 4, sq, 16, device="meta")
+    k = torch.empty(2, 4, 8, 16, device="meta")
+    graph = capture_model(_MaskedAttention(mask_kind), (q, k) if mask is None else (q, k, mask))
+    _assert_well_formed(graph)
+    (node,) = _nodes(graph, "accel_sim::attention")
+    return graph, node
+
+
+@pytest.mark.parametrize(
+    ("mask_kind", "sq", "mask", "attrs", "pairs"),
+    [
+        # 4 queries at positions 4..7 of 8 keys: query i sees keys 0..4 + i.
+        ("tril", 4, None, {"is_causal": True, "query_offset": 4}, 5 + 6 + 7 + 8),
+        ("additive", 8, None, {"is_causal": True}, 8 * 9 // 2),
+        ("given", 8, torch.ones(8, 8, dtype=torch.bool).tril(), {"is_causal": True}, 8 * 9 // 2),
+        ("given", 8, torch.ones(2, 1, 8, 8, dtype=torch.bool), {"is_causal": False}, 8 * 8),
+    ],
+)
+def test_sdpa_mask_of_known_values_becomes_its_pattern(mask_kind, sq, mask, attrs, pairs):
+    graph, node = _masked_attention(mask_kind, sq, mask)
+    assert len(node["inputs"]) == 3  # the mask only masked: the kernel applies the pattern itself
+    assert {key: node["attrs"].get(key) for key in attrs} == attrs
+    assert _simulated_flops(graph) == _attention_forward_flops(2 * 4, 16, pairs)
+
+
+@pytest.mark.parametrize(
+    ("mask_kind", "mask"),
+    [
+        ("given", torch.ones(8, 8, dtype=torch.bool, device="meta").tril()),  # values unknown
+        ("blocks", None),  # a block-diagonal pattern the op has no attrs for
+        ("in_place", None),  # written in place: values depend on op order, not read
+    ],
+)
+def test_sdpa_mask_of_unknown_values_or_other_patterns_stays(mask_kind, mask):
+    graph, node = _masked_attention(mask_kind, 8, mask)
+    assert len(node["inputs"]) == 4
+    assert _simulated_flops(graph) == _attention_forward_flops(2 * 4, 16, 8 * 8)
+    assert node["attrs"]["is_causal"] is False and "window_size" not in node["attrs"]
+
+
+@needs_transformers
+def test_bloom_eager_attention_is_counted_as_it_runs():
+    """BLOOM's attention is eager in transformers (alibi.baddbmm, softmax, bmm; no SDPA, no
+    attention interface): both GEMMs compute every query-key pair, as FlopCounterMode counts."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    config = transformers.BloomConfig(vocab_size=256, hidden_size=64, n_layer=2, n_head=4)
+    with torch.device("meta"):
+        model = transformers.BloomForCausalLM(config).eval()
+    graph = capture_model(model, _input_ids(2, 32))
+    assert not _nodes(graph, "accel_sim::attention")
+    flops = {op: _simulated_flops(graph, op) for op in ("baddbmm", "bmm")}
+    # batch 2 x 4 heads, 32 x 32 scores, head_dim 16: 2 * 8 * 32 * 32 * 16 per GEMM and layer;
+    # baddbmm adds the ALiBi bias, one FLOP per score.
+    assert flops["bmm"] == 2 * (2 * 8 * 32 * 32 * 16)
+    assert flops["baddbmm"] == 2 * (2 * 8 * 32 * 32 * 16 + 8 * 32 * 32)
+    with FlopCounterMode(display=False) as counter:
+        model(**_input_ids(2, 32))
+    counted = {str(op): f for op, f in counter.get_flop_counts()["Global"].items()}
+    assert counted["aten.bmm"] == flops["bmm"]
+    assert counted["aten.baddbmm"] == flops["baddbmm"] - 2 * 8 * 32 * 32  # without the bias add

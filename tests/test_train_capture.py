@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import textwrap
+from importlib.resources import files
+
+import pytest
 
 from conftest import run_cli
 
@@ -162,3 +165,31 @@ def test_gradient_accumulation_runs_micro_batches_and_keeps_buffers(tmp_path):
     assert built["model_info"]["gradients_kept_between_steps"] is True
     bad = run_cli("simulate", "--model", "gpt2", "--grad-accum", "2")
     assert bad.returncode == 2 and "--grad-accum" in bad.stderr
+
+
+def test_falcon_step_counts_causal_attention_as_the_builder_does():
+    """HF Falcon passes SDPA a causal mask it built (is_causal=False): the capture reads the
+    mask back, so forward and backward attention count the causal pairs, and the step's model
+    FLOPs equal the builder's fused Falcon step."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    import accel_sim
+    from accel_sim.capture import capture_training_step
+    from accel_sim.io.model_config import spec_from_hf_config
+
+    config = json.loads(files("accel_sim.data.models").joinpath("falcon-180b.json").read_text())
+    config.update(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_kv_heads=2, vocab_size=256)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**config))
+    graph = capture_training_step(model, {"input_ids": torch.empty(2, 32, dtype=torch.int64, device="meta")})
+    backward = [n for n in graph["nodes"] if n["op"] == "accel_sim::attention_backward"]
+    assert len(backward) == 2
+    assert all(n["attrs"]["is_causal"] is True and len(n["inputs"]) == 5 for n in backward)  # dout, q, k, v, out
+    captured = accel_sim.simulate(graph, device="h100")
+    # batch 2 x 4 heads, head_dim 16, 32 * 33 / 2 causal pairs; backward: five matmuls over the
+    # pairs against the forward's two (FlashAttention-2, sec. 3.2).
+    pairs = 2 * 4 * 32 * 33 // 2
+    assert sum(op.flops for op in captured.ops if op.op == "accel_sim::attention_backward") == 2 * (2 * pairs * 5 * 16)
+    spec = spec_from_hf_config(config, "falcon-180b.json", dtype="bf16")
+    built = accel_sim.simulate(accel_sim.build_model_graph(spec, phase="train", batch=2, seq=32), device="h100")
+    assert captured.result.model_flops == built.result.model_flops

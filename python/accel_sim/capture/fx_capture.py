@@ -7,7 +7,8 @@ stack and stack trace. Parameters and buffers are explicit graph inputs (FX inpu
 nodes), which the export labels "parameter"/"buffer". Nothing is computed and no weight is
 allocated: a meta-device Llama-3-70B captures in a few hundred MB.
 
-Attention is recorded as one `accel_sim::attention` node (`attention.py`, `hf.py`).
+Attention is recorded as one `accel_sim::attention` node (`attention.py`, `hf.py`); a mask the
+model built from constants is read for the query-key pairs it allows (`masks.py`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from accel_sim.capture.attention import SdpaRouting
 from accel_sim.capture.graph_export import DTYPE_NAMES, export_graph, source_location
 from accel_sim.capture.hf import cache_tensors, hf_capture_settings
 from accel_sim.capture.lifetime import PythonLifetimes
+from accel_sim.capture.masks import recognise_attention_masks
 from accel_sim.errors import UsageError
 
 CAST_DTYPES: dict[str, torch.dtype] = {
@@ -63,6 +65,7 @@ class _FakeState:
         self.cast_dtype = cast_dtype
         self._by_id: dict[int, torch.Tensor] = {}
         self._originals: list[torch.Tensor] = []  # keeps ids unique while the map is alive
+        self._real_by_fake: dict[int, torch.Tensor] = {}
 
     def fake(self, tensor: torch.Tensor) -> torch.Tensor:
         known = self._by_id.get(id(tensor))
@@ -89,7 +92,16 @@ class _FakeState:
                 fake = fake.to(self.cast_dtype)
         self._by_id[id(tensor)] = fake
         self._originals.append(tensor)
+        if not isinstance(tensor, FakeTensor) and tensor.device.type != "meta":
+            self._real_by_fake[id(fake)] = tensor
         return fake
+
+    def real_value(self, fake: torch.Tensor) -> torch.Tensor | None:
+        """The values behind `fake` when it stands for a real tensor (cast as the fake is)."""
+        real = self._real_by_fake.get(id(fake))
+        if real is None:
+            return None
+        return real.detach().to(fake.dtype)
 
 
 def _input_name(path: tuple[Any, ...]) -> str:
@@ -228,20 +240,29 @@ class FakeInputs:
 
 
 def trace(fn: Any, model: torch.nn.Module, mode: FakeTensorMode, lifetimes: PythonLifetimes,
-          flat_inputs: list[Any], extra: contextlib.AbstractContextManager | None = None) -> torch.fx.GraphModule:
+          flat_inputs: list[Any], extra: contextlib.AbstractContextManager | None = None,
+          state: _FakeState | None = None) -> torch.fx.GraphModule:
     """`make_fx` of `fn` over the fake `flat_inputs`, with module stacks relative to `model`
     and HF's capture settings; the model's own failure under fake tensors becomes a one-line
-    UsageError. `extra` is one more context to trace under."""
+    UsageError. `extra` is one more context to trace under. Attention masks built from
+    constants, or from the inputs `state` knows the real values of, are read for the pairs
+    they allow (`masks.py`)."""
     fn._orig_mod = model  # make_fx records nn_module_stack relative to this root
     try:
         with _quiet_fake_tensor_log(), hf_capture_settings(model), mode, extra or contextlib.nullcontext():
-            return make_fx(fn, record_module_stack=True, record_stack_traces=True)(*flat_inputs)
+            graph_module = make_fx(fn, record_module_stack=True, record_stack_traces=True)(*flat_inputs)
     except UsageError:
         raise
     except Exception as error:  # the model's own code failed under fake tensors
         raise _usage_error(error) from error
     finally:
         lifetimes.active = False
+    def input_value(position: int) -> torch.Tensor | None:
+        tensor = flat_inputs[position]
+        return state.real_value(tensor) if state is not None and isinstance(tensor, torch.Tensor) else None
+
+    recognise_attention_masks(graph_module, input_value)
+    return graph_module
 
 
 def capture_model(
@@ -282,7 +303,7 @@ def capture_model(
         return outputs
 
     lifetimes = PythonLifetimes()
-    graph_module = trace(forward, model, mode, lifetimes, inputs.flat())
+    graph_module = trace(forward, model, mode, lifetimes, inputs.flat(), state=state)
 
     metadata: dict[str, Any] = _library_versions()
     metadata["dtype"] = (

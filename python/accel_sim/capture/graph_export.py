@@ -49,6 +49,10 @@ DTYPE_NAMES: dict[torch.dtype, str] = {
     torch.complex128: "complex128",
 }
 
+# FX node meta key: {"attrs": {...}, "drop": (argument names,)}, attrs written over the node's
+# own and arguments left out of its inputs and attrs (set by `masks.recognise_attention_masks`).
+EXPORT_OVERRIDES = "accel_sim_export"
+
 # Arguments that describe the capturing host rather than the computation.
 _HOST_ARGUMENTS = frozenset({"device", "pin_memory"})
 
@@ -259,7 +263,10 @@ def export_graph(
             op, overload = _op_name(node.target)
             inputs: list[int] = []
             attrs: dict[str, Any] = {}
+            overrides = node.meta.get(EXPORT_OVERRIDES, {})
             for position, argument in enumerate(node.target._schema.arguments):
+                if argument.name in overrides.get("drop", ()):
+                    continue
                 if position < len(node.args) and not argument.kwarg_only:
                     arg = node.args[position]
                 elif argument.name in node.kwargs:
@@ -274,6 +281,7 @@ def export_graph(
                     inputs.extend(tensor_ids_of(arg))
                 elif argument.name not in _HOST_ARGUMENTS:
                     attrs[argument.name] = _json_scalar(arg)
+            attrs.update(overrides.get("attrs", {}))
             module, module_type = _module_of(node)
             nodes.append(
                 {

@@ -216,7 +216,7 @@ def capture_training_step(
     was_training = model.training
     model.train()
     try:
-        graph_module = trace(step, model, mode, lifetimes, flat_inputs, fx_traceback.preserve_node_meta())
+        graph_module = trace(step, model, mode, lifetimes, flat_inputs, fx_traceback.preserve_node_meta(), state)
     finally:
         model.train(was_training)
 
