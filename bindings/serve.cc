@@ -178,10 +178,14 @@ void bind_serve(nb::module_& m) {
       .def_ro("kv_utilization", &StepRecord::kv_utilization);
 
   nb::class_<TimelinePoint>(m, "TimelinePoint")
+      .def_ro("start_s", &TimelinePoint::start_s)
       .def_ro("t_s", &TimelinePoint::t_s)
       .def_ro("kv_utilization", &TimelinePoint::kv_utilization)
       .def_ro("waiting", &TimelinePoint::waiting)
-      .def_ro("running", &TimelinePoint::running);
+      .def_ro("running", &TimelinePoint::running)
+      .def_ro("kv_utilization_max", &TimelinePoint::kv_utilization_max)
+      .def_ro("waiting_max", &TimelinePoint::waiting_max)
+      .def_ro("running_max", &TimelinePoint::running_max);
 
   nb::class_<ServeResult>(m, "ServeResult")
       .def_ro("requests", &ServeResult::requests)

@@ -183,7 +183,9 @@ def test_plan_html_lists_the_best_configurations(capsys, tmp_path: Path):
     assert code == 0
     doc = report.read_text()
     assert doc.count('<table class="sortable plan-best">') == 2  # one per cluster size
-    assert doc.count('<circle cx=') >= 4  # the sweep plot: days and MFU at 8 and 16 GPUs
+    # The sweep plot: days and MFU at 8 and 16 GPUs, a chart each.
+    assert 'class="chart plan-days"' in doc and 'class="chart plan-mfu"' in doc
+    assert doc.count('<circle class="pt"') == 2 * 2
 
 
 def test_serve_html_has_a_cdf_per_device(capsys, tmp_path: Path):

@@ -29,6 +29,7 @@ class FitRow:
     next_peak_bytes: int  # needed at largest + 1; -1 when `largest` is the search limit
     at_limit: bool
     monotone: bool  # false: a larger value probed lower (allocator packing); one beyond may fit
+    runtime_bytes: int = 0  # the device's runtime reserve: a probe fits when it plus this fits memory_bytes
 
 
 @dataclass
@@ -120,36 +121,32 @@ def fit(probe: Callable[[int], int], devices: list[Any], axis: str, limit: int, 
             raise UsageError(str(e)) from None
         rows.append(FitRow(spec.id, spec.memory_bytes, r.largest, int(r.peak_bytes + runtime),
                            int(r.next_peak_bytes + runtime) if r.next_peak_bytes >= 0 else -1, r.at_limit,
-                           r.monotone))
+                           r.monotone, int(runtime)))
     return FitReport(axis, what, limit, rows, cache)
 
 
 def write_svg(report: FitReport, path: str) -> None:
-    """Peak memory vs the axis value at the probed points, with each device's memory drawn."""
+    """The allocator's peak at each probed value against the axis, and per device the memory a
+    graph may use (its memory less the runtime reserve): the line crosses a device's where that
+    device stops fitting."""
+    from accel_sim.report.html_report import standalone_svg
+    from accel_sim.report.svg import Series, fmt_bytes, line_chart
+
     points = sorted(report.probes.items())
     if not points:
         raise UsageError("nothing was probed, nothing to plot")
-    width, height, left, bottom, top, right = 720, 420, 70, 50, 30, 150
-    max_x = max(v for v, _ in points)
-    max_y = max([p for _, p in points] + [r.memory_bytes for r in report.rows]) * 1.05
-    sx = lambda v: left + (width - left - right) * (v / max_x)  # noqa: E731
-    sy = lambda b: height - bottom - (height - bottom - top) * (b / max_y)  # noqa: E731
     gib = 2**30
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
-             f'<text x="{left}" y="18">peak memory vs {report.axis} · {report.what}</text>',
-             f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="black"/>',
-             f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="black"/>',
-             f'<text x="{(left + width - right) / 2}" y="{height - 15}" text-anchor="middle">{report.axis}</text>',
-             f'<text x="{left - 8}" y="{sy(0)}" text-anchor="end">0</text>',
-             f'<text x="{left - 8}" y="{sy(max_y / 1.05) + 4}" text-anchor="end">{max_y / 1.05 / gib:.0f} GiB</text>',
-             f'<text x="{sx(max_x)}" y="{height - bottom + 16}" text-anchor="middle">{max_x}</text>']
-    for r in report.rows:
-        y = sy(r.memory_bytes)
-        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="#c33" stroke-dasharray="4 3"/>')
-        parts.append(f'<text x="{width - right + 6}" y="{y + 4:.1f}">{r.device} ({r.memory_bytes / gib:.0f} GiB): {r.largest}</text>')
-    line = " ".join(f"{sx(v):.1f},{sy(p):.1f}" for v, p in points)
-    parts.append(f'<polyline points="{line}" fill="none" stroke="#236" stroke-width="2"/>')
-    for v, p in points:
-        parts.append(f'<circle cx="{sx(v):.1f}" cy="{sy(p):.1f}" r="3" fill="#236"><title>{report.axis} {v}: {p / gib:.2f} GiB</title></circle>')
-    parts.append("</svg>")
-    Path(path).write_text("\n".join(parts) + "\n", encoding="utf-8")
+    unit = "sequences" if report.axis == "batch" else "tokens"
+    series = [Series("peak", [(v, p / gib) for v, p in points], "#1f5fa8",
+                     tips=[f"{report.axis} {v:,}: {fmt_bytes(p)} at the peak" for v, p in points])]
+    hlines = [((r.memory_bytes - r.runtime_bytes) / gib,
+               f"{r.device}: {fmt_bytes(r.memory_bytes)} less the runtime's {fmt_bytes(r.runtime_bytes)} · largest {r.largest:,}",
+               "#c0392b") for r in report.rows]
+    chart = line_chart(series, cls="fit", title="", x_label=f"{report.axis} ({unit})",
+                       y_label="allocator peak (GiB)", x_min=0.0, y_min=0.0, hlines=hlines, width=720, height=420,
+                       attrs={"data-points": len(points)})
+    doc = standalone_svg(f"peak memory vs {report.axis} · {report.what}", [chart], "fit")
+    try:
+        Path(path).write_text(doc, encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"cannot write the plot to {path}: {e.strerror or e}") from None

@@ -246,7 +246,7 @@ struct ServeConfig {
   double slo_tpot_s = 0.0;  // 0: none
   double price_usd_per_gpu_hour = 0.0;  // 0: unknown (no cost figures)
   int64_t record_steps = 0;     // keep the first this many steps (a trace)
-  int64_t timeline_bins = 200;  // KV utilization and queue length sampled in this many bins
+  int64_t timeline_bins = 200;  // KV utilization and queue length over time, in at most this many bins
 };
 
 struct Percentiles {
@@ -260,11 +260,19 @@ struct StepRecord {
   double kv_utilization = 0.0;  // after the step
 };
 
+// One bin of the run's timeline, (start_s, t_s]: the bins tile the run from the first arrival to
+// the last event. Each figure is over all engines: its time-weighted mean over the bin and the most
+// it reached in the bin (a state that lasts no time counts towards the most, as it does towards
+// ServeResult's waiting_max and kv_utilization_max, so the bins' most is the run's most).
 struct TimelinePoint {
-  double t_s = 0.0;              // bin end
-  double kv_utilization = 0.0;   // mean over engines, at the last step ending in the bin
-  double waiting = 0.0;          // requests queued (all engines)
-  double running = 0.0;          // requests in a batch (all engines)
+  double start_s = 0.0;             // bin start
+  double t_s = 0.0;                 // bin end
+  double kv_utilization = 0.0;      // KV cache used, 0 to 1
+  double waiting = 0.0;             // requests queued
+  double running = 0.0;             // requests in a batch
+  double kv_utilization_max = 0.0;  // the most of each, in the bin
+  double waiting_max = 0.0;
+  double running_max = 0.0;
 };
 
 struct ServeResult {

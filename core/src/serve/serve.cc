@@ -153,8 +153,11 @@ class Simulation {
     finish_.assign(n, std::nan(""));
     scheduled_.assign(n, std::nan(""));
     total_blocks_ = blocks * static_cast<int64_t>(engines_.size());
+    const double first_arrival = w.requests.empty() ? 0.0 : w.requests.front().arrival_s;
     const double last_arrival = w.requests.empty() ? 0.0 : w.requests.back().arrival_s;
-    bin_ = std::max(last_arrival, 1e-3) / static_cast<double>(std::max<int64_t>(1, c.timeline_bins));
+    last_t_ = first_arrival;
+    bin_ = std::max(last_arrival - first_arrival, 1e-3) / static_cast<double>(std::max<int64_t>(1, c.timeline_bins));
+    open_bin_.start_s = open_bin_.t_s = first_arrival;
   }
 
   ServeResult run();
@@ -397,16 +400,22 @@ class Simulation {
   void start(Engine& e, double now);
   void finish(Engine& e, double now);
   void token(Seq& s, double now);
-  void sample_timeline(double now);
+  void record_timeline(double from, double to, double kv, double waiting, double running);
+  std::vector<TimelinePoint> timeline() const;
+  // The state since the last event held until `now`: into the time-weighted means, the maxima
+  // and the timeline's bins.
   void integrate(double now) {
+    const double kv = static_cast<double>(used_blocks_) / static_cast<double>(total_blocks_);
+    const auto waiting = static_cast<double>(waiting_total_);
     const double dt = now - last_t_;
     if (dt > 0) {
-      kv_integral_ += dt * static_cast<double>(used_blocks_) / static_cast<double>(total_blocks_);
-      waiting_integral_ += dt * static_cast<double>(waiting_total_);
-      last_t_ = now;
+      kv_integral_ += dt * kv;
+      waiting_integral_ += dt * waiting;
     }
-    kv_max_ = std::max(kv_max_, static_cast<double>(used_blocks_) / static_cast<double>(total_blocks_));
-    waiting_max_ = std::max(waiting_max_, static_cast<double>(waiting_total_));
+    kv_max_ = std::max(kv_max_, kv);
+    waiting_max_ = std::max(waiting_max_, waiting);
+    record_timeline(last_t_, std::max(now, last_t_), kv, waiting, static_cast<double>(running_total_));
+    last_t_ = std::max(now, last_t_);
   }
 
   IterationModel& costs_;
@@ -426,8 +435,12 @@ class Simulation {
   int64_t prompt_tokens_ = 0, cached_tokens_ = 0;
   uint64_t tick_ = 0;
   double last_t_ = 0.0, kv_integral_ = 0.0, waiting_integral_ = 0.0, kv_max_ = 0.0, waiting_max_ = 0.0;
-  double bin_ = 1.0, next_bin_ = 0.0;
+  // The timeline: closed bins of width bin_ (integrals of the figures in the mean fields until a
+  // bin closes), and the open one.
+  double bin_ = 1.0;
   std::vector<TimelinePoint> timeline_;
+  TimelinePoint open_bin_;
+  bool open_bin_used_ = false;
   std::vector<StepRecord> records_;
   // Disaggregation: KV caches on their way to a decode engine (time, request).
   std::priority_queue<std::pair<double, int32_t>, std::vector<std::pair<double, int32_t>>, std::greater<>> transfers_;
@@ -642,23 +655,83 @@ void Simulation::finish(Engine& e, double now) {
                         e.total_blocks > 0 ? 1.0 - static_cast<double>(e.free_blocks) / static_cast<double>(e.total_blocks)
                                            : 0.0});
   }
-  sample_timeline(now);
 }
 
-void Simulation::sample_timeline(double now) {
-  while (now >= next_bin_) {
-    timeline_.push_back({next_bin_, static_cast<double>(used_blocks_) / static_cast<double>(total_blocks_),
-                         static_cast<double>(waiting_total_), static_cast<double>(running_total_)});
-    next_bin_ += bin_;
-    // A run much longer than its arrivals: keep every other point and widen the bins.
-    if (static_cast<int64_t>(timeline_.size()) > 4 * std::max<int64_t>(1, c_.timeline_bins)) {
-      std::vector<TimelinePoint> half;
-      for (size_t i = 1; i < timeline_.size(); i += 2) half.push_back(timeline_[i]);
-      timeline_ = std::move(half);
+// Two neighbouring bins as one: means weighted by the bins' widths, the larger maxima.
+TimelinePoint merged(const TimelinePoint& a, const TimelinePoint& b) {
+  const double wa = a.t_s - a.start_s, wb = b.t_s - b.start_s;
+  const double w = wa + wb > 0 ? wa + wb : 1.0;
+  return {a.start_s, b.t_s, (a.kv_utilization * wa + b.kv_utilization * wb) / w,
+          (a.waiting * wa + b.waiting * wb) / w, (a.running * wa + b.running * wb) / w,
+          std::max(a.kv_utilization_max, b.kv_utilization_max), std::max(a.waiting_max, b.waiting_max),
+          std::max(a.running_max, b.running_max)};
+}
+
+std::vector<TimelinePoint> merged_pairs(const std::vector<TimelinePoint>& points) {
+  std::vector<TimelinePoint> half;
+  half.reserve(points.size() / 2 + 1);
+  for (size_t i = 0; i < points.size(); i += 2) {
+    half.push_back(i + 1 < points.size() ? merged(points[i], points[i + 1]) : points[i]);
+  }
+  return half;
+}
+
+// A bin's integrals over its width: the means.
+TimelinePoint closed(TimelinePoint p) {
+  const double w = p.t_s - p.start_s;
+  if (w > 0) {
+    p.kv_utilization /= w;
+    p.waiting /= w;
+    p.running /= w;
+  } else {
+    p.kv_utilization = p.kv_utilization_max;
+    p.waiting = p.waiting_max;
+    p.running = p.running_max;
+  }
+  return p;
+}
+
+// The figures held over (from, to] go into each bin that interval covers; a state that lasts no
+// time (to == from) still counts towards the maxima of the bin holding `to`.
+void Simulation::record_timeline(double from, double to, double kv, double waiting, double running) {
+  const int64_t bins = std::max<int64_t>(1, c_.timeline_bins);
+  for (;;) {
+    const double end = open_bin_.start_s + bin_;
+    const double upto = std::min(to, end);
+    const double dt = upto - from;
+    if (dt > 0) {
+      open_bin_.kv_utilization += dt * kv;
+      open_bin_.waiting += dt * waiting;
+      open_bin_.running += dt * running;
+    }
+    if (dt > 0 || to <= end) {
+      open_bin_.kv_utilization_max = std::max(open_bin_.kv_utilization_max, kv);
+      open_bin_.waiting_max = std::max(open_bin_.waiting_max, waiting);
+      open_bin_.running_max = std::max(open_bin_.running_max, running);
+      open_bin_used_ = true;
+      open_bin_.t_s = std::max(open_bin_.t_s, upto);
+    }
+    if (to <= end) return;
+    open_bin_.t_s = end;
+    timeline_.push_back(closed(open_bin_));
+    open_bin_ = TimelinePoint{};
+    open_bin_.start_s = open_bin_.t_s = end;
+    open_bin_used_ = false;
+    from = end;
+    // A run much longer than its arrivals: merge neighbouring bins and widen them.
+    if (static_cast<int64_t>(timeline_.size()) >= 4 * bins) {
+      timeline_ = merged_pairs(timeline_);
       bin_ *= 2.0;
-      next_bin_ = timeline_.back().t_s + bin_;
     }
   }
+}
+
+// The closed bins, the open one up to the last event, merged pairwise down to the bins asked for.
+std::vector<TimelinePoint> Simulation::timeline() const {
+  std::vector<TimelinePoint> tl = timeline_;
+  if (open_bin_used_) tl.push_back(closed(open_bin_));
+  while (c_.timeline_bins > 0 && static_cast<int64_t>(tl.size()) > c_.timeline_bins) tl = merged_pairs(tl);
+  return tl;
 }
 
 ServeResult Simulation::run() {
@@ -780,21 +853,7 @@ ServeResult Simulation::run() {
     r.cost_per_million_output_tokens_usd = dollars / (static_cast<double>(out_tokens) / 1e6);
     r.cost_per_million_total_tokens_usd = dollars / (static_cast<double>(out_tokens + in_tokens) / 1e6);
   }
-  // The timeline, merged pairwise down to the bins asked for.
-  std::vector<TimelinePoint> tl = std::move(timeline_);
-  while (c_.timeline_bins > 0 && static_cast<int64_t>(tl.size()) > c_.timeline_bins) {
-    std::vector<TimelinePoint> half;
-    for (size_t i = 0; i < tl.size(); i += 2) {
-      if (i + 1 == tl.size()) {
-        half.push_back(tl[i]);
-        break;
-      }
-      half.push_back({tl[i + 1].t_s, (tl[i].kv_utilization + tl[i + 1].kv_utilization) / 2,
-                      (tl[i].waiting + tl[i + 1].waiting) / 2, (tl[i].running + tl[i + 1].running) / 2});
-    }
-    tl = std::move(half);
-  }
-  r.timeline = std::move(tl);
+  r.timeline = timeline();
   r.steps_recorded = std::move(records_);
   r.request_ttft_s.resize(reqs.size());
   r.request_e2e_s.resize(reqs.size());

@@ -226,6 +226,43 @@ TEST(Serve, OrcaReservesWholeRequestsAndNeverPreempts) {
   EXPECT_LT(r.request_e2e_s[1], r.request_ttft_s[2] + 1e-12);
 }
 
+TEST(Serve, TimelineBinsKeepTheQueuesMeanAndMost) {
+  // Orca runs the three requests one after another (each reserves 6 of the 10 blocks): two wait
+  // while A runs, one while B runs, none while C runs. The bins tile the run from the arrival to
+  // the last completion; the queue's integral over them is 2 e2e(A) + (e2e(B) - e2e(A)), and the
+  // most in any bin is 2, the run's most.
+  const ModelSpec m = tiny_model();
+  IterationModel costs(m, device_with_blocks(m, 10), replica());
+  ServeConfig c;
+  c.scheduler.kind = SchedulerKind::orca;
+  c.timeline_bins = 8;
+  const ServeResult r = simulate_serving(costs, same_requests(3, 48, 40), c);
+  ASSERT_EQ(r.completed, 3);
+  ASSERT_FALSE(r.timeline.empty());
+  ASSERT_LE(r.timeline.size(), 8u);
+  EXPECT_EQ(r.timeline.front().start_s, 0.0);
+  EXPECT_NEAR(r.timeline.back().t_s, r.makespan_s, 1e-15);
+  double integral = 0.0, most = 0.0, kv_most = 0.0;
+  for (size_t i = 0; i < r.timeline.size(); ++i) {
+    const TimelinePoint& p = r.timeline[i];
+    if (i > 0) EXPECT_EQ(p.start_s, r.timeline[i - 1].t_s);
+    EXPECT_GT(p.t_s, p.start_s);
+    EXPECT_LE(p.waiting, p.waiting_max);
+    EXPECT_LE(p.kv_utilization, p.kv_utilization_max + 1e-15);
+    integral += p.waiting * (p.t_s - p.start_s);
+    most = std::max(most, p.waiting_max);
+    kv_most = std::max(kv_most, p.kv_utilization_max);
+    // A bin wholly inside A's run has two waiting throughout.
+    if (p.t_s < r.request_e2e_s[0]) EXPECT_EQ(p.waiting, 2.0);
+  }
+  const double a = r.request_e2e_s[0], b = r.request_e2e_s[1];
+  EXPECT_NEAR(integral, 2 * a + (b - a), 1e-12 * r.makespan_s);
+  EXPECT_EQ(most, 2.0);
+  EXPECT_EQ(most, r.waiting_max);
+  EXPECT_EQ(kv_most, r.kv_utilization_max);
+  EXPECT_NEAR(integral / r.makespan_s, r.waiting_mean, 1e-12);
+}
+
 TEST(Serve, SarathiChunksPromptsToTheBudget) {
   // One 100-token prompt with a 32-token budget: chunks of 32, 32, 32 and 4 tokens, the first
   // token after the fourth.

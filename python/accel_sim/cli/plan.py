@@ -166,13 +166,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.html:
         from accel_sim.report.html_report import write_html
         from accel_sim.report.html_runs import plan_html
-        from accel_sim.report.plan_plot import plan_plot_svg
+        from accel_sim.report.plan_plot import plan_charts
 
         plot = None
         if sweep and any(r.best for *_, r, _ in runs):
-            plot = plan_plot_svg([(entry.spec.name, gpus, r.best[0].estimate if r.best else None)
-                                  for entry, _, gpus, r, _ in runs], model=runs[0][1].spec.name,
-                                 train_tokens=args.train_tokens)
+            plot = "\n".join(plan_charts([(entry.spec.name, gpus, r.best[0].estimate if r.best else None)
+                                          for entry, _, gpus, r, _ in runs], train_tokens=args.train_tokens))
         write_html(args.html, plan_html(runs, short=_short,
                                         train_tokens=args.train_tokens, plot_svg=plot))
         if not args.json:

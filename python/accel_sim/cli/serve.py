@@ -230,8 +230,9 @@ def result_dict(r: Any) -> dict:
             "waiting": {"mean": r.waiting_mean, "max": r.waiting_max}, "busy_fraction": r.busy_fraction,
             "cost_per_million_output_tokens_usd": r.cost_per_million_output_tokens_usd or None,
             "cost_per_million_total_tokens_usd": r.cost_per_million_total_tokens_usd or None,
-            "timeline": [{"t_s": p.t_s, "kv_utilization": p.kv_utilization, "waiting": p.waiting, "running": p.running}
-                         for p in r.timeline]}
+            "timeline": [{"start_s": p.start_s, "t_s": p.t_s, "kv_utilization": p.kv_utilization, "waiting": p.waiting,
+                          "running": p.running, "kv_utilization_max": p.kv_utilization_max,
+                          "waiting_max": p.waiting_max, "running_max": p.running_max} for p in r.timeline]}
 
 
 def _ms(s: float) -> str:

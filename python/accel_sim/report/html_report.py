@@ -14,6 +14,7 @@ Every figure shown comes from the core (the report objects); this module places 
 from __future__ import annotations
 
 import html
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -23,7 +24,7 @@ from accel_sim.report.hints import hint_message
 from accel_sim.report.sim_trace import layer_key, runs
 from accel_sim.report.svg import (OP_CLASS_COLOURS, PALETTE, Frame, Lane, Scale, Series, axes, bar_chart,
                                   fmt_bytes, fmt_number, fmt_seconds, lanes_chart, line_chart,
-                                  padded_log_range, svg_open)
+                                  padded_log_range, svg_open, time_unit)
 
 esc = html.escape
 _GIB = 1024.0**3
@@ -37,6 +38,27 @@ def _asset(name: str) -> str:
 def chart_stylesheet() -> str:
     """The stylesheet's rules for charts, for an SVG file that must draw without the page."""
     return "\n".join(line for line in _asset("report.css").splitlines() if line.startswith("svg.chart"))
+
+
+def standalone_svg(title: str, charts: Sequence[str], cls: str) -> str:
+    """Charts side by side under a title on a line of its own, with the report stylesheet's chart
+    rules inline, as one SVG file that draws without the page."""
+    rules = [r for r in chart_stylesheet().splitlines() if not r.startswith("svg.chart {")]  # the page's sizing rule
+    panels, x, height = [], 0, 0
+    for chart in charts:
+        root = chart[:chart.index(">")]
+        width_px = int(re.search(r' width="(\d+)"', root).group(1))
+        height = max(height, int(re.search(r' height="(\d+)"', root).group(1)))
+        kind = re.search(r' class="chart ([^"]*)"', root).group(1)
+        body = chart[chart.index(">") + 1:chart.rindex("</svg>")]  # the chart's marks, without its own <svg>
+        panels.append(f'<g class="panel {kind}" transform="translate({x} 28)">{body}</g>')
+        x += width_px
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="chart {esc(cls)}" viewBox="0 0 {x} {height + 28}" '
+            f'width="{x}" height="{height + 28}" font-family="system-ui, sans-serif" font-size="11">\n'
+            f'<style>\n{chr(10).join(rules)}\n</style>\n'
+            f'<rect width="100%" height="100%" fill="#fff"/>\n'
+            f'<text class="chart-title" x="70" y="18">{esc(title)}</text>\n'
+            + "\n".join(panels) + "\n</svg>\n")
 
 
 def page(title: str, subtitle: str, sections: Iterable[str]) -> str:
@@ -107,17 +129,15 @@ def roofline_svg(report: Any, *, width: int = 640, height: int = 400, title: str
     ceilings = list(chart.ceilings)
     xs_vals = [p.intensity for p in pts] + [c.ridge_intensity for c in ceilings]
     ys_vals = [p.achieved_flops_per_s for p in pts] + [c.flops_per_s for c in ceilings]
-    x_lo, x_hi = padded_log_range(xs_vals, 3.0)
-    y_lo, y_hi = padded_log_range(ys_vals, 3.0)
-    y_lo = max(y_lo, y_hi / 1e8)  # eight decades at most: keep the top readable
+    x_lo, x_hi = padded_log_range(xs_vals, 2.0)
+    y_lo, y_hi = padded_log_range(ys_vals, 3.0)  # every op inside, however slow (a scalar op at launch cost)
     frame = Frame(width, height, left=64, top=30)
     sx = Scale(x_lo, x_hi, frame.x0, frame.x1, log=True)
     sy = Scale(y_lo, y_hi, frame.y0, frame.y1, log=True)
     spec = report.device.spec
     out = svg_open(frame, "roofline", title or f"Roofline · {spec.name}",
                    {"data-points": len(pts), "data-device": spec.id})
-    out += axes(frame, sx, sy, x_label="arithmetic intensity (FLOP/byte)", y_label="achieved FLOP/s",
-                x_fmt=lambda v: fmt_number(v), y_fmt=lambda v: fmt_number(v))
+    out += axes(frame, sx, sy, x_label="arithmetic intensity (FLOP/byte)", y_label="achieved FLOP/s")
     out.append(f'<clipPath id="clip-{spec.id}"><rect x="{frame.x0}" y="{frame.y1}" width="{frame.x1 - frame.x0}" '
                f'height="{frame.y0 - frame.y1}"/></clipPath><g clip-path="url(#clip-{spec.id})">')
     for i, c in enumerate(ceilings):
@@ -183,8 +203,9 @@ def memory_svg(report: Any, width: int = 640, height: int = 360) -> str:
         else list(report.timeline.memory)
     spec = report.device.spec
     r = report.result
-    pts = [(s.t_s * 1e3, s.live_bytes / _GIB) for s in samples]
-    tips = [f"{s.t_s * 1e3:.4g} ms: {fmt_bytes(s.live_bytes)} live" for s in samples]
+    unit, per_s = time_unit(report.timeline.latency_s)
+    pts = [(s.t_s * per_s, s.live_bytes / _GIB) for s in samples]
+    tips = [f"{fmt_seconds(s.t_s)}: {fmt_bytes(s.live_bytes)} live" for s in samples]
     hlines = [(spec.memory_bytes / _GIB, f"device memory {fmt_bytes(spec.memory_bytes)}", "#c0392b"),
               ((spec.memory_bytes - spec.runtime_reserved_bytes) / _GIB,
                f"less the runtime's {fmt_bytes(spec.runtime_reserved_bytes)}", "#e08a00")]
@@ -192,11 +213,11 @@ def memory_svg(report: Any, width: int = 640, height: int = 360) -> str:
     at = next((s for s in samples if s.live_bytes == peak), None)
     series = [Series("live memory", pts, "#1f5fa8", tips=tips, markers=False, step=True)]
     if at is not None:
-        series.append(Series("peak", [(at.t_s * 1e3, peak / _GIB)], "#c0392b",
-                             tips=[f"peak {fmt_bytes(peak)} at {at.t_s * 1e3:.4g} ms"]))
+        series.append(Series("peak", [(at.t_s * per_s, peak / _GIB)], "#c0392b",
+                             tips=[f"peak {fmt_bytes(peak)} at {fmt_seconds(at.t_s)}"]))
     svg = line_chart(series, cls="memory",
-                     title=f"Live memory · peak {fmt_bytes(peak)}", x_label="time (ms)", y_label="GiB",
-                     width=width, height=height, y_min=0.0, hlines=hlines,
+                     title=f"Live memory · peak {fmt_bytes(peak)}", x_label=f"time ({unit})", y_label="live memory (GiB)",
+                     width=width, height=height, x_min=0.0, y_min=0.0, hlines=hlines,
                      attrs={"data-points": len(pts), "data-peak-bytes": peak})
     return svg
 

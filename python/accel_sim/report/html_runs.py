@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 from accel_sim.report.html_report import card, html_table, kpi, page
 from accel_sim.report.svg import (PALETTE, Lane, Series, bar_chart, fmt_bytes, fmt_seconds, lanes_chart,
-                                  line_chart)
+                                  line_chart, time_unit, wants_log)
 
 _GIB = 1024.0**3
 CDF_POINTS = 400  # points per latency CDF (the core thins the sorted requests evenly by rank)
@@ -135,12 +135,36 @@ def plan_html(runs: list, *, short, train_tokens: float, plot_svg: str | None) -
 # serve
 
 
-def _cdf_series(name: str, values: Sequence[float], colour: str) -> Series:
+def _cdf_chart(rows: list, values_of: Any, *, cls: str, title: str, what: str, colours: dict) -> str:
+    """The CDF of a latency per request, a line per device: the time axis in the unit of the
+    slowest request, logarithmic where the requests span a factor of ten or more, else from 0."""
     from accel_sim import _core
 
-    pts = [(v * 1e3, f) for v, f in _core.empirical_cdf(list(values), CDF_POINTS)]
-    return Series(name, pts, colour, tips=[f"{name}: {f * 100:.1f}% of requests within {v:,.4g} ms" for v, f in pts],
-                  markers=False)
+    cdfs = [(d, _core.empirical_cdf(list(values_of(r)), CDF_POINTS)) for d, _, r, _ in rows]
+    seconds = [v for _, cdf in cdfs for v, _ in cdf if v > 0]
+    unit, per_s = time_unit(max(seconds, default=1.0))
+    log = wants_log(seconds)
+    series = [Series(d.name, [(v * per_s, f) for v, f in cdf], colours[d.id], markers=False,
+                     tips=[f"{d.name}: {f * 100:.1f}% of requests within {fmt_seconds(v)}" for v, f in cdf])
+              for d, cdf in cdfs]
+    return line_chart(series, cls=f"cdf {cls}", title=title, x_label=f"{what} ({unit})", y_label="fraction of requests",
+                      y_range=(0.0, 1.0), log_x=log, x_min=None if log else 0.0, attrs={"data-series": len(series)})
+
+
+def _timeline_chart(rows: list, colours: dict, *, cls: str, title: str, y_label: str, value: Any,
+                    y_range: tuple[float, float] | None = None, counts: bool = False) -> str:
+    """A figure of the serving timeline over time, a step per bin at the most it reached in the
+    bin (the core's bins keep it): the highest step is the run's most, as the summary states it."""
+    series = []
+    for d, _, r, _ in rows:
+        bins = list(r.timeline)
+        pts = [(b.start_s, value(b)) for b in bins] + ([(bins[-1].t_s, value(bins[-1]))] if bins else [])
+        series.append(Series(d.name, pts, colours[d.id], markers=False, step=True))
+    widths = [b.t_s - b.start_s for _, _, r, _ in rows for b in r.timeline]
+    bin_s = max(widths, default=0.0)
+    note = f" · the most in each {fmt_seconds(bin_s)}" if bin_s else ""
+    return line_chart(series, cls=cls, title=title + note, x_label="time (s)", y_label=y_label, x_min=0.0,
+                      y_range=y_range, y_min=0.0, y_integer=counts, attrs={"data-series": len(series)})
 
 
 def serve_html(*, model: str, subtitle: str, rows: list, slo: dict) -> str:
@@ -161,19 +185,12 @@ def serve_html(*, model: str, subtitle: str, rows: list, slo: dict) -> str:
                                                               ("TPOT p99", slo.get("tpot_p99_s"))) if v)
     sections.append(card("Summary", html_table(head, summary_rows, [False] + [True] * 8, cls="serve-summary"),
                          f"<p>SLOs: {slo_text}</p>" if slo_text else "", cls="summary"))
-    ttft = [_cdf_series(d.name, r.request_ttft_s, colours[d.id]) for d, _, r, _ in rows]
-    e2e = [_cdf_series(d.name, r.request_e2e_s, colours[d.id]) for d, _, r, _ in rows]
-    sections.append('<div class="grid2">'
-                    + card("Time to first token", line_chart(ttft, cls="cdf cdf-ttft", title="CDF of TTFT per request",
-                                                             x_label="TTFT (ms)", y_label="fraction of requests",
-                                                             y_range=(0.0, 1.0), log_x=True,
-                                                             y_fmt=lambda v: f"{v:.1f}",
-                                                             attrs={"data-series": len(ttft)}), cls="cdf-ttft")
-                    + card("End-to-end latency", line_chart(e2e, cls="cdf cdf-e2e", title="CDF of end-to-end latency per request",
-                                                            x_label="end-to-end (ms)", y_label="fraction of requests",
-                                                            y_range=(0.0, 1.0), log_x=True, y_fmt=lambda v: f"{v:.1f}",
-                                                            attrs={"data-series": len(e2e)}), cls="cdf-e2e")
-                    + "</div>")
+    ttft = _cdf_chart(rows, lambda r: r.request_ttft_s, cls="cdf-ttft", title="CDF of TTFT per request", what="TTFT",
+                      colours=colours)
+    e2e = _cdf_chart(rows, lambda r: r.request_e2e_s, cls="cdf-e2e", title="CDF of end-to-end latency per request",
+                     what="end-to-end latency", colours=colours)
+    sections.append('<div class="grid2">' + card("Time to first token", ttft, cls="cdf-ttft")
+                    + card("End-to-end latency", e2e, cls="cdf-e2e") + "</div>")
     pct_rows = []
     for device, _, r, _ in rows:
         for name, p in (("TTFT", r.ttft), ("TPOT", r.tpot), ("inter-token", r.itl), ("end-to-end", r.e2e),
@@ -181,15 +198,11 @@ def serve_html(*, model: str, subtitle: str, rows: list, slo: dict) -> str:
             pct_rows.append((device.name, name, *[(fmt_seconds(v), v) for v in (p.mean, p.p50, p.p90, p.p99, p.max)]))
     sections.append(card("Latency percentiles", html_table(["device", "metric", "mean", "p50", "p90", "p99", "max"], pct_rows,
                                                            [False, False] + [True] * 5), cls="percentiles"))
-    kv = [Series(d.name, [(p.t_s, p.kv_utilization * 100) for p in r.timeline], colours[d.id], markers=False)
-          for d, _, r, _ in rows]
-    queue = [Series(d.name, [(p.t_s, p.waiting) for p in r.timeline], colours[d.id], markers=False) for d, _, r, _ in rows]
-    sections.append('<div class="grid2">'
-                    + card("KV cache", line_chart(kv, cls="serve-kv", title="KV cache used (all engines)", x_label="time (s)",
-                                                  y_label="% used", y_range=(0.0, 100.0)), cls="kv")
-                    + card("Queue", line_chart(queue, cls="serve-queue", title="requests waiting", x_label="time (s)",
-                                               y_label="requests"), cls="queue")
-                    + "</div>")
+    kv = _timeline_chart(rows, colours, cls="serve-kv", title="KV cache used", y_label="KV cache used, all engines (%)",
+                         value=lambda b: b.kv_utilization_max * 100, y_range=(0.0, 100.0))
+    queue = _timeline_chart(rows, colours, cls="serve-queue", title="Requests waiting", y_label="requests waiting",
+                            value=lambda b: b.waiting_max, counts=True)
+    sections.append('<div class="grid2">' + card("KV cache", kv, cls="kv") + card("Queue", queue, cls="queue") + "</div>")
     mem_rows = [(d.name, fmt_bytes(c.memory.weight_bytes), fmt_bytes(c.memory.activation_bytes), fmt_bytes(c.memory.kv_bytes),
                  (f"{c.memory.kv_blocks:,}", c.memory.kv_blocks)) for d, c, _, _ in rows]
     sections.append(card("Memory per GPU", html_table(["device", "weights", "activations", "KV cache", "KV blocks per engine"],

@@ -23,15 +23,16 @@ OP_CLASS_COLOURS = {
 esc = html.escape
 
 
+_SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
 def fmt_number(v: float, unit: str = "") -> str:
-    """3 significant digits with an SI prefix: 1.23 T, 456 M, 0.5."""
+    """3 significant digits with an SI prefix from k up: 1.23 T, 456 M, 0.5 (no milli or micro:
+    a count or a ratio below one is written as a decimal)."""
     if v == 0 or not math.isfinite(v):
-        return f"{v:g}{unit}"
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        return f"{v:g}{(' ' + unit) if unit else ''}"
+    for factor, prefix in _SI_PREFIXES:
         if abs(v) >= factor:
-            return f"{v / factor:.3g} {prefix}{unit}".rstrip()
-    for factor, prefix in ((1e-3, "m"), (1e-6, "µ"), (1e-9, "n")):
-        if abs(v) < 1 and abs(v) >= factor:
             return f"{v / factor:.3g} {prefix}{unit}".rstrip()
     return f"{v:.3g}{(' ' + unit) if unit else ''}"
 
@@ -48,13 +49,73 @@ def fmt_bytes(b: float) -> str:
     return f"{b / 1024**3:,.2f} GiB" if abs(b) >= 1024**3 / 10 else f"{b / 1024**2:,.1f} MiB"
 
 
+def time_unit(longest_s: float) -> tuple[str, float]:
+    """The unit a time axis reaching `longest_s` is written in, and its factor from seconds."""
+    if longest_s >= 1:
+        return "s", 1.0
+    if longest_s >= 1e-3:
+        return "ms", 1e3
+    return "µs", 1e6
+
+
+def step_decimals(step: float) -> int:
+    """The decimals that write every multiple of `step` exactly: 0.25 -> 2, 0.5 -> 1, 20 -> 0."""
+    step = abs(step)
+    for d in range(13):
+        scaled = step * 10**d
+        if abs(scaled - round(scaled)) <= 1e-6 * max(scaled, 1e-300):
+            return d
+    return 12
+
+
+def linear_tick_labels(ticks: Sequence[float]) -> list[str]:
+    """Labels of evenly spaced ticks, all in one style: as many decimals as the step needs
+    (0.0 0.2 … 1.0; 0 5 10), thousands separated (2,500), an SI prefix from 10,000 up, the same
+    for every tick (0 · 20 k · 40 k). Never a milli or micro prefix."""
+    if not ticks:
+        return []
+    step = abs(ticks[1] - ticks[0]) if len(ticks) > 1 else (abs(ticks[0]) or 1.0)
+    largest = max(abs(t) for t in ticks)
+    factor, prefix = 1.0, ""
+    if largest >= 1e4:
+        factor, prefix = next((f, p) for f, p in _SI_PREFIXES if largest >= f)
+    decimals = step_decimals(step / factor)
+    out = []
+    for t in ticks:
+        v = t / factor
+        if abs(v) < step / factor * 1e-9:
+            v = 0.0  # no "-0"
+        out.append("0" if v == 0 and prefix else f"{v:,.{decimals}f}" + (f" {prefix}" if prefix else ""))
+    return out
+
+
+def log_tick_label(v: float) -> str:
+    """A tick of a log axis: 0.01 · 0.5 · 20 · 500 · 1 k · 50 k · 1 M (1e-05 below 0.0001)."""
+    if v >= 1e3:
+        factor, prefix = next((f, p) for f, p in _SI_PREFIXES if v >= f)
+        return f"{v / factor:,.{step_decimals(round(v / factor, 9))}f} {prefix}"
+    if v >= 1e-4:
+        return f"{v:,.{step_decimals(round(v, 12))}f}"
+    return f"{v:.0e}"
+
+
+_NICE_STEPS = (1, 2, 2.5, 5, 10)
+_NICE_INTEGER_STEPS = (1, 2, 5, 10)
+
+
 @dataclass
 class Scale:
+    """Data values [lo, hi] onto pixels [a, b], linear or log. `nice()` widens the range to whole
+    ticks (so the first and last ticks bound the data); `ticks()` are round values inside it,
+    `tick_labels()` their text. An integer scale (a count) has whole-number ticks."""
     lo: float
     hi: float
     a: float  # pixel of lo
     b: float  # pixel of hi
     log: bool = False
+    integer: bool = False
+    step: float = 0.0  # linear: the tick step nice() chose (0: from the range)
+    mantissas: tuple[float, ...] = ()  # log: the ticks' mantissas nice() chose ((1,) powers of ten; (): linear ticks)
 
     def __post_init__(self) -> None:
         if self.log:
@@ -71,20 +132,76 @@ class Scale:
             t = (v - self.lo) / (self.hi - self.lo)
         return self.a + t * (self.b - self.a)
 
-    def ticks(self, count: int = 5) -> list[float]:
-        if self.log:
-            first, last = math.floor(math.log10(self.lo)), math.ceil(math.log10(self.hi))
-            step = max(1, math.ceil((last - first) / 8))
-            return [10.0**e for e in range(first, last + 1, step) if self.lo * (1 - 1e-9) <= 10.0**e <= self.hi * (1 + 1e-9)]
-        raw = (self.hi - self.lo) / max(count, 1)
+    def _linear_step(self, lo: float, hi: float, count: int) -> float:
+        raw = (hi - lo) / max(count, 1)
+        if self.integer:
+            raw = max(raw, 1.0)
         mag = 10 ** math.floor(math.log10(raw))
-        step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-        start = math.ceil(self.lo / step - 1e-9) * step
-        out, v = [], start
-        while v <= self.hi + step * 1e-9:
-            out.append(round(v, 12))
-            v += step
-        return out
+        return next(m * mag for m in (_NICE_INTEGER_STEPS if self.integer else _NICE_STEPS) if m * mag >= raw * (1 - 1e-9))
+
+    def _log_mantissas(self) -> tuple[float, ...]:
+        decades = math.log10(self.hi / self.lo)
+        if decades >= 2.5:
+            return (1,)
+        if decades >= 0.6:
+            return (1, 2, 5)
+        return ()
+
+    def _log_candidates(self, mantissas: tuple[float, ...], lo: float, hi: float) -> list[float]:
+        first, last = math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1
+        stride = max(1, math.ceil((last - first - 2) / 8)) if mantissas == (1,) else 1
+        return [float(f"{m}e{e}") for e in range(first, last + 1) for m in mantissas
+                if mantissas != (1,) or (e - first) % stride == 0]
+
+    def nice(self, count: int = 5) -> "Scale":
+        """Widens the range to the nearest ticks outside it."""
+        if self.log:
+            self.mantissas = self._log_mantissas()
+            if self.mantissas:
+                cands = self._log_candidates(self.mantissas, self.lo, self.hi)
+                self.lo = max((c for c in cands if c <= self.lo * (1 + 1e-9)), default=self.lo)
+                self.hi = min((c for c in cands if c >= self.hi * (1 - 1e-9)), default=self.hi)
+                return self
+            step = self._linear_step(self.lo, self.hi, count)
+            lo = math.floor(self.lo / step + 1e-9) * step
+            self.lo = lo if lo > 0 else self.lo
+            self.hi = math.ceil(self.hi / step - 1e-9) * step
+            self.step = step
+            return self
+        step = self._linear_step(self.lo, self.hi, count)
+        self.lo = math.floor(self.lo / step + 1e-9) * step
+        self.hi = math.ceil(self.hi / step - 1e-9) * step
+        self.step = step
+        return self
+
+    def _linear_ticks(self, count: int) -> list[float]:
+        step = self.step or self._linear_step(self.lo, self.hi, count)
+        first, last = math.ceil(self.lo / step - 1e-9), math.floor(self.hi / step + 1e-9)
+        return [round(i * step, 12) for i in range(first, last + 1) if not (self.log and i * step <= 0)]
+
+    def ticks(self, count: int = 5) -> list[float]:
+        if not self.log:
+            return self._linear_ticks(count)
+        mantissas = self.mantissas if self.mantissas or self.step else self._log_mantissas()
+        if mantissas:
+            inside = [c for c in self._log_candidates(mantissas, self.lo, self.hi)
+                      if self.lo * (1 - 1e-9) <= c <= self.hi * (1 + 1e-9)]
+            if len(inside) >= 2:
+                return inside
+        return self._linear_ticks(count)
+
+    def tick_labels(self, ticks: Sequence[float]) -> list[str]:
+        return [log_tick_label(t) for t in ticks] if self.log else linear_tick_labels(ticks)
+
+
+def _value_text(v: float) -> str:
+    """A value as people write it: 2,000 · 0.5 · 1.2e+07."""
+    return f"{v:,.4g}" if abs(v) < 1e6 else f"{v:.3g}"
+
+
+def wants_log(values: Sequence[float]) -> bool:
+    """A log axis for positive values spanning a factor of ten or more."""
+    return bool(values) and min(values) > 0 and max(values) / min(values) >= 10
 
 
 def padded_log_range(values: Sequence[float], pad: float = 1.6) -> tuple[float, float]:
@@ -131,25 +248,36 @@ def svg_open(frame: Frame, cls: str, title: str = "", attrs: dict | None = None)
 
 
 def axes(frame: Frame, xs: Scale, ys: Scale, *, x_label: str, y_label: str,
-         x_fmt: Callable[[float], str] = fmt_number, y_fmt: Callable[[float], str] = fmt_number,
-         grid: bool = True, x_ticks: Sequence[float] | None = None) -> list[str]:
-    """`x_ticks` (e.g. the values a sweep took) replaces the scale's own ticks."""
-    out = ['<g class="axes">']
-    for v in (x_ticks if x_ticks else xs.ticks()):
+         x_fmt: Callable[[float], str] | None = None, grid: bool = True,
+         x_ticks: Sequence[float] | None = None) -> list[str]:
+    """Ticks, grid, axis lines and titles (each title names its unit). The scales label their
+    own ticks; `x_ticks` (e.g. the values a sweep took) replaces the x scale's, written by
+    `x_fmt`. A tick's label sits exactly at its value: x ticks centred on it, y ticks
+    vertically centred on it."""
+    out = [f'<g class="axes" data-x-scale="{"log" if xs.log else "linear"}" data-y-scale="{"log" if ys.log else "linear"}">']
+    if x_ticks:
+        x_values = list(x_ticks)
+        x_texts = [(x_fmt or _value_text)(v) for v in x_values]
+    else:
+        x_values = xs.ticks()
+        x_texts = xs.tick_labels(x_values)
+    for v, text in zip(x_values, x_texts):
         x = xs(v)
         if grid:
-            out.append(f'<line class="grid" x1="{x:.1f}" y1="{frame.y1}" x2="{x:.1f}" y2="{frame.y0}"/>')
-        out.append(f'<text class="tick" x="{x:.1f}" y="{frame.y0 + 15}" text-anchor="middle">{esc(x_fmt(v))}</text>')
-    for v in ys.ticks():
+            out.append(f'<line class="grid" x1="{x:.2f}" y1="{frame.y1}" x2="{x:.2f}" y2="{frame.y0}"/>')
+        out.append(f'<text class="tick x-tick" x="{x:.2f}" y="{frame.y0 + 15}" text-anchor="middle">{esc(text)}</text>')
+    y_values = ys.ticks()
+    for v, text in zip(y_values, ys.tick_labels(y_values)):
         y = ys(v)
         if grid:
-            out.append(f'<line class="grid" x1="{frame.x0}" y1="{y:.1f}" x2="{frame.x1}" y2="{y:.1f}"/>')
-        out.append(f'<text class="tick" x="{frame.x0 - 5}" y="{y + 4:.1f}" text-anchor="end">{esc(y_fmt(v))}</text>')
+            out.append(f'<line class="grid" x1="{frame.x0}" y1="{y:.2f}" x2="{frame.x1}" y2="{y:.2f}"/>')
+        out.append(f'<text class="tick y-tick" x="{frame.x0 - 5}" y="{y:.2f}" dominant-baseline="central" '
+                   f'text-anchor="end">{esc(text)}</text>')
     out.append(f'<line class="axis" x1="{frame.x0}" y1="{frame.y0}" x2="{frame.x1}" y2="{frame.y0}"/>')
     out.append(f'<line class="axis" x1="{frame.x0}" y1="{frame.y1}" x2="{frame.x0}" y2="{frame.y0}"/>')
-    out.append(f'<text class="label" x="{(frame.x0 + frame.x1) / 2:.1f}" y="{frame.height - 8}" '
+    out.append(f'<text class="label x-label" x="{(frame.x0 + frame.x1) / 2:.1f}" y="{frame.height - 8}" '
                f'text-anchor="middle">{esc(x_label)}</text>')
-    out.append(f'<text class="label" transform="translate(14 {(frame.y0 + frame.y1) / 2:.1f}) rotate(-90)" '
+    out.append(f'<text class="label y-label" transform="translate(14 {(frame.y0 + frame.y1) / 2:.1f}) rotate(-90)" '
                f'text-anchor="middle">{esc(y_label)}</text>')
     out.append("</g>")
     return out
@@ -167,52 +295,105 @@ class Series:
     step: bool = False  # a step function: each y holds until the next x
 
 
-def legend(frame: Frame, names: Sequence[tuple[str, str]], y: float | None = None) -> list[str]:
-    """Right-aligned above the plot area (the title sits on the left). An entry with no colour
-    explains the open marker."""
-    widths = [28 + 7 * len(name) for name, _ in names]
-    out, x = ['<g class="legend">'], max(frame.x0 + frame.width / 2.5, frame.x1 - sum(widths))
-    y = frame.y1 - 14 if y is None else y
+LEGEND_ROW = 16  # pixels per row of a legend under the title
+
+
+def _legend_width(name: str) -> float:
+    return 28 + 7 * len(name)  # a swatch and 11 px text
+
+
+def _title_end(left: float, title: str) -> float:
+    return left + 7.5 * len(title) + 16 if title else left  # 13 px bold
+
+
+def legend_rows(frame_width: int, left: float, right: float, title: str, names: Sequence[str]) -> int:
+    """Rows the legend takes under the title: 0 when it fits on the title's line, right-aligned."""
+    if _title_end(left, title) + sum(_legend_width(n) for n in names) <= frame_width - right:
+        return 0
+    rows, used = 1, 0.0
+    for n in names:
+        w = _legend_width(n)
+        if used and left + used + w > frame_width - right:
+            rows, used = rows + 1, 0.0
+        used += w
+    return rows
+
+
+def legend(frame: Frame, names: Sequence[tuple[str, str]], *, title: str = "", rows: int = 0) -> list[str]:
+    """Right-aligned on the title's line, clear of the title (rows == 0), or left-aligned in
+    `rows` rows under it (legend_rows). An entry with no colour explains the open marker."""
+    out = ['<g class="legend">']
+    if rows == 0:
+        x, y = max(_title_end(frame.x0, title), frame.x1 - sum(_legend_width(n) for n, _ in names)), 19.0
+    else:
+        x, y = frame.x0, 19.0 + LEGEND_ROW
     for name, colour in names:
+        if rows and x > frame.x0 and x + _legend_width(name) > frame.x1:
+            x, y = frame.x0, y + LEGEND_ROW
         mark = (f'<rect x="{x}" y="{y - 8}" width="12" height="4" fill="{colour}"/>' if colour else
                 f'<circle cx="{x + 6}" cy="{y - 6}" r="4" style="fill:#fff;stroke:#555;stroke-width:2"/>')
         out.append(f'{mark}<text x="{x + 16}" y="{y - 3}">{esc(name)}</text>')
-        x += 28 + 7 * len(name)
+        x += _legend_width(name)
     out.append("</g>")
     return out
 
 
 def line_chart(series: Sequence[Series], *, cls: str, title: str, x_label: str, y_label: str,
                log_x: bool = False, log_y: bool = False, width: int = 640, height: int = 360,
-               x_fmt: Callable[[float], str] = fmt_number, y_fmt: Callable[[float], str] = fmt_number,
-               y_min: float | None = None, x_range: tuple[float, float] | None = None,
+               x_fmt: Callable[[float], str] = _value_text, y_fmt: Callable[[float], str] = _value_text,
+               x_min: float | None = None, y_min: float | None = None, x_range: tuple[float, float] | None = None,
                y_range: tuple[float, float] | None = None, hlines: Sequence[tuple[float, str, str]] = (),
-               attrs: dict | None = None, x_ticks: Sequence[float] | None = None, hollow_label: str = "") -> str:
+               attrs: dict | None = None, x_ticks: Sequence[float] | None = None, hollow_label: str = "",
+               y_integer: bool = False) -> str:
     """Series as polylines (or steps) with a marker per point; `hlines` are (y, label, colour)
-    reference lines such as a memory limit; `x_ticks` replaces the automatic x ticks; points a
-    series marks `hollow` are open circles, named `hollow_label` in the legend."""
-    frame = Frame(width, height, top=34 if len(series) > 1 else 30)
+    reference lines such as a memory limit; `x_ticks` replaces the automatic x ticks (labelled
+    by `x_fmt`); points a series marks `hollow` are open circles, named `hollow_label` in the
+    legend. `x_fmt` and `y_fmt` write a point's values in its default tooltip.
+
+    An axis whose range is not given spans the data (and `x_min` / `y_min`, e.g. 0), widened to
+    whole ticks: its first and last ticks bound every point. `y_integer`: the y axis counts
+    things, its ticks are whole numbers."""
     xs_all = [x for s in series for x, _ in s.points]
     ys_all = [y for s in series for _, y in s.points] + [h[0] for h in hlines]
+    open_marks = bool(hollow_label) and any(any(s.hollow) for s in series)
+    names = [(s.name, s.colour or PALETTE[i % len(PALETTE)]) for i, s in enumerate(series)]
+    names += [(hollow_label, "")] if open_marks else []
+    show_legend = len(series) > 1 or open_marks
+    rows = legend_rows(width, 70, 20, title, [n for n, _ in names]) if show_legend else 0
+    frame = Frame(width, height, top=30 + LEGEND_ROW * rows)
     if x_range is None:
-        x_range = padded_log_range(xs_all, 1.15) if log_x else (min(xs_all, default=0.0), max(xs_all, default=1.0))
+        if log_x:
+            x_range = padded_log_range(xs_all, 1.15)
+        else:
+            lo = min(xs_all, default=0.0) if x_min is None else min([x_min] + xs_all)
+            x_range = (lo, max(xs_all, default=1.0))
+        nice_x = not x_ticks
+    else:
+        nice_x = False
     if y_range is None:
         if log_y:
-            y_range = padded_log_range(ys_all, 1.3)
+            y_range = padded_log_range(ys_all, 1.05)
         else:
-            lo = min(ys_all + [0.0]) if y_min is None else y_min
-            y_range = (lo, max(ys_all, default=1.0) * 1.08 or 1.0)
+            lo = min(ys_all + [0.0]) if y_min is None else min([y_min] + ys_all)
+            y_range = (lo, max(ys_all, default=1.0))
+        nice_y = True
+    else:
+        nice_y = False
     xs = Scale(x_range[0], x_range[1], frame.x0, frame.x1, log_x)
-    ys = Scale(y_range[0], y_range[1], frame.y0, frame.y1, log_y)
+    ys = Scale(y_range[0], y_range[1], frame.y0, frame.y1, log_y, integer=y_integer)
+    if nice_x:
+        xs.nice()
+    if nice_y:
+        ys.nice()
     out = svg_open(frame, cls, title, attrs)
-    out += axes(frame, xs, ys, x_label=x_label, y_label=y_label, x_fmt=x_fmt, y_fmt=y_fmt, x_ticks=x_ticks)
+    out += axes(frame, xs, ys, x_label=x_label, y_label=y_label, x_fmt=x_fmt, x_ticks=x_ticks)
     labelled: list[float] = []
     for y, label, colour in hlines:
         py = ys(y)
         # A line too close to a labelled one keeps its label in its tooltip only.
         shown = "" if any(abs(py - q) < 13 for q in labelled) else label
         labelled.append(py)
-        out.append(f'<line class="ref" x1="{frame.x0}" y1="{py:.1f}" x2="{frame.x1}" y2="{py:.1f}" stroke="{colour}">'
+        out.append(f'<line class="ref" x1="{frame.x0}" y1="{py:.2f}" x2="{frame.x1}" y2="{py:.2f}" stroke="{colour}">'
                    f'<title>{esc(label)}</title></line>'
                    f'<text class="ref-label" x="{frame.x1 - 4}" y="{py - 4:.1f}" text-anchor="end" fill="{colour}">{esc(shown)}</text>')
     for i, s in enumerate(series):
@@ -242,10 +423,8 @@ def line_chart(series: Sequence[Series], *, cls: str, title: str, x_label: str, 
                     out.append(f'<circle class="pt" cx="{xs(x):.2f}" cy="{ys(y):.2f}" r="3.5" fill="{colour}">'
                                f'<title>{esc(tip)}</title></circle>')
             out.append("</g>")
-    open_marks = hollow_label and any(any(s.hollow) for s in series)
-    if len(series) > 1 or open_marks:
-        names = [(s.name, s.colour or PALETTE[i % len(PALETTE)]) for i, s in enumerate(series)]
-        out += legend(frame, names + ([(hollow_label, "")] if open_marks else []), y=frame.y1 - 8)
+    if show_legend:
+        out += legend(frame, names, title=title, rows=rows)
     out.append("</svg>")
     return "\n".join(out)
 
@@ -276,14 +455,25 @@ class Lane:
     spans: list[tuple[float, float, str, str, str]]  # start, end, colour, label, tooltip
 
 
+def time_ticks(t0_s: float, t1_s: float) -> tuple[str, list[tuple[float, str]]]:
+    """A time axis from t0_s to t1_s: its unit (from the span shown) and its ticks as (seconds,
+    label), round values in that unit (a larger unit where the times would reach 10,000).
+    report.js's timeTicks draws the same when zooming."""
+    unit, factor = time_unit(t1_s - t0_s)
+    while factor > 1 and t1_s * factor >= 1e4:
+        unit, factor = time_unit(1e4 / factor)
+    scale = Scale(t0_s * factor, t1_s * factor, 0.0, 1.0)
+    ticks = scale.ticks(6)
+    return unit, [(t / factor, text) for t, text in zip(ticks, linear_tick_labels(ticks))]
+
+
 def lanes_chart(lanes: Sequence[Lane], *, cls: str, title: str, total: float, width: int = 1100,
-                lane_height: int = 22, time_fmt: Callable[[float], str] = fmt_seconds,
-                attrs: dict | None = None, max_rects: int = 20000) -> str:
+                lane_height: int = 22, attrs: dict | None = None, max_rects: int = 20000) -> str:
     """A timeline: one row per lane, a rect per span. The spans sit in an inner <svg> whose
     viewBox (in microseconds) the page's script narrows to zoom (wheel) and pan (drag); its axis
-    ticks are redrawn by the script. Runs of spans narrower than a pixel at full view are
-    drawn as one rect of their colour when a lane has more than `max_rects` spans."""
-    label_w, axis_h = 150, 26
+    ticks and title are redrawn by the script (time_ticks). Runs of spans narrower than a pixel
+    at full view are drawn as one rect of their colour when a lane has more than `max_rects` spans."""
+    label_w, axis_h = 150, 42
     plot_w = width - label_w - 20
     height = 30 + lane_height * len(lanes) + axis_h
     total = total if total > 0 else 1.0
@@ -321,10 +511,12 @@ def lanes_chart(lanes: Sequence[Lane], *, cls: str, title: str, total: float, wi
     out.append("</svg>")
     axis_y = 28 + inner_h
     out.append(f'<line class="axis" x1="{label_w}" y1="{axis_y}" x2="{label_w + plot_w}" y2="{axis_y}"/>')
+    unit, ticks = time_ticks(0.0, total)
     out.append(f'<g class="time-ticks" data-y="{axis_y}">')
-    for k in range(6):
-        t = total * k / 5
-        x = label_w + plot_w * k / 5
-        out.append(f'<text class="tick" x="{x:.1f}" y="{axis_y + 15}" text-anchor="middle">{esc(time_fmt(t))}</text>')
-    out.append("</g></svg>")
+    for t, text in ticks:
+        x = label_w + plot_w * t / total
+        out.append(f'<text class="tick x-tick" x="{x:.2f}" y="{axis_y + 15}" text-anchor="middle">{esc(text)}</text>')
+    out.append("</g>")
+    out.append(f'<text class="label x-label" x="{label_w + plot_w / 2:.1f}" y="{axis_y + 34}" '
+               f'text-anchor="middle">time ({unit})</text></svg>')
     return "\n".join(out)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from accel_sim.errors import UsageError
-from accel_sim.report.svg import PALETTE, Series, line_chart
+from accel_sim.report.svg import PALETTE, Series, line_chart, wants_log
 
 FORMATS = (".png", ".svg", ".html")
 _PNG_HINT = 'writing a .png needs matplotlib: pip install "accel-sim[plot]" (or write .svg / .html)'
@@ -32,11 +32,6 @@ def check_plot_path(path: str) -> None:
 def value_label(v: float) -> str:
     """A swept value or a plotted figure as people write it: 2,000 · 0.5 · 1.2e+07."""
     return f"{v:,.4g}" if abs(v) < 1e6 else f"{v:.3g}"
-
-
-def wants_log(values: Sequence[float]) -> bool:
-    """A log axis for positive values spanning a factor of ten or more."""
-    return bool(values) and min(values) > 0 and max(values) / min(values) >= 10
 
 
 class SweepFigure:
@@ -77,25 +72,6 @@ class SweepFigure:
                           log_x=self.log_x, log_y=self.log_y, width=width, height=height, x_fmt=value_label,
                           y_fmt=value_label, y_min=None if self.log_y else 0.0, x_ticks=ticks,
                           hollow_label=HOLLOW_LABEL)
-
-
-def _standalone_svg(figure: SweepFigure, width: int = 880, height: int = 440) -> str:
-    """The chart under its title (on a line of its own, clear of the legend), with the report
-    stylesheet's chart rules inline so the file draws without the page."""
-    from html import escape
-
-    from accel_sim.report.html_report import chart_stylesheet
-
-    chart = figure.svg(title="", width=width, height=height)
-    # The page's sizing rule (max-width, height: auto) is for a chart inside HTML; a file keeps its size.
-    rules = [r for r in chart_stylesheet().splitlines() if not r.startswith("svg.chart {")]
-    body = chart[chart.index(">") + 1:chart.rindex("</svg>")]  # the chart's marks, without its own <svg>
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="chart sweep" viewBox="0 0 {width} {height + 28}" '
-            f'width="{width}" height="{height + 28}" font-family="system-ui, sans-serif" font-size="11">\n'
-            f'<style>\n{chr(10).join(rules)}\n</style>\n'
-            f'<rect width="100%" height="100%" fill="#fff"/>\n'
-            f'<text class="chart-title" x="70" y="18">{escape(figure.title)}</text>\n'
-            f'<g transform="translate(0 28)">{body}</g>\n</svg>\n')
 
 
 def _png(path: str, figure: SweepFigure) -> None:
@@ -153,6 +129,8 @@ def sweep_html(figure: SweepFigure, *, heading: str, subtitle: str, table_header
 def write_sweep_plot(path: str, figure: SweepFigure, *, heading: str = "", subtitle: str = "",
                      table_headers: Sequence[str] = (), table_rows: Sequence[Sequence[str]] = (),
                      numeric: Sequence[bool] = (), note: str = "") -> None:
+    from accel_sim.report.html_report import standalone_svg
+
     check_plot_path(path)
     suffix = Path(path).suffix.lower()
     if suffix == ".png":
@@ -160,7 +138,7 @@ def write_sweep_plot(path: str, figure: SweepFigure, *, heading: str = "", subti
         return
     doc = (sweep_html(figure, heading=heading or figure.title, subtitle=subtitle, table_headers=table_headers,
                       table_rows=table_rows, numeric=numeric, note=note)
-           if suffix == ".html" else _standalone_svg(figure))
+           if suffix == ".html" else standalone_svg(figure.title, [figure.svg(title="")], "sweep"))
     try:
         Path(path).write_text(doc, encoding="utf-8")
     except OSError as e:

@@ -29,10 +29,57 @@
     });
   }
 
-  function formatTime(us) {
-    if (us >= 1e6) return (us / 1e6).toPrecision(3) + " s";
-    if (us >= 1e3) return (us / 1e3).toPrecision(3) + " ms";
-    return us.toPrecision(3) + " µs";
+  // A time axis's unit and round ticks, as svg.py's time_ticks writes them: the unit from the
+  // span shown, evenly spaced round values in it, each written with the decimals the step needs.
+  var SI_PREFIXES = [[1e15, "P"], [1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"]];
+
+  function stepDecimals(step) {
+    step = Math.abs(step);
+    for (var d = 0; d < 13; d++) {
+      var scaled = step * Math.pow(10, d);
+      if (Math.abs(scaled - Math.round(scaled)) <= 1e-6 * Math.max(scaled, 1e-300)) return d;
+    }
+    return 12;
+  }
+
+  function niceStep(raw) {
+    var mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    var steps = [1, 2, 2.5, 5, 10];
+    for (var i = 0; i < steps.length; i++) if (steps[i] * mag >= raw * (1 - 1e-9)) return steps[i] * mag;
+    return 10 * mag;
+  }
+
+  function tickLabels(ticks) {
+    if (!ticks.length) return [];
+    var step = ticks.length > 1 ? Math.abs(ticks[1] - ticks[0]) : (Math.abs(ticks[0]) || 1);
+    var largest = Math.max.apply(null, ticks.map(Math.abs));
+    var factor = 1, prefix = "";
+    if (largest >= 1e4) {
+      for (var i = 0; i < SI_PREFIXES.length; i++) {
+        if (largest >= SI_PREFIXES[i][0]) { factor = SI_PREFIXES[i][0]; prefix = SI_PREFIXES[i][1]; break; }
+      }
+    }
+    var d = stepDecimals(step / factor);
+    return ticks.map(function (t) {
+      var v = t / factor;
+      if (Math.abs(v) < step / factor * 1e-9) v = 0;
+      if (v === 0 && prefix) return "0";
+      return v.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }) + (prefix ? " " + prefix : "");
+    });
+  }
+
+  function timeTicks(t0s, t1s) {
+    var span = t1s - t0s;
+    var factor = span >= 1 ? 1 : span >= 1e-3 ? 1e3 : 1e6;
+    while (factor > 1 && t1s * factor >= 1e4) factor /= 1e3;  // no 10,000 us: ms
+    var unit = factor === 1 ? "s" : factor === 1e3 ? "ms" : "µs";
+    var lo = t0s * factor, hi = t1s * factor;
+    var step = niceStep((hi - lo) / 6);
+    var ticks = [];
+    for (var i = Math.ceil(lo / step - 1e-9); i <= Math.floor(hi / step + 1e-9); i++) {
+      ticks.push(parseFloat((i * step).toFixed(12)));
+    }
+    return { unit: unit, seconds: ticks.map(function (t) { return t / factor; }), labels: tickLabels(ticks) };
   }
 
   // A timeline: wheel zooms around the pointer, drag pans, double-click resets.
@@ -46,13 +93,23 @@
     var height = inner.viewBox.baseVal.height;
     var view = { t0: 0, t1: total };
 
+    var title = svg.querySelector(":scope > text.x-label");
+    var tickY = parseFloat(ticks.getAttribute("data-y")) + 15;
+
     function redraw() {
       inner.setAttribute("viewBox", view.t0 + " 0 " + (view.t1 - view.t0) + " " + height);
-      var labels = ticks.querySelectorAll("text");
-      for (var k = 0; k < labels.length; k++) {
-        var t = view.t0 + (view.t1 - view.t0) * k / (labels.length - 1);
-        labels[k].textContent = formatTime(t);
-      }
+      var axis = timeTicks(view.t0 / 1e6, view.t1 / 1e6);
+      while (ticks.firstChild) ticks.removeChild(ticks.firstChild);
+      axis.seconds.forEach(function (t, k) {
+        var text = document.createElementNS("http://www.w3.org/2000/svg", "text");
+        text.setAttribute("class", "tick x-tick");
+        text.setAttribute("x", (plotX + plotW * (t * 1e6 - view.t0) / (view.t1 - view.t0)).toFixed(2));
+        text.setAttribute("y", tickY);
+        text.setAttribute("text-anchor", "middle");
+        text.textContent = axis.labels[k];
+        ticks.appendChild(text);
+      });
+      if (title) title.textContent = "time (" + axis.unit + ")";
     }
 
     function toUs(clientX) {
