@@ -11,11 +11,27 @@ from __future__ import annotations
 
 import argparse
 import functools
-from typing import Any, Iterable
+import math
+import sys
+from typing import Any, Iterable, NoReturn
 
 from accel_sim.errors import UsageError
 
 _GIVEN = "_options_given"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with its usage errors on one line (`accel-sim simulate: error: ...` and where the
+    options are listed) and exit status 2, as every other usage error of accel-sim prints."""
+
+    def error(self, message: str) -> NoReturn:
+        message = " ".join(message.split())
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            sys.stderr.write(message)
+        sys.exit(status)
 
 
 @functools.cache
@@ -60,3 +76,16 @@ def refuse(args: argparse.Namespace, dests: Iterable[str], why: str) -> None:
     for dest in dests:
         if given(args, dest):
             raise UsageError(f"{flag(dest)} {why}")
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """Every number parsed from the command line is finite and fits the core's int64 fields:
+    argparse's int() and float() accept 'inf', 'nan' and integers of any length, which would reach
+    the core as a non-finite figure or fail in its binding. Each flag's own range is its
+    command's to check."""
+    for dest, value in vars(args).items():
+        for v in value if isinstance(value, list) else (value,):
+            if isinstance(v, float) and not math.isfinite(v):
+                raise UsageError(f"{flag(dest)} must be a finite number, got {v}")
+            if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63:
+                raise UsageError(f"{flag(dest)} is out of range ({len(str(abs(v)))} digits; at most 2^63 - 1)")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from accel_sim.cli.fit import add_parser as add_fit_parser
-from accel_sim.cli.flags import record_given
+from accel_sim.cli.flags import Parser, check_numbers, record_given
 from accel_sim.cli.fit import cmd_fit
 from accel_sim.cli.kernels import add_parsers as add_kernel_parsers
 from accel_sim.cli.plan import add_parser as add_plan_parser
@@ -87,7 +87,7 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="accel-sim",
         description="Predict latency and memory of PyTorch models on accelerators you do not have.",
     )
@@ -528,6 +528,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from accel_sim import _core
         from accel_sim.errors import UsageError
 
+        check_numbers(args)
         code = _COMMANDS[args.command](args)
         sys.stdout.flush()  # inside the try: a reader that left is met here, not at exit
         return code
