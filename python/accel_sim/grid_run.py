@@ -734,11 +734,16 @@ def _run_in_process(run: _Run, evaluate: Evaluate, grid) -> None:
         run.record(batch, outcome, seconds)
 
 
-def _worker_main(conn, evaluate: Evaluate, grid, parent_pid: int, inherited: list) -> None:
+def _worker_main(conn, evaluate: Evaluate, grid, parent_pid: int, inherited: list, journal_fd: int | None) -> None:
     """A pool worker: batches in, (outcome, seconds) out, until None or its parent is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle
     for other in inherited:   # fork: the parent's ends of the pipes, so that a dead parent is noticed
         other.close()
+    if journal_fd is not None:   # fork: the journal's lock is the parent's alone, gone when it is
+        try:
+            os.close(journal_fd)
+        except OSError:
+            pass
     while True:
         while not conn.poll(0.5):
             if os.getppid() != parent_pid:
@@ -759,10 +764,13 @@ def _worker_main(conn, evaluate: Evaluate, grid, parent_pid: int, inherited: lis
 
 
 class _Worker:
-    def __init__(self, context, method: str, evaluate: Evaluate, grid, others: list["_Worker"]) -> None:
+    def __init__(self, context, method: str, evaluate: Evaluate, grid, others: list["_Worker"],
+                 journal: "_Journal") -> None:
         self.conn, child = context.Pipe(duplex=True)
         inherited = [self.conn] + [w.conn for w in others] if method == "fork" else []
-        self.process = context.Process(target=_worker_main, args=(child, evaluate, grid, os.getpid(), inherited),
+        journal_fd = journal.file.fileno() if method == "fork" and journal.file is not None else None
+        self.process = context.Process(target=_worker_main, args=(child, evaluate, grid, os.getpid(), inherited,
+                                                                  journal_fd),
                                        daemon=True, name="accel-sim-grid-worker")
         self.process.start()
         child.close()
@@ -802,12 +810,12 @@ def _run_in_pool(run: _Run, evaluate: Evaluate, grid, count: int, start_method: 
     def replace(dead: _Worker) -> _Worker:
         dead.kill()
         workers.remove(dead)
-        workers.append(_Worker(context, method, evaluate, grid, workers))
+        workers.append(_Worker(context, method, evaluate, grid, workers, run.journal))
         return workers[-1]
 
     try:
         for _ in range(min(count, max(1, run.pending_points))):
-            workers.append(_Worker(context, method, evaluate, grid, workers))
+            workers.append(_Worker(context, method, evaluate, grid, workers, run.journal))
         idle = list(workers)
         while True:
             while idle:
