@@ -67,6 +67,16 @@ FIRST_BATCH = 4            # before any point has been timed
 MAX_BATCH = 20_000         # also bounds a message's size (rows of a batch in one pickle)
 TAIL_BATCHES_PER_WORKER = 4
 WRITE_CHUNK = 1 << 16      # rows per Parquet row group, per chunk of the in-memory table
+# The most points one sweep takes. The driver holds every row until it writes the table (_Table:
+# 9 bytes a number, 8 a string, 2 a bool, a state byte: 169 bytes for a 20-column simulate row)
+# and journals each as a JSON line (200 bytes for that row, measured): 10^7 points are 1.7 GB of
+# memory and 2 GB of journal, 75 s of the driver's own work at the 7.5 us a point of
+# bench/RESULTS.md, and an hour of simulate points on two cores at the 1,392 points/s per core
+# measured there. Ten times that would not fit the memory of the machine measured (24 GB).
+MAX_POINTS = 10_000_000
+# Worker processes per core, at most: points are CPU-bound, so workers beyond the cores only take
+# turns while each holds a process of its own; four a core leaves room for points that wait.
+MAX_WORKERS_PER_CORE = 4
 
 RAY_INSTALL = 'pip install "accel-sim[ray]"'
 PARQUET_INSTALL = 'pip install "accel-sim[parquet]"'
@@ -122,12 +132,18 @@ def run_grid(grid, out_path: str | os.PathLike, *, workers: int = 0, ray_address
         raise UsageError(f"stop_after must be >= 0 (got {stop_after})")
     if workers < 0:
         raise UsageError(f"the number of workers must be >= 0 (got {workers})")
+    if ray_address is None and workers > max_workers():
+        raise UsageError(f"the number of workers must be at most {max_workers():,}, {MAX_WORKERS_PER_CORE} per core of "
+                         f"this machine (got {workers:,}; 0: one per core)")
     if not out.parent.is_dir():
         raise UsageError(f"cannot write {out}: the directory {out.parent} does not exist")
 
+    total = len(grid)
+    if total > MAX_POINTS:   # before a byte per point is allocated
+        raise UsageError(f"the grid {grid.path} has {total:,} points, more than the {MAX_POINTS:,} a sweep takes "
+                         f"(docs/formats/grid.md): split it into grid files of at most {MAX_POINTS:,} points")
     columns = [(str(name), str(kind)) for name, kind in grid.columns()]
     _check_columns(columns)
-    total = len(grid)
     header = {"format": JOURNAL_FORMAT, "version": FORMAT_VERSION,
               "fingerprint": grid_fingerprint(grid, columns), "command": grid.command,
               "grid": str(grid.path), "points": total, "columns": [list(c) for c in columns]}
@@ -721,6 +737,11 @@ def evaluate_batch(evaluate: Evaluate, grid, indices: list[int]) -> tuple[tuple,
 
 # ----------------------------------------------------------------------------- where batches run
 
+def max_workers() -> int:
+    """The most worker processes run_grid starts on this machine."""
+    return MAX_WORKERS_PER_CORE * _available_cores()
+
+
 def _available_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -772,8 +793,13 @@ class _Worker:
         self.process = context.Process(target=_worker_main, args=(child, evaluate, grid, os.getpid(), inherited,
                                                                   journal_fd),
                                        daemon=True, name="accel-sim-grid-worker")
-        self.process.start()
-        child.close()
+        try:
+            self.process.start()
+        except BaseException:
+            self.conn.close()
+            raise
+        finally:
+            child.close()
         self.batch: list[int] | None = None
 
     def stop(self, wait_s: float) -> None:
@@ -807,15 +833,24 @@ def _run_in_pool(run: _Run, evaluate: Evaluate, grid, count: int, start_method: 
     workers: list[_Worker] = []
     finished = False
 
-    def replace(dead: _Worker) -> _Worker:
+    def start() -> _Worker | None:
+        """A new worker, or None where the system cannot start one (out of processes or memory):
+        the sweep goes on with the workers it has, or in this process."""
+        try:
+            workers.append(_Worker(context, method, evaluate, grid, workers, run.journal))
+        except OSError:
+            return None
+        return workers[-1]
+
+    def replace(dead: _Worker) -> _Worker | None:
         dead.kill()
         workers.remove(dead)
-        workers.append(_Worker(context, method, evaluate, grid, workers, run.journal))
-        return workers[-1]
+        return start()
 
     try:
         for _ in range(min(count, max(1, run.pending_points))):
-            workers.append(_Worker(context, method, evaluate, grid, workers, run.journal))
+            if start() is None:
+                break
         idle = list(workers)
         while True:
             while idle:
@@ -823,14 +858,19 @@ def _run_in_pool(run: _Run, evaluate: Evaluate, grid, count: int, start_method: 
                 if batch is None:
                     break
                 worker = idle.pop()
-                while True:
+                while worker is not None:
                     try:
                         worker.conn.send(batch)
                         break
                     except OSError:   # it died while idle (killed from outside): its batch is not lost
                         worker = replace(worker)
+                if worker is None:   # and no other could be started: this process does the batch
+                    run.record(batch, *evaluate_batch(evaluate, grid, batch))
+                    continue
                 worker.batch = batch
             busy = [w for w in workers if w.batch is not None]
+            if not workers:   # none could be started, or none replaced
+                _run_in_process(run, evaluate, grid)
             if not busy:
                 break
             ready = set(multiprocessing.connection.wait([w.conn for w in busy] + [w.process.sentinel for w in busy]))
@@ -851,7 +891,9 @@ def _run_in_pool(run: _Run, evaluate: Evaluate, grid, count: int, start_method: 
                         continue
                     worker.process.join(5)
                     run.record(batch, ("error", f"the worker process died ({_death(worker.process.exitcode)})"), 0.0)
-                    idle.append(replace(worker))
+                    new = replace(worker)
+                    if new is not None:
+                        idle.append(new)
         finished = True
     finally:
         for worker in workers:
