@@ -176,7 +176,14 @@ struct PlanResult {
   std::map<std::string, int64_t> pruned;  // why candidates were not composed, and how many
 };
 
-// Searches `space` on `threads` threads (0: all hardware threads) for the `top` fastest steps.
+// The most threads plan_training takes. The search is CPU-bound, so threads beyond the cores only
+// take turns; each reserves a stack (8 MiB of address space by default on Linux), so 1,024
+// reserve 8 GiB.
+inline constexpr int kMaxPlanThreads = 1024;
+
+// Searches `space` on `threads` threads (0: all hardware threads; at most kMaxPlanThreads, and
+// no more than the search has work items; threads the system cannot start are done without)
+// for the `top` fastest steps.
 // `progress(done, total)` is called from the calling thread now and then while it runs. Ties
 // are broken by the layout, so the answer does not depend on the threads.
 PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const PlanSpace& space,

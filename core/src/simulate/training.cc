@@ -7,7 +7,9 @@
 #include <cmath>
 #include <exception>
 #include <mutex>
+#include <new>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <tuple>
 #include <unordered_map>
@@ -415,6 +417,9 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
   device.validate();
   system.validate();
   ACCELSIM_CHECK(space.gpus >= 1 && space.global_batch >= 1, "a plan needs at least one GPU and one sequence per step");
+  ACCELSIM_CHECK(threads >= 0 && threads <= kMaxPlanThreads,
+                 "the plan search takes 0 (all cores) to " + std::to_string(kMaxPlanThreads) + " threads (got " +
+                     std::to_string(threads) + ")");
   for (const auto* dim : {&space.tp, &space.cp, &space.ep, &space.pp, &space.micro_batch, &space.virtual_stages}) {
     ACCELSIM_CHECK(!dim->empty(), "every dimension of the plan's space needs at least one value");
     for (int64_t x : *dim) ACCELSIM_CHECK(x >= 1, "parallel degrees, micro-batches and virtual stages must be at least 1");
@@ -507,27 +512,46 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
   std::atomic<int64_t> done{0};
   std::exception_ptr failure;
   std::mutex failure_mutex;
-  // Runs body(i, worker) for i < count on the workers, reporting progress from this thread.
+  // Runs body(i, worker) for i < count on up to `workers` threads (no more than there are items),
+  // reporting progress from this thread. A thread the system cannot start (out of threads or
+  // address space) is done without: the threads started share the work, and with none started
+  // this thread does it all. Every thread started is joined before anything leaves, a failure in
+  // the progress callback included.
   auto run = [&](size_t count, const std::function<void(size_t, int)>& body) {
     std::atomic<size_t> next{0};
-    std::vector<std::thread> pool;
-    for (int t = 0; t < workers; ++t) {
-      pool.emplace_back([&, t] {
-        for (size_t i = next++; i < count; i = next++) {
-          try {
-            body(i, t);
-          } catch (...) {
-            std::lock_guard<std::mutex> lock(failure_mutex);
-            if (!failure) failure = std::current_exception();
-            next = count;
-          }
-          ++done;
+    auto work = [&](int t) {
+      for (size_t i = next++; i < count; i = next++) {
+        try {
+          body(i, t);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(failure_mutex);
+          if (!failure) failure = std::current_exception();
+          next = count;
         }
-      });
+        ++done;
+      }
+    };
+    const int wanted = static_cast<int>(std::min<size_t>(static_cast<size_t>(workers), count));
+    std::vector<std::thread> pool;
+    try {
+      pool.reserve(static_cast<size_t>(wanted));
+      for (int t = 0; t < wanted; ++t) pool.emplace_back(work, t);
+    } catch (const std::system_error&) {  // EAGAIN: no thread left, or no room for its stack
+    } catch (const std::bad_alloc&) {     // no room for the pool itself
     }
-    while (progress && next.load() < count) {
-      progress(done.load(), total);
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (pool.empty()) {
+      work(0);
+    } else {
+      try {
+        while (progress && next.load() < count) {
+          progress(done.load(), total);
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+        next = count;
+      }
     }
     for (std::thread& th : pool) th.join();
     if (failure) std::rethrow_exception(failure);

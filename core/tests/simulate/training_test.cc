@@ -2,8 +2,20 @@
 #include "accelsim/training.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include "accelsim/builder.h"
+#include "accelsim/error.h"
 #include "testing/models.h"
 #include "testing/round_device.h"
 
@@ -217,6 +229,61 @@ TEST(TrainingTest, PlanFindsTheFastestOfItsSpace) {
   int64_t pruned = 0;
   for (const auto& [why, n] : r.pruned) pruned += n;
   EXPECT_EQ(pruned + r.evaluated, r.candidates);
+}
+
+// The plan search of PlanFindsTheFastestOfItsSpace: 48 outer items, 18 stage profiles.
+PlanResult small_plan(int threads, const std::function<void(int64_t, int64_t)>& progress = {}) {
+  const PlanSpace space{.gpus = 8, .global_batch = 16, .tp = {1, 2, 4}, .cp = {1}, .ep = {1},
+                        .pp = {1, 2, 4}, .micro_batch = {1, 2}, .virtual_stages = {1, 2}, .zero = {0, 1, 3},
+                        .recompute = {Recompute::none, Recompute::full}, .sequence_parallel = {0, 1},
+                        .orders = {"tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"}};
+  return plan_training(small_gpt(4), {.seq = 128}, space, testing::round_device(), round_system(),
+                       SimulateOptions{}, 3, threads, progress);
+}
+
+// The pages of address space this process holds (/proc/self/statm's first field).
+int64_t address_space_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0;
+  statm >> pages;
+  return pages * sysconf(_SC_PAGESIZE);
+}
+
+// Runs in a child process: limits the address space to room for a few 8 MiB thread stacks, not
+// 48, and plans on 48 threads. 0 when the answer is ONE's, 1 when it is not, 3 when the limit
+// lets 48 threads start after all (the test would prove nothing).
+int plan_in_tight_address_space(const PlanResult& one) {
+  const auto room = static_cast<rlim_t>(address_space_bytes() + (40 << 20));
+  const rlimit limit{room, room};
+  setrlimit(RLIMIT_AS, &limit);
+  std::vector<std::thread> stacks;
+  try {
+    for (int i = 0; i < 48; ++i) stacks.emplace_back([] { std::this_thread::sleep_for(std::chrono::milliseconds(50)); });
+  } catch (const std::system_error&) {
+  }
+  const bool limited = stacks.size() < 48;
+  for (std::thread& t : stacks) t.join();
+  if (!limited) return 3;
+  const PlanResult r = small_plan(48);
+  const bool same = !r.best.empty() && r.best[0].estimate.step_s == one.best[0].estimate.step_s &&
+                    r.evaluated == one.evaluated && r.feasible == one.feasible;
+  return same ? 0 : 1;
+}
+
+TEST(TrainingTest, PlanThreadsTheSystemCannotStartAreDoneWithout) {
+  // The threads that start do the work and find what one thread finds, where the search used to
+  // end in std::terminate.
+  const PlanResult one = small_plan(1);
+  ASSERT_FALSE(one.best.empty());
+  EXPECT_EXIT(std::exit(plan_in_tight_address_space(one)), ::testing::ExitedWithCode(0), "");
+}
+
+TEST(TrainingTest, PlanThreadsAreBoundedAndAFailingProgressCallbackLeavesCleanly) {
+  EXPECT_THROW(small_plan(-1), ConfigError);
+  EXPECT_THROW(small_plan(kMaxPlanThreads + 1), ConfigError);
+  // A callback that throws (a Python KeyboardInterrupt, say) stops the search: the exception
+  // leaves plan_training after its threads are joined, not through std::terminate.
+  EXPECT_THROW(small_plan(2, [](int64_t, int64_t) { throw std::runtime_error("interrupted"); }), std::runtime_error);
 }
 
 TEST(TrainingTest, OverlappedTpCommAndCachedWeightCastsCountAsTheStageSaysThey) {
