@@ -62,7 +62,8 @@ void bind_report(nb::module_& m) {
       .def_ro("cost_per_run_usd", &DeviceVerdict::cost_per_run_usd)
       .def_ro("speedup_vs_slowest", &DeviceVerdict::speedup_vs_slowest)
       .def_ro("overkill", &DeviceVerdict::overkill)
-      .def_ro("overkill_reason", &DeviceVerdict::overkill_reason);
+      .def_ro("overkill_reason", &DeviceVerdict::overkill_reason)
+      .def_ro("narrower_precision", &DeviceVerdict::narrower_precision);
   nb::class_<Comparison>(m, "Comparison")
       .def_ro("devices", &Comparison::devices)
       .def_ro("fastest_index", &Comparison::fastest_index)

@@ -96,6 +96,14 @@ void bind_simulate(nb::module_& m) {
       .def_ro("count", &UncoveredOp::count)
       .def_ro("time_s", &UncoveredOp::time_s);
 
+  nb::class_<UnitSubstitution>(m, "UnitSubstitution")
+      .def_ro("dtype", &UnitSubstitution::dtype)
+      .def_ro("matrix", &UnitSubstitution::matrix)
+      .def_ro("unit", &UnitSubstitution::unit)
+      .def_ro("narrower", &UnitSubstitution::narrower)
+      .def_ro("ops", &UnitSubstitution::ops)
+      .def_ro("time_s", &UnitSubstitution::time_s);
+
   nb::class_<SimulationResult>(m, "SimulationResult")
       .def_ro("device_id", &SimulationResult::device_id)
       .def_ro("latency_s", &SimulationResult::latency_s)
@@ -125,6 +133,8 @@ void bind_simulate(nb::module_& m) {
       .def_ro("required_bytes", &SimulationResult::required_bytes)
       .def_ro("fits", &SimulationResult::fits)
       .def_ro("used_peak_fallback", &SimulationResult::used_peak_fallback)
+      .def_ro("substitutions", &SimulationResult::substitutions)
+      .def_ro("narrower_precision", &SimulationResult::narrower_precision)
       .def_ro("ops", &SimulationResult::ops)
       .def_ro("uncovered_ops", &SimulationResult::uncovered_ops);
 

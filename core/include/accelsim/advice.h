@@ -47,12 +47,16 @@ struct DeviceVerdict {
   double speedup_vs_slowest = 0.0;
   bool overkill = false;
   std::string overkill_reason;  // device id that does as well for less, or "underused"
+  // SimulationResult::narrower_precision: the device ran some matrix ops in a narrower format
+  // than the graph's dtype, so it is left out of fastest, best value and overkill.
+  bool narrower_precision = false;
 };
 
 struct Comparison {
   std::vector<DeviceVerdict> devices;
-  int fastest_index = -1;     // fastest device that fits; -1 if none fits
-  int best_value_index = -1;  // lowest cost per run among fitting devices with a price; -1 if none
+  // Among devices that fit and ran the graph's own precision (no narrower_precision):
+  int fastest_index = -1;     // the fastest; -1 if none
+  int best_value_index = -1;  // the lowest cost per run among those with a price; -1 if none
 };
 
 // REQUIRES: results.size() == devices.size().

@@ -95,6 +95,11 @@ struct PeakRate {
   double flops_per_s = 0.0;
   std::string unit;       // "bf16_matrix", "fp32", "tf32_matrix", ...
   bool fallback = false;  // true when the device has no rate for the requested unit
+  // A matrix op fell back to a unit whose format cannot hold the dtype's values (fewer
+  // mantissa bits or a smaller exponent range: fp32 on bf16 tensor cores, as a TPU's MXU runs
+  // it in one pass): its figure is not that of the dtype asked for. A wider unit (bf16 on fp32
+  // units) computes the dtype exactly, only slower, and is not narrower.
+  bool narrower = false;
 };
 
 // Selects the peak for an op: matrix ops use the dtype's matrix unit (fp32 uses TF32 only when

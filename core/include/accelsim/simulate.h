@@ -100,6 +100,17 @@ struct UncoveredOp {
   double time_s = 0.0;
 };
 
+// Ops of a dtype the device has no unit for, and the unit they ran at instead (peak_rate's
+// fallback chain), so a report can say what a device really ran.
+struct UnitSubstitution {
+  DType dtype = DType::fp32;
+  bool matrix = false;    // matrix (tensor-core) ops, or vector ops
+  std::string unit;       // the unit whose rate they ran at, e.g. "bf16_matrix"
+  bool narrower = false;  // PeakRate::narrower: that unit's format does not hold the dtype
+  int64_t ops = 0;
+  double time_s = 0.0;    // their time in one pass over the graph
+};
+
 struct SimulationResult {
   std::string device_id;
   double latency_s = 0.0;
@@ -151,6 +162,10 @@ struct SimulationResult {
   double required_bytes = 0.0;
   bool fits = true;
   bool used_peak_fallback = false;
+  std::vector<UnitSubstitution> substitutions;  // by dtype and op kind, in order of appearance
+  // Some matrix op ran on a unit narrower than its dtype: the figures are not those of the
+  // precision the graph asks for, so a comparison does not rank this run against others.
+  bool narrower_precision = false;
   std::vector<OpResult> ops;  // one per node, in execution order
   std::vector<UncoveredOp> uncovered_ops;
 };

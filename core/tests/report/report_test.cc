@@ -113,6 +113,27 @@ TEST(CompareTest, FastestBestValueAndOverkill) {
   EXPECT_THROW(compare_devices(results, {}), ConfigError);
 }
 
+TEST(CompareTest, NarrowerPrecisionIsNotRanked) {
+  // a: 10 ms at $4/h in the graph's precision; t: 2 ms at $1/h, but its matmuls ran in a
+  // narrower format (fp32 on bf16 units): it is neither fastest, best value, nor the cheaper
+  // device that would make a overkill.
+  std::vector<DeviceSpec> devices(2, testing::round_device());
+  devices[0].id = "a";
+  devices[0].price_usd_per_hour = 4.0;
+  devices[1].id = "t";
+  devices[1].price_usd_per_hour = 1.0;
+  std::vector<SimulationResult> results(2);
+  results[0].latency_s = 0.010;
+  results[1].latency_s = 0.002;
+  results[1].narrower_precision = true;
+  const Comparison c = compare_devices(results, devices);
+  EXPECT_EQ(c.fastest_index, 0);
+  EXPECT_EQ(c.best_value_index, 0);
+  EXPECT_FALSE(c.devices[0].overkill);
+  EXPECT_TRUE(c.devices[1].narrower_precision);
+  EXPECT_DOUBLE_EQ(c.devices[1].speedup_vs_slowest, 5.0);  // still shown, not ranked
+}
+
 }  // namespace
 }  // namespace accelsim
 

@@ -2,6 +2,9 @@
 #include "accelsim/training.h"
 
 #include <gtest/gtest.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -249,11 +252,17 @@ int64_t address_space_bytes() {
   return pages * sysconf(_SC_PAGESIZE);
 }
 
-// Runs in a child process: limits the address space to room for a few 8 MiB thread stacks, not
-// 48, and plans on 48 threads. 0 when the answer is ONE's, 1 when it is not, 3 when the limit
-// lets 48 threads start after all (the test would prove nothing).
+// Runs in a child process: limits the address space to room for the search's own heap and some
+// 8 MiB thread stacks, not 48 (384 MiB), and plans on 48 threads. 0 when the answer is ONE's, 1
+// when it is not, 3 when the limit lets 48 threads start after all (the test would prove
+// nothing). With 40 MiB of room the search itself sometimes ran out of heap (std::bad_alloc).
 int plan_in_tight_address_space(const PlanResult& one) {
-  const auto room = static_cast<rlim_t>(address_space_bytes() + (40 << 20));
+#ifdef __GLIBC__
+  // glibc gives each thread that allocates an arena reserving 64 MiB of address space; one
+  // arena for all keeps the limit a limit on thread stacks, which is what this test exhausts.
+  mallopt(M_ARENA_MAX, 1);
+#endif
+  const auto room = static_cast<rlim_t>(address_space_bytes() + (192 << 20));
   const rlimit limit{room, room};
   setrlimit(RLIMIT_AS, &limit);
   std::vector<std::thread> stacks;
