@@ -46,7 +46,8 @@ void bind_report(nb::module_& m) {
       .value("launch_bound", HintKind::launch_bound)
       .value("peak_fallback", HintKind::peak_fallback)
       .value("uncovered_ops", HintKind::uncovered_ops)
-      .value("communication_not_timed", HintKind::communication_not_timed);
+      .value("communication_not_timed", HintKind::communication_not_timed)
+      .value("masked_attention_pairs", HintKind::masked_attention_pairs);
 
   nb::class_<Hint>(m, "Hint")
       .def_ro("kind", &Hint::kind)

@@ -20,6 +20,10 @@ enum class HintKind : uint8_t {
   peak_fallback,          // the device file lacks the rate for some op's unit
   uncovered_ops,          // ops not in the catalogue were costed conservatively
   communication_not_timed,  // the graph holds collectives; one device does not time them
+  // Eager attention GEMMs compute query-key pairs their mask discards (OpCount::masked_flops):
+  // value = those FLOPs in the forward, fraction = their share of the forward's eager attention
+  // GEMM FLOPs, subject = the module of the first such GEMM.
+  masked_attention_pairs,
 };
 
 std::string_view hint_kind_name(HintKind kind);

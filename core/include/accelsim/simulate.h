@@ -146,9 +146,10 @@ struct SimulationResult {
   // Model FLOPs, counted the standard way whatever the implementation recomputes: the forward's
   // matmul and attention FLOPs (2 N per token for the N parameters in matmuls, plus attention),
   // times 3 when the graph has a backward (forward + a backward of twice the forward: 6 N per
-  // token, PaLM's accounting, Chowdhery et al. 2022 app. B). Recomputed forward ops, norms and
-  // elementwise ops do not count. model_flops_utilization (MFU) = model_flops / (latency x
-  // reference peak).
+  // token, PaLM's accounting, Chowdhery et al. 2022 app. B). Attention counts the query-key
+  // pairs its mask allows only, whether a fused kernel skips the others or an eager core computes
+  // them (OpCount::useful_flops). Recomputed forward ops, norms and elementwise ops do not
+  // count. model_flops_utilization (MFU) = model_flops / (latency x reference peak).
   double model_flops = 0.0;
   double model_flops_utilization = 0.0;
   // Energy estimate of the run from an activity model: each op draws the device's idle power

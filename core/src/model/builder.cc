@@ -707,8 +707,8 @@ class Builder {
   }
 
   TensorId attention_op(std::vector<TensorId> qkv, Shape out, std::vector<Attr> attrs) {
-    if (o_.eager_attention) return eager_core(qkv, out);
-    if (eager_ && m_.family == "gptj") return gptj_core(qkv, out);
+    if (o_.eager_attention) return eager_core(qkv, out, attrs);
+    if (eager_ && m_.family == "gptj") return gptj_core(qkv, out, attrs);
     TensorId o = e_.fresh(std::move(out), dt_);
     attention_node(std::move(qkv), o, std::move(attrs));
     return o;
@@ -722,7 +722,21 @@ class Builder {
   // sliding windows are applied inside the softmax (the full sq x sk product is computed); GQA
   // reads shared K/V heads without copying them. Nodes carry the module path "<attention>.core"
   // (selective recomputation's region).
-  TensorId eager_core(const std::vector<TensorId>& qkv, const Shape& out) {
+  // The attrs of an eager core's GEMM `gemm` ("qk" or "pv"): the query-key pairs its mask allows,
+  // as the fused op's `attention` attrs give them (is_causal, window_size, query_offset), so that
+  // model FLOPs count the same pairs whichever way attention runs (op_catalog.h).
+  static std::vector<Attr> masked_gemm_attrs(const std::vector<Attr>& attention, const char* gemm) {
+    std::vector<Attr> attrs = {{"attention_gemm", std::string(gemm)}};
+    for (const Attr& a : attention) {
+      if (a.name == "is_causal" || a.name == "window_size" || a.name == "query_offset") {
+        attrs.push_back({"mask_" + a.name, a.value});
+      }
+    }
+    return attrs;
+  }
+
+  TensorId eager_core(const std::vector<TensorId>& qkv, const Shape& out,
+                      const std::vector<Attr>& attention) {
     const std::string module = e_.module;
     e_.module = module + ".core";
     const Shape& q = e_.shape(qkv[0]);
@@ -730,11 +744,12 @@ class Builder {
     const int64_t sk = e_.shape(qkv[1])[2], dv = out[3];
     TensorId scores = e_.op("bmm", {e_.view(qkv[0], {b * h, sq, d}),
                                     e_.view(qkv[1], {b * h, d, sk}, {sk * d, 1, d})},
-                            {b * h, sq, sk}, dt_);
+                            {b * h, sq, sk}, dt_, masked_gemm_attrs(attention, "qk"));
     TensorId probs = e_.op("_softmax", {scores}, {b * h, sq, sk}, dt_,
                            {{"dim", int64_t{-1}}, {"half_to_float", false}});
     probs = dropout(probs, m_.attention_dropout);
-    TensorId ctx = e_.op("bmm", {probs, e_.view(qkv[2], {b * h, sk, dv})}, {b * h, sq, dv}, dt_);
+    TensorId ctx = e_.op("bmm", {probs, e_.view(qkv[2], {b * h, sk, dv})}, {b * h, sq, dv}, dt_,
+                         masked_gemm_attrs(attention, "pv"));
     TensorId o = e_.op("clone", {e_.view(ctx, {b, sq, h, dv}, {h * sq * dv, dv, sq * dv, 1})},
                        {b, sq, h, dv}, dt_);
     e_.module = module;
@@ -745,7 +760,8 @@ class Builder {
   // scores divided by sqrt(head_dim), the additive causal mask [b, 1, sq, sk] (built by the
   // model's forward; an input here) added, softmax in fp32, cast back, P V, heads merged by a
   // contiguous copy.
-  TensorId gptj_core(const std::vector<TensorId>& qkv, const Shape& out) {
+  TensorId gptj_core(const std::vector<TensorId>& qkv, const Shape& out,
+                     const std::vector<Attr>& attention) {
     const std::string module = e_.module;
     e_.module = module + ".core";
     const Shape& qs = e_.shape(qkv[0]);
@@ -757,7 +773,7 @@ class Builder {
     TensorId q = fp32(qkv[0]);
     TensorId k = fp32(qkv[1]);
     TensorId scores = e_.op("bmm", {e_.view(q, {b * h, sq, d}), e_.view(k, {b * h, d, sk}, {sk * d, 1, d})},
-                            {b * h, sq, sk}, DType::fp32);
+                            {b * h, sq, sk}, DType::fp32, masked_gemm_attrs(attention, "qk"));
     TensorId scaled = e_.op("div", {scores}, {b * h, sq, sk}, DType::fp32);
     if (causal_mask_ < 0) {
       causal_mask_ = e_.resident({b, 1, sq, sk}, DType::fp32, StorageKind::input, "input.causal_mask");
@@ -769,7 +785,8 @@ class Builder {
                            {{"dim", int64_t{-1}}, {"half_to_float", false}});
     if (dt_ != DType::fp32) probs = e_.op("_to_copy", {probs}, {b * h, sq, sk}, dt_);
     gptj_weights_ = probs;  // returned as attn_weights, held by the block and the model's loop
-    TensorId ctx = e_.op("bmm", {probs, e_.view(qkv[2], {b * h, sk, dv})}, {b * h, sq, dv}, dt_);
+    TensorId ctx = e_.op("bmm", {probs, e_.view(qkv[2], {b * h, sk, dv})}, {b * h, sq, dv}, dt_,
+                         masked_gemm_attrs(attention, "pv"));
     TensorId o = e_.op("clone", {e_.view(ctx, {b, sq, h, dv}, {h * sq * dv, dv, sq * dv, 1})},
                        {b, sq, h, dv}, dt_);
     e_.module = module;

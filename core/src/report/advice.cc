@@ -69,6 +69,7 @@ std::string_view hint_kind_name(HintKind kind) {
     case HintKind::peak_fallback: return "peak_fallback";
     case HintKind::uncovered_ops: return "uncovered_ops";
     case HintKind::communication_not_timed: return "communication_not_timed";
+    case HintKind::masked_attention_pairs: return "masked_attention_pairs";
   }
   return "unknown";
 }
@@ -110,6 +111,21 @@ std::vector<Hint> advise(const Graph& graph, const SimulationResult& result,
     for (NodeId n : eager) t += result.ops[n].cost.time_s;
     hints.push_back({HintKind::use_flash_attention, share(t), static_cast<double>(eager.size()),
                      graph.node(eager.front()).module_path});
+  }
+  // Work on discarded pairs is worth a hint whenever there is any: model FLOPs and MFU leave it
+  // out, and a fused kernel would not spend the time.
+  double attention_flops = 0, masked_flops = 0;
+  std::string masked_module;
+  for (const OpResult& op : result.ops) {
+    const Node& node = graph.node(op.node);
+    if (node.pass != Pass::forward || node.attr("attention_gemm") == nullptr) continue;
+    attention_flops += op.count.flops;
+    masked_flops += op.count.masked_flops;
+    if (op.count.masked_flops > 0 && masked_module.empty()) masked_module = node.module_path;
+  }
+  if (masked_flops > 0) {
+    hints.push_back({HintKind::masked_attention_pairs, masked_flops / attention_flops, masked_flops,
+                     masked_module});
   }
   if (share(fusable_s) >= kFuseShare) {
     hints.push_back({HintKind::fuse_memory_bound, share(fusable_s), 0.0, ""});

@@ -392,7 +392,7 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
     r.total_flops += times * op.count.flops;
     if (nodes[n].pass == Pass::forward &&
         (op.count.op_class == OpClass::matmul || op.count.op_class == OpClass::attention)) {
-      forward_model_flops += op.count.flops;
+      forward_model_flops += op.count.useful_flops();
     }
     has_backward = has_backward || nodes[n].pass == Pass::backward;
     r.total_bytes += times * op.count.bytes();

@@ -307,6 +307,10 @@ TEST(BuilderTest, ParallelBlockHasTheHandCountedFlops) {
   const Graph eager = build_graph(m, {.phase = Phase::prefill, .seq = 8, .kernels = KernelStyle::hf_eager});
   EXPECT_DOUBLE_EQ(totals(eager).matrix_flops, 2 * (798208.0 - 9216.0 + 16384.0) + 103200.0);
   EXPECT_EQ(count_ops(eager, "accel_sim::attention"), 0);
+  // Its model FLOPs count the 36 causal pairs only, as the fused kernel's do.
+  const DeviceSpec d{.id = "d", .memory_bytes = 1e12, .memory_bandwidth_bytes_per_s = 1e12,
+                     .bf16_matrix_flops_per_s = 1e15};
+  EXPECT_DOUBLE_EQ(simulate(eager, d, {}).model_flops, 2 * 798208.0 + 103200.0);
   // HF's Falcon attention is not modelled eagerly.
   ModelSpec falcon = m;
   falcon.family = "falcon";

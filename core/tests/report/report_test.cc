@@ -18,8 +18,9 @@ TEST(BreakdownTest, LayerOfCutsAfterTheFirstIndex) {
   EXPECT_EQ(layer_of("0"), "0");
 }
 
-// Eager attention in a layer: scores = bmm(q, k^T); scaled; softmax; bmm with v.
-Graph eager_attention_graph() {
+// Eager attention in a layer: scores = bmm(q, k^T); scaled; softmax; bmm with v. With
+// `causal_masks`, both GEMMs are marked as an eager core under a causal mask.
+Graph eager_attention_graph(bool causal_masks = false) {
   Graph g;
   TensorId q = new_tensor(g, {8, 256, 64}, DType::fp32, StorageKind::input);
   TensorId kt = new_tensor(g, {8, 64, 256}, DType::fp32, StorageKind::input);
@@ -29,14 +30,18 @@ Graph eager_attention_graph() {
   TensorId p = new_tensor(g, {8, 256, 256});
   TensorId o = new_tensor(g, {8, 256, 64});
   auto node = [&](std::string op, std::vector<TensorId> in, std::vector<TensorId> out,
-                  std::string module) {
-    g.add_node(Node{.op = op, .inputs = in, .outputs = out, .module_path = module,
-                    .module_type = "Attention"});
+                  std::string module, std::vector<Attr> attrs = {}) {
+    g.add_node(Node{.op = op, .inputs = in, .outputs = out, .attrs = std::move(attrs),
+                    .module_path = module, .module_type = "Attention"});
   };
-  node("bmm", {q, kt}, {s}, "blocks.0.attn");
+  auto mask = [&](const char* gemm) {
+    return causal_masks ? std::vector<Attr>{{"attention_gemm", std::string(gemm)}, {"mask_is_causal", true}}
+                        : std::vector<Attr>{};
+  };
+  node("bmm", {q, kt}, {s}, "blocks.0.attn", mask("qk"));
   node("mul", {s}, {s2}, "blocks.0.attn");
   node("_softmax", {s2}, {p}, "blocks.0.attn");
-  node("bmm", {p, v}, {o}, "blocks.1.attn");
+  node("bmm", {p, v}, {o}, "blocks.1.attn", mask("pv"));
   return g;
 }
 
@@ -76,6 +81,25 @@ TEST(AdviceTest, FlagsEagerAttentionAndFp32Matmuls) {
   }
   EXPECT_TRUE(flash);
   EXPECT_TRUE(low_precision);
+}
+
+TEST(AdviceTest, CountsTheWorkEagerAttentionDoesOnMaskedPairs) {
+  // The eager core above with causal masks on both GEMMs: of 256 x 256 pairs per head the
+  // queries see 256 * 257 / 2 = 32,896; the other 32,640 cost 2 * 8 heads * 64 FLOPs each in QK^T
+  // and again in P V: 2 * 2 * 8 * 32640 * 64 = 66,846,720 FLOPs, 32640 / 65536 of the attention.
+  const DeviceSpec d = testing::round_device();
+  auto has_masked_hint = [&](const Graph& graph) {
+    for (const Hint& h : advise(graph, simulate(graph, d, {}), d)) {
+      if (h.kind != HintKind::masked_attention_pairs) continue;
+      EXPECT_DOUBLE_EQ(h.value, 66846720.0);
+      EXPECT_DOUBLE_EQ(h.fraction, 32640.0 / 65536.0);
+      EXPECT_EQ(h.subject, "blocks.0.attn");
+      return true;
+    }
+    return false;
+  };
+  EXPECT_FALSE(has_masked_hint(eager_attention_graph()));
+  EXPECT_TRUE(has_masked_hint(eager_attention_graph(/*causal_masks=*/true)));
 }
 
 TEST(CompareTest, DominantBoundHoldsMostOfTheTime) {
