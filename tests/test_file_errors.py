@@ -41,7 +41,10 @@ def _device(tmp_path: Path, edit, name: str = "fuzzchip") -> Path:
     (lambda d: d.update(memory_gib="eighty"), "'memory_gib' must be a number, got 'eighty'"),
     (lambda d: d.update(memory_gib=[80]), "'memory_gib' must be a number, got a list"),
     (lambda d: d.update(memory_gib=True), "'memory_gib' must be a number, got True"),
-    (lambda d: d.update(memory_gib=0), "'memory_gib' must be greater than 0"),
+    (lambda d: d.update(memory_gib=0), "'memory_gib' must be at least 9.53674e-07"),
+    (lambda d: d.update(memory_gib=1e-320), "'memory_gib' must be at least 9.53674e-07"),  # a denormal
+    (lambda d: d["peak_tflops"].update(bf16=1e-300), "'bf16' must be 0 (no such unit) or at least 1e-09 TFLOP/s"),
+    (lambda d: d["kernel"].update(matmul_efficiency=1e-300), "'kernel.matmul_efficiency' must be a fraction in [1e-06, 1]"),
     (lambda d: d.update(memory_gib=1e300), "'memory_gib' must be at most"),
     (lambda d: d.update(compute_units=2**63), "'compute_units' must be an integer in"),
     (lambda d: d.update(compute_units=132.5), "'compute_units' must be an integer"),
@@ -79,7 +82,8 @@ def _system(tmp_path: Path, edit) -> Path:
     (lambda d: d.update(gpus_per_node=2**63), "'gpus_per_node' must be an integer in [1, 10000000], got 9223372036854775808"),
     (lambda d: d["scaleup"].update(bandwidth_gbs=float("inf")), "scaleup: 'bandwidth_gbs' must be a finite number"),
     (lambda d: d["scaleup"].update(in_network_reduction="yes"), "'in_network_reduction' must be true or false"),
-    (lambda d: d["scaleout"].update(nics_per_gpu=0), "'nics_per_gpu' must be greater than 0"),
+    (lambda d: d["scaleout"].update(nics_per_gpu=0), "'nics_per_gpu' must be at least 1e-06"),
+    (lambda d: d["scaleup"].update(bandwidth_gbs=1e-320), "scaleup: 'bandwidth_gbs' must be at least 1e-06"),
     (lambda d: d.update(scaleup=[1, 2]), "'scaleup' must be a mapping"),
     (lambda d: (d.update(collective_efficiency={"scaleup": "high"}),
                 d["sources"].update(collective_efficiency="test")), "collective_efficiency: 'scaleup' must be a number"),
@@ -152,6 +156,7 @@ def _graph(tmp_path: Path, edit) -> Path:
     (lambda g: g["nodes"][0].update(attrs={"alpha": {"x": 1}}), "nodes[0]: 'attrs.alpha' must be a bool, int, float, string or list of ints"),
     (lambda g: g.update(storages={"0": 1}), "'storages' must be a list"),
     (lambda g: g.update(version=True), "graph format version True is not supported"),
+    (lambda g: g.update(metadata=1.5), "'metadata' must be a mapping"),
 ])
 def test_malformed_graph_files(tmp_path, capsys, edit, expected):
     path = _graph(tmp_path, edit)

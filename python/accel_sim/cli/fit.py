@@ -126,7 +126,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         largest = "none" if r.largest == 0 else f"{r.largest}" + (" (search limit)" if r.at_limit else "")
         rows.append((r.device, f"{r.memory_bytes / gib:.1f} GiB", largest,
                      f"{r.peak_bytes / gib:.2f} GiB" + (" (at 1)" if r.largest == 0 else ""),
-                     "-" if r.next_peak_bytes < 0 or r.largest == 0 else f"{r.next_peak_bytes / gib:.2f} GiB"))
+                     "-" if r.next_peak_bytes is None or r.largest == 0 else f"{r.next_peak_bytes / gib:.2f} GiB"))
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
     print(("  " + "  ".join(h.ljust(w) for h, w in zip(header, widths))).rstrip())
     print("  " + "  ".join("-" * w for w in widths))

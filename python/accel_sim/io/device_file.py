@@ -34,12 +34,13 @@ _PEAK_FIELDS = {
     "fp4": None,  # accepted and kept in the file; no fp4 op is costed yet
 }
 _REQUIRED = ("id", "name", "vendor", "memory_gib", "memory_bandwidth_gbs", "peak_tflops", "sources")
-# Each number's range in the file's units. The upper bounds are far beyond any part (a petabyte of
-# memory, a petabyte per second, an exaFLOP/s per device): they catch a value that is not a
-# device's (a unit slip, a fuzzed file) before it overflows the core's arithmetic, not a design.
+# Each number's range in the file's units: (minimum, exclusive lower bound, maximum). The bounds are
+# far beyond any part (a kibibyte to a pebibyte of memory, a kilobyte per second to a petabyte per
+# second, up to an exaFLOP/s): they catch a value that is not a device's (a unit slip, a fuzzed
+# file, a denormal) before it overflows the core's arithmetic, not a design.
 _BOUNDS = {
-    "memory_gib": (None, 0.0, 1e6),
-    "memory_bandwidth_gbs": (None, 0.0, 1e6),
+    "memory_gib": (2.0**-20, None, 1e6),
+    "memory_bandwidth_gbs": (1e-6, None, 1e6),
     "compute_units": (0.0, None, 1e7),
     "clock_mhz": (0.0, None, 1e5),
     "l2_cache_mib": (0.0, None, 1e6),
@@ -51,6 +52,7 @@ _BOUNDS = {
 }
 _NUMBERS = set(_BOUNDS)
 _PEAK_MAX_TFLOPS = 1e6
+_PEAK_MIN_TFLOPS = 1e-9
 _TEXT = {"id", "name", "vendor", "architecture", "compute_unit_kind", "notes"}
 _KNOWN = set(_REQUIRED) | _NUMBERS | _TEXT | {"aliases", "sources", "peak_tflops", "kernel"}
 
@@ -117,6 +119,9 @@ def parse_device(data: Any, where: str, expected_id: str | None = None) -> Devic
             known = ", ".join(_PEAK_FIELDS)
             raise UsageError(f"{where}: unknown dtype 'peak_tflops.{key}' (known: {known})")
         value = fields.number(peaks[key], f"{where}: peak_tflops", key, minimum=0.0, maximum=_PEAK_MAX_TFLOPS)
+        if 0 < value < _PEAK_MIN_TFLOPS:
+            raise UsageError(f"{where}: peak_tflops: '{key}' must be 0 (no such unit) or at least "
+                             f"{_PEAK_MIN_TFLOPS:g} TFLOP/s (a kiloFLOP/s), got {value}")
         if _PEAK_FIELDS[key] is not None:
             setattr(spec, _PEAK_FIELDS[key], value * 1e12)
     number = {key: _number(data, key, where) for key in _NUMBERS & data.keys()}
@@ -173,8 +178,8 @@ def _read_kernel_constants(spec: Any, data: dict, where: str) -> None:
             setattr(k, key.replace("_us", "_s"), number * 1e-6)
             continue
         number = fields.number(value, f"{where}: kernel", key)
-        if not 0 < number <= 1:
-            raise UsageError(f"{where}: 'kernel.{key}' must be a fraction in (0, 1], got {number}")
+        if not 1e-6 <= number <= 1:
+            raise UsageError(f"{where}: 'kernel.{key}' must be a fraction in [1e-06, 1], got {number}")
         setattr(k, key, number)
     spec.kernel = k
 
@@ -192,6 +197,8 @@ def read_yaml_file(p: Path, what: str) -> Any:
         raise UsageError(f"{p}:{at} is not valid YAML ({problem})") from None
     except RecursionError:
         raise UsageError(f"{p}: is not a {what} file (nested too deeply)") from None
+    except ValueError as e:  # an integer of more digits than Python converts (4,300 by default)
+        raise UsageError(f"{p}: is not a {what} file ({str(e).splitlines()[0][:120]})") from None
 
 
 def load_device_file(path: str | Path) -> DeviceEntry:

@@ -44,6 +44,7 @@ def load_graph(path: str | Path) -> dict:
     p = Path(path)
     data = fields.parse_json(fields.read_text(p, "graph"), str(p), "graph file")
     check_header(data, str(p))
+    fields.mapping(data.get("metadata", {}), str(p), "metadata")
     graph = GraphFile(data)
     graph.path = str(p)
     return graph

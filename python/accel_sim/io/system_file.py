@@ -64,9 +64,10 @@ def _section(data: dict, key: str, where: str) -> dict:
 
 
 def _rate(section: dict, key: str, where: str) -> float:
+    """A bandwidth in GB/s: a kilobyte per second (1e-6) to a petabyte per second."""
     if key not in section:
         raise UsageError(f"{where}: missing '{key}'")
-    return fields.number(section[key], where, key, above=0.0, maximum=_MAX_GBS)
+    return fields.number(section[key], where, key, minimum=1e-6, maximum=_MAX_GBS)
 
 
 def _latency(section: dict, key: str, where: str) -> float:
@@ -126,7 +127,7 @@ def load_system_file(path: str | Path) -> SystemEntry:
         for key, value in given.items():
             if key not in DEFAULT_EFFICIENCY:
                 raise UsageError(f"{p}: unknown 'collective_efficiency.{key}' (known: {', '.join(DEFAULT_EFFICIENCY)})")
-            efficiency[key] = fields.number(value, f"{where}: collective_efficiency", key, above=0.0, maximum=1.0)
+            efficiency[key] = fields.number(value, f"{where}: collective_efficiency", key, minimum=1e-6, maximum=1.0)
         source = str(sources["collective_efficiency"])
     fabric = _core.Fabric()
     fabric.bandwidth_bytes_per_s = _rate(up, "bandwidth_gbs", f"{where}: scaleup") * 1e9
@@ -144,7 +145,7 @@ def load_system_file(path: str | Path) -> SystemEntry:
     s.scaleout = nic
     if "nics_per_gpu" not in out:
         raise UsageError(f"{where}: scaleout: missing 'nics_per_gpu'")
-    s.nics_per_gpu = fields.number(out["nics_per_gpu"], f"{where}: scaleout", "nics_per_gpu", above=0.0, maximum=1e3)
+    s.nics_per_gpu = fields.number(out["nics_per_gpu"], f"{where}: scaleout", "nics_per_gpu", minimum=1e-6, maximum=1e3)
     try:
         s.validate()
     except ValueError as e:
