@@ -70,9 +70,15 @@ def capture(model: Any, example_inputs: Any = (), *, dtype: str | None = None, n
 
 
 def load_target(target: str | Path, *, dtype: str | None = None, train: bool = False,
-                optimizer: str = "adamw", autocast: str | None = None, accumulate: bool = False) -> dict:
+                optimizer: str = "adamw", autocast: str | None = None, accumulate: bool = False,
+                timeout_s: float | None = None) -> dict:
     """A graph dict from a script with get_model() (captured: its forward, or with `train` one
-    training step) or from a graph .json file."""
+    training step) or from a graph .json file.
+
+    `timeout_s`: a script whose import, get_model() and capture take longer is stopped with a
+    UsageError naming the phase it was in. The exception is raised in the running thread: a
+    loop in Python stops at once, a C call only once it returns (`accel-sim --timeout` ends the
+    process instead, which works in any case)."""
     path = Path(target)
     if path.suffix == ".json":
         if dtype is not None or train or autocast:
@@ -86,6 +92,12 @@ def load_target(target: str | Path, *, dtype: str | None = None, train: bool = F
         raise UsageError(
             f"running {path} needs torch ({e}); install it with: pip install torch==2.13.0"
         ) from None
+    if timeout_s is not None:
+        from accel_sim.script_run import ScriptRun
+
+        with ScriptRun(str(path), timeout_s=timeout_s):
+            return load_target(path, dtype=dtype, train=train, optimizer=optimizer, autocast=autocast,
+                               accumulate=accumulate)
     model, example_inputs = load_script(str(path))
     if train:
         from accel_sim.capture import capture_training_step
