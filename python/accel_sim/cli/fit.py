@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from accel_sim.cli.script_watch import add_timeout_argument, watch_script
+
 _WHAT = {"batch": "batch", "seq": "sequence length"}
 
 
@@ -33,6 +35,8 @@ def add_parser(sub: Any, dtypes: tuple[str, ...]) -> None:
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file (docs/formats/device.md); repeatable")
     p.add_argument("--plot", metavar="FILE", help="write peak memory vs the axis, with each device's memory, as an SVG")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--quiet", action="store_true", help="no status line on stderr while a script runs")
+    add_timeout_argument(p)
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
@@ -70,8 +74,15 @@ def cmd_fit(args: argparse.Namespace) -> int:
             raise UsageError("with a script, --train captures its training step; --phase decode, --recompute and "
                              "--keep-grads apply to --model NAME")
         train = phase == "train"
-        probe, original = script_probe(args.target, args.axis, dtype=args.dtype, free_at_last_use=args.free_at_last_use,
-                                       train=train, optimizer=args.optimizer)
+        with watch_script(args.target, args.timeout, args.quiet):
+            capture_at, original = script_probe(args.target, args.axis, dtype=args.dtype,
+                                                free_at_last_use=args.free_at_last_use, train=train,
+                                                optimizer=args.optimizer)
+
+        def probe(value: int) -> int:  # each capture has its own --timeout
+            with watch_script(args.target, args.timeout, args.quiet):
+                return capture_at(value)
+
         limit = args.max or (65536 if args.axis == "batch" else 131072)
         what = (f"{args.target} {'training step (' + args.optimizer + ')' if train else 'forward'}, its example inputs "
                 f"resized along {_WHAT[args.axis]} (script's own: {original})")
