@@ -708,7 +708,7 @@ def _simulate_general(grid: Grid, params: dict) -> dict:
             _GRAPHS[key] = graph
     else:
         key = ("target", args.target)
-        graph = _GRAPHS.get(key) or _GRAPHS.setdefault(key, load_target(args.target))
+        graph = _GRAPHS.get(key) or _GRAPHS.setdefault(key, load_target(args.target, timeout_s=args.timeout or None))
     return run_point(setup, {"device": args.device, **args.sweep_parameters}, graph=graph)
 
 

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "accelsim/advice.h"
 #include "accelsim/breakdown.h"
 #include "accelsim/error.h"
@@ -175,6 +177,15 @@ TEST(RegressionTest, GrowthBeyondTheAllowedFractionIsExceeded) {
   EXPECT_FALSE(check_metric("peak_memory_bytes", 100, 80, 0.0).exceeded);  // shrinking is fine
   EXPECT_TRUE(check_metric("peak_memory_bytes", 0, 1, 0.5).exceeded);
   EXPECT_THROW(check_metric("x", -1, 1, 0.1), ConfigError);
+  // NaN or infinity anywhere would read as "not exceeded" and pass: refused instead.
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THROW(check_metric("x", nan, 1, 0.1), ConfigError);
+  EXPECT_THROW(check_metric("x", inf, 1, 0.1), ConfigError);
+  EXPECT_THROW(check_metric("x", 1, nan, 0.1), ConfigError);
+  EXPECT_THROW(check_metric("x", 1, inf, 0.1), ConfigError);
+  EXPECT_THROW(check_metric("x", 1, 2, nan), ConfigError);
+  EXPECT_THROW(check_metric("x", 1, 2, inf), ConfigError);
 }
 
 }  // namespace
