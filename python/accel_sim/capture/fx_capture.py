@@ -320,10 +320,9 @@ def capture_model(
         return outputs
 
     lifetimes = PythonLifetimes()
-    and HF's capture settings; the model's own failure under fake tensors (a sys.exit() or a
-    KeyboardInterrupt it raises included) becomes a one-line UsageError. `extra` is one more
-    context to trace under. Attention masks built from constants, or from the inputs `state`
-    knows the real values of, are read for the pairs they allow (`masks.py`)."""
+    script_run.enter_phase("tracing the forward")
+    graph_module = trace(forward, model, mode, lifetimes, inputs.flat(), state=state)
+    script_run.enter_phase("exporting the graph")
 
     metadata: dict[str, Any] = _library_versions()
     metadata["dtype"] = (
