@@ -29,13 +29,40 @@ StorageKind parse_storage_kind(std::string_view name) {
                     "' (known: parameter, buffer, input, activation, gradient, optimizer_state)");
 }
 
+namespace {
+
+// "tensor 'name' [d0, d1, ...]" for an error message.
+std::string describe(const TensorMeta& t) {
+  std::string s = "tensor" + (t.name.empty() ? std::string() : " '" + t.name + "'") + " [";
+  for (size_t i = 0; i < t.shape.size(); ++i) s += (i > 0 ? ", " : "") + std::to_string(t.shape[i]);
+  return s + "] of " + std::string(dtype_name(t.dtype));
+}
+
+[[noreturn]] void overflow(const TensorMeta& t) {
+  throw ConfigError(describe(t) + ": its element count x bytes overflows 64-bit byte counts");
+}
+
+}  // namespace
+
 int64_t TensorMeta::numel() const {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) {
+      // An empty tensor has no elements however large its other dimensions are.
+      for (int64_t e : shape) {
+        if (e == 0) return 0;
+      }
+      overflow(*this);
+    }
+  }
   return n;
 }
 
-int64_t TensorMeta::logical_bytes() const { return numel() * size_bytes(dtype); }
+int64_t TensorMeta::logical_bytes() const {
+  int64_t bytes;
+  if (__builtin_mul_overflow(numel(), size_bytes(dtype), &bytes)) overflow(*this);
+  return bytes;
+}
 
 int64_t TensorMeta::accessed_bytes() const {
   // Broadcast dimensions (stride 0) repeat the same elements: count them once, as PyTorch's
@@ -44,9 +71,15 @@ int64_t TensorMeta::accessed_bytes() const {
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0) return 0;
     if (!strides.empty() && strides[i] == 0) continue;
-    n *= shape[i];
+    if (__builtin_mul_overflow(n, shape[i], &n)) {
+      for (int64_t e : shape) {
+        if (e == 0) return 0;
+      }
+      overflow(*this);
+    }
   }
-  return n * size_bytes(dtype);
+  if (__builtin_mul_overflow(n, size_bytes(dtype), &n)) overflow(*this);
+  return n;
 }
 
 }  // namespace accelsim
