@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "accelsim/checked_arithmetic.h"
 #include "accelsim/error.h"
@@ -18,8 +19,11 @@ void ModelSpec::validate() const {
                  who + ": num_heads (" + std::to_string(num_heads) +
                      ") must be a multiple of num_kv_heads (" + std::to_string(num_kv_heads) + ")");
   ACCELSIM_CHECK(head_dim > 0, who + ": head_dim must be positive");
-  for (double p : {hidden_dropout, embedding_dropout, attention_dropout}) {
-    ACCELSIM_CHECK(p >= 0.0 && p < 1.0, who + ": dropout probabilities must be in [0, 1)");
+  for (const auto& [field, p] : {std::pair<const char*, double>{"hidden_dropout", hidden_dropout},
+                                 {"embedding_dropout", embedding_dropout},
+                                 {"attention_dropout", attention_dropout}}) {
+    // NaN fails both comparisons.
+    ACCELSIM_CHECK(p >= 0.0 && p < 1.0, who + ": " + field + " (a dropout probability) must be in [0, 1)");
   }
   ACCELSIM_CHECK(ffn_size > 0, who + ": ffn_size must be positive");
   ACCELSIM_CHECK(vocab_size > 0 || (vision() && !lm_head),

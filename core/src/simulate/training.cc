@@ -16,6 +16,7 @@
 
 #include "accelsim/error.h"
 #include "accelsim/memory.h"
+#include "accelsim/physical_range.h"
 
 namespace accelsim {
 namespace {
@@ -159,6 +160,31 @@ Sample sample_stage(const ModelSpec& model, int64_t layers, const BuildOptions& 
 
 PerLayer line(double at_base, double at_next) { return {at_base, at_next - at_base}; }
 
+// estimate_training()'s and plan_training()'s promise (physical_range.h): every figure of the
+// step finite and not negative.
+void require_physical(const TrainingEstimate& e) {
+  constexpr const char* kWhere = "the training estimate";
+  const std::pair<const char*, double> figures[] = {
+      {"step_s", e.step_s},
+      {"compute_s", e.compute_s},
+      {"tp_comm_s", e.tp_comm_s},
+      {"bubble_s", e.bubble_s},
+      {"pp_comm_s", e.pp_comm_s},
+      {"p2p_send_s", e.p2p_send_s},
+      {"dp_comm_s", e.dp_comm_s},
+      {"optimizer_s", e.optimizer_s},
+      {"forward_s", e.forward_s},
+      {"backward_s", e.backward_s},
+      {"tokens_per_s", e.tokens_per_s},
+      {"model_flops", e.model_flops},
+      {"tflops_per_gpu", e.tflops_per_gpu},
+      {"mfu", e.mfu},
+      {"memory_per_gpu_bytes", e.memory_per_gpu_bytes},
+      {"activation_bytes", e.activation_bytes},
+  };
+  for (const auto& [figure, value] : figures) require_non_negative(kWhere, figure, value);
+}
+
 int recompute_rank(Recompute r) { return static_cast<int>(r); }
 
 }  // namespace
@@ -206,6 +232,8 @@ StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
       const Sample r1 = model.num_layers > l0 ? sample_stage(model, l0 + 1, b, device, o) : r0;
       whole_flops = r0.model_flops + static_cast<double>(model.num_layers - l0) * (r1.model_flops - r0.model_flops);
     }
+  } catch (const PhysicalRangeError&) {
+    throw;  // a device or system out of physical range, not a shape the builder rejects
   } catch (const ConfigError& e) {
     p.reason = e.what();
     return p;
@@ -345,6 +373,7 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   const double state_mem = l.zero >= 1 ? states / dp : states;
   e.memory_per_gpu_bytes = param_mem + grad_mem + state_mem + p.weight_copy_bytes.at(n) +
                            e.activation_bytes + device.runtime_reserved_bytes;
+  require_physical(e);
   e.fits = e.memory_per_gpu_bytes <= device.memory_bytes;
   e.feasible = e.fits;
   if (!e.fits) {
