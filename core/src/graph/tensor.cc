@@ -38,7 +38,11 @@ std::string describe(const TensorMeta& t) {
   return s + "] of " + std::string(dtype_name(t.dtype));
 }
 
-[[noreturn]] void overflow(const TensorMeta& t) {
+// An overflowing product: 0 for an empty tensor (a zero dimension anywhere), else an error.
+[[gnu::cold, gnu::noinline]] int64_t overflowed(const TensorMeta& t) {
+  for (int64_t d : t.shape) {
+    if (d == 0) return 0;
+  }
   throw ConfigError(describe(t) + ": its element count x bytes overflows 64-bit byte counts");
 }
 
@@ -46,40 +50,31 @@ std::string describe(const TensorMeta& t) {
 
 int64_t TensorMeta::numel() const {
   int64_t n = 1;
-  for (int64_t d : shape) {
-    if (__builtin_mul_overflow(n, d, &n)) {
-      // An empty tensor has no elements however large its other dimensions are.
-      for (int64_t e : shape) {
-        if (e == 0) return 0;
-      }
-      overflow(*this);
-    }
-  }
-  return n;
+  bool overflow = false;
+  for (int64_t d : shape) overflow |= __builtin_mul_overflow(n, d, &n);
+  return overflow ? overflowed(*this) : n;
 }
 
 int64_t TensorMeta::logical_bytes() const {
-  int64_t bytes;
-  if (__builtin_mul_overflow(numel(), size_bytes(dtype), &bytes)) overflow(*this);
-  return bytes;
+  int64_t n = 1;
+  bool overflow = false;
+  for (int64_t d : shape) overflow |= __builtin_mul_overflow(n, d, &n);
+  overflow |= __builtin_mul_overflow(n, size_bytes(dtype), &n);
+  return overflow ? overflowed(*this) : n;
 }
 
 int64_t TensorMeta::accessed_bytes() const {
   // Broadcast dimensions (stride 0) repeat the same elements: count them once, as PyTorch's
   // torch/utils/_runtime_estimation.py get_num_bytes does.
   int64_t n = 1;
+  bool overflow = false;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0) return 0;
     if (!strides.empty() && strides[i] == 0) continue;
-    if (__builtin_mul_overflow(n, shape[i], &n)) {
-      for (int64_t e : shape) {
-        if (e == 0) return 0;
-      }
-      overflow(*this);
-    }
+    overflow |= __builtin_mul_overflow(n, shape[i], &n);
   }
-  if (__builtin_mul_overflow(n, size_bytes(dtype), &n)) overflow(*this);
-  return n;
+  overflow |= __builtin_mul_overflow(n, size_bytes(dtype), &n);
+  return overflow ? overflowed(*this) : n;
 }
 
 }  // namespace accelsim
