@@ -11,6 +11,7 @@ devices to it and keeps the results in report objects.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -361,13 +362,9 @@ class SimulationReport:
             if self.options.cost_model == "roofline":
                 self._mfu_roofline = self.result.model_flops_utilization
             else:
-                roofline = _core.SimulateOptions()
+                # The same run (fusion, TP overlap, fp8 weight cache, system ...) at roofline times.
+                roofline = copy.copy(self.options)
                 roofline.cost_model = "roofline"
-                roofline.cost = self.options.cost
-                roofline.release_policy = self.options.release_policy
-                roofline.micro_batches = self.options.micro_batches
-                roofline.system = self.options.system
-                roofline.groups = self.options.groups
                 self._mfu_roofline = _core.simulate(self.graph, self.device.spec, roofline).model_flops_utilization
         return self._mfu_roofline
 

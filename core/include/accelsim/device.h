@@ -85,8 +85,10 @@ struct DeviceSpec {
   double price_usd_per_hour = 0.0;  // 0 = unknown
   KernelConstants kernel;
 
-  // Throws ConfigError naming the device and field when a required number is missing or
-  // negative: memory, bandwidth and at least one peak rate must be positive.
+  // Throws ConfigError naming the device and field when a number is not finite, a required one
+  // is missing or one is out of physical range: memory, bandwidth and at least one peak rate must
+  // be positive; rates, times, power, price and sizes not negative; the kernel model's
+  // efficiencies in (0, 1] (those documented as "0: as ..." may be 0).
   void validate() const;
 };
 

@@ -77,6 +77,11 @@ struct SimulateOptions {
   // once per step, like the optimizer, whatever micro_batches is, and their time is reported in
   // SimulationResult::once_per_step_time_s. Off: they run every micro-batch.
   bool fp8_weight_cache = false;
+
+  // Throws ConfigError naming the option when one is out of range: micro_batches below 1, a
+  // clock override that is negative or not finite, a system that does not validate, a group of
+  // fewer than one rank.
+  void validate() const;
 };
 
 struct OpResult {
@@ -171,7 +176,10 @@ struct SimulationResult {
   std::vector<UncoveredOp> uncovered_ops;
 };
 
-// REQUIRES: device.validate() passes (checked; throws ConfigError otherwise).
+// REQUIRES: device.validate() and options.validate() pass (checked; throws ConfigError
+// otherwise). Every figure of the result is finite and every byte count non-negative: a result
+// that is not (an input out of physical range that validation let through) throws ConfigError
+// naming the figure instead of being returned.
 SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
                           const SimulateOptions& options);
 

@@ -124,7 +124,8 @@ struct StageProfile {
 // The profile of `layout`'s TP/SP/CP/EP degrees and micro-batch (its pp, dp, virtual stages and
 // ZeRO stage do not enter) with the placement `groups` (tp, cp, ep as place_groups gives them).
 // Infeasible (with the reason) when the builder rejects the shapes; throws ConfigError for a
-// malformed model, device or system.
+// malformed model, device or system (PhysicalRangeError when one passes validation but the
+// stage's simulation comes out infinite, NaN or negative).
 StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
                            const ParallelLayout& layout, const std::vector<CommGroup>& groups,
                            const DeviceSpec& device, const SystemSpec& system,
@@ -138,7 +139,9 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
 // `base` gives the sequence length, recompute policy, precision and optimizer of the step (its
 // batch and parallel degrees come from the layout). Never throws for a layout that does not
 // divide or does not fit: the estimate says why (`feasible`, `reason`); throws ConfigError for
-// a malformed model, device or system.
+// a malformed model, device or system. Every figure of the estimate is finite and not negative
+// (compose_training checks before returning; physical_range.h), as is every candidate's of
+// plan_training.
 TrainingEstimate estimate_training(const ModelSpec& model, const BuildOptions& base,
                                    const ParallelLayout& layout, const DeviceSpec& device,
                                    const SystemSpec& system, const SimulateOptions& options);

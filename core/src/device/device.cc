@@ -101,7 +101,22 @@ void scale_compute_rates(DeviceSpec& d, double factor) {
 
 void DeviceSpec::validate() const {
   const std::string who = "device '" + (id.empty() ? name : id) + "'";
+  // Every number must be finite: an infinite or NaN constant would turn into infinite or NaN
+  // times, rates and energies instead of an error.
+  auto finite = [&](const char* field, double value) {
+    if (!std::isfinite(value)) {
+      std::ostringstream got;
+      got << value;
+      throw ConfigError(who + ": " + field + " must be finite (got " + got.str() + ")");
+    }
+  };
+  auto at_least_zero = [&](const char* field, double value) {
+    finite(field, value);
+    ACCELSIM_CHECK(value >= 0, who + ": " + field + " must not be negative");
+  };
+  finite("memory capacity", memory_bytes);
   ACCELSIM_CHECK(memory_bytes > 0, who + ": memory capacity must be positive");
+  finite("memory bandwidth", memory_bandwidth_bytes_per_s);
   ACCELSIM_CHECK(memory_bandwidth_bytes_per_s > 0, who + ": memory bandwidth must be positive");
   const std::pair<const char*, double> rates[] = {
       {"fp64", fp64_flops_per_s},          {"fp64_matrix", fp64_matrix_flops_per_s},
@@ -112,12 +127,48 @@ void DeviceSpec::validate() const {
   };
   bool any = false;
   for (const auto& [field, value] : rates) {
+    if (!std::isfinite(value)) {
+      std::ostringstream got;
+      got << value;
+      throw ConfigError(who + ": peak rate " + field + " must be finite (got " + got.str() + ")");
+    }
     ACCELSIM_CHECK(value >= 0, who + ": peak rate " + field + " is negative");
     any = any || value > 0;
   }
   ACCELSIM_CHECK(any, who + ": needs at least one positive peak rate");
-  ACCELSIM_CHECK(kernel_launch_overhead_s >= 0, who + ": launch overhead is negative");
-  ACCELSIM_CHECK(price_usd_per_hour >= 0, who + ": price is negative");
+  at_least_zero("launch overhead", kernel_launch_overhead_s);
+  at_least_zero("price", price_usd_per_hour);
+  at_least_zero("runtime_reserved_bytes", runtime_reserved_bytes);
+  ACCELSIM_CHECK(num_compute_units >= 0, who + ": num_compute_units must not be negative");
+  at_least_zero("clock_hz", clock_hz);
+  at_least_zero("l2_cache_bytes", l2_cache_bytes);
+  at_least_zero("tdp_w", tdp_w);
+  // The kernel model's constants: efficiencies are fractions of a peak, in (0, 1]; those whose 0
+  // means "as another efficiency" may be 0. Times are non-negative.
+  const std::pair<const char*, double> efficiencies[] = {
+      {"kernel.matmul_efficiency", kernel.matmul_efficiency},
+      {"kernel.attention_efficiency", kernel.attention_efficiency},
+      {"kernel.attention_backward_efficiency", kernel.attention_backward_efficiency},
+      {"kernel.memory_efficiency", kernel.memory_efficiency},
+  };
+  for (const auto& [field, value] : efficiencies) {
+    finite(field, value);
+    ACCELSIM_CHECK(value > 0 && value <= 1, who + ": " + field + " must be in (0, 1]");
+  }
+  const std::pair<const char*, double> optional_efficiencies[] = {
+      {"kernel.fp8_matmul_efficiency", kernel.fp8_matmul_efficiency},
+      {"kernel.flash3_efficiency", kernel.flash3_efficiency},
+      {"kernel.cudnn_efficiency", kernel.cudnn_efficiency},
+      {"kernel.fp8_attention_efficiency", kernel.fp8_attention_efficiency},
+      {"kernel.gemm_memory_efficiency", kernel.gemm_memory_efficiency},
+  };
+  for (const auto& [field, value] : optional_efficiencies) {
+    finite(field, value);
+    ACCELSIM_CHECK(value >= 0 && value <= 1, who + ": " + field + " must be in (0, 1] (0: unset)");
+  }
+  at_least_zero("kernel.gemm_tile_overhead_s", kernel.gemm_tile_overhead_s);
+  at_least_zero("kernel.kernel_floor_s", kernel.kernel_floor_s);
+  at_least_zero("kernel.stream_floor_s", kernel.stream_floor_s);
 }
 
 PeakRate peak_rate(const DeviceSpec& d, DType dtype, bool matrix_op, bool allow_tf32) {

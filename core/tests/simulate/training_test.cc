@@ -353,5 +353,28 @@ TEST(TrainingTest, MoeWithDenseLeadingLayersProfilesItsHeaviestLayers) {
   EXPECT_NEAR(whole.model_flops, r.model_flops, 1e-9 * r.model_flops);
 }
 
+TEST(TrainingTest, Fp8WeightCastsUnderFullRecomputeAreNotSubtractedFromSavedActivations) {
+  // Full recompute with fp8 GEMMs: each layer keeps only its input, [1, 128, 256] bf16 =
+  // 65,536 bytes; the forward frees its fp8 weight casts (the backward casts again), so they are
+  // not among the bytes live at the end of the forward. They are held once per step instead: a
+  // layer's four linears in e4m3, (768 + 256 + 1024) x 256 + 256 x 1024 = 786,432 bytes.
+  // Subtracting the casts from the saved bytes made them negative (65,536 - 786,432 per layer).
+  const ModelSpec m = small_gpt(4);
+  const DeviceSpec d = testing::round_device();
+  const SystemSpec sys = round_system();
+  const BuildOptions base{.seq = 128, .recompute = Recompute::full, .fp8_gemms = true};
+  const ParallelLayout l{.pp = 2, .micro_batch = 1, .global_batch = 8};
+  const StageProfile p = profile_stage(m, base, l, {{.name = "tp"}, {.name = "cp"}, {.name = "ep"}}, d,
+                                       sys, {});
+  ASSERT_TRUE(p.feasible) << p.reason;
+  EXPECT_DOUBLE_EQ(p.saved_bytes.per_layer, 65536.0);
+  EXPECT_DOUBLE_EQ(p.weight_copy_bytes.per_layer, 786432.0);
+  EXPECT_GE(p.working_bytes.at(2), 0.0);
+  const TrainingEstimate e = estimate_training(m, base, l, d, sys, {});
+  // 2 layers on the first stage x 2 micro-batches in flight keep at least 4 layer inputs.
+  EXPECT_GE(e.activation_bytes, 4 * 65536.0);
+  EXPECT_GE(e.memory_per_gpu_bytes, e.activation_bytes + 2 * 786432.0);
+}
+
 }  // namespace
 }  // namespace accelsim
