@@ -37,17 +37,6 @@ std::string error_of(F&& f) {
   return "(no error)";
 }
 
-// A two-layer GPT-2-style model: small graphs, every kind of op.
-ModelSpec small_model() {
-  return ModelSpec{.name = "small", .family = "gpt2", .hidden_size = 256, .num_layers = 2,
-                   .num_heads = 8, .num_kv_heads = 8, .head_dim = 32, .ffn_size = 1024,
-                   .vocab_size = 1024, .max_position_embeddings = 512,
-                   .activation = Activation::gelu_tanh, .gated_ffn = false,
-                   .norm = NormKind::layer_norm, .rotary = false, .learned_positions = true,
-                   .fused_qkv = true, .tied_embeddings = true, .qkv_bias = true,
-                   .output_bias = true, .ffn_bias = true};
-}
-
 TEST(PhysicalRangeTest, DeviceValidationRejectsNonFiniteAndUnphysicalNumbersNamingTheField) {
   const DeviceSpec d = testing::round_device();
   auto rejects = [&](auto set, const std::string& expected) {
@@ -78,7 +67,7 @@ TEST(PhysicalRangeTest, DeviceValidationRejectsNonFiniteAndUnphysicalNumbersNami
   // An infinite kernel floor used to reach the simulation and come out as an infinite latency.
   DeviceSpec floor = d;
   floor.kernel.kernel_floor_s = kInf;
-  const Graph g = build_graph(small_model(), {.seq = 16});
+  const Graph g = build_graph(testing::small_gpt(2), {.seq = 16});
   SimulateOptions kernel_model;
   kernel_model.cost_model = "kernel";
   EXPECT_THROW(simulate(g, floor, kernel_model), ConfigError);
@@ -104,7 +93,7 @@ TEST(PhysicalRangeTest, SystemModelAndOptionValidationRejectNonFiniteNumbers) {
                                    testing::round_system()),
                ConfigError);
 
-  ModelSpec m = small_model();
+  ModelSpec m = testing::small_gpt(2);
   m.hidden_dropout = kNaN;
   EXPECT_EQ(error_of([&] { m.validate(); }),
             "model 'small': hidden_dropout (a dropout probability) must be in [0, 1)");
@@ -115,9 +104,9 @@ TEST(PhysicalRangeTest, SystemModelAndOptionValidationRejectNonFiniteNumbers) {
             "the clock override (clock_hz) must be finite and not negative (0: the device's)");
   o = SimulateOptions{};
   o.system = slow;
-  EXPECT_THROW(simulate(build_graph(small_model(), {.seq = 16}), testing::round_device(), o), ConfigError);
+  EXPECT_THROW(simulate(build_graph(testing::small_gpt(2), {.seq = 16}), testing::round_device(), o), ConfigError);
   BuildOptions b{.seq = 16, .expert_imbalance = kNaN};
-  EXPECT_THROW(b.validate(small_model()), ConfigError);
+  EXPECT_THROW(b.validate(testing::small_gpt(2)), ConfigError);
 }
 
 // A device every number of which is finite and positive, whose bandwidth is the smallest positive
@@ -131,7 +120,7 @@ DeviceSpec trickle_device() {
 TEST(PhysicalRangeTest, SimulateRefusesAnInfiniteResultNamingTheFigure) {
   const DeviceSpec d = trickle_device();
   ASSERT_NO_THROW(d.validate());
-  const Graph g = build_graph(small_model(), {.seq = 16});
+  const Graph g = build_graph(testing::small_gpt(2), {.seq = 16});
   const std::string message = error_of([&] { simulate(g, d, SimulateOptions{}); });
   // The first op, the embedding lookup, moves bytes: its time is infinite.
   EXPECT_EQ(message, "simulate: op #0 (embedding): time_s is not finite (inf); an input is out of "
@@ -145,11 +134,11 @@ TEST(PhysicalRangeTest, TrainingServingCollectiveAndKernelEntryPointsRefuseInfin
   // A training step on that device: the stage's simulation refuses it, and so does the estimate
   // (it is an input out of range, not a layout the builder rejects).
   const ParallelLayout l{.tp = 2, .dp = 2, .micro_batch = 1, .global_batch = 4};
-  EXPECT_THROW(estimate_training(small_model(), {.seq = 16}, l, d, sys, SimulateOptions{}), PhysicalRangeError);
-  PlanSpace space = default_plan_space(small_model(), 4, 4, 16);
+  EXPECT_THROW(estimate_training(testing::small_gpt(2), {.seq = 16}, l, d, sys, SimulateOptions{}), PhysicalRangeError);
+  PlanSpace space = default_plan_space(testing::small_gpt(2), 4, 4, 16);
   space.virtual_stages = {1};
   space.micro_batch = {1};
-  EXPECT_THROW(plan_training(small_model(), {.seq = 16}, space, d, sys, SimulateOptions{}, 3, 1),
+  EXPECT_THROW(plan_training(testing::small_gpt(2), {.seq = 16}, space, d, sys, SimulateOptions{}, 3, 1),
                PhysicalRangeError);
   // A serving replica on it.
   EXPECT_THROW(IterationModel(testing::llama3_8b(), d, ReplicaConfig{}), PhysicalRangeError);
@@ -176,7 +165,7 @@ TEST(PhysicalRangeTest, ServingInputsMustBeFinite) {
   c.kv_transfer_bytes_per_s = kInf;
   c.prefill_replicas = 1;
   c.replicas = 2;
-  IterationModel costs(small_model(), testing::round_device(), ReplicaConfig{});
+  IterationModel costs(testing::small_gpt(2), testing::round_device(), ReplicaConfig{});
   Workload w = generate_workload({.requests = 4, .qps = 1.0, .input = {.value = 8}, .output = {.value = 4}});
   EXPECT_EQ(error_of([&] { simulate_serving(costs, w, c); }),
             "the KV transfer bandwidth must be finite and not negative");

@@ -25,22 +25,12 @@
 namespace accelsim {
 namespace {
 
-ModelSpec small_gpt(int64_t layers) {
-  return ModelSpec{.name = "small", .family = "gpt2", .hidden_size = 256, .num_layers = layers,
-                   .num_heads = 8, .num_kv_heads = 8, .head_dim = 32, .ffn_size = 1024,
-                   .vocab_size = 1024, .max_position_embeddings = 512,
-                   .activation = Activation::gelu_tanh, .gated_ffn = false,
-                   .norm = NormKind::layer_norm, .rotary = false, .learned_positions = true,
-                   .fused_qkv = true, .tied_embeddings = true, .qkv_bias = true,
-                   .output_bias = true, .ffn_bias = true};
-}
-
 using testing::round_system;
 
 TEST(TrainingTest, StepIsComputeBubblePipelineDataParallelAndOptimizer) {
   // 4 layers, TP 2 x PP 2 x DP 2 (8 GPUs, one domain), global batch 8 of micro-batch 1:
   // 4 micro-batches per step on each of the 2 data-parallel replicas.
-  const ModelSpec m = small_gpt(4);
+  const ModelSpec m = testing::small_gpt(4);
   const DeviceSpec d = testing::round_device();
   const SystemSpec sys = round_system();
   const ParallelLayout layout{.tp = 2, .pp = 2, .dp = 2, .micro_batch = 1, .global_batch = 8};
@@ -94,9 +84,9 @@ TEST(TrainingTest, UnevenStagesWaitForTheHeaviest) {
   // 5 layers over 2 stages: the step is paced by the stage with 3 (and the embedding and head).
   const DeviceSpec d = testing::round_device();
   const SystemSpec sys = round_system();
-  const TrainingEstimate five = estimate_training(small_gpt(5), {.seq = 128}, {.pp = 2, .global_batch = 4}, d,
+  const TrainingEstimate five = estimate_training(testing::small_gpt(5), {.seq = 128}, {.pp = 2, .global_batch = 4}, d,
                                                   sys, SimulateOptions{});
-  const TrainingEstimate six = estimate_training(small_gpt(6), {.seq = 128}, {.pp = 2, .global_batch = 4}, d,
+  const TrainingEstimate six = estimate_training(testing::small_gpt(6), {.seq = 128}, {.pp = 2, .global_batch = 4}, d,
                                                  sys, SimulateOptions{});
   ASSERT_TRUE(five.feasible) << five.reason;
   EXPECT_NEAR(five.compute_s, six.compute_s, 1e-15);
@@ -107,7 +97,7 @@ TEST(TrainingTest, InfeasibleLayoutsSayWhy) {
   const SystemSpec sys = round_system();
   const BuildOptions base{.seq = 128};
   auto why = [&](ParallelLayout l, int64_t layers = 4) {
-    const TrainingEstimate e = estimate_training(small_gpt(layers), base, l, d, sys, SimulateOptions{});
+    const TrainingEstimate e = estimate_training(testing::small_gpt(layers), base, l, d, sys, SimulateOptions{});
     EXPECT_FALSE(e.feasible);
     return e.reason;
   };
@@ -117,7 +107,7 @@ TEST(TrainingTest, InfeasibleLayoutsSayWhy) {
   EXPECT_NE(why({.pp = 2, .global_batch = 3, .virtual_stages = 2}).find("multiple of pp"), std::string::npos);
   DeviceSpec tiny = d;
   tiny.memory_bytes = 1e6;
-  const TrainingEstimate e = estimate_training(small_gpt(4), base, {.global_batch = 1}, tiny, sys, SimulateOptions{});
+  const TrainingEstimate e = estimate_training(testing::small_gpt(4), base, {.global_batch = 1}, tiny, sys, SimulateOptions{});
   EXPECT_FALSE(e.fits);
   EXPECT_NE(e.reason.find("per GPU"), std::string::npos);
 }
@@ -126,7 +116,7 @@ TEST(TrainingTest, ZeroStagesShardStatesGradientsAndParameters) {
   // DP 4 in one domain, 2 micro-batches: ZeRO-1 moves the gradients and parameters once per step,
   // ZeRO-2 reduce-scatters every micro-batch, ZeRO-3 gathers twice and reduce-scatters every
   // micro-batch; each shards one more of states, gradients, parameters.
-  const ModelSpec m = small_gpt(4);
+  const ModelSpec m = testing::small_gpt(4);
   const DeviceSpec d = testing::round_device();
   const SystemSpec sys = round_system();
   const BuildOptions base{.seq = 128};
@@ -172,7 +162,7 @@ TEST(TrainingTest, ZeroStagesShardStatesGradientsAndParameters) {
 TEST(TrainingTest, InterleavingKeepsMoreMicroBatchesInFlight) {
   // 8 layers on 2 stages, 8 micro-batches: 1F1B keeps pp = 2 in flight on the first stage;
   // interleaving over 2 chunks keeps pp + (pp - 1) / v = 2.5 (Korthikanti et al. 2022).
-  const ModelSpec m = small_gpt(8);
+  const ModelSpec m = testing::small_gpt(8);
   const DeviceSpec d = testing::round_device();
   const SystemSpec sys = round_system();
   const TrainingEstimate plain = estimate_training(m, {.seq = 128}, {.pp = 2, .global_batch = 8}, d, sys, {});
@@ -188,7 +178,7 @@ TEST(TrainingTest, InterleavingKeepsMoreMicroBatchesInFlight) {
 TEST(TrainingTest, PlanFindsTheFastestOfItsSpace) {
   // 8 GPUs, a 4-layer model: every layout of the space through estimate_training, one by one,
   // against the search's answer.
-  const ModelSpec m = small_gpt(4);
+  const ModelSpec m = testing::small_gpt(4);
   const DeviceSpec d = testing::round_device();
   const SystemSpec sys = round_system();
   const BuildOptions base{.seq = 128};
@@ -240,7 +230,7 @@ PlanResult small_plan(int threads, const std::function<void(int64_t, int64_t)>& 
                         .pp = {1, 2, 4}, .micro_batch = {1, 2}, .virtual_stages = {1, 2}, .zero = {0, 1, 3},
                         .recompute = {Recompute::none, Recompute::full}, .sequence_parallel = {0, 1},
                         .orders = {"tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"}};
-  return plan_training(small_gpt(4), {.seq = 128}, space, testing::round_device(), round_system(),
+  return plan_training(testing::small_gpt(4), {.seq = 128}, space, testing::round_device(), round_system(),
                        SimulateOptions{}, 3, threads, progress);
 }
 
@@ -298,7 +288,7 @@ TEST(TrainingTest, PlanThreadsAreBoundedAndAFailingProgressCallbackLeavesCleanly
 TEST(TrainingTest, OverlappedTpCommAndCachedWeightCastsCountAsTheStageSaysThey) {
   // TP 2 with SP and fp8 GEMMs, 4 micro-batches: what the stage's simulation hides behind its GEMMs
   // leaves every micro-batch, and the cached fp8 weight casts run once per step, not four times.
-  const ModelSpec m = small_gpt(2);
+  const ModelSpec m = testing::small_gpt(2);
   const DeviceSpec d = testing::round_device();
   const SystemSpec sys = round_system();
   const BuildOptions base{.seq = 128, .fp8_gemms = true};
@@ -325,7 +315,7 @@ TEST(TrainingTest, GpipeKeepsEveryMicroBatchInFlight) {
   // 8 layers on 2 stages, 8 micro-batches: GPipe runs every forward before any backward, so the
   // first stage holds all 8 micro-batches' saved activations where 1F1B holds 2; the time is
   // the same (the same bubble, Huang et al. 2019).
-  const ModelSpec m = small_gpt(8);
+  const ModelSpec m = testing::small_gpt(8);
   const DeviceSpec d = testing::round_device();
   const SystemSpec sys = round_system();
   const TrainingEstimate f1b = estimate_training(m, {.seq = 128}, {.pp = 2, .global_batch = 8}, d, sys, {});
@@ -359,7 +349,7 @@ TEST(TrainingTest, Fp8WeightCastsUnderFullRecomputeAreNotSubtractedFromSavedActi
   // not among the bytes live at the end of the forward. They are held once per step instead: a
   // layer's four linears in e4m3, (768 + 256 + 1024) x 256 + 256 x 1024 = 786,432 bytes.
   // Subtracting the casts from the saved bytes made them negative (65,536 - 786,432 per layer).
-  const ModelSpec m = small_gpt(4);
+  const ModelSpec m = testing::small_gpt(4);
   const DeviceSpec d = testing::round_device();
   const SystemSpec sys = round_system();
   const BuildOptions base{.seq = 128, .recompute = Recompute::full, .fp8_gemms = true};

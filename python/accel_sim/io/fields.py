@@ -89,29 +89,28 @@ def integer(value: Any, where: str, key: str, *, minimum: int = 0, maximum: int 
     return value
 
 
+def _of_kind(value: Any, kind: type, expected: str, where: str, key: str) -> Any:
+    # bool is an int in Python, and an int is not a bool: each kind is checked as itself.
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise UsageError(f"{_named(where, key)} must be {expected}, got {_shown(value)}")
+    return value
+
+
 def boolean(value: Any, where: str, key: str) -> bool:
     """true or false, not a string or a number that looks like one."""
-    if not isinstance(value, bool):
-        raise UsageError(f"{_named(where, key)} must be true or false, got {_shown(value)}")
-    return value
+    return _of_kind(value, bool, "true or false", where, key)
 
 
 def text(value: Any, where: str, key: str) -> str:
-    if not isinstance(value, str):
-        raise UsageError(f"{_named(where, key)} must be a string, got {_shown(value)}")
-    return value
+    return _of_kind(value, str, "a string", where, key)
 
 
 def mapping(value: Any, where: str, key: str) -> dict:
-    if not isinstance(value, dict):
-        raise UsageError(f"{_named(where, key)} must be a mapping of keys to values, got {_shown(value)}")
-    return value
+    return _of_kind(value, dict, "a mapping of keys to values", where, key)
 
 
 def sequence(value: Any, where: str, key: str) -> list:
-    if not isinstance(value, list):
-        raise UsageError(f"{_named(where, key)} must be a list, got {_shown(value)}")
-    return value
+    return _of_kind(value, list, "a list", where, key)
 
 
 def _shown(value: Any) -> str:
