@@ -173,11 +173,6 @@ def _parser() -> argparse.ArgumentParser:
     return record_given(parser)
 
 
-def _status(message: str, quiet: bool = False) -> None:
-    if not quiet:
-        print(message, file=sys.stderr, flush=True)
-
-
 def _layout(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     """The --system and one rank's parallel groups, placed by the core innermost first (TP, CP,
     EP), as `accel-sim train` places them."""
@@ -337,7 +332,6 @@ def _load(args: argparse.Namespace) -> Any:
     if kind == "graph":
         graph = load_target(args.target)
     else:
-        _status(f"capturing {args.target}{' (training step)' if args.train else ''} ...", args.quiet)
         with watch_script(args.target, args.timeout, args.quiet):
             graph = load_target(args.target, dtype=dtype, train=args.train, optimizer=args.optimizer, autocast=mixed,
                                 accumulate=args.grad_accum > 1, resize=resize)
@@ -511,7 +505,6 @@ def _cmd_capture(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.script}: capture takes a Python script with get_model()")
     if args.precision and not args.train:
         raise UsageError("--precision applies to a training step (--train)")
-    _status(f"capturing {args.script}{' (training step)' if args.train else ''} ...", args.quiet)
     with watch_script(args.script, args.timeout, args.quiet):
         graph = load_target(args.script, dtype=args.dtype, train=args.train, optimizer=args.optimizer,
                             autocast=args.precision)
