@@ -169,6 +169,9 @@ def check(setup: SweepSetup, name: str) -> None:
                          "so the graph has collectives to time)")
     if name == "clock_mhz" and setup.simulate.get("clock_mhz") is not None:
         raise UsageError("give --clock-mhz or --vary clock_mhz, not both")
+    if name == "clock_mhz" and setup.simulate.get("cost_model") == "roofline":
+        raise UsageError("clock_mhz scales the kernel cost model's compute rates; the roofline has no clock "
+                         "(--cost-model kernel)")
 
 
 def _layout(setup: SweepSetup, build: dict | None, link_bytes_per_s: float | None) -> tuple[Any, list[Any]]:

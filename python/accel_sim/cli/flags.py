@@ -1,21 +1,33 @@
-"""Which options the user typed, and the refusal of those that do not apply to a run.
+"""Which options the user typed, the refusal of those that do not apply to a run, and the range
+of every numeric option.
 
 argparse fills every option's default into the namespace, so afterwards a flag the user typed and
 one left at its default look alike, and a command that does not use a flag would ignore it
 silently. `record_given` makes every option of a parser tree note its destination when the user
 types it; `given` asks whether they did, and `refuse` turns a typed flag that the run cannot honour
 into a one-line usage error (exit 2) saying why.
+
+argparse's `type=int` and `type=float` take "inf", "nan", negative numbers and integers no C++
+field holds. A numeric option declared with one of the argument sets below (`COUNT`, `WHOLE`,
+`SEED`, `POSITIVE`, `FRACTION`, ...: `p.add_argument("--tp", **COUNT, default=1)`) takes only the
+values it can physically mean; `record_given` makes argparse's own errors (a bad value, a missing
+option) one line naming the flag, as every other usage error is. The options keep `type=int` or
+`type=float` (grid files read a flag's type to convert and round their values) and check the
+converted number in their action.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-from typing import Any, Iterable
+import math
+from typing import Any, Callable, Iterable
 
 from accel_sim.errors import UsageError
 
 _GIVEN = "_options_given"
+
+INT64_MAX = 2**63 - 1  # the core's counts, sizes and degrees are int64_t
 
 
 @functools.cache
@@ -34,9 +46,22 @@ def _recording(cls: type) -> type:
     return type(cls.__name__, (cls,), {"__call__": __call__})
 
 
+def _one_line_error(self: argparse.ArgumentParser, message: str) -> None:
+    """argparse's error without the usage block before it: one line, exit status 2."""
+    self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+@functools.cache
+def _one_line(cls: type) -> type:
+    return type(cls.__name__, (cls,), {"error": _one_line_error})
+
+
 def record_given(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Makes every optional argument of `parser` and of its sub-commands (recursively) record
-    that it was given. A sub-command's namespace is copied into its parent's, set included."""
+    that it was given, and every parser's own errors one line (no usage block). A sub-command's
+    namespace is copied into its parent's, set included."""
+    if type(parser).error is not _one_line_error:
+        parser.__class__ = _one_line(type(parser))
     for action in parser._actions:  # argparse keeps an option's group actions here too
         if isinstance(action, argparse._SubParsersAction):
             for child in set(action.choices.values()):
@@ -60,3 +85,50 @@ def refuse(args: argparse.Namespace, dests: Iterable[str], why: str) -> None:
     for dest in dests:
         if given(args, dest):
             raise UsageError(f"{flag(dest)} {why}")
+
+
+# ---- numeric options ------------------------------------------------------------------------------
+# Each set is add_argument's keywords for one kind of number: argparse converts the text with `type`,
+# then the option's action checks the number and reports "argument --flag: expected ..., got ..."
+# (one line, exit 2) when it is out of range.
+
+
+class _Checked(argparse._StoreAction):
+    """Stores a converted number once `check` accepts it (`check` returns what was expected, or
+    None)."""
+
+    def __init__(self, *args: Any, check: Callable[[Any], str | None], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.check = check
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        expected = self.check(values)
+        if expected is not None:
+            raise argparse.ArgumentError(self, f"expected {expected}, got {values!r}")
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _integer(low: int, high: int, what: str) -> dict:
+    return {"type": int, "action": _Checked, "check": lambda v: None if low <= v <= high else what}
+
+
+def _real(accept: Callable[[float], bool], what: str) -> dict:
+    return {"type": float, "action": _Checked, "check": lambda v: None if math.isfinite(v) and accept(v) else what}
+
+
+# A whole number of things, at least 1 (GPUs, sequences, tokens, requests, degrees): the core's int64_t.
+COUNT = _integer(1, INT64_MAX, "a whole number from 1 to 2^63 - 1")
+# A whole number, at least 0 (0 meaning none, or the default where the help says so).
+WHOLE = _integer(0, INT64_MAX, "a whole number from 0 to 2^63 - 1")
+# A random seed: the core's uint64_t.
+SEED = _integer(0, 2**64 - 1, "a seed from 0 to 2^64 - 1")
+# A finite number above 0 (a rate, a clock, a size).
+POSITIVE = _real(lambda v: v > 0, "a finite number above 0")
+# A finite factor of at least 1 (the busiest over the mean).
+AT_LEAST_ONE = _real(lambda v: v >= 1, "a finite number of at least 1")
+# A share of something, in (0, 1].
+FRACTION = _real(lambda v: 0 < v <= 1, "a fraction in (0, 1]")
+# A share kept back, in [0, 1) (all of it kept back leaves nothing to use).
+RESERVE_FRACTION = _real(lambda v: 0 <= v < 1, "a fraction in [0, 1)")
+# A number of elements written as 1e9 or 1000000000: whole, at least 1 (the core's double).
+ELEMENTS = _real(lambda v: 1 <= v <= INT64_MAX and v.is_integer(), "a whole number of at least 1")

@@ -5,12 +5,14 @@ on one or more devices, as a table, JSON and a plot (.png, .svg, .html)."""
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import inspect
 import json
 import sys
 from typing import Any, Callable
 
+from accel_sim.cli.flags import COUNT, WHOLE
 from accel_sim.cli.progress import Progress
 
 
@@ -39,10 +41,10 @@ def add_parser(sub: Any, add_simulation_args: Callable[[argparse.ArgumentParser]
                    "parameters; every point of the product (or the listed points) is run; needs --out")
     g.add_argument("--out", metavar="FILE", help="with --grid: the results table, .parquet (needs pyarrow) or .csv; an "
                    "interrupted sweep resumes from it")
-    g.add_argument("--workers", type=int, default=0, metavar="N", help="with --grid: local worker processes (default: all cores)")
+    g.add_argument("--workers", **WHOLE, default=0, metavar="N", help="with --grid: local worker processes (default: all cores)")
     g.add_argument("--ray", metavar="ADDRESS", help="with --grid: run the points as Ray tasks on this cluster (auto: the one "
                    "this machine is connected to); needs pip install \"accel-sim[ray]\"")
-    g.add_argument("--batch-size", type=int, metavar="N", help="with --grid: points per task (default: chosen from the grid's size)")
+    g.add_argument("--batch-size", **COUNT, metavar="N", help="with --grid: points per task (default: chosen from the grid's size)")
     g.add_argument("--restart", action="store_true", help="with --grid: discard the results of an earlier run in --out")
     g.add_argument("--retry-failed", action="store_true", help="with --grid: run again the points that failed in an earlier run")
 
@@ -98,11 +100,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     if args.grid:
         return _cmd_grid(args)
+    from accel_sim.cli.flags import refuse
+
     if args.out:
         raise UsageError("--out writes a grid sweep's table: give --grid FILE")
+    refuse(args, ("workers", "ray", "batch_size", "restart", "retry_failed"), "applies to a grid sweep (--grid FILE)")
     if not args.vary or len(args.vary) != 1:
         raise UsageError("sweep varies one parameter: give --vary once (or a grid file with --grid)")
+    if not args.plot:
+        refuse(args, ("metric",), "picks what --plot draws; give --plot FILE (the table and --json hold every metric)")
     name, values = parse_vary(args.vary[0])
+    if PARAMETERS[name].kind == "workload":
+        refuse(args, (name,), f"is the parameter varied (--vary {args.vary[0]}); give its values there")
     if args.plot:
         check_plot_path(args.plot)
     devices = [d.strip() for d in (args.devices or args.device).split(",") if d.strip()]
@@ -115,7 +124,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     setup = SweepSetup(build=cli._model_build_args(args) if args.model is not None else None, simulate=common,
                        system=args.system, device=devices[0], device_files=tuple(args.device_file))
     check(setup, name)
-    graph = cli._load(args)  # checks the flags, resolves the devices, captures or builds once
+    load_args = args
+    if name in ("tp", "cp", "ep"):
+        # The graph's collectives come from the varied degree: --system applies as soon as one
+        # value is above 1, though the flag itself is 1.
+        load_args = copy.copy(args)
+        setattr(load_args, name, int(max(values)))
+    graph = cli._load(load_args)  # checks the flags, resolves the devices, captures or builds once
     progress = Progress(f"sweep {name}", args.quiet or args.json)
     try:
         rows = run_sweep(setup, devices, name, values, graph=graph, progress=progress)
