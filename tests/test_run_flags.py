@@ -17,8 +17,8 @@ SERVE = ["serve", "--model", "llama-3-8b", "--qps", "4", "--requests", "20", "--
 PLAN = ["plan", "--model", "llama-3-8b", "--system", "dgx_h100", "--gpus", "8", "--global-batch", "8", "--seq", "4096"]
 SWEEP = ["sweep", "--model", "llama-3-8b"]
 ATTENTION = ["kernel", "attention", "--heads", "8", "--seq-q", "512", "--head-dim", "64"]
-# TIMED and PLAIN stand for traces written by the test: with timestamps, and lengths only.
-TIMED, PLAIN = "<timed trace>", "<plain trace>"
+# Traces written by the test: timestamps half a second apart, all at 0, and lengths only.
+TIMED, AT_ONCE, PLAIN = "<timed trace>", "<trace at once>", "<plain trace>"
 
 REFUSED = [
     # train: a layout without data, pipeline or sequence parallelism, a dense model, the roofline.
@@ -59,6 +59,7 @@ REFUSED = [
     (["serve", "--model", "llama-3-8b", "--workload", PLAIN, "--qps", "2", "--arrival", "constant", "--seed", "3"],
      "constant arrivals of"),
     (["serve", "--model", "llama-3-8b", "--workload", TIMED, "--prefix-caching"], "has none"),
+    (["serve", "--model", "llama-3-8b", "--workload", AT_ONCE, "--qps", "5"], "requests all arrive at once"),
     (["serve", "--model", "llama-3-8b", "--qps", "2", "--lengths-from", PLAIN, "--output-len", "100"],
      "drawn from log-normals fitted to --lengths-from"),
     # kernel and calibrate
@@ -77,11 +78,14 @@ REFUSED = [
 
 
 def _traces(tmp_path: Path) -> dict[str, str]:
-    timed, plain = tmp_path / "timed.jsonl", tmp_path / "plain.jsonl"
-    timed.write_text("".join(json.dumps({"arrival_s": 0.5 * i, "input_len": 100 + i, "output_len": 10}) + "\n"
-                             for i in range(8)))
-    plain.write_text("".join(json.dumps({"input_len": 100 + 50 * i, "output_len": 10 + i}) + "\n" for i in range(8)))
-    return {TIMED: str(timed), PLAIN: str(plain)}
+    paths = {TIMED: tmp_path / "timed.jsonl", AT_ONCE: tmp_path / "at_once.jsonl", PLAIN: tmp_path / "plain.jsonl"}
+    paths[TIMED].write_text("".join(json.dumps({"arrival_s": 0.5 * i, "input_len": 100 + i, "output_len": 10}) + "\n"
+                                    for i in range(8)))
+    paths[AT_ONCE].write_text("".join(json.dumps({"arrival_s": 3.0, "input_len": 100 + i, "output_len": 10}) + "\n"
+                                      for i in range(8)))
+    paths[PLAIN].write_text("".join(json.dumps({"input_len": 100 + 50 * i, "output_len": 10 + i}) + "\n"
+                                    for i in range(8)))
+    return {k: str(v) for k, v in paths.items()}
 
 
 def _one_line(capsys) -> str:

@@ -283,6 +283,9 @@ def _workload(args: argparse.Namespace, model: Any) -> tuple[Any, Any]:
     if arrivals:
         refuse(args, ("arrival", "burstiness", "seed"), f"shapes generated arrivals; {args.workload}'s timestamps are "
                "the arrivals (--qps rescales them)")
+        if arrivals[-1] == arrivals[0]:
+            refuse(args, ("qps",), f"rescales the gaps between a trace's timestamps; {args.workload}'s requests all "
+                   "arrive at once")
     elif args.qps is None:
         raise UsageError(f"{args.workload} has no timestamps: give --qps for its arrivals")
     elif args.arrival == "constant":
