@@ -25,6 +25,7 @@ from accel_sim import _core
 from accel_sim.errors import UsageError
 
 _GIB = 1024.0**3
+_INT64_MAX = 2**63 - 1  # the builder's batch, sequence and parallel degrees are int64_t
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,8 @@ def parse_vary(text: str) -> tuple[str, list[float]]:
         if (minimum is not None and v < minimum) or (minimum is None and v <= 0):
             what = "non-negative" if name == "context" else "at least 1" if p.integer else "positive"
             raise UsageError(f"--vary {text}: {name} must be {what} (got {v:g})")
+        if p.integer and v > _INT64_MAX:
+            raise UsageError(f"--vary {text}: {name} must be at most 2^63 - 1, what the core's counts hold (got {v:g})")
     return name, values
 
 
