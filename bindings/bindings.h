@@ -12,5 +12,6 @@ void bind_pipeline(nanobind::module_& m);  // pipeline.h
 void bind_report(nanobind::module_& m);    // breakdown.h, advice.h, regression.h
 void bind_model(nanobind::module_& m);     // model.h, builder.h
 void bind_serve(nanobind::module_& m);     // serve.h
+void bind_watchdog(nanobind::module_& m);  // ExitWatchdog (process plumbing of the command line)
 
 }  // namespace accelsim::bindings

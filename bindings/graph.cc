@@ -182,6 +182,8 @@ void bind_graph(nb::module_& m) {
 
   nb::class_<OpCount>(m, "OpCount")
       .def_ro("flops", &OpCount::flops)
+      .def_ro("masked_flops", &OpCount::masked_flops)
+      .def_prop_ro("useful_flops", &OpCount::useful_flops)
       .def_ro("bytes_read", &OpCount::bytes_read)
       .def_ro("bytes_written", &OpCount::bytes_written)
       .def_ro("communication_bytes", &OpCount::communication_bytes)

@@ -15,4 +15,5 @@ NB_MODULE(_core, m) {
   accelsim::bindings::bind_report(m);
   accelsim::bindings::bind_model(m);
   accelsim::bindings::bind_serve(m);
+  accelsim::bindings::bind_watchdog(m);
 }

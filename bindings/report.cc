@@ -46,7 +46,8 @@ void bind_report(nb::module_& m) {
       .value("launch_bound", HintKind::launch_bound)
       .value("peak_fallback", HintKind::peak_fallback)
       .value("uncovered_ops", HintKind::uncovered_ops)
-      .value("communication_not_timed", HintKind::communication_not_timed);
+      .value("communication_not_timed", HintKind::communication_not_timed)
+      .value("masked_attention_pairs", HintKind::masked_attention_pairs);
 
   nb::class_<Hint>(m, "Hint")
       .def_ro("kind", &Hint::kind)
@@ -62,7 +63,8 @@ void bind_report(nb::module_& m) {
       .def_ro("cost_per_run_usd", &DeviceVerdict::cost_per_run_usd)
       .def_ro("speedup_vs_slowest", &DeviceVerdict::speedup_vs_slowest)
       .def_ro("overkill", &DeviceVerdict::overkill)
-      .def_ro("overkill_reason", &DeviceVerdict::overkill_reason);
+      .def_ro("overkill_reason", &DeviceVerdict::overkill_reason)
+      .def_ro("narrower_precision", &DeviceVerdict::narrower_precision);
   nb::class_<Comparison>(m, "Comparison")
       .def_ro("devices", &Comparison::devices)
       .def_ro("fastest_index", &Comparison::fastest_index)

@@ -27,8 +27,13 @@ void bind_simulate(nb::module_& m) {
       .value("cudnn", AttentionImpl::cudnn)
       .value("eager", AttentionImpl::eager);
 
+  // The options are plain values: copy.copy / copy.deepcopy (or the copy constructor) give an
+  // independent copy of every field, nested options, system and groups included.
   nb::class_<CostOptions>(m, "CostOptions")
       .def(nb::init<>())
+      .def(nb::init<const CostOptions&>(), nb::arg("other"))
+      .def("__copy__", [](const CostOptions& o) { return CostOptions(o); })
+      .def("__deepcopy__", [](const CostOptions& o, nb::handle) { return CostOptions(o); }, nb::arg("memo"))
       .def_rw("allow_tf32", &CostOptions::allow_tf32)
       .def_rw("include_launch_overhead", &CostOptions::include_launch_overhead)
       .def_rw("cuda_graphs", &CostOptions::cuda_graphs)
@@ -70,6 +75,11 @@ void bind_simulate(nb::module_& m) {
 
   nb::class_<SimulateOptions>(m, "SimulateOptions")
       .def(nb::init<>())
+      .def(nb::init<const SimulateOptions&>(), nb::arg("other"))
+      .def("__copy__", [](const SimulateOptions& o) { return SimulateOptions(o); })
+      .def("__deepcopy__", [](const SimulateOptions& o, nb::handle) { return SimulateOptions(o); },
+           nb::arg("memo"))
+      .def("validate", &SimulateOptions::validate)
       .def_rw("cost_model", &SimulateOptions::cost_model)
       .def_rw("cost", &SimulateOptions::cost)
       .def_rw("release_policy", &SimulateOptions::release_policy)
@@ -79,7 +89,6 @@ void bind_simulate(nb::module_& m) {
       .def_rw("groups", &SimulateOptions::groups)
       .def_rw("overlap_tp_comm", &SimulateOptions::overlap_tp_comm)
       .def_rw("fp8_weight_cache", &SimulateOptions::fp8_weight_cache);
-
 
   nb::class_<OpResult>(m, "OpResult")
       .def_ro("node", &OpResult::node)
@@ -95,6 +104,14 @@ void bind_simulate(nb::module_& m) {
       .def_ro("op", &UncoveredOp::op)
       .def_ro("count", &UncoveredOp::count)
       .def_ro("time_s", &UncoveredOp::time_s);
+
+  nb::class_<UnitSubstitution>(m, "UnitSubstitution")
+      .def_ro("dtype", &UnitSubstitution::dtype)
+      .def_ro("matrix", &UnitSubstitution::matrix)
+      .def_ro("unit", &UnitSubstitution::unit)
+      .def_ro("narrower", &UnitSubstitution::narrower)
+      .def_ro("ops", &UnitSubstitution::ops)
+      .def_ro("time_s", &UnitSubstitution::time_s);
 
   nb::class_<SimulationResult>(m, "SimulationResult")
       .def_ro("device_id", &SimulationResult::device_id)
@@ -125,6 +142,8 @@ void bind_simulate(nb::module_& m) {
       .def_ro("required_bytes", &SimulationResult::required_bytes)
       .def_ro("fits", &SimulationResult::fits)
       .def_ro("used_peak_fallback", &SimulationResult::used_peak_fallback)
+      .def_ro("substitutions", &SimulationResult::substitutions)
+      .def_ro("narrower_precision", &SimulationResult::narrower_precision)
       .def_ro("ops", &SimulationResult::ops)
       .def_ro("uncovered_ops", &SimulationResult::uncovered_ops);
 

@@ -85,9 +85,55 @@ def test_compare_picks_the_fastest_device():
 def test_malformed_graph_is_a_usage_error():
     g = mlp_graph()
     g["nodes"][0]["inputs"] = [0, 99]
-    with pytest.raises((accel_sim.UsageError, _core.ConfigError), match="unknown tensor 99"):
+    with pytest.raises((accel_sim.UsageError, _core.ConfigError), match="'inputs\\[1\\]' is tensor 99, but the graph has 6"):
         accel_sim.simulate(g, device="a100")
     g = mlp_graph()
     g["version"] = 7
     with pytest.raises(accel_sim.UsageError, match="version"):
         accel_sim.simulate(g, device="a100")
+
+
+def test_simulate_options_copy_every_field():
+    import copy
+
+    options = _core.SimulateOptions()
+    options.cost_model = "kernel"
+    options.fuse_elementwise = True
+    options.overlap_tp_comm = True
+    options.fp8_weight_cache = True
+    options.micro_batches = 4
+    options.cost.clock_hz = 1.5e9
+    options.cost.cuda_graphs = True
+    group = _core.CommGroup()
+    group.name, group.size, group.ranks_per_domain = "tp", 8, 8
+    options.groups = [group]
+    for copied in (copy.copy(options), copy.deepcopy(options), _core.SimulateOptions(options)):
+        assert (copied.cost_model, copied.fuse_elementwise, copied.overlap_tp_comm, copied.fp8_weight_cache,
+                copied.micro_batches) == ("kernel", True, True, True, 4)
+        assert (copied.cost.clock_hz, copied.cost.cuda_graphs) == (1.5e9, True)
+        assert [(g.name, g.size, g.ranks_per_domain) for g in copied.groups] == [("tp", 8, 8)]
+        # An independent value: changing the copy leaves the original as it was.
+        copied.cost.clock_hz = 1.0e9
+        copied.fuse_elementwise = False
+        assert options.cost.clock_hz == 1.5e9 and options.fuse_elementwise
+    cost = copy.copy(options.cost)
+    cost.allow_tf32 = True
+    assert not options.cost.allow_tf32
+
+
+def test_fused_run_reports_the_roofline_bound_of_the_fused_run():
+    # Llama-3-8B prefill of 512 tokens on an H100 with elementwise fusion: the roofline MFU bound
+    # is that of the same fused graph at roofline times, model FLOPs / (latency x peak), 0.666. It
+    # used to be computed from a copy of the options that dropped fuse_elementwise (and the
+    # TP-overlap and fp8-cache switches): the unfused roofline's lower bound, 0.651.
+    built = accel_sim.build_model_graph("llama3-8b", phase="prefill", seq=512)
+    fused = accel_sim.simulate(built, device="h100", fuse=True)
+    by_hand = _core.SimulateOptions()
+    by_hand.cost_model = "roofline"
+    by_hand.fuse_elementwise = True
+    roofline = _core.simulate(fused.graph, accel_sim.Device("h100").spec, by_hand)
+    expected = roofline.model_flops / (roofline.latency_s * roofline.reference_peak_flops_per_s)
+    assert fused.mfu_roofline_bound == pytest.approx(expected, rel=1e-12)
+    by_hand.fuse_elementwise = False
+    unfused = _core.simulate(fused.graph, accel_sim.Device("h100").spec, by_hand)
+    assert unfused.model_flops_utilization < expected * 0.99  # fusion's gain is what was lost

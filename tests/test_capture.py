@@ -703,3 +703,80 @@ def test_bloom_eager_attention_is_counted_as_it_runs():
     counted = {str(op): f for op, f in counter.get_flop_counts()["Global"].items()}
     assert counted["aten.bmm"] == flops["bmm"]
     assert counted["aten.baddbmm"] == flops["baddbmm"] - 2 * 8 * 32 * 32  # without the bias add
+
+
+def _eager_attention_gemms(graph: dict) -> list[dict]:
+    return [n for n in graph["nodes"] if "attention_gemm" in n["attrs"]]
+
+
+@needs_transformers
+def test_bloom_eager_attention_counts_causal_pairs_in_model_flops():
+    """BLOOM's eager GEMMs compute all 32 x 32 pairs (executed FLOPs, as FlopCounterMode counts
+    them); the capture reads the causal mask added to their scores, so model FLOPs count the
+    32 * 33 / 2 = 528 causal pairs only, and a hint says how much work the mask discards."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from accel_sim.report.hints import hint_message
+
+    config = transformers.BloomConfig(vocab_size=256, hidden_size=64, n_layer=2, n_head=4)
+    with torch.device("meta"):
+        model = transformers.BloomForCausalLM(config).eval()
+    graph = capture_model(model, _input_ids(2, 32))
+    gemms = _eager_attention_gemms(graph)
+    assert [(n["op"], n["attrs"]["attention_gemm"]) for n in gemms] == [("baddbmm", "qk"), ("bmm", "pv")] * 2
+    assert all(n["attrs"]["mask_is_causal"] is True for n in gemms)
+    report = accel_sim.simulate(graph, device="h100")
+    # 64 tokens through the linears (addmm: 2 FLOPs per weight and token, 1 per bias and token):
+    # query_key_value 64 -> 192, dense 64 -> 64, dense_h_to_4h 64 -> 256, dense_4h_to_h 256 -> 64,
+    # then the tied lm_head 64 -> 256 (mm).
+    weights, biases = 64 * 192 + 64 * 64 + 64 * 256 + 256 * 64, 192 + 64 + 256 + 64
+    linear = 2 * (2 * 64 * weights + 64 * biases) + 2 * 64 * 64 * 256
+    # Attention over the causal pairs, batch 2 x 4 heads, head_dim 16: QK^T and P V 2 FLOPs per
+    # multiply-add each, and baddbmm's ALiBi add, one FLOP per allowed score.
+    causal = 8 * (32 * 33 // 2)
+    attention = 2 * (2 * causal * 16 + causal + 2 * causal * 16)
+    assert report.result.model_flops == linear + attention
+    # Executed: every pair, as FlopCounterMode counts the same GEMMs (without the bias add).
+    executed = {op: _simulated_flops(graph, op) for op in ("baddbmm", "bmm")}
+    with FlopCounterMode(display=False) as counter:
+        model(**_input_ids(2, 32))
+    counted = {str(op): f for op, f in counter.get_flop_counts()["Global"].items()}
+    assert counted["aten.bmm"] == executed["bmm"] == 2 * (2 * 8 * 32 * 32 * 16)
+    assert counted["aten.baddbmm"] == executed["baddbmm"] - 2 * 8 * 32 * 32
+    # The hint: the 32 * 31 / 2 = 496 discarded pairs of each head, 496 / 1024 of the work.
+    (hint,) = [h for h in report.hints if h.kind.name == "masked_attention_pairs"]
+    discarded = 8 * (32 * 31 // 2)
+    assert hint.value == 2 * (2 * discarded * 16 + discarded + 2 * discarded * 16)
+    assert hint.fraction == 496 / 1024
+    assert hint_message(hint, report) == (
+        "eager attention (e.g. transformer.h.0.self_attention) computes 515.84 kFLOP (48% of its "
+        "attention) on pairs the causal mask discards; a fused kernel (SDPA/FlashAttention) skips them"
+    )
+
+
+@needs_transformers
+def test_gptj_eager_attention_counts_causal_pairs_in_model_flops():
+    """GPT-J's attention is eager in transformers (matmul, divide, add the causal mask,
+    softmax, matmul): model FLOPs count the causal pairs, executed FLOPs all of them."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    config = transformers.GPTJConfig(vocab_size=256, n_embd=64, n_layer=2, n_head=4, rotary_dim=8,
+                                     n_positions=64, bos_token_id=1, eos_token_id=2)
+    with torch.device("meta"):
+        model = transformers.GPTJForCausalLM(config).eval()
+    graph = capture_model(model, _input_ids(2, 32))
+    gemms = _eager_attention_gemms(graph)
+    assert [n["attrs"]["attention_gemm"] for n in gemms] == ["qk", "pv"] * 2
+    assert all(n["op"] == "bmm" and n["attrs"]["mask_is_causal"] is True for n in gemms)
+    # 64 tokens: q, k, v, out_proj 64 x 64 without bias; fc_in 64 -> 256 and fc_out 256 -> 64
+    # with biases (addmm: 1 FLOP per bias and token); lm_head 64 -> 256 with a bias.
+    per_layer = 2 * 64 * (4 * 64 * 64 + 64 * 256 + 256 * 64) + 64 * (256 + 64)
+    linear = 2 * per_layer + 2 * 64 * 64 * 256 + 64 * 256
+    # Causal attention: batch 2 x 4 heads, 528 pairs, head_dim 16, QK^T and P V.
+    attention = 2 * _attention_forward_flops(2 * 4, 16, 32 * 33 // 2)
+    report = accel_sim.simulate(graph, device="h100")
+    assert report.result.model_flops == linear + attention
+    with FlopCounterMode(display=False) as counter:
+        model(**_input_ids(2, 32))
+    counted = {str(op): f for op, f in counter.get_flop_counts()["Global"].items()}
+    assert counted["aten.bmm"] == _simulated_flops(graph, "bmm") == 2 * _attention_forward_flops(2 * 4, 16, 32 * 32)

@@ -1,6 +1,8 @@
-"""examples/ci/accel-sim-check.yml, the GitHub Actions example: its trigger, its install order, and
-its `accel-sim check` and job-summary steps run as the runner's bash runs them, against a baseline
-the check passes, a regression it must fail and a missing baseline, so the example cannot rot."""
+"""examples/ci/accel-sim-check.yml, the GitHub Actions example: its trigger; its install step,
+which refuses to run without a source for this project and installs from that source only; its
+check that the installed `accel-sim` is this project's; and its `accel-sim check` and job-summary
+steps, run as the runner's bash runs them against a baseline the check passes, a regression it
+must fail and a missing baseline, so the example cannot rot."""
 
 from __future__ import annotations
 
@@ -51,7 +53,7 @@ def test_triggers_on_pull_requests(workflow):
 def test_installs_the_pinned_cpu_torch_before_accel_sim(workflow):
     lines = [line.strip() for line in _step(workflow, "pip install torch")["run"].splitlines()]
     torch_line = next(i for i, line in enumerate(lines) if "torch==" in line)
-    accel_line = next(i for i, line in enumerate(lines) if "ACCEL_SIM_PACKAGE" in line)
+    accel_line = next(i for i, line in enumerate(lines) if line.startswith("pip install") and "ACCEL_SIM_SOURCE" in line)
     assert torch_line < accel_line
     assert "--index-url https://download.pytorch.org/whl/cpu" in lines[torch_line]
     # The same torch the project tests with (scripts/test_all.sh): a capture depends on its version.
@@ -59,16 +61,68 @@ def test_installs_the_pinned_cpu_torch_before_accel_sim(workflow):
     assert f"torch=={pinned} " in lines[torch_line] + " "
 
 
-def _bash(script: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
+REAL_ACCEL_SIM = 'accel-sim() { "$TEST_PYTHON" -m accel_sim.cli.main "$@"; }\n'
+
+
+def _bash(script: str, env: dict, cwd: Path, accel_sim_command: str = REAL_ACCEL_SIM,
+          pip_log: Path | None = None) -> subprocess.CompletedProcess:
     """One step's `run:` as GitHub's runner runs it (bash -eo pipefail), with `accel-sim` and
-    `python` being the package and interpreter under test."""
-    prelude = ('accel-sim() { "$TEST_PYTHON" -m accel_sim.cli.main "$@"; }\n'
-               'python() { "$TEST_PYTHON" "$@"; }\n')
+    `python` being the package and interpreter under test (or `accel_sim_command`, a stand-in),
+    and, with `pip_log`, pip recording its arguments there instead of installing anything."""
+    prelude = accel_sim_command
+    if pip_log is not None:
+        prelude += (f'pip() {{ echo "pip $*" >> {str(pip_log)!r}; }}\n'
+                    'python() { if [ "$1" = -m ] && [ "$2" = pip ]; then shift 2; pip "$@"; '
+                    'else "$TEST_PYTHON" "$@"; fi; }\n')
+    else:
+        prelude += 'python() { "$TEST_PYTHON" "$@"; }\n'
     package_root = str(Path(accel_sim.__file__).resolve().parent.parent)
     full_env = {**os.environ, **env, "TEST_PYTHON": sys.executable,
                 "PYTHONPATH": os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", prelude + script],
                           env=full_env, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
+
+
+def _project_version() -> str:
+    """[project] version of pyproject.toml (its first `version = "..."` line)."""
+    return re.search(r'^version = "([^"]+)"$', (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.M).group(1)
+
+
+def test_install_refuses_to_guess_where_accel_sim_comes_from(workflow, tmp_path):
+    # The PyPI name accel-sim is another project: with no source set, the step fails before pip runs.
+    env = {k: str(v) for k, v in workflow["env"].items()}
+    assert env["ACCEL_SIM_SOURCE"] == ""
+    install = _step(workflow, "pip install torch")["run"]
+    log = tmp_path / "pip.log"
+    run = _bash(install, env, tmp_path, pip_log=log)
+    assert run.returncode != 0
+    assert "::error::ACCEL_SIM_SOURCE is not set" in run.stderr
+    assert not log.exists()
+    # Set, pip installs accel-sim from that URL only (a PEP 508 direct reference), torch first.
+    source = "git+https://git.example.invalid/team/accel-sim.git@v0.1.0"
+    run = _bash(install, {**env, "ACCEL_SIM_SOURCE": source}, tmp_path, pip_log=log)
+    assert run.returncode == 0, run.stderr
+    calls = log.read_text().splitlines()
+    assert calls[1].startswith("pip install torch==") and calls[2] == f"pip install accel-sim[torch] @ {source}"
+
+
+def test_version_step_accepts_this_project_and_refuses_another_package(workflow, tmp_path):
+    env = {k: str(v) for k, v in workflow["env"].items()}
+    verify = _step(workflow, 'installed="$(accel-sim --version)"')["run"]
+    # The example names this project's version, and this project's command passes the step.
+    assert env["ACCEL_SIM_VERSION"] == _project_version() == accel_sim.__version__
+    ours = _bash(verify, env, tmp_path)
+    assert ours.returncode == 0, ours.stderr
+    assert ours.stdout.strip() == (f"accel-sim {_project_version()} (engine accel_sim._core; "
+                                   "graph format accel-sim-graph v1; report schema 1)")
+    # Stand-ins for a package that is not this project: no --version at all, a bare version
+    # string of the same number, and this project at another version than the one pinned.
+    for stand_in in ('accel-sim() { echo "usage: accel-sim [-h] {run}" >&2; return 2; }\n',
+                     f'accel-sim() {{ echo "accel-sim {_project_version()}"; }}\n'):
+        other = _bash(verify, env, tmp_path, accel_sim_command=stand_in)
+        assert other.returncode != 0 and "::error::" in other.stderr
+    pinned_elsewhere = _bash(verify, {**env, "ACCEL_SIM_VERSION": "9.9.9"}, tmp_path)
+    assert pinned_elsewhere.returncode != 0 and "expected 'accel-sim 9.9.9" in pinned_elsewhere.stderr
 
 
 def test_check_step_passes_fails_and_summarizes(workflow, tmp_path):
@@ -81,7 +135,7 @@ def test_check_step_passes_fails_and_summarizes(workflow, tmp_path):
     small = {**env, "ACCEL_SIM_TARGET": "--model gpt2 --seq 128"}
 
     # The baseline, as examples/ci/README.md writes it: the same command line plus --write-baseline.
-    write = _bash(check.replace("--json", "--json --write-baseline"), small, tmp_path)
+    write = _bash(line.replace("--json", "--json --write-baseline"), small, tmp_path)
     assert write.returncode == 0, write.stderr
     baseline = json.loads((tmp_path / env["ACCEL_SIM_BASELINE"]).read_text())
     assert baseline["schema"] == "accel-sim/simulate" and baseline["device"]["id"] == "h100_sxm"
@@ -109,3 +163,8 @@ def test_check_step_passes_fails_and_summarizes(workflow, tmp_path):
     # No baseline: a usage error (exit 2) prints no JSON, and the summary says where to look.
     text = step({**small, "ACCEL_SIM_BASELINE": "missing.json"}, 2)
     assert result_file.read_text() == "" and "printed no result" in text
+
+    # A command that exits 0 without a result (a script's os._exit(0), another package's `check`)
+    # still fails the step: exit 0 counts only with a result that says passed.
+    silent = _bash(check, small, tmp_path, accel_sim_command="accel-sim() { :; }\n")
+    assert silent.returncode != 0 and result_file.read_text() == ""

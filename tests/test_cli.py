@@ -144,3 +144,17 @@ def test_saved_graph_simulates_without_torch(mlp_graph_file: Path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["peak_memory_bytes"] == 50 * 1024**2
+
+
+def test_version_names_this_project():
+    # The version of pyproject.toml, the compiled engine (imported, so a broken install fails here)
+    # and the formats this accel-sim reads: what examples/ci/ checks before trusting the command.
+    import re
+
+    from conftest import REPO
+
+    version = re.search(r'^version = "([^"]+)"$', (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.M).group(1)
+    result = run_cli("--version")
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout == (f"accel-sim {version} (engine accel_sim._core; graph format accel-sim-graph v1; "
+                             "report schema 1)\n")

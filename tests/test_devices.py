@@ -58,7 +58,7 @@ def test_unknown_device_is_a_usage_error():
         ("id: x\n", "missing required key"),
         ("[1, 2", "not valid YAML"),
         ("id: x\nname: X\nvendor: V\nmemory_gib: 1\nmemory_bandwidth_gbs: 1\npeak_tflops: {bf16: 1}\nsources: {}\nmemory_gb: 3\n", "unknown key 'memory_gb'"),
-        ("id: x\nname: X\nvendor: V\nmemory_gib: -1\nmemory_bandwidth_gbs: 1\npeak_tflops: {bf16: 1}\nsources: {}\n", "must not be negative"),
+        ("id: x\nname: X\nvendor: V\nmemory_gib: -1\nmemory_bandwidth_gbs: 1\npeak_tflops: {bf16: 1}\nsources: {}\n", "'memory_gib' must be at least 9.53674e-07, got -1"),
         ("id: x\nname: X\nvendor: V\nmemory_gib: 1\nmemory_bandwidth_gbs: fast\npeak_tflops: {bf16: 1}\nsources: {}\n", "must be a number"),
         ("id: y\nname: X\nvendor: V\nmemory_gib: 1\nmemory_bandwidth_gbs: 1\npeak_tflops: {bf16: 1}\nsources: {}\n", "must equal the file name"),
         ("id: x\nname: X\nvendor: V\nmemory_gib: 1\nmemory_bandwidth_gbs: 1\npeak_tflops: {bf17: 1}\nsources: {}\n", "unknown dtype"),

@@ -84,6 +84,7 @@ REFUSED = [
     (["--model", "llama-3-8b", "--cost-model", "roofline", "--attention-impl", "flash3"], "the roofline costs every kernel alike"),
     (["--model", "llama-3-8b", "--no-ops"], "--no-ops applies to --json output"),
     (["--model", "llama-3-8b", "--json", "--top", "3"], "--top sets the rows of the text tables"),
+    (["--model", "llama-3-8b", "--timeout", "5"], "--timeout bounds a script's import"),
 ]
 
 

@@ -4,7 +4,11 @@ rows that hold what the command itself reports."""
 from __future__ import annotations
 
 import json
+import random
+import resource
+import subprocess
 import sys
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -12,7 +16,7 @@ import pytest
 
 from accel_sim.cli.main import main
 from accel_sim.errors import UsageError
-from accel_sim.grid import load_grid, run_points
+from accel_sim.grid import RangeValues, load_grid, run_points
 
 
 def _grid(tmp_path: Path, text: str) -> Path:
@@ -43,7 +47,45 @@ def _json(capsys, *args: str) -> dict:
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {sp: [1]}\n", "grid.yaml: grid.sp: sp is a switch"),
     ("command: simulate\ngrid: [1, 2\n", "grid.yaml:3: not valid YAML"),
     ("command: simulate\nextra: 1\ngrid: {batch: [1]}\n", "grid.yaml: unknown key 'extra'"),
-])
+    # Sections of the wrong kind, values of the wrong kind: named, not taken as empty or passed on.
+    ("command: simulate\nfixed: []\ngrid: {batch: [1]}\n", "grid.yaml: fixed: must map parameter names to values"),
+    ("command: simulate\nfixed: 0\ngrid: {batch: [1]}\n", "grid.yaml: fixed: must map parameter names to values"),
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: [batch]\n", "grid.yaml: grid: must map parameter names to lists"),
+    ("command: simulate\nfixed: {model: gpt2}\npoints: {batch: 1}\n", "grid.yaml: points: must be a list"),
+    ("command: [simulate]\ngrid: {batch: [1]}\n", "grid.yaml: command: must be one of"),
+    ("command: simulate\n1: 2\ngrid: {batch: [1]}\n", "grid.yaml: unknown key '1'"),
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: [[1, 2]]}\n", "grid.yaml: grid.batch: batch takes one value (got a list"),
+    ("command: simulate\nfixed: {model: gpt2, batch: [1, 2]}\ngrid: {seq: [8]}\n", "grid.yaml: fixed.batch: batch takes one value"),
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: [{a: 1}]}\n", "grid.yaml: grid.batch: batch takes one value (got a mapping"),
+    ("command: simulate\nfixed: {model: gpt2, batch: }\ngrid: {seq: [8]}\n", "grid.yaml: fixed.batch: batch takes one value (got no value)"),
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: [2024-01-01]}\n", "grid.yaml: grid.batch: batch takes a number or a name (got a date"),
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: [true]}\n", "grid.yaml: grid.batch: batch takes whole numbers (got True)"),
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: ['1e3']}\n", "grid.yaml: grid.batch: batch takes whole numbers (got '1e3')"),
+    ("command: serve\nfixed: {model: llama3-8b}\ngrid: {qps: [abc]}\n", "grid.yaml: grid.qps: qps takes a number (got 'abc')"),
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {memory_bandwidth_gbs: [.inf]}\n",
+     "grid.yaml: grid.memory_bandwidth_gbs: memory_bandwidth_gbs takes a finite number (got inf)"),
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {memory_bandwidth_gbs: [.nan]}\n", "takes a positive number (got nan)"),
+    ("command: serve\nfixed: {model: llama3-8b}\ngrid: {qps: [.nan]}\n", "grid.yaml: grid.qps: qps takes a finite number (got nan)"),
+    ("command: serve\nfixed: {model: llama3-8b}\ngrid: {qps: ['inf']}\n", "grid.yaml: grid.qps: qps takes a finite number (got inf)"),
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: [1], batch: [2]}\n", "grid.yaml:3: 'batch' is given twice"),
+    ("command: simulate\ncommand: train\nfixed: {model: gpt2}\ngrid: {batch: [1]}\n", "grid.yaml:2: 'command' is given twice"),
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {grad-accum: [1], grad_accum: [2]}\n",
+     "grid.yaml: grid.grad_accum: given twice (as grad-accum and grad_accum)"),
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: " + "[" * 100_000 + "]" * 100_000 + "}\n",
+     "grid.yaml:3: nested more than 16 levels deep"),
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: &a [*a]}\n", "grid.yaml: grid.batch: batch takes one value"),
+    ("command: simulate\x00\n", "grid.yaml: not valid YAML (unacceptable character #x0000"),
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: '1:3:5'}\n", "grid.yaml: grid.batch: values repeat"),  # 1 2 2 2 3
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {memory_bandwidth_gbs: '-1:10:3'}\n", "takes a positive number (got -1.0)"),
+    # Beyond the core's int64: the file and the key, not the binding's "Invoked with types".
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: [9223372036854775808]}\n",
+     "grid.yaml: grid.batch: batch: 9,223,372,036,854,775,808 is beyond the 64-bit integers the core takes"),
+    ("command: simulate\nfixed: {model: gpt2, seq: 1.0e+30}\ngrid: {batch: [1]}\n",
+     "grid.yaml: fixed.seq: seq: 1,000,000,000,000,000,019,884,624,838,656 is beyond the 64-bit integers"),
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: '1:1e19:3'}\n", "grid.yaml: grid.batch: batch: 10,000,000,000,000,000,000 is beyond"),
+    ("command: plan\nfixed: {model: llama-3-8b, seq: 4096, global_batch: 64, system: dgx-h100}\n"
+     "grid: {gpus: [99999999999999999999999]}\n", "grid.yaml: grid.gpus: gpus: expected integers up to 9,223,372,036,854,775,807"),
+], ids=lambda v: v if len(v) < 80 else v[:60] + "...")
 def test_bad_grid_files_name_the_file_and_key(tmp_path: Path, text: str, message: str):
     with pytest.raises(UsageError) as e:
         load_grid(_grid(tmp_path, text))
@@ -56,6 +98,96 @@ def test_bad_grid_exits_2_with_one_line(tmp_path: Path, capsys):
     assert main(["sweep", "--grid", str(path), "--out", str(tmp_path / "r.csv")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("accel-sim: error: ") and str(path) in err and "\n" not in err
+
+
+def _sweep_cli(tmp_path: Path, text: str) -> tuple[int, str, float]:
+    """`accel-sim sweep --grid` on TEXT as a user runs it, with 2 GiB of address space (so that
+    a sweep that would list its points fails fast instead of filling the machine): (exit
+    status, stderr, seconds)."""
+    path = _grid(tmp_path, text)
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "accel_sim.cli.main", "sweep", "--grid", str(path), "--out",
+                           str(tmp_path / "r.csv")], capture_output=True, text=True, timeout=120, preexec_fn=limited)
+    return done.returncode, done.stderr, time.monotonic() - start
+
+
+def test_a_product_too_large_is_refused_before_anything_is_allocated(tmp_path: Path):
+    """10^6 x 10^6 points: one line, exit 2, at once, where the sweep allocated a byte per point
+    and ended in a MemoryError traceback."""
+    code, err, seconds = _sweep_cli(tmp_path, "command: simulate\nfixed: {model: llama3-8b, device: h100}\n"
+                                              "grid: {memory_bandwidth_gbs: '1000:2000:1000000', batch: '1:1000000:1000000'}\n")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.strip() == (f"accel-sim: error: {tmp_path / 'grid.yaml'}: grid: 1,000,000,000,000 points "
+                           "(memory_bandwidth_gbs 1,000,000 x batch 1,000,000) is more than the 10,000,000 a sweep takes "
+                           "(docs/formats/grid.md): split it into 100,000 grid files that each take at most 10 of the "
+                           "1,000,000 values of memory_bandwidth_gbs")   # 10 x 10^6 = 10^7 points a file
+    assert seconds < 20   # the interpreter's start-up; the check itself takes no time
+
+
+def test_a_range_too_large_is_refused_before_it_is_listed(tmp_path: Path):
+    code, err, seconds = _sweep_cli(tmp_path, "command: simulate\nfixed: {model: llama3-8b, device: h100}\n"
+                                              "grid: {memory_bandwidth_gbs: '1000:2000:1000000000000'}\n")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert ("grid.yaml: grid.memory_bandwidth_gbs: a range of 1,000,000,000,000 values is more than the 10,000,000 "
+            "points a sweep takes (docs/formats/grid.md): split it into 100,000 ranges of at most 10,000,000") in err
+    assert seconds < 20
+
+
+def test_the_largest_grid_is_read_without_listing_it(tmp_path: Path):
+    """10^7 points, the limit, from two ranges: read in well under a second without listing an
+    axis, the values computed from their index as `sweep --vary` lists them."""
+    path = _grid(tmp_path, "command: simulate\nfixed: {model: llama3-8b}\n"
+                           "grid: {batch: '1:1000000:1000000', memory_bandwidth_gbs: '1000:1900:10'}\n")
+    tracemalloc.start()
+    start = time.monotonic()
+    grid = load_grid(path)
+    seconds = time.monotonic() - start
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert len(grid) == 10**7 and seconds < 1
+    assert peak < 5e6   # the batch axis listed would be 10^6 ints: over 30 MB
+    # Point i = (batch index i // 10, bandwidth index i % 10): batch 1 + i // 10, 1000 + 100 (i % 10).
+    assert grid.point(123_457) == {"batch": 12_346, "memory_bandwidth_gbs": 1700.0}
+    assert grid.point(len(grid) - 1) == {"batch": 1_000_000, "memory_bandwidth_gbs": 1900.0}
+    assert dict(grid.columns())["batch"] == "int64" and dict(grid.columns())["memory_bandwidth_gbs"] == "float64"
+    # One batch more is 10 points too many: two files of at most 10^6 batches (x 10 bandwidths) each.
+    with pytest.raises(UsageError, match=r"grid: 10,000,010 points \(batch 1,000,001 x memory_bandwidth_gbs 10\) is more "
+                                         r"than the 10,000,000 a sweep takes \(docs/formats/grid.md\): split it into 2 "
+                                         r"grid files that each take at most 1,000,000 of the 1,000,001 values of batch$"):
+        load_grid(_grid(tmp_path, "command: simulate\nfixed: {model: gpt2}\n"
+                                  "grid: {batch: '1:1000001:1000001', memory_bandwidth_gbs: '1000:1900:10'}\n"))
+
+
+def test_range_values_and_repeats_are_those_of_the_listed_range():
+    """A range's values from their index are `sweep --vary`'s list, and repeats() (decided from
+    the spacing where it can be) agrees with listing them, for ranges of every kind."""
+    from accel_sim.sweep import parse_vary
+
+    assert list(RangeValues(2000.0, 8000.0, 7, False, False)) == parse_vary("memory_bandwidth_gbs=2000:8000:7")[1]
+    assert list(RangeValues(1.0, 64.0, 7, True, True)) == [1, 2, 4, 8, 16, 32, 64]
+    assert list(RangeValues(1.5, 4.5, 4, False, True)) == [2, 2, 4, 4]   # halves round to even
+    rng = random.Random(7)
+    for _ in range(20_000):
+        n, log, integer = rng.randint(2, 40), rng.random() < 0.4, rng.random() < 0.6
+        if log:
+            a = 10 ** rng.uniform(-3, 8)
+            b = a * 10 ** rng.uniform(-3, 3)
+        else:
+            a = rng.choice([float(rng.randint(-50, 1000)), rng.uniform(-100, 1e6), round(rng.uniform(0, 100), 1)])
+            b = a + rng.choice([float(rng.randint(-100, 100)), rng.uniform(-1e3, 1e3), (n - 1) * rng.choice([1, 2, 0.5])])
+        r = RangeValues(a, b, n, log, integer)
+        values = list(r)
+        assert r.repeats() == (len(set(values)) != len(values)), (a, b, n, log, integer)
+
+
+def test_a_grid_file_larger_than_1_mib_is_refused_unread(tmp_path: Path):
+    path = _grid(tmp_path, "command: simulate\nfixed: {model: gpt2}\npoints:\n" + "  - {batch: 1}\n" * 80_000)
+    with pytest.raises(UsageError, match=r"grid.yaml: a grid file is at most 1 MiB"):
+        load_grid(path)
 
 
 def test_a_million_points_are_decoded_not_listed(tmp_path: Path):

@@ -22,8 +22,8 @@ import pytest
 import accel_sim
 import grid_fakes
 from accel_sim.errors import UsageError
-from accel_sim.grid_run import (CSV_META_SUFFIX, JOURNAL_SUFFIX, PARQUET_META_KEY, GridRunSummary, journal_path_for,
-                                run_grid)
+from accel_sim.grid_run import (CSV_META_SUFFIX, JOURNAL_SUFFIX, MAX_POINTS, PARQUET_META_KEY, GridRunSummary,
+                                journal_path_for, max_workers, run_grid)
 from browser import in_ci
 from grid_fakes import FakeGrid, fake_grid
 
@@ -165,6 +165,46 @@ def test_a_worker_process_that_dies_costs_only_its_batch(tmp_path):
     assert bad == [10, 11, 12, 13, 14]
     assert rows[13]["error"] == "the worker process died (exit status 3); a batch of 5 points, 10 to 14"
     assert [r for r in rows if not 10 <= r["point"] < 15] == [w for w in expected(grid) if not 10 <= w["point"] < 15]
+
+
+class _ForkLimit:
+    """multiprocessing.get_context as a machine out of processes sees it: the first ALLOWED
+    worker processes start, the rest fail as fork does (OSError EAGAIN)."""
+
+    def __init__(self, allowed: int) -> None:
+        import multiprocessing
+
+        self.allowed, self.started, self.get_context = allowed, 0, multiprocessing.get_context
+
+    def __call__(self, method=None):
+        real, limit = self.get_context(method), self
+
+        class Process(real.Process):
+            def start(self):
+                if limit.started >= limit.allowed:
+                    raise BlockingIOError(11, "Resource temporarily unavailable")
+                limit.started += 1
+                super().start()
+
+        class Context:
+            def __getattr__(self, name):
+                return Process if name == "Process" else getattr(real, name)
+
+        return Context()
+
+
+@pytest.mark.parametrize("allowed", [0, 1])
+def test_workers_the_system_cannot_start_are_done_without(tmp_path, monkeypatch, allowed):
+    """Four workers asked for, none or one can be started: the sweep runs on the one it has, or
+    in its own process, and writes the whole table, where the fork's OSError ended it."""
+    import accel_sim.grid_run as grid_run
+
+    limit = _ForkLimit(allowed)
+    monkeypatch.setattr(grid_run.multiprocessing, "get_context", limit)
+    grid = fake_grid(tmp_path, 40)
+    summary = run_grid(grid, tmp_path / "r.csv", workers=4, batch_size=5, evaluate=grid_fakes.evaluate)
+    assert (summary.complete, summary.computed, limit.started) == (True, 40, allowed)
+    assert read_csv(tmp_path / "r.csv") == expected(grid)
 
 
 def test_bad_rows_from_evaluate_are_recorded_not_fatal(tmp_path):
@@ -390,6 +430,9 @@ def test_output_format_and_optional_packages(tmp_path, monkeypatch):
         run_grid(grid, tmp_path / "no" / "r.csv", evaluate=grid_fakes.evaluate)
     with pytest.raises(UsageError, match=r"the number of workers must be >= 0 \(got -1\)"):
         run_grid(grid, tmp_path / "r.csv", workers=-1, evaluate=grid_fakes.evaluate)
+    cores = len(os.sched_getaffinity(0))
+    with pytest.raises(UsageError, match=rf"the number of workers must be at most {4 * cores}, 4 per core"):
+        run_grid(grid, tmp_path / "r.csv", workers=4 * cores + 1, evaluate=grid_fakes.evaluate)
     monkeypatch.setitem(sys.modules, "pyarrow", None)   # as if not installed
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
     with pytest.raises(UsageError, match=r'needs pyarrow: pip install "accel-sim\[parquet\]"'):
@@ -420,6 +463,30 @@ def test_a_million_point_grid_streams_without_materializing_its_points(tmp_path)
     # of the 10^6 indices alone would be 36 MB, their rows gigabytes.
     assert peak < 12 * 2**20, f"peak {peak / 2**20:.1f} MiB"
     assert seconds < 10
+
+
+def test_a_grid_beyond_the_limit_is_refused_before_a_byte_per_point_is_allocated(tmp_path):
+    """10^12 points: a UsageError at once, no journal left behind, where the state byte per
+    point (a terabyte) ended in a MemoryError."""
+    grid = fake_grid(tmp_path, 10**12)
+    out = tmp_path / "r.csv"
+    started = time.monotonic()
+    with pytest.raises(UsageError) as e:
+        run_grid(grid, out, workers=1, evaluate=grid_fakes.evaluate)
+    assert str(e.value) == (f"the grid {grid.path} has 1,000,000,000,000 points, more than the 10,000,000 a sweep "
+                            "takes (docs/formats/grid.md): split it into grid files of at most 10,000,000 points")
+    assert time.monotonic() - started < 1 and not out.exists() and not journal_path_for(out).exists()
+    assert MAX_POINTS == 10**7
+
+
+def test_workers_are_bounded_on_the_command_line(tmp_path):
+    path = tmp_path / "grid.yaml"
+    path.write_text("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: [1, 2]}\n")
+    result = subprocess.run([sys.executable, "-m", "accel_sim.cli.main", "sweep", "--grid", str(path), "--out",
+                             str(tmp_path / "r.csv"), "--workers", "100000"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and not (tmp_path / "r.csv").exists()
+    assert result.stderr == (f"accel-sim: error: --workers takes 0 (one per core) to {max_workers():,} (4 per core of "
+                             "this machine; got 100,000)\n")
 
 
 # ----------------------------------------------------------------------------- Ray

@@ -107,7 +107,7 @@ def test_device_file_kernel_section_is_checked(tmp_path):
     negative = tmp_path / "negative" / "chip.yaml"
     negative.write_text(base + "kernel: {gemm_tile_overhead_us: -1}\n"
                         "sources: {peak_tflops: x, memory_gib: x, memory_bandwidth_gbs: x, kernel: fitted}\n")
-    with pytest.raises(UsageError, match="must not be negative"):
+    with pytest.raises(UsageError, match="'gemm_tile_overhead_us' must be at least 0, got -1"):
         load_device_file(negative)
     (tmp_path / "bad").mkdir()
     bad = tmp_path / "bad" / "chip.yaml"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import time
 
 from accel_sim.cli import progress as progress_module
 from accel_sim.cli.progress import Progress, eta_text
@@ -49,3 +50,36 @@ def test_quiet_first_second_and_trial_counts(monkeypatch):
     q(7, 0)
     q.close()
     assert err.getvalue() == "\rplan trial 7"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_status_ticker_redraws_in_place_on_a_terminal_and_erases_at_the_end(monkeypatch):
+    err = _Terminal()
+    monkeypatch.setattr(progress_module.sys, "stderr", err)
+    with progress_module.StatusTicker(lambda: "capturing m.py · get_model() · 1s", quiet=False, after_s=0):
+        time.sleep(0.6)   # redrawn every 0.25 s: at 0, 0.25 and 0.5 s
+    draws = err.getvalue().split("\r")
+    assert draws[0] == "" and draws[1] == "capturing m.py · get_model() · 1s" and len(draws) >= 4
+    assert err.getvalue().endswith("\r" + " " * len("capturing m.py · get_model() · 1s") + "\r")
+
+
+def test_status_ticker_off_a_terminal_prints_a_line_per_phase(monkeypatch):
+    err = io.StringIO()
+    monkeypatch.setattr(progress_module.sys, "stderr", err)
+    phase = ["get_model()"]
+    with progress_module.StatusTicker(lambda: f"capturing m.py · {phase[0]}", quiet=False, after_s=0,
+                                      every_s=60, topic=lambda: phase[0]):
+        time.sleep(0.4)
+        phase[0] = "tracing the forward"
+        time.sleep(0.4)
+    # One line when it starts and one when the phase changes; no repeats within every_s, no "\r".
+    assert err.getvalue() == "capturing m.py · get_model()\ncapturing m.py · tracing the forward\n"
+    quiet = io.StringIO()
+    monkeypatch.setattr(progress_module.sys, "stderr", quiet)
+    with progress_module.StatusTicker(lambda: "x", quiet=True, after_s=0):
+        time.sleep(0.3)
+    assert quiet.getvalue() == ""

@@ -61,6 +61,9 @@ def test_vary_specs(text: str, name: str, values: list[float]):
     (["--vary", "batch=1:8:1"], "at least 2 points"),
     (["--vary", "batch=1.5,2"], "batch takes whole numbers"),
     (["--vary", "batch=1:4:10"], "repeat once rounded"),
+    # The range's count is checked before its values are listed (this one used to fill the memory).
+    (["--vary", "memory_bandwidth_gbs=1000:2000:1000000000000"],
+     "a range of 1,000,000,000,000 values is more than the 100,000 a one-parameter sweep takes"),
     (["--vary", "batch=0,1"], "batch must be at least 1"),
     (["--vary", "memory_bandwidth_gbs=0:100:3"], "must be positive"),
     (["--vary", "peak_tflops=-1:10:3:log"], "a log range needs positive ends"),

@@ -11,6 +11,7 @@ devices to it and keeps the results in report objects.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -71,10 +72,15 @@ def capture(model: Any, example_inputs: Any = (), *, dtype: str | None = None, n
 
 def load_target(target: str | Path, *, dtype: str | None = None, train: bool = False,
                 optimizer: str = "adamw", autocast: str | None = None, accumulate: bool = False,
-                resize: dict[str, int] | None = None) -> dict:
+                resize: dict[str, int] | None = None, timeout_s: float | None = None) -> dict:
     """A graph dict from a script with get_model() (captured: its forward, or with `train` one
     training step) or from a graph .json file. `resize` ({"batch": 64, "seq": 512}) resizes the
-    script's example inputs along those axes first (batch: dim 0, seq: dim 1), as `fit` does."""
+    script's example inputs along those axes first (batch: dim 0, seq: dim 1), as `fit` does.
+
+    `timeout_s`: a script whose import, get_model() and capture take longer is stopped with a
+    UsageError naming the phase it was in. The exception is raised in the running thread: a
+    loop in Python stops at once, a C call only once it returns (`accel-sim --timeout` ends the
+    process instead, which works in any case)."""
     path = Path(target)
     if path.suffix == ".json":
         if dtype is not None or train or autocast or resize:
@@ -89,6 +95,12 @@ def load_target(target: str | Path, *, dtype: str | None = None, train: bool = F
         raise UsageError(
             f"running {path} needs torch ({e}); install it with: pip install torch==2.13.0"
         ) from None
+    if timeout_s is not None:
+        from accel_sim.script_run import ScriptRun
+
+        with ScriptRun(str(path), timeout_s=timeout_s):
+            return load_target(path, dtype=dtype, train=train, optimizer=optimizer, autocast=autocast,
+                               accumulate=accumulate, resize=resize)
     model, example_inputs = load_script(str(path))
     resized = {}
     if resize:
@@ -350,13 +362,9 @@ class SimulationReport:
             if self.options.cost_model == "roofline":
                 self._mfu_roofline = self.result.model_flops_utilization
             else:
-                roofline = _core.SimulateOptions()
+                # The same run (fusion, TP overlap, fp8 weight cache, system ...) at roofline times.
+                roofline = copy.copy(self.options)
                 roofline.cost_model = "roofline"
-                roofline.cost = self.options.cost
-                roofline.release_policy = self.options.release_policy
-                roofline.micro_batches = self.options.micro_batches
-                roofline.system = self.options.system
-                roofline.groups = self.options.groups
                 self._mfu_roofline = _core.simulate(self.graph, self.device.spec, roofline).model_flops_utilization
         return self._mfu_roofline
 

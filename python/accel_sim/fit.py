@@ -26,7 +26,7 @@ class FitRow:
     memory_bytes: float
     largest: int  # 0: not even 1 fits
     peak_bytes: int  # needed at `largest`: the allocator's segments plus the runtime reserve
-    next_peak_bytes: int  # needed at largest + 1; -1 when `largest` is the search limit
+    next_peak_bytes: int | None  # needed at largest + 1; None when `largest` is the search limit
     at_limit: bool
     monotone: bool  # false: a larger value probed lower (allocator packing); one beyond may fit
     runtime_bytes: int = 0  # the device's runtime reserve: a probe fits when it plus this fits memory_bytes
@@ -120,7 +120,7 @@ def fit(probe: Callable[[int], int], devices: list[Any], axis: str, limit: int, 
         except ValueError as e:
             raise UsageError(str(e)) from None
         rows.append(FitRow(spec.id, spec.memory_bytes, r.largest, int(r.peak_bytes + runtime),
-                           int(r.next_peak_bytes + runtime) if r.next_peak_bytes >= 0 else -1, r.at_limit,
+                           int(r.next_peak_bytes + runtime) if r.next_peak_bytes >= 0 else None, r.at_limit,
                            r.monotone, int(runtime)))
     return FitReport(axis, what, limit, rows, cache)
 

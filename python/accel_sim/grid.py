@@ -19,6 +19,8 @@ import argparse
 import functools
 import hashlib
 import math
+import reprlib
+from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -26,6 +28,14 @@ from typing import Any, Sequence
 import yaml
 
 from accel_sim.errors import UsageError
+from accel_sim.grid_run import MAX_POINTS
+
+# The largest grid file read. PyYAML builds Python objects node by node: 1 MiB of listed points
+# (33,000 of them) reads in 2.2 s with libyaml's parser, 5.6 s without (measured on the machine of
+# bench/RESULTS.md). A larger sweep is a product of ranges, or several files.
+MAX_FILE_BYTES = 1 << 20
+MAX_DEPTH = 16  # YAML nesting levels: a grid file needs four (file, section, axis or point, value)
+INT64_MAX = 2**63 - 1  # the core's integers are int64
 
 COMMANDS = ("simulate", "train", "plan", "serve")
 
@@ -81,8 +91,77 @@ def _sweep_parameters(command: str) -> set[str]:
     return {n for n, p in PARAMETERS.items() if p.kind != "workload"} if command == "simulate" else set()
 
 
-def _range(text: str, where: str) -> list[float]:
-    """start:stop:n or start:stop:n:log, as `sweep --vary` reads them."""
+@dataclass(frozen=True)
+class RangeValues(SequenceABC):
+    """The values of a range `start:stop:n[:log]`, as `sweep --vary` computes them (n evenly or
+    geometrically spaced, both ends included, kept to 12 significant digits; rounded to whole
+    numbers for a parameter that takes them), each computed from its index: a range of 10^7
+    values is four numbers, never a list."""
+
+    start: float
+    stop: float
+    n: int
+    log: bool
+    integer: bool
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.n))]
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        if i == self.n - 1:
+            v = self.stop
+        elif self.log:
+            v = self.start * (self.stop / self.start) ** (i / (self.n - 1))
+        else:
+            v = self.start + (self.stop - self.start) * i / (self.n - 1)
+        v = float(f"{v:.12g}")  # 2000:8000:7 reads 3000, not 2999.9999999999995
+        return round(v) if self.integer else v
+
+    def repeats(self) -> bool:
+        """Whether two values are equal (after the 12 digits and the rounding). The values are
+        monotonic, so only neighbours can be; the spacing settles it for any usual range, and
+        the rest are compared one neighbour at a time."""
+        a, b, n = self.start, self.stop, self.n
+        if a == b:
+            return True
+        big, small = max(abs(a), abs(b)), min(abs(a), abs(b))
+        # 12 significant digits move a value by at most 5e-12 of itself; 2e-11 leaves room for that
+        # on both neighbours and for the float arithmetic.
+        if self.log:
+            ratio = math.expm1(abs(math.log(b / a)) / (n - 1))   # neighbours differ by this fraction
+            if not self.integer and ratio > 2e-11:
+                return False
+            if self.integer and small * ratio > 1 + 2e-11 * big:   # more than 1 apart: they round apart
+                return False
+        else:
+            step = abs(b - a) / (n - 1)
+            if not self.integer and step > 2e-11 * big:
+                return False
+            if self.integer and step > 1 + 2e-11 * big:
+                return False
+            if (self.integer and a.is_integer() and b.is_integer() and (b - a) % (n - 1) == 0
+                    and abs(b - a) * n < 2**53 and big < 1e12):
+                return False   # whole steps between whole ends: every value exact
+            if self.integer and abs(b - a) == n - 1 and abs(a % 1 - 0.5) > 2e-11 * big + 1e-9:
+                return False   # steps of exactly 1 from an end off the halfway point: a + i rounds to round(a) + i
+        last = self[0]
+        for i in range(1, n):
+            value = self[i]
+            if value == last:
+                return True
+            last = value
+        return False
+
+
+def _range(text: str, where: str, integer: bool = False) -> RangeValues:
+    """start:stop:n or start:stop:n:log, as `sweep --vary` reads them; n is checked against
+    MAX_POINTS before anything is computed."""
     parts = [p.strip() for p in text.split(":")]
     log = len(parts) == 4 and parts[3] == "log"
     if len(parts) not in (3, 4) or (len(parts) == 4 and not log):
@@ -90,41 +169,80 @@ def _range(text: str, where: str) -> list[float]:
     try:
         start, stop, n = float(parts[0]), float(parts[1]), int(parts[2])
     except ValueError:
-        raise UsageError(f"{where}: a range is start:stop:n with numbers (got '{text}')") from None
+        raise UsageError(f"{where}: a range is start:stop:n with numbers and a whole n (got '{text}')") from None
     if n < 2 or not (math.isfinite(start) and math.isfinite(stop)):
         raise UsageError(f"{where}: a range needs finite ends and at least 2 points (got '{text}')")
+    if n > MAX_POINTS:
+        raise UsageError(f"{where}: a range of {n:,} values is more than the {MAX_POINTS:,} points a sweep takes "
+                         f"(docs/formats/grid.md): split it into {math.ceil(n / MAX_POINTS):,} ranges of at most "
+                         f"{MAX_POINTS:,}, one grid file each")
     if log and (start <= 0 or stop <= 0):
         raise UsageError(f"{where}: a log range needs positive ends (got '{text}')")
-    values = [start * (stop / start) ** (i / (n - 1)) if log else start + (stop - start) * i / (n - 1) for i in range(n)]
-    values[-1] = stop
-    return [float(f"{v:.12g}") for v in values]
+    return RangeValues(start, stop, n, log, integer)
+
+
+_SCALARS = (str, int, float)   # bool is an int
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "no value"
+    kind = "a list " if isinstance(value, list) else "a mapping " if isinstance(value, dict) else \
+        f"a {type(value).__name__} " if not isinstance(value, _SCALARS) else ""
+    return kind + reprlib.repr(value)   # depth and length bounded: nested or self-containing YAML too
+
+
+def _check_number(name: str, value: Any, where: str) -> Any:
+    """VALUE as the core takes it: ints within int64, floats finite (a list of ints: each)."""
+    for v in value if isinstance(value, list) else [value]:
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, int) and not -INT64_MAX - 1 <= v <= INT64_MAX:
+            raise UsageError(f"{where}: {name}: {v:,} is beyond the 64-bit integers the core takes "
+                             f"(at most {INT64_MAX:,})")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise UsageError(f"{where}: {name} takes a finite number (got {v!r})")
+    return value
 
 
 def _convert(command: str, name: str, value: Any, where: str) -> Any:
-    """One value of parameter `name`, checked and converted as the command line would."""
+    """One value of parameter `name`, checked and converted as the command line would, and as
+    the core takes it (ints within int64, finite floats)."""
+    if not isinstance(value, _SCALARS):   # a list, a mapping, a date, nothing
+        what = "one value" if isinstance(value, (list, dict)) or value is None else "a number or a name"
+        raise UsageError(f"{where}: {name} takes {what} (got {_describe(value)})")
     if name in _sweep_parameters(command):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise UsageError(f"{where}: {name} takes a positive number (got {value!r})")
-        return float(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            raise UsageError(f"{where}: {name} takes a finite number (got one of {len(str(value))} digits)") from None
+        return _check_number(name, value, where)
     action = _actions(command)[name]
     if action.nargs == 0:  # a switch (store_true)
         if not isinstance(value, bool):
             raise UsageError(f"{where}: {name} is a switch: true or false (got {value!r})")
         return value
+    if isinstance(value, bool) and action.choices is not None and {"on", "off"} <= set(action.choices):
+        value = "on" if value else "off"   # YAML reads a bare on / off as true / false
     if action.type is int and isinstance(value, float) and value.is_integer():
         value = int(value)
-    if action.type is int and isinstance(value, float):
+    if action.type is int and (isinstance(value, (bool, float)) or isinstance(value, str) and not _is_int(value)):
         raise UsageError(f"{where}: {name} takes whole numbers (got {value!r})")
+    if action.type is float and (isinstance(value, bool) or isinstance(value, str) and not _is_float(value)):
+        raise UsageError(f"{where}: {name} takes a number (got {value!r})")
     if action.type is not None and not isinstance(value, bool):
         try:
             value = action.type(value) if isinstance(value, str) else action.type(str(value)) \
                 if action.type not in (int, float) else action.type(value)
-        except (ValueError, TypeError, argparse.ArgumentTypeError) as e:
+        except (ValueError, TypeError, OverflowError, argparse.ArgumentTypeError) as e:
             raise UsageError(f"{where}: {name}: {e}") from None
-    elif not isinstance(value, (str, int, float)) or isinstance(value, bool):
+    elif isinstance(value, bool):
         raise UsageError(f"{where}: {name} takes a value such as {action.metavar or action.dest} (got {value!r})")
     else:
         value = str(value)
+    _check_number(name, value, where)
     if isinstance(value, list):  # a flag that takes a comma list (plan's --gpus): one value per point
         if len(value) != 1:
             raise UsageError(f"{where}: {name} takes one value per point; list the values as a grid axis")
@@ -132,6 +250,31 @@ def _convert(command: str, name: str, value: Any, where: str) -> Any:
     if action.choices is not None and value not in action.choices:
         raise UsageError(f"{where}: {name} must be one of {', '.join(map(str, action.choices))} (got {value!r})")
     return value
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _numeric_range(command: str, name: str) -> bool:
+    """Whether a range's values are this parameter's values as they stand (a device parameter, or
+    a flag of type int or float without choices): then its ends stand for all of them."""
+    if name in _sweep_parameters(command):
+        return True
+    action = _actions(command)[name]
+    return action.type in (int, float) and action.choices is None and action.nargs != 0
 
 
 def _check_name(command: str, name: Any, where: str) -> str:
@@ -149,13 +292,14 @@ def _check_name(command: str, name: Any, where: str) -> str:
 @dataclass(frozen=True)
 class Grid:
     """A validated grid: `fixed` values for every point, `axes` whose product is the points (the
-    last axis varies fastest), or `listed` points. Plain data: cheap to send to workers."""
+    last axis varies fastest; an axis is a tuple of values, or the RangeValues of a range), or
+    `listed` points. Plain data: cheap to send to workers."""
 
     path: str
     command: str
     fingerprint: str  # sha256 of the file's bytes: resuming checks it
     fixed: tuple[tuple[str, Any], ...]
-    axes: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    axes: tuple[tuple[str, Sequence[Any]], ...] = ()
     listed: tuple[tuple[tuple[str, Any], ...], ...] = ()
 
     def __len__(self) -> int:
@@ -182,12 +326,16 @@ class Grid:
     def columns(self) -> list[tuple[str, str]]:
         """The result table's columns: point, the parameters, the command's figures, error."""
         types: dict[str, set[str]] = {}
-        values = [v for _, v in self.fixed] + [v for _, vs in self.axes for v in vs] + \
-                 [v for p in self.listed for _, v in p]
-        names = [n for n, _ in self.fixed] + [n for n, vs in self.axes for _ in vs] + [n for p in self.listed for n, _ in p]
-        for n, v in zip(names, values):
-            types.setdefault(n, set()).add("bool" if isinstance(v, bool) else "int64" if isinstance(v, int)
-                                           else "float64" if isinstance(v, float) else "string")
+
+        def kind(v: Any) -> str:
+            return "bool" if isinstance(v, bool) else "int64" if isinstance(v, int) else \
+                "float64" if isinstance(v, float) else "string"
+
+        for n, v in list(self.fixed) + [pair for p in self.listed for pair in p]:
+            types.setdefault(n, set()).add(kind(v))
+        for n, vs in self.axes:   # a range's type without listing it
+            types.setdefault(n, set()).update({"int64" if vs.integer else "float64"} if isinstance(vs, RangeValues)
+                                              else map(kind, vs))
         cols = [("point", "int64")]
         for n in self.parameter_names():
             t = types.get(n, {"string"})
@@ -195,33 +343,126 @@ class Grid:
         return cols + list(FIGURES[self.command]) + [("error", "string")]
 
 
-def load_grid(path: str | Path) -> Grid:
-    """The grid file at `path`, validated (docs/formats/grid.md)."""
-    path = Path(path)
+class _BadYaml(Exception):
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(line, message)
+        self.line, self.message = line, message
+
+
+try:   # libyaml's parser, PyYAML's composer: it keeps Python's recursion limit, libyaml's does not (a crash)
+    from yaml._yaml import CParser as _Parser
+
+    class _Base(yaml.composer.Composer, _Parser, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+        def __init__(self, stream) -> None:
+            _Parser.__init__(self, stream)
+            yaml.composer.Composer.__init__(self)
+            yaml.constructor.SafeConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+except ImportError:
+    _Base = yaml.SafeLoader  # type: ignore[misc,assignment]
+
+
+class _GridLoader(_Base):  # type: ignore[misc,valid-type]
+    """YAML's safe loader that refuses a key given twice in a mapping (YAML would keep the last
+    silently) and nesting deeper than MAX_DEPTH (a grid file needs four levels)."""
+
+    depth = 0
+
+    def compose_node(self, parent, index):
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise _BadYaml(self.peek_event().start_mark.line + 1,
+                               f"nested more than {MAX_DEPTH} levels deep (a grid file needs four)")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    if key in seen:
+                        raise _BadYaml(key_node.start_mark.line + 1, f"{reprlib.repr(key)} is given twice in the same mapping")
+                    seen.add(key)
+                except TypeError:   # an unhashable key: the base loader reports it
+                    pass
+        return super().construct_mapping(node, deep)
+
+
+def _read(path: Path) -> bytes:
+    """The file's bytes, at most MAX_FILE_BYTES of them (a device or pipe is not read to its end)."""
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
     except OSError as e:
         raise UsageError(f"cannot read grid file {path}: {e.strerror or e}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise UsageError(f"{path}: a grid file is at most {MAX_FILE_BYTES >> 20} MiB (docs/formats/grid.md): give a "
+                         "large sweep as ranges (start:stop:n) under grid:, or split it into several files")
+    return raw
+
+
+def _product_advice(counts: list[tuple[str, int]]) -> str:
+    """How to split a product of COUNTS (axis, values) into files of at most MAX_POINTS points:
+    the largest axes fixed one value a file, then the next one cut into parts."""
+    rest = math.prod(n for _, n in counts)
+    fixed, files = [], 1
+    for name, n in sorted(counts, key=lambda c: -c[1]):
+        if rest <= MAX_POINTS:
+            break
+        others = rest // n
+        if others <= MAX_POINTS:
+            part = MAX_POINTS // others
+            files *= math.ceil(n / part)
+            return (f"split it into {files:,} grid files" + (f" that each fix {' and '.join(fixed)} and" if fixed
+                                                             else " that each") +
+                    f" take at most {part:,} of the {n:,} values of {name}")
+        fixed.append(name)
+        files *= n
+        rest = others
+    return f"split it into {files:,} grid files, one for each value of {' and '.join(fixed)}"
+
+
+def load_grid(path: str | Path) -> Grid:
+    """The grid file at `path`, validated (docs/formats/grid.md): errors name the file and the
+    key. Sizes are checked before anything is listed: the file (MAX_FILE_BYTES), each range's
+    count and the product of the axes (MAX_POINTS)."""
+    path = Path(path)
+    raw = _read(path)
     try:
-        doc = yaml.safe_load(raw)
+        doc = yaml.load(raw, Loader=_GridLoader)
+    except _BadYaml as e:
+        raise UsageError(f"{path}:{e.line}: {e.message}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f":{mark.line + 1}" if mark is not None else ""
-        raise UsageError(f"{path}{at}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
+        problem = " ".join(str(getattr(e, "problem", None) or e).split())   # a reader error spans two lines
+        raise UsageError(f"{path}{at}: not valid YAML ({problem})") from None
+    except (ValueError, OverflowError, RecursionError) as e:   # a timestamp out of range, nesting too deep
+        raise UsageError(f"{path}: not a grid file YAML can read ({type(e).__name__}: {str(e)[:80]})") from None
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: a grid file is a mapping with command, fixed and grid (or points)")
-    unknown = set(doc) - {"command", "fixed", "grid", "points"}
+    unknown = sorted(map(str, set(doc) - {"command", "fixed", "grid", "points"}))
     if unknown:
-        raise UsageError(f"{path}: unknown key '{sorted(unknown)[0]}' (a grid file has command, fixed, grid, points)")
+        raise UsageError(f"{path}: unknown key '{unknown[0]}' (a grid file has command, fixed, grid, points)")
     command = doc.get("command")
-    if command not in COMMANDS:
-        raise UsageError(f"{path}: command: must be one of {', '.join(COMMANDS)} (got {command!r})")
-    fixed_doc = doc.get("fixed") or {}
+    if not isinstance(command, str) or command not in COMMANDS:
+        raise UsageError(f"{path}: command: must be one of {', '.join(COMMANDS)} (got {_describe(command)})")
+    fixed_doc = doc.get("fixed")
+    if fixed_doc is None:
+        fixed_doc = {}
     if not isinstance(fixed_doc, dict):
-        raise UsageError(f"{path}: fixed: must map parameter names to values")
+        raise UsageError(f"{path}: fixed: must map parameter names to values (got {_describe(fixed_doc)})")
     fixed = []
     for name, value in fixed_doc.items():
         key = _check_name(command, name, f"{path}: fixed")
+        if key in {n for n, _ in fixed}:
+            raise UsageError(f"{path}: fixed.{name}: given twice (as {key.replace('_', '-')} and {key})")
         fixed.append((key, _convert(command, key, value, f"{path}: fixed.{name}")))
     grid_doc, points_doc = doc.get("grid"), doc.get("points")
     if (grid_doc is None) == (points_doc is None):
@@ -230,36 +471,61 @@ def load_grid(path: str | Path) -> Grid:
     axes, listed = [], []
     if grid_doc is not None:
         if not isinstance(grid_doc, dict) or not grid_doc:
-            raise UsageError(f"{path}: grid: must map parameter names to lists of values")
+            raise UsageError(f"{path}: grid: must map parameter names to lists of values (got {_describe(grid_doc)})")
+        # First the names and how many values each axis has (a range's count from its text), so
+        # that a product too large is refused before any value is listed or converted.
+        raw_axes = []
         for name, values in grid_doc.items():
             key = _check_name(command, name, f"{path}: grid")
             where = f"{path}: grid.{name}"
             if key in fixed_names:
                 raise UsageError(f"{where}: also in fixed; give it in one place")
+            if key in {k for k, _, _ in raw_axes}:
+                raise UsageError(f"{where}: given twice (as {key.replace('_', '-')} and {key})")
             if isinstance(values, str) and ":" in values:
-                values = _range(values, where)
-                if key in _actions(command) and _actions(command)[key].type is int:
-                    values = [round(v) for v in values]  # as `sweep --vary` rounds a range of counts
-            if not isinstance(values, list):
+                integer = key in _actions(command) and _actions(command)[key].type is int
+                values = _range(values, where, integer)  # as `sweep --vary` rounds a range of counts
+            elif not isinstance(values, list):
                 values = [values]
-            if not values:
+            if not len(values):
                 raise UsageError(f"{where}: no values")
+            raw_axes.append((key, where, values))
+        points = math.prod(len(v) for _, _, v in raw_axes)
+        if points > MAX_POINTS:
+            counts = [(k, len(v)) for k, _, v in raw_axes]
+            sizes = " x ".join(f"{k} {n:,}" for k, n in counts)
+            raise UsageError(f"{path}: grid: {points:,} points ({sizes}) is more than the {MAX_POINTS:,} a sweep "
+                             f"takes (docs/formats/grid.md): {_product_advice(counts)}")
+        for key, where, values in raw_axes:
+            if isinstance(values, RangeValues) and _numeric_range(command, key):
+                for end in (values[0], values[-1]):   # monotonic: the ends bound every value
+                    _convert(command, key, end, where)
+                if values.repeats():
+                    raise UsageError(f"{where}: values repeat (a range's values are kept to 12 significant digits"
+                                     + (", rounded to whole numbers" if values.integer else "") + "): ask for fewer")
+                axes.append((key, values))
+                continue
             converted = tuple(_convert(command, key, v, where) for v in values)
             if len(set(map(repr, converted))) != len(converted):
                 raise UsageError(f"{where}: values repeat")
             axes.append((key, converted))
     else:
         if not isinstance(points_doc, list) or not points_doc:
-            raise UsageError(f"{path}: points: must be a list of parameter mappings")
+            raise UsageError(f"{path}: points: must be a list of parameter mappings (got {_describe(points_doc)})")
+        if len(points_doc) > MAX_POINTS:
+            raise UsageError(f"{path}: points: {len(points_doc):,} points is more than the {MAX_POINTS:,} a sweep "
+                             "takes (docs/formats/grid.md): split them into several files")
         for i, p in enumerate(points_doc):
             where = f"{path}: points[{i}]"
             if not isinstance(p, dict):
-                raise UsageError(f"{where}: must map parameter names to values")
+                raise UsageError(f"{where}: must map parameter names to values (got {_describe(p)})")
             row = []
             for name, value in p.items():
                 key = _check_name(command, name, where)
                 if key in fixed_names:
                     raise UsageError(f"{where}.{name}: also in fixed; give it in one place")
+                if key in {k for k, _ in row}:
+                    raise UsageError(f"{where}.{name}: given twice (as {key.replace('_', '-')} and {key})")
                 row.append((key, _convert(command, key, value, f"{where}.{name}")))
             listed.append(tuple(row))
     grid = Grid(str(path), command, hashlib.sha256(raw).hexdigest(), tuple(fixed), tuple(axes), tuple(listed))
@@ -442,7 +708,7 @@ def _simulate_general(grid: Grid, params: dict) -> dict:
             _GRAPHS[key] = graph
     else:
         key = ("target", args.target)
-        graph = _GRAPHS.get(key) or _GRAPHS.setdefault(key, load_target(args.target))
+        graph = _GRAPHS.get(key) or _GRAPHS.setdefault(key, load_target(args.target, timeout_s=args.timeout or None))
     return run_point(setup, {"device": args.device, **args.sweep_parameters}, graph=graph)
 
 

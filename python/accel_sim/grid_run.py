@@ -67,6 +67,16 @@ FIRST_BATCH = 4            # before any point has been timed
 MAX_BATCH = 20_000         # also bounds a message's size (rows of a batch in one pickle)
 TAIL_BATCHES_PER_WORKER = 4
 WRITE_CHUNK = 1 << 16      # rows per Parquet row group, per chunk of the in-memory table
+# The most points one sweep takes. The driver holds every row until it writes the table (_Table:
+# 9 bytes a number, 8 a string, 2 a bool, a state byte: 169 bytes for a 20-column simulate row)
+# and journals each as a JSON line (200 bytes for that row, measured): 10^7 points are 1.7 GB of
+# memory and 2 GB of journal, 75 s of the driver's own work at the 7.5 us a point of
+# bench/RESULTS.md, and an hour of simulate points on two cores at the 1,392 points/s per core
+# measured there. Ten times that would not fit the memory of the machine measured (24 GB).
+MAX_POINTS = 10_000_000
+# Worker processes per core, at most: points are CPU-bound, so workers beyond the cores only take
+# turns while each holds a process of its own; four a core leaves room for points that wait.
+MAX_WORKERS_PER_CORE = 4
 
 RAY_INSTALL = 'pip install "accel-sim[ray]"'
 PARQUET_INSTALL = 'pip install "accel-sim[parquet]"'
@@ -122,12 +132,18 @@ def run_grid(grid, out_path: str | os.PathLike, *, workers: int = 0, ray_address
         raise UsageError(f"stop_after must be >= 0 (got {stop_after})")
     if workers < 0:
         raise UsageError(f"the number of workers must be >= 0 (got {workers})")
+    if ray_address is None and workers > max_workers():
+        raise UsageError(f"the number of workers must be at most {max_workers():,}, {MAX_WORKERS_PER_CORE} per core of "
+                         f"this machine (got {workers:,}; 0: one per core)")
     if not out.parent.is_dir():
         raise UsageError(f"cannot write {out}: the directory {out.parent} does not exist")
 
+    total = len(grid)
+    if total > MAX_POINTS:   # before a byte per point is allocated
+        raise UsageError(f"the grid {grid.path} has {total:,} points, more than the {MAX_POINTS:,} a sweep takes "
+                         f"(docs/formats/grid.md): split it into grid files of at most {MAX_POINTS:,} points")
     columns = [(str(name), str(kind)) for name, kind in grid.columns()]
     _check_columns(columns)
-    total = len(grid)
     header = {"format": JOURNAL_FORMAT, "version": FORMAT_VERSION,
               "fingerprint": grid_fingerprint(grid, columns), "command": grid.command,
               "grid": str(grid.path), "points": total, "columns": [list(c) for c in columns]}
@@ -721,6 +737,11 @@ def evaluate_batch(evaluate: Evaluate, grid, indices: list[int]) -> tuple[tuple,
 
 # ----------------------------------------------------------------------------- where batches run
 
+def max_workers() -> int:
+    """The most worker processes run_grid starts on this machine."""
+    return MAX_WORKERS_PER_CORE * _available_cores()
+
+
 def _available_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -734,11 +755,16 @@ def _run_in_process(run: _Run, evaluate: Evaluate, grid) -> None:
         run.record(batch, outcome, seconds)
 
 
-def _worker_main(conn, evaluate: Evaluate, grid, parent_pid: int, inherited: list) -> None:
+def _worker_main(conn, evaluate: Evaluate, grid, parent_pid: int, inherited: list, journal_fd: int | None) -> None:
     """A pool worker: batches in, (outcome, seconds) out, until None or its parent is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle
     for other in inherited:   # fork: the parent's ends of the pipes, so that a dead parent is noticed
         other.close()
+    if journal_fd is not None:   # fork: the journal's lock is the parent's alone, gone when it is
+        try:
+            os.close(journal_fd)
+        except OSError:
+            pass
     while True:
         while not conn.poll(0.5):
             if os.getppid() != parent_pid:
@@ -759,13 +785,21 @@ def _worker_main(conn, evaluate: Evaluate, grid, parent_pid: int, inherited: lis
 
 
 class _Worker:
-    def __init__(self, context, method: str, evaluate: Evaluate, grid, others: list["_Worker"]) -> None:
+    def __init__(self, context, method: str, evaluate: Evaluate, grid, others: list["_Worker"],
+                 journal: "_Journal") -> None:
         self.conn, child = context.Pipe(duplex=True)
         inherited = [self.conn] + [w.conn for w in others] if method == "fork" else []
-        self.process = context.Process(target=_worker_main, args=(child, evaluate, grid, os.getpid(), inherited),
+        journal_fd = journal.file.fileno() if method == "fork" and journal.file is not None else None
+        self.process = context.Process(target=_worker_main, args=(child, evaluate, grid, os.getpid(), inherited,
+                                                                  journal_fd),
                                        daemon=True, name="accel-sim-grid-worker")
-        self.process.start()
-        child.close()
+        try:
+            self.process.start()
+        except BaseException:
+            self.conn.close()
+            raise
+        finally:
+            child.close()
         self.batch: list[int] | None = None
 
     def stop(self, wait_s: float) -> None:
@@ -799,15 +833,24 @@ def _run_in_pool(run: _Run, evaluate: Evaluate, grid, count: int, start_method: 
     workers: list[_Worker] = []
     finished = False
 
-    def replace(dead: _Worker) -> _Worker:
+    def start() -> _Worker | None:
+        """A new worker, or None where the system cannot start one (out of processes or memory):
+        the sweep goes on with the workers it has, or in this process."""
+        try:
+            workers.append(_Worker(context, method, evaluate, grid, workers, run.journal))
+        except OSError:
+            return None
+        return workers[-1]
+
+    def replace(dead: _Worker) -> _Worker | None:
         dead.kill()
         workers.remove(dead)
-        workers.append(_Worker(context, method, evaluate, grid, workers))
-        return workers[-1]
+        return start()
 
     try:
         for _ in range(min(count, max(1, run.pending_points))):
-            workers.append(_Worker(context, method, evaluate, grid, workers))
+            if start() is None:
+                break
         idle = list(workers)
         while True:
             while idle:
@@ -815,14 +858,19 @@ def _run_in_pool(run: _Run, evaluate: Evaluate, grid, count: int, start_method: 
                 if batch is None:
                     break
                 worker = idle.pop()
-                while True:
+                while worker is not None:
                     try:
                         worker.conn.send(batch)
                         break
                     except OSError:   # it died while idle (killed from outside): its batch is not lost
                         worker = replace(worker)
+                if worker is None:   # and no other could be started: this process does the batch
+                    run.record(batch, *evaluate_batch(evaluate, grid, batch))
+                    continue
                 worker.batch = batch
             busy = [w for w in workers if w.batch is not None]
+            if not workers:   # none could be started, or none replaced
+                _run_in_process(run, evaluate, grid)
             if not busy:
                 break
             ready = set(multiprocessing.connection.wait([w.conn for w in busy] + [w.process.sentinel for w in busy]))
@@ -843,7 +891,9 @@ def _run_in_pool(run: _Run, evaluate: Evaluate, grid, count: int, start_method: 
                         continue
                     worker.process.join(5)
                     run.record(batch, ("error", f"the worker process died ({_death(worker.process.exitcode)})"), 0.0)
-                    idle.append(replace(worker))
+                    new = replace(worker)
+                    if new is not None:
+                        idle.append(new)
         finished = True
     finally:
         for worker in workers:

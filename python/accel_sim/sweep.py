@@ -26,6 +26,10 @@ from accel_sim.errors import UsageError
 
 _GIB = 1024.0**3
 _INT64_MAX = 2**63 - 1  # the builder's batch, sequence and parallel degrees are int64_t
+# The most values of one `--vary`: its rows are kept, printed and plotted, and computed on one
+# core, 0.56 ms a point for a Llama-3-8B decode step (bench/RESULTS.md): 100,000 are a minute. A
+# larger sweep is a grid file (`sweep --grid`, docs/formats/grid.md), run on every core.
+MAX_VARY_VALUES = 100_000
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,9 @@ def parse_vary(text: str) -> tuple[str, list[float]]:
             raise UsageError(f"--vary {text}: the number of points '{parts[2]}' is not an integer") from None
         if n < 2:
             raise UsageError(f"--vary {text}: a range needs at least 2 points (got {n})")
+        if n > MAX_VARY_VALUES:
+            raise UsageError(f"--vary {text}: a range of {n:,} values is more than the {MAX_VARY_VALUES:,} a one-parameter "
+                             "sweep takes: ask for fewer, or run a grid file (sweep --grid)")
         if log and (start <= 0 or stop <= 0):
             raise UsageError(f"--vary {text}: a log range needs positive ends")
         if log:
@@ -120,6 +127,9 @@ def parse_vary(text: str) -> tuple[str, list[float]]:
         values = [_number(v.strip(), text) for v in spec.split(",") if v.strip()]
         if not values:
             raise UsageError(f"--vary {text}: no values")
+        if len(values) > MAX_VARY_VALUES:
+            raise UsageError(f"--vary: {len(values):,} values is more than the {MAX_VARY_VALUES:,} a one-parameter sweep "
+                             "takes: ask for fewer, or run a grid file (sweep --grid)")
     if p.integer:
         ints = [round(v) for v in values]
         if ":" not in spec and any(v != i for v, i in zip(values, ints)):

@@ -20,6 +20,10 @@ enum class HintKind : uint8_t {
   peak_fallback,          // the device file lacks the rate for some op's unit
   uncovered_ops,          // ops not in the catalogue were costed conservatively
   communication_not_timed,  // the graph holds collectives; one device does not time them
+  // Eager attention GEMMs compute query-key pairs their mask discards (OpCount::masked_flops):
+  // value = those FLOPs in the forward, fraction = their share of the forward's eager attention
+  // GEMM FLOPs, subject = the module of the first such GEMM.
+  masked_attention_pairs,
 };
 
 std::string_view hint_kind_name(HintKind kind);
@@ -47,12 +51,16 @@ struct DeviceVerdict {
   double speedup_vs_slowest = 0.0;
   bool overkill = false;
   std::string overkill_reason;  // device id that does as well for less, or "underused"
+  // SimulationResult::narrower_precision: the device ran some matrix ops in a narrower format
+  // than the graph's dtype, so it is left out of fastest, best value and overkill.
+  bool narrower_precision = false;
 };
 
 struct Comparison {
   std::vector<DeviceVerdict> devices;
-  int fastest_index = -1;     // fastest device that fits; -1 if none fits
-  int best_value_index = -1;  // lowest cost per run among fitting devices with a price; -1 if none
+  // Among devices that fit and ran the graph's own precision (no narrower_precision):
+  int fastest_index = -1;     // the fastest; -1 if none
+  int best_value_index = -1;  // the lowest cost per run among those with a price; -1 if none
 };
 
 // REQUIRES: results.size() == devices.size().

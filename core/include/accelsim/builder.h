@@ -93,10 +93,16 @@ struct BuildOptions {
   //   kv_cache_dtype, independent of this option.
   // Fused kernels only; excludes int4 weights.
   bool fp8_gemms = false;
+
+  // Validates `model` and these options for it: throws ConfigError naming the option when the
+  // options do not suit the model (build_graph's REQUIRES, divisibility by the parallel degrees)
+  // or when a quantity of the step (a tensor's bytes, the KV cache, the parameters with their
+  // training states) does not fit in 64-bit byte counts.
+  void validate(const ModelSpec& model) const;
 };
 
-// REQUIRES: model.validate() passes; prefill: seq >= 1; decode: context >= 0; batch >= 1.
-// Throws ConfigError otherwise.
+// REQUIRES: options.validate(model) passes (model.validate(); prefill: seq >= 1; decode:
+// context >= 0; batch >= 1; ...). Throws ConfigError otherwise.
 Graph build_graph(const ModelSpec& model, const BuildOptions& options);
 
 // Bytes of one rank's KV cache after this step (prefill: `seq` tokens; decode: `context` + 1;

@@ -59,8 +59,9 @@ struct SystemSpec {
   Fabric scaleout;     // per NIC
   double launch_s = 0.0;  // fixed cost of launching one collective kernel
 
-  // REQUIRES: positive domain, GPUs per node and scale-up bandwidth; efficiencies in (0, 1].
-  // Throws ConfigError naming the field otherwise.
+  // REQUIRES: every number finite; positive domain, GPUs per node and scale-up bandwidth;
+  // latencies, NICs and scale-out bandwidth not negative; efficiencies in (0, 1]. Throws
+  // ConfigError naming the field otherwise.
   void validate() const;
 };
 
@@ -111,9 +112,10 @@ SystemSpec with_scaleup_bandwidth(const SystemSpec& system, double bytes_per_s);
 // The busbw factor of nccl-tests for `kind` over `ranks`.
 double busbw_factor(CollectiveKind kind, int64_t ranks);
 
-// REQUIRES: bytes >= 0; ranks >= 1; ranks_per_domain divides ranks and fits the domain; an
-// explicit algorithm the system supports for the collective (NVLS needs in-network reduction and
-// an all-reduce within one domain). Throws ConfigError otherwise.
+// REQUIRES: bytes finite and >= 0; ranks >= 1; ranks_per_domain divides ranks and fits the
+// domain; an explicit algorithm the system supports for the collective (NVLS needs in-network
+// reduction and an all-reduce within one domain). Throws ConfigError otherwise, and
+// PhysicalRangeError (physical_range.h) when the estimate would not be finite.
 CollectiveEstimate estimate_collective(const CollectiveQuery& query, const SystemSpec& system);
 
 }  // namespace accelsim

@@ -85,8 +85,10 @@ struct DeviceSpec {
   double price_usd_per_hour = 0.0;  // 0 = unknown
   KernelConstants kernel;
 
-  // Throws ConfigError naming the device and field when a required number is missing or
-  // negative: memory, bandwidth and at least one peak rate must be positive.
+  // Throws ConfigError naming the device and field when a number is not finite, a required one
+  // is missing or one is out of physical range: memory, bandwidth and at least one peak rate must
+  // be positive; rates, times, power, price and sizes not negative; the kernel model's
+  // efficiencies in (0, 1] (those documented as "0: as ..." may be 0).
   void validate() const;
 };
 
@@ -95,6 +97,11 @@ struct PeakRate {
   double flops_per_s = 0.0;
   std::string unit;       // "bf16_matrix", "fp32", "tf32_matrix", ...
   bool fallback = false;  // true when the device has no rate for the requested unit
+  // A matrix op fell back to a unit whose format cannot hold the dtype's values (fewer
+  // mantissa bits or a smaller exponent range: fp32 on bf16 tensor cores, as a TPU's MXU runs
+  // it in one pass): its figure is not that of the dtype asked for. A wider unit (bf16 on fp32
+  // units) computes the dtype exactly, only slower, and is not narrower.
+  bool narrower = false;
 };
 
 // Selects the peak for an op: matrix ops use the dtype's matrix unit (fp32 uses TF32 only when

@@ -21,6 +21,15 @@ class ConfigError : public Error {
   explicit ConfigError(const std::string& message) : Error(message) {}
 };
 
+// A figure a result would report is infinite, NaN or negative although its inputs validated: an
+// input (a device's, a system's or an option's number) is out of physical range
+// (physical_range.h). A ConfigError, so that callers treat it as bad input; its own type so that
+// a search that takes a shape the builder rejects as infeasible does not take this for one.
+class PhysicalRangeError : public ConfigError {
+ public:
+  explicit PhysicalRangeError(const std::string& message) : ConfigError(message) {}
+};
+
 }  // namespace accelsim
 
 // Throws ConfigError(message) unless `condition` holds. `message` is any expression that yields

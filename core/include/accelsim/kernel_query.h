@@ -54,7 +54,9 @@ struct KernelEstimate {
   Bound bound = Bound::none;
 };
 
-// REQUIRES: the query's sizes for its kind are positive. Throws ConfigError otherwise.
+// REQUIRES: the query's sizes for its kind are positive (finite for a memory kernel's bytes and
+// elements). Throws ConfigError otherwise, and PhysicalRangeError (physical_range.h) when the
+// estimate would not be finite.
 KernelEstimate estimate_kernel(const KernelQuery& query, const DeviceSpec& device,
                                std::string_view cost_model, const CostOptions& options);
 

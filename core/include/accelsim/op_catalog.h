@@ -8,7 +8,10 @@
 //
 // Counting conventions (docs/models/counting.md): a multiply-add is 2 FLOPs; attention counts
 // its two matmuls only (QK^T and PV), over the unmasked score elements when causal; pointwise
-// ops count 1 FLOP per output element; views cost nothing and launch no kernel.
+// ops count 1 FLOP per output element; views cost nothing and launch no kernel. A batched
+// matmul that a capture or the model builder marks as one GEMM of an eager attention core (attrs
+// attention_gemm, mask_is_causal, mask_window_size, mask_query_offset; docs/formats/graph.md)
+// counts every pair it computes as executed FLOPs and the pairs its mask discards as masked_flops.
 #pragma once
 
 #include <string>
@@ -57,7 +60,11 @@ struct AttentionDims {
 };
 
 struct OpCount {
-  double flops = 0.0;
+  double flops = 0.0;  // executed: what the kernel computes, the work latency is predicted from
+  // The part of `flops` spent on query-key pairs an attention mask discards: an eager attention
+  // GEMM (scores = Q K^T, context = P V) computes every pair and the mask drops some afterwards,
+  // where a fused kernel skips them. Model FLOPs count only the rest (useful_flops()).
+  double masked_flops = 0.0;
   double bytes_read = 0.0;
   double bytes_written = 0.0;
   double communication_bytes = 0.0;  // collectives: bytes of the result on this rank
@@ -69,6 +76,8 @@ struct OpCount {
   AttentionDims attention;  // attention-class ops
 
   double bytes() const { return bytes_read + bytes_written; }
+  // The FLOPs that count as model FLOPs (SimulationResult::model_flops): all but masked_flops.
+  double useful_flops() const { return flops - masked_flops; }
 };
 
 // Counts one node of `graph`. Never throws for an unknown op; throws ConfigError when a known

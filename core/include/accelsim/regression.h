@@ -15,7 +15,7 @@ struct MetricCheck {
   bool exceeded = false;  // current grew by more than max_increase_fraction
 };
 
-// REQUIRES: baseline >= 0, current >= 0, max_increase_fraction >= 0 (throws ConfigError).
+// REQUIRES: baseline, current and max_increase_fraction finite and >= 0 (throws ConfigError).
 // A zero baseline counts any positive current as exceeded.
 MetricCheck check_metric(const std::string& metric, double baseline, double current,
                          double max_increase_fraction);

@@ -304,8 +304,10 @@ struct ServeResult {
 };
 
 // REQUIRES: replicas >= 1, max_seqs >= 1, max_batched_tokens >= 1, chunk >= 1, 0 <= watermark < 1;
-// prefill_replicas < replicas. Throws ConfigError otherwise. `progress(done, total)` is called
-// with completed requests now and then.
+// prefill_replicas < replicas; a finite, non-negative KV transfer bandwidth and price; SLOs not
+// negative. Throws ConfigError otherwise. Every figure of the result is finite and not negative
+// (a request's times are NaN only when it did not complete), else PhysicalRangeError
+// (physical_range.h). `progress(done, total)` is called with completed requests now and then.
 ServeResult simulate_serving(IterationModel& costs, const Workload& workload, const ServeConfig& config,
                              const std::function<void(int64_t, int64_t)>& progress = {});
 

@@ -77,6 +77,11 @@ struct SimulateOptions {
   // once per step, like the optimizer, whatever micro_batches is, and their time is reported in
   // SimulationResult::once_per_step_time_s. Off: they run every micro-batch.
   bool fp8_weight_cache = false;
+
+  // Throws ConfigError naming the option when one is out of range: micro_batches below 1, a
+  // clock override that is negative or not finite, a system that does not validate, a group of
+  // fewer than one rank.
+  void validate() const;
 };
 
 struct OpResult {
@@ -98,6 +103,17 @@ struct UncoveredOp {
   std::string op;
   int64_t count = 0;
   double time_s = 0.0;
+};
+
+// Ops of a dtype the device has no unit for, and the unit they ran at instead (peak_rate's
+// fallback chain), so a report can say what a device really ran.
+struct UnitSubstitution {
+  DType dtype = DType::fp32;
+  bool matrix = false;    // matrix (tensor-core) ops, or vector ops
+  std::string unit;       // the unit whose rate they ran at, e.g. "bf16_matrix"
+  bool narrower = false;  // PeakRate::narrower: that unit's format does not hold the dtype
+  int64_t ops = 0;
+  double time_s = 0.0;    // their time in one pass over the graph
 };
 
 struct SimulationResult {
@@ -135,9 +151,10 @@ struct SimulationResult {
   // Model FLOPs, counted the standard way whatever the implementation recomputes: the forward's
   // matmul and attention FLOPs (2 N per token for the N parameters in matmuls, plus attention),
   // times 3 when the graph has a backward (forward + a backward of twice the forward: 6 N per
-  // token, PaLM's accounting, Chowdhery et al. 2022 app. B). Recomputed forward ops, norms and
-  // elementwise ops do not count. model_flops_utilization (MFU) = model_flops / (latency x
-  // reference peak).
+  // token, PaLM's accounting, Chowdhery et al. 2022 app. B). Attention counts the query-key
+  // pairs its mask allows only, whether a fused kernel skips the others or an eager core computes
+  // them (OpCount::useful_flops). Recomputed forward ops, norms and elementwise ops do not
+  // count. model_flops_utilization (MFU) = model_flops / (latency x reference peak).
   double model_flops = 0.0;
   double model_flops_utilization = 0.0;
   // Energy estimate of the run from an activity model: each op draws the device's idle power
@@ -151,11 +168,18 @@ struct SimulationResult {
   double required_bytes = 0.0;
   bool fits = true;
   bool used_peak_fallback = false;
+  std::vector<UnitSubstitution> substitutions;  // by dtype and op kind, in order of appearance
+  // Some matrix op ran on a unit narrower than its dtype: the figures are not those of the
+  // precision the graph asks for, so a comparison does not rank this run against others.
+  bool narrower_precision = false;
   std::vector<OpResult> ops;  // one per node, in execution order
   std::vector<UncoveredOp> uncovered_ops;
 };
 
-// REQUIRES: device.validate() passes (checked; throws ConfigError otherwise).
+// REQUIRES: device.validate() and options.validate() pass (checked; throws ConfigError
+// otherwise). Every figure of the result is finite and every byte count non-negative: a result
+// that is not (an input out of physical range that validation let through) throws ConfigError
+// naming the figure instead of being returned.
 SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
                           const SimulateOptions& options);
 

@@ -124,7 +124,8 @@ struct StageProfile {
 // The profile of `layout`'s TP/SP/CP/EP degrees and micro-batch (its pp, dp, virtual stages and
 // ZeRO stage do not enter) with the placement `groups` (tp, cp, ep as place_groups gives them).
 // Infeasible (with the reason) when the builder rejects the shapes; throws ConfigError for a
-// malformed model, device or system.
+// malformed model, device or system (PhysicalRangeError when one passes validation but the
+// stage's simulation comes out infinite, NaN or negative).
 StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
                            const ParallelLayout& layout, const std::vector<CommGroup>& groups,
                            const DeviceSpec& device, const SystemSpec& system,
@@ -138,7 +139,9 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
 // `base` gives the sequence length, recompute policy, precision and optimizer of the step (its
 // batch and parallel degrees come from the layout). Never throws for a layout that does not
 // divide or does not fit: the estimate says why (`feasible`, `reason`); throws ConfigError for
-// a malformed model, device or system.
+// a malformed model, device or system. Every figure of the estimate is finite and not negative
+// (compose_training checks before returning; physical_range.h), as is every candidate's of
+// plan_training.
 TrainingEstimate estimate_training(const ModelSpec& model, const BuildOptions& base,
                                    const ParallelLayout& layout, const DeviceSpec& device,
                                    const SystemSpec& system, const SimulateOptions& options);
@@ -176,7 +179,14 @@ struct PlanResult {
   std::map<std::string, int64_t> pruned;  // why candidates were not composed, and how many
 };
 
-// Searches `space` on `threads` threads (0: all hardware threads) for the `top` fastest steps.
+// The most threads plan_training takes. The search is CPU-bound, so threads beyond the cores only
+// take turns; each reserves a stack (8 MiB of address space by default on Linux), so 1,024
+// reserve 8 GiB.
+inline constexpr int kMaxPlanThreads = 1024;
+
+// Searches `space` on `threads` threads (0: all hardware threads; at most kMaxPlanThreads, and
+// no more than the search has work items; threads the system cannot start are done without)
+// for the `top` fastest steps.
 // `progress(done, total)` is called from the calling thread now and then while it runs. Ties
 // are broken by the layout, so the answer does not depend on the threads.
 PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const PlanSpace& space,

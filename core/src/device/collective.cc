@@ -6,11 +6,26 @@
 #include <string>
 
 #include "accelsim/error.h"
+#include "accelsim/physical_range.h"
 
 namespace accelsim {
 
 void SystemSpec::validate() const {
   const std::string who = "system '" + id + "'";
+  const std::pair<const char*, double> numbers[] = {
+      {"scaleup.bandwidth_bytes_per_s", scaleup.bandwidth_bytes_per_s},
+      {"scaleup.latency_s", scaleup.latency_s},
+      {"scaleup.efficiency", scaleup.efficiency},
+      {"scaleout.bandwidth_bytes_per_s", scaleout.bandwidth_bytes_per_s},
+      {"scaleout.latency_s", scaleout.latency_s},
+      {"scaleout.efficiency", scaleout.efficiency},
+      {"nvls_efficiency", nvls_efficiency},
+      {"nics_per_gpu", nics_per_gpu},
+      {"launch_s", launch_s},
+  };
+  for (const auto& [field, value] : numbers) {
+    ACCELSIM_CHECK(std::isfinite(value), who + ": " + field + " must be finite (got " + std::to_string(value) + ")");
+  }
   ACCELSIM_CHECK(gpus_per_node > 0, who + ": gpus_per_node must be positive");
   ACCELSIM_CHECK(scaleup_domain > 0, who + ": the scale-up domain size must be positive");
   ACCELSIM_CHECK(scaleup.bandwidth_bytes_per_s > 0, who + ": the scale-up bandwidth must be positive");
@@ -21,6 +36,7 @@ void SystemSpec::validate() const {
   }
   ACCELSIM_CHECK(!in_network_reduction || (nvls_efficiency > 0 && nvls_efficiency <= 1),
                  who + ": in-network reduction needs an nvls efficiency in (0, 1]");
+  ACCELSIM_CHECK(nvls_efficiency >= 0 && nvls_efficiency <= 1, who + ": nvls_efficiency must be in [0, 1]");
   ACCELSIM_CHECK(nics_per_gpu >= 0 && scaleout.bandwidth_bytes_per_s >= 0,
                  who + ": the scale-out NICs must not be negative");
 }
@@ -122,7 +138,7 @@ double flat_time(CollectiveKind kind, CollectiveAlgorithm algo, double s, double
 
 CollectiveEstimate estimate_collective(const CollectiveQuery& q, const SystemSpec& sys) {
   sys.validate();
-  ACCELSIM_CHECK(q.bytes >= 0, "a collective's size must not be negative");
+  ACCELSIM_CHECK(std::isfinite(q.bytes) && q.bytes >= 0, "a collective's size must be finite and not negative");
   ACCELSIM_CHECK(q.ranks >= 1, "a collective needs at least one rank");
   const int64_t per_domain =
       q.ranks_per_domain > 0 ? q.ranks_per_domain
@@ -150,6 +166,15 @@ CollectiveEstimate estimate_collective(const CollectiveQuery& q, const SystemSpe
     ACCELSIM_CHECK(sys.nics_per_gpu > 0 && sys.scaleout.bandwidth_bytes_per_s > 0,
                    "system '" + sys.id + "' has no scale-out network for " + std::to_string(q.ranks) +
                        " ranks beyond its " + std::to_string(per_domain) + "-rank domains");
+  }
+
+  // An infinite time below means an algorithm that does not run the collective; a fabric so slow
+  // that moving the bytes takes infinitely long is an input out of physical range instead.
+  require_non_negative("estimate_collective", "the time to move the bytes over the scale-up fabric",
+                       s / up_bw);
+  if (domains > 1) {
+    require_non_negative("estimate_collective", "the time to move the bytes over the scale-out NICs",
+                         s / nic_bw);
   }
 
   CollectiveEstimate e;
@@ -231,6 +256,9 @@ CollectiveEstimate estimate_collective(const CollectiveQuery& q, const SystemSpe
     e.algbw_bytes_per_s = s / e.time_s;
     e.busbw_bytes_per_s = e.algbw_bytes_per_s * busbw_factor(q.kind, q.ranks);
   }
+  require_non_negative("estimate_collective", "time_s", e.time_s);
+  require_non_negative("estimate_collective", "algbw_bytes_per_s", e.algbw_bytes_per_s);
+  require_non_negative("estimate_collective", "busbw_bytes_per_s", e.busbw_bytes_per_s);
   return e;
 }
 

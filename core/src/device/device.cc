@@ -13,29 +13,73 @@ namespace {
 
 using Rate = double DeviceSpec::*;
 
+// A number format as significand bits (the implicit bit included) and exponent bits; an
+// integer format has no exponent. IEEE 754-2008 (fp64, fp32, fp16); NVIDIA's TF32 (10 + 1
+// significand, 8 exponent bits); bf16 (7 + 1, 8); OCP fp8 (e4m3: 3 + 1, 4; e5m2: 2 + 1, 5).
+struct Format {
+  int significand_bits;
+  int exponent_bits;
+};
+
+constexpr Format kFp64Format{53, 11};
+constexpr Format kFp32Format{24, 8};
+constexpr Format kTf32Format{11, 8};
+constexpr Format kFp16Format{11, 5};
+constexpr Format kBf16Format{8, 8};
+constexpr Format kFp8Format{4, 5};  // a unit that runs both e4m3 (4, 4) and e5m2 (3, 5)
+constexpr Format kInt8Format{8, 0};
+
 struct Unit {
   const char* name;
   Rate rate;
+  Format format;
 };
 
-constexpr Unit kFp64{"fp64", &DeviceSpec::fp64_flops_per_s};
-constexpr Unit kFp64Matrix{"fp64_matrix", &DeviceSpec::fp64_matrix_flops_per_s};
-constexpr Unit kFp32{"fp32", &DeviceSpec::fp32_flops_per_s};
-constexpr Unit kFp32Matrix{"fp32_matrix", &DeviceSpec::fp32_matrix_flops_per_s};
-constexpr Unit kTf32Matrix{"tf32_matrix", &DeviceSpec::tf32_matrix_flops_per_s};
-constexpr Unit kFp16Matrix{"fp16_matrix", &DeviceSpec::fp16_matrix_flops_per_s};
-constexpr Unit kBf16Matrix{"bf16_matrix", &DeviceSpec::bf16_matrix_flops_per_s};
-constexpr Unit kFp8Matrix{"fp8_matrix", &DeviceSpec::fp8_matrix_flops_per_s};
-constexpr Unit kInt8Matrix{"int8_matrix", &DeviceSpec::int8_matrix_ops_per_s};
+constexpr Unit kFp64{"fp64", &DeviceSpec::fp64_flops_per_s, kFp64Format};
+constexpr Unit kFp64Matrix{"fp64_matrix", &DeviceSpec::fp64_matrix_flops_per_s, kFp64Format};
+constexpr Unit kFp32{"fp32", &DeviceSpec::fp32_flops_per_s, kFp32Format};
+constexpr Unit kFp32Matrix{"fp32_matrix", &DeviceSpec::fp32_matrix_flops_per_s, kFp32Format};
+constexpr Unit kTf32Matrix{"tf32_matrix", &DeviceSpec::tf32_matrix_flops_per_s, kTf32Format};
+constexpr Unit kFp16Matrix{"fp16_matrix", &DeviceSpec::fp16_matrix_flops_per_s, kFp16Format};
+constexpr Unit kBf16Matrix{"bf16_matrix", &DeviceSpec::bf16_matrix_flops_per_s, kBf16Format};
+constexpr Unit kFp8Matrix{"fp8_matrix", &DeviceSpec::fp8_matrix_flops_per_s, kFp8Format};
+constexpr Unit kInt8Matrix{"int8_matrix", &DeviceSpec::int8_matrix_ops_per_s, kInt8Format};
 
-// Walks `preferred` first, then `fallbacks`; the first unit with a positive rate wins.
-PeakRate pick(const DeviceSpec& d, std::initializer_list<Unit> preferred,
+// The format of a dtype's values; integers wider than 8 bits hold more than any unit here.
+Format dtype_format(DType dtype) {
+  switch (dtype) {
+    case DType::fp64:
+    case DType::complex128: return kFp64Format;
+    case DType::fp32:
+    case DType::complex64: return kFp32Format;
+    case DType::fp16: return kFp16Format;
+    case DType::bf16: return kBf16Format;
+    case DType::fp8_e4m3: return {4, 4};
+    case DType::fp8_e5m2: return {3, 5};
+    case DType::int8:
+    case DType::uint8:
+    case DType::boolean: return kInt8Format;
+    default: return {64, 0};
+  }
+}
+
+// True when every value of `dtype` is a value of `unit`'s format: integers of n bits are exact in
+// a float format with at least n significand bits; floats need as many significand and exponent
+// bits (an integer unit holds no float).
+bool holds(const Format& unit, const Format& dtype) {
+  if (dtype.exponent_bits == 0) return unit.significand_bits >= dtype.significand_bits;
+  return unit.exponent_bits >= dtype.exponent_bits && unit.significand_bits >= dtype.significand_bits;
+}
+
+// Walks `preferred` first, then `fallbacks`; the first unit with a positive rate wins. A matrix
+// op's fallback to a unit that does not hold `dtype` is marked narrower.
+PeakRate pick(const DeviceSpec& d, DType dtype, bool matrix_op, std::initializer_list<Unit> preferred,
               std::initializer_list<Unit> fallbacks) {
   for (const Unit& u : preferred) {
-    if (d.*u.rate > 0) return {d.*u.rate, u.name, false};
+    if (d.*u.rate > 0) return {d.*u.rate, u.name, false, false};
   }
   for (const Unit& u : fallbacks) {
-    if (d.*u.rate > 0) return {d.*u.rate, u.name, true};
+    if (d.*u.rate > 0) return {d.*u.rate, u.name, true, matrix_op && !holds(u.format, dtype_format(dtype))};
   }
   return {};
 }
@@ -57,7 +101,22 @@ void scale_compute_rates(DeviceSpec& d, double factor) {
 
 void DeviceSpec::validate() const {
   const std::string who = "device '" + (id.empty() ? name : id) + "'";
+  // Every number must be finite: an infinite or NaN constant would turn into infinite or NaN
+  // times, rates and energies instead of an error.
+  auto finite = [&](const char* field, double value) {
+    if (!std::isfinite(value)) {
+      std::ostringstream got;
+      got << value;
+      throw ConfigError(who + ": " + field + " must be finite (got " + got.str() + ")");
+    }
+  };
+  auto at_least_zero = [&](const char* field, double value) {
+    finite(field, value);
+    ACCELSIM_CHECK(value >= 0, who + ": " + field + " must not be negative");
+  };
+  finite("memory capacity", memory_bytes);
   ACCELSIM_CHECK(memory_bytes > 0, who + ": memory capacity must be positive");
+  finite("memory bandwidth", memory_bandwidth_bytes_per_s);
   ACCELSIM_CHECK(memory_bandwidth_bytes_per_s > 0, who + ": memory bandwidth must be positive");
   const std::pair<const char*, double> rates[] = {
       {"fp64", fp64_flops_per_s},          {"fp64_matrix", fp64_matrix_flops_per_s},
@@ -68,12 +127,48 @@ void DeviceSpec::validate() const {
   };
   bool any = false;
   for (const auto& [field, value] : rates) {
+    if (!std::isfinite(value)) {
+      std::ostringstream got;
+      got << value;
+      throw ConfigError(who + ": peak rate " + field + " must be finite (got " + got.str() + ")");
+    }
     ACCELSIM_CHECK(value >= 0, who + ": peak rate " + field + " is negative");
     any = any || value > 0;
   }
   ACCELSIM_CHECK(any, who + ": needs at least one positive peak rate");
-  ACCELSIM_CHECK(kernel_launch_overhead_s >= 0, who + ": launch overhead is negative");
-  ACCELSIM_CHECK(price_usd_per_hour >= 0, who + ": price is negative");
+  at_least_zero("launch overhead", kernel_launch_overhead_s);
+  at_least_zero("price", price_usd_per_hour);
+  at_least_zero("runtime_reserved_bytes", runtime_reserved_bytes);
+  ACCELSIM_CHECK(num_compute_units >= 0, who + ": num_compute_units must not be negative");
+  at_least_zero("clock_hz", clock_hz);
+  at_least_zero("l2_cache_bytes", l2_cache_bytes);
+  at_least_zero("tdp_w", tdp_w);
+  // The kernel model's constants: efficiencies are fractions of a peak, in (0, 1]; those whose 0
+  // means "as another efficiency" may be 0. Times are non-negative.
+  const std::pair<const char*, double> efficiencies[] = {
+      {"kernel.matmul_efficiency", kernel.matmul_efficiency},
+      {"kernel.attention_efficiency", kernel.attention_efficiency},
+      {"kernel.attention_backward_efficiency", kernel.attention_backward_efficiency},
+      {"kernel.memory_efficiency", kernel.memory_efficiency},
+  };
+  for (const auto& [field, value] : efficiencies) {
+    finite(field, value);
+    ACCELSIM_CHECK(value > 0 && value <= 1, who + ": " + field + " must be in (0, 1]");
+  }
+  const std::pair<const char*, double> optional_efficiencies[] = {
+      {"kernel.fp8_matmul_efficiency", kernel.fp8_matmul_efficiency},
+      {"kernel.flash3_efficiency", kernel.flash3_efficiency},
+      {"kernel.cudnn_efficiency", kernel.cudnn_efficiency},
+      {"kernel.fp8_attention_efficiency", kernel.fp8_attention_efficiency},
+      {"kernel.gemm_memory_efficiency", kernel.gemm_memory_efficiency},
+  };
+  for (const auto& [field, value] : optional_efficiencies) {
+    finite(field, value);
+    ACCELSIM_CHECK(value >= 0 && value <= 1, who + ": " + field + " must be in (0, 1] (0: unset)");
+  }
+  at_least_zero("kernel.gemm_tile_overhead_s", kernel.gemm_tile_overhead_s);
+  at_least_zero("kernel.kernel_floor_s", kernel.kernel_floor_s);
+  at_least_zero("kernel.stream_floor_s", kernel.stream_floor_s);
 }
 
 PeakRate peak_rate(const DeviceSpec& d, DType dtype, bool matrix_op, bool allow_tf32) {
@@ -85,36 +180,36 @@ PeakRate peak_rate(const DeviceSpec& d, DType dtype, bool matrix_op, bool allow_
   if (matrix_op) {
     switch (dtype) {
       case DType::fp64:
-        r = pick(d, {kFp64Matrix, kFp64}, {kFp32Matrix, kFp32, kBf16Matrix, kFp16Matrix});
+        r = pick(d, dtype, matrix_op, {kFp64Matrix, kFp64}, {kFp32Matrix, kFp32, kBf16Matrix, kFp16Matrix});
         break;
       case DType::fp32:
       case DType::complex64:
       case DType::complex128:
-        r = allow_tf32 ? pick(d, {kTf32Matrix, kFp32Matrix, kFp32}, {kBf16Matrix, kFp16Matrix})
-                       : pick(d, {kFp32Matrix, kFp32}, {kTf32Matrix, kBf16Matrix, kFp16Matrix});
+        r = allow_tf32 ? pick(d, dtype, matrix_op, {kTf32Matrix, kFp32Matrix, kFp32}, {kBf16Matrix, kFp16Matrix})
+                       : pick(d, dtype, matrix_op, {kFp32Matrix, kFp32}, {kTf32Matrix, kBf16Matrix, kFp16Matrix});
         break;
       case DType::fp16:
-        r = pick(d, {kFp16Matrix}, {kBf16Matrix, kFp32Matrix, kFp32});
+        r = pick(d, dtype, matrix_op, {kFp16Matrix}, {kBf16Matrix, kFp32Matrix, kFp32});
         break;
       case DType::bf16:
-        r = pick(d, {kBf16Matrix}, {kFp32Matrix, kFp32, kFp16Matrix});
+        r = pick(d, dtype, matrix_op, {kBf16Matrix}, {kFp32Matrix, kFp32, kFp16Matrix});
         break;
       case DType::fp8_e4m3:
       case DType::fp8_e5m2:
-        r = pick(d, {kFp8Matrix}, {kFp16Matrix, kBf16Matrix, kFp32Matrix, kFp32});
+        r = pick(d, dtype, matrix_op, {kFp8Matrix}, {kFp16Matrix, kBf16Matrix, kFp32Matrix, kFp32});
         break;
       case DType::int8:
       case DType::uint8:
-        r = pick(d, {kInt8Matrix}, {kFp16Matrix, kBf16Matrix, kFp32Matrix, kFp32});
+        r = pick(d, dtype, matrix_op, {kInt8Matrix}, {kFp16Matrix, kBf16Matrix, kFp32Matrix, kFp32});
         break;
       default:
-        r = pick(d, {kFp32}, {kFp32Matrix, kBf16Matrix, kFp16Matrix});
+        r = pick(d, dtype, matrix_op, {kFp32}, {kFp32Matrix, kBf16Matrix, kFp16Matrix});
         break;
     }
   } else if (dtype == DType::fp64 || dtype == DType::complex128) {
-    r = pick(d, {kFp64}, {kFp32, kFp32Matrix, kBf16Matrix, kFp16Matrix});
+    r = pick(d, dtype, matrix_op, {kFp64}, {kFp32, kFp32Matrix, kBf16Matrix, kFp16Matrix});
   } else {
-    r = pick(d, {kFp32}, {kFp32Matrix, kBf16Matrix, kFp16Matrix, kTf32Matrix});
+    r = pick(d, dtype, matrix_op, {kFp32}, {kFp32Matrix, kBf16Matrix, kFp16Matrix, kTf32Matrix});
   }
   return r;
 }

@@ -1,6 +1,7 @@
 #include "accelsim/graph.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -9,6 +10,8 @@
 namespace accelsim {
 namespace {
 
+// StorageId, TensorId and NodeId are int32.
+constexpr size_t kMaxIds = static_cast<size_t>(std::numeric_limits<int32_t>::max());
 
 std::string attr_type(const AttrValue& v) {
   switch (v.index()) {
@@ -94,6 +97,7 @@ StorageId Graph::add_storage(const Storage& storage) {
                  "storage " + std::to_string(storages_.size()) + " has negative size_bytes");
   ACCELSIM_CHECK(storage.released_after >= kNoNode,
                  "storage " + std::to_string(storages_.size()) + " has a negative released_after");
+  ACCELSIM_CHECK(storages_.size() < kMaxIds, "the graph has more storages than 32-bit ids can name");
   storages_.push_back(storage);
   return static_cast<StorageId>(storages_.size() - 1);
 }
@@ -109,6 +113,8 @@ TensorId Graph::add_tensor(TensorMeta tensor) {
     ACCELSIM_CHECK(d >= 0, "tensor " + id + " has a negative dimension");
   }
   ACCELSIM_CHECK(tensor.storage_offset >= 0, "tensor " + id + " has a negative storage offset");
+  ACCELSIM_CHECK(tensors_.size() < kMaxIds, "the graph has more tensors than 32-bit ids can name");
+  tensor.logical_bytes();  // throws ConfigError when its byte count overflows 64 bits
   tensors_.push_back(std::move(tensor));
   return static_cast<TensorId>(tensors_.size() - 1);
 }
@@ -124,6 +130,7 @@ NodeId Graph::add_node(Node node) {
     ACCELSIM_CHECK(t >= 0 && static_cast<size_t>(t) < tensors_.size(),
                    where + " writes unknown tensor " + std::to_string(t));
   }
+  ACCELSIM_CHECK(nodes_.size() < kMaxIds, "the graph has more nodes than 32-bit ids can name");
   nodes_.push_back(std::move(node));
   return static_cast<NodeId>(nodes_.size() - 1);
 }

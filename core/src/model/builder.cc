@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "accelsim/checked_arithmetic.h"
 #include "accelsim/error.h"
 #include "backward.h"
 
@@ -122,8 +123,9 @@ class Builder {
     r_.ffn = divided(m.ffn_size, tp, "ffn_size");
     // A vocabulary the TP degree does not divide is padded as Megatron-LM pads it, to a multiple
     // of 128 x TP (make_vocab_size_divisible_by = 128); the padded rows are never looked up.
-    const int64_t unit = 128 * tp;
-    r_.vocab = m.vocab_size % tp == 0 ? m.vocab_size / tp : (m.vocab_size + unit - 1) / unit * unit / tp;
+    const int64_t unit = checked_mul(128, tp, "128 x the tensor-parallel degree");
+    r_.vocab = m.vocab_size % tp == 0 ? m.vocab_size / tp
+                                      : checked_add(m.vocab_size, unit - 1, "the padded vocabulary") / unit * unit / tp;
     b_ = o.batch;
     cp_ = o.context_parallel;
     sp_ = o.sequence_parallel;
@@ -131,7 +133,11 @@ class Builder {
     // A training step runs the forward of a prefill (every position, no cache).
     train_ = o.phase == Phase::train;
     s_ = m.vision() ? m.image_tokens() / cp_ : o.phase != Phase::decode ? o.seq / cp_ : 1;
-    past_ = o.phase != Phase::decode ? 0 : (o.context + 1 + cp_ - 1) / cp_ - 1;
+    // Decode: this rank's share of the context + 1 tokens, rounded up, less the new one.
+    if (o.phase == Phase::decode) {
+      const int64_t keys = o.context + 1;  // validated to fit
+      past_ = keys / cp_ + (keys % cp_ != 0 ? 1 : 0) - 1;
+    }
     eager_ = o.kernels == KernelStyle::hf_eager;
     dt_ = m.activation_dtype;
   }
@@ -707,8 +713,8 @@ class Builder {
   }
 
   TensorId attention_op(std::vector<TensorId> qkv, Shape out, std::vector<Attr> attrs) {
-    if (o_.eager_attention) return eager_core(qkv, out);
-    if (eager_ && m_.family == "gptj") return gptj_core(qkv, out);
+    if (o_.eager_attention) return eager_core(qkv, out, attrs);
+    if (eager_ && m_.family == "gptj") return gptj_core(qkv, out, attrs);
     TensorId o = e_.fresh(std::move(out), dt_);
     attention_node(std::move(qkv), o, std::move(attrs));
     return o;
@@ -722,7 +728,21 @@ class Builder {
   // sliding windows are applied inside the softmax (the full sq x sk product is computed); GQA
   // reads shared K/V heads without copying them. Nodes carry the module path "<attention>.core"
   // (selective recomputation's region).
-  TensorId eager_core(const std::vector<TensorId>& qkv, const Shape& out) {
+  // The attrs of an eager core's GEMM `gemm` ("qk" or "pv"): the query-key pairs its mask allows,
+  // as the fused op's `attention` attrs give them (is_causal, window_size, query_offset), so that
+  // model FLOPs count the same pairs whichever way attention runs (op_catalog.h).
+  static std::vector<Attr> masked_gemm_attrs(const std::vector<Attr>& attention, const char* gemm) {
+    std::vector<Attr> attrs = {{"attention_gemm", std::string(gemm)}};
+    for (const Attr& a : attention) {
+      if (a.name == "is_causal" || a.name == "window_size" || a.name == "query_offset") {
+        attrs.push_back({"mask_" + a.name, a.value});
+      }
+    }
+    return attrs;
+  }
+
+  TensorId eager_core(const std::vector<TensorId>& qkv, const Shape& out,
+                      const std::vector<Attr>& attention) {
     const std::string module = e_.module;
     e_.module = module + ".core";
     const Shape& q = e_.shape(qkv[0]);
@@ -730,11 +750,12 @@ class Builder {
     const int64_t sk = e_.shape(qkv[1])[2], dv = out[3];
     TensorId scores = e_.op("bmm", {e_.view(qkv[0], {b * h, sq, d}),
                                     e_.view(qkv[1], {b * h, d, sk}, {sk * d, 1, d})},
-                            {b * h, sq, sk}, dt_);
+                            {b * h, sq, sk}, dt_, masked_gemm_attrs(attention, "qk"));
     TensorId probs = e_.op("_softmax", {scores}, {b * h, sq, sk}, dt_,
                            {{"dim", int64_t{-1}}, {"half_to_float", false}});
     probs = dropout(probs, m_.attention_dropout);
-    TensorId ctx = e_.op("bmm", {probs, e_.view(qkv[2], {b * h, sk, dv})}, {b * h, sq, dv}, dt_);
+    TensorId ctx = e_.op("bmm", {probs, e_.view(qkv[2], {b * h, sk, dv})}, {b * h, sq, dv}, dt_,
+                         masked_gemm_attrs(attention, "pv"));
     TensorId o = e_.op("clone", {e_.view(ctx, {b, sq, h, dv}, {h * sq * dv, dv, sq * dv, 1})},
                        {b, sq, h, dv}, dt_);
     e_.module = module;
@@ -745,7 +766,8 @@ class Builder {
   // scores divided by sqrt(head_dim), the additive causal mask [b, 1, sq, sk] (built by the
   // model's forward; an input here) added, softmax in fp32, cast back, P V, heads merged by a
   // contiguous copy.
-  TensorId gptj_core(const std::vector<TensorId>& qkv, const Shape& out) {
+  TensorId gptj_core(const std::vector<TensorId>& qkv, const Shape& out,
+                     const std::vector<Attr>& attention) {
     const std::string module = e_.module;
     e_.module = module + ".core";
     const Shape& qs = e_.shape(qkv[0]);
@@ -757,7 +779,7 @@ class Builder {
     TensorId q = fp32(qkv[0]);
     TensorId k = fp32(qkv[1]);
     TensorId scores = e_.op("bmm", {e_.view(q, {b * h, sq, d}), e_.view(k, {b * h, d, sk}, {sk * d, 1, d})},
-                            {b * h, sq, sk}, DType::fp32);
+                            {b * h, sq, sk}, DType::fp32, masked_gemm_attrs(attention, "qk"));
     TensorId scaled = e_.op("div", {scores}, {b * h, sq, sk}, DType::fp32);
     if (causal_mask_ < 0) {
       causal_mask_ = e_.resident({b, 1, sq, sk}, DType::fp32, StorageKind::input, "input.causal_mask");
@@ -769,7 +791,8 @@ class Builder {
                            {{"dim", int64_t{-1}}, {"half_to_float", false}});
     if (dt_ != DType::fp32) probs = e_.op("_to_copy", {probs}, {b * h, sq, sk}, dt_);
     gptj_weights_ = probs;  // returned as attn_weights, held by the block and the model's loop
-    TensorId ctx = e_.op("bmm", {probs, e_.view(qkv[2], {b * h, sk, dv})}, {b * h, sq, dv}, dt_);
+    TensorId ctx = e_.op("bmm", {probs, e_.view(qkv[2], {b * h, sk, dv})}, {b * h, sq, dv}, dt_,
+                         masked_gemm_attrs(attention, "pv"));
     TensorId o = e_.op("clone", {e_.view(ctx, {b, sq, h, dv}, {h * sq * dv, dv, sq * dv, 1})},
                        {b, sq, h, dv}, dt_);
     e_.module = module;
@@ -1390,19 +1413,23 @@ int64_t step_kv_cache_bytes(const ModelSpec& model, const BuildOptions& options)
   if (!model.causal || options.phase == Phase::train) return 0;
   // Context parallelism splits the cache's tokens across ranks.
   const int64_t cp = options.context_parallel;
-  const int64_t all = options.phase == Phase::prefill ? options.seq : options.context + 1;
-  const int64_t tokens_here = (all + cp - 1) / cp;
+  const int64_t all = options.phase == Phase::prefill ? options.seq
+                                                      : checked_add(options.context, 1, "the context + 1 tokens");
+  const int64_t tokens_here = all / cp + (all % cp != 0 ? 1 : 0);
   if (model.mla.enabled()) {    // the latent cache is not split across heads: every rank holds it
     return kv_cache_bytes(model, options.batch, tokens_here);
   }
   const int64_t tp = options.tensor_parallel;
   const int64_t kv_heads = model.num_kv_heads >= tp ? model.num_kv_heads / tp : 1;
-  return 2 * model.num_layers * options.batch * tokens_here * kv_heads * model.head_dim *
-         size_bytes(model.kv_cache_dtype);
+  return checked_product("model '" + model.name + "': this rank's KV cache (2 x num_layers x batch x "
+                         "tokens x num_kv_heads x head_dim x bytes)",
+                         2, model.num_layers, options.batch, tokens_here, kv_heads, model.head_dim,
+                         size_bytes(model.kv_cache_dtype));
 }
 
-Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
+void BuildOptions::validate(const ModelSpec& model) const {
   model.validate();
+  const BuildOptions& options = *this;
   ACCELSIM_CHECK(options.batch >= 1, "batch must be at least 1");
   ACCELSIM_CHECK(options.tensor_parallel >= 1, "the tensor-parallel degree must be at least 1");
   ACCELSIM_CHECK(options.expert_parallel >= 1 && options.context_parallel >= 1,
@@ -1434,7 +1461,8 @@ Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
   }
   if (options.context_parallel > 1 && options.phase != Phase::decode) {
     const int64_t tokens = model.vision() ? model.image_tokens() : options.seq;
-    const int64_t parts = options.context_parallel * (model.causal ? 2 : 1);
+    const int64_t parts = checked_mul(options.context_parallel, model.causal ? 2 : 1,
+                                      "the context-parallel degree");
     ACCELSIM_CHECK(tokens % parts == 0,
                    "context parallelism of " + std::to_string(options.context_parallel) +
                        " needs a sequence divisible by " + std::to_string(parts) +
@@ -1458,12 +1486,28 @@ Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
   } else {
     ACCELSIM_CHECK(options.context >= 0, "decode needs a context length of at least 0");
   }
+
+  // The graph's ids are 32-bit: a training step with recompute takes a few hundred ids per layer.
+  constexpr int64_t kMaxLayers = 1 << 20;
+  ACCELSIM_CHECK(model.num_layers <= kMaxLayers,
+                 "model '" + model.name + "': " + std::to_string(model.num_layers) +
+                     " layers are more than a graph's 32-bit ids can name (at most " +
+                     std::to_string(kMaxLayers) + ")");
+  // The step's largest tensors must fit in 64-bit byte counts (each is checked again as the
+  // builder creates it; these name the quantity): the hidden states and the FFN's in fp32 (norms
+  // and HF-eager upcasts), the logits in fp32 (the loss), the attention scores of eager
+  // attention, the KV cache, and in training the parameters with their gradients, fp32 master
+  // weights and two optimizer states.
+  const std::string who = "model '" + model.name + "': ";
+  const int64_t seq = model.vision() ? model.image_tokens()
+                      : options.phase == Phase::decode ? 1 : options.seq;
+  const int64_t keys = options.phase == Phase::decode ? checked_add(options.context, 1, who + "context + 1")
+                                                      : seq;
   if (model.learned_positions && !model.vision()) {
     // A learned position table has one row per position (GPT-2's wpe, BERT's position
     // embeddings): a sequence longer than its rows cannot run. RoPE models compute their
     // positions and may be run past the trained length, as HF's rotary embeddings allow.
-    const int64_t positions =
-        options.phase == Phase::decode ? options.context + 1 : options.seq;
+    const int64_t positions = options.phase == Phase::decode ? keys : options.seq;
     ACCELSIM_CHECK(positions <= model.max_position_embeddings,
                    "model '" + model.name + "' has a learned table of " +
                        std::to_string(model.max_position_embeddings) +
@@ -1473,6 +1517,28 @@ Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
                             : "seq " + std::to_string(options.seq)) +
                        " needs " + std::to_string(positions));
   }
+  checked_product(who + "batch x seq x hidden_size x 4 bytes", options.batch, seq, model.hidden_size, 4);
+  checked_product(who + "batch x seq x ffn_size x 4 bytes", options.batch, seq, model.ffn_size, 4);
+  checked_product(who + "batch x seq x vocab_size x 4 bytes", options.batch, seq, model.vocab_size, 4);
+  if (model.moe.enabled()) {
+    checked_product(who + "batch x seq x top_k x expert_ffn_size x 4 bytes", options.batch, seq,
+                    model.moe.top_k, model.moe.expert_ffn_size, 4);
+  }
+  if (options.eager_attention || options.kernels == KernelStyle::hf_eager) {
+    checked_product(who + "batch x num_heads x seq x context x 4 bytes (attention scores)", options.batch,
+                    model.num_heads, seq, keys, 4);
+  }
+  checked_product(who + "max_position_embeddings x head_dim x 4 bytes", model.max_position_embeddings,
+                  model.head_dim, 4);
+  step_kv_cache_bytes(model, options);
+  if (options.phase == Phase::train) {
+    checked_product(who + "parameters x bytes of weights, gradients, master weights and optimizer states",
+                    parameter_count(model), size_bytes(model.weight_dtype) + 16);
+  }
+}
+
+Graph build_graph(const ModelSpec& model, const BuildOptions& options) {
+  options.validate(model);
   return Builder(model, options).build();
 }
 

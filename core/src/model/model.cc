@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
+#include "accelsim/checked_arithmetic.h"
 #include "accelsim/error.h"
 
 namespace accelsim {
@@ -17,8 +19,11 @@ void ModelSpec::validate() const {
                  who + ": num_heads (" + std::to_string(num_heads) +
                      ") must be a multiple of num_kv_heads (" + std::to_string(num_kv_heads) + ")");
   ACCELSIM_CHECK(head_dim > 0, who + ": head_dim must be positive");
-  for (double p : {hidden_dropout, embedding_dropout, attention_dropout}) {
-    ACCELSIM_CHECK(p >= 0.0 && p < 1.0, who + ": dropout probabilities must be in [0, 1)");
+  for (const auto& [field, p] : {std::pair<const char*, double>{"hidden_dropout", hidden_dropout},
+                                 {"embedding_dropout", embedding_dropout},
+                                 {"attention_dropout", attention_dropout}}) {
+    // NaN fails both comparisons.
+    ACCELSIM_CHECK(p >= 0.0 && p < 1.0, who + ": " + field + " (a dropout probability) must be in [0, 1)");
   }
   ACCELSIM_CHECK(ffn_size > 0, who + ": ffn_size must be positive");
   ACCELSIM_CHECK(vocab_size > 0 || (vision() && !lm_head),
@@ -58,63 +63,112 @@ void ModelSpec::validate() const {
                        moe.top_k_groups >= 1 && moe.top_k_groups <= moe.num_groups,
                    who + ": expert groups must divide the experts, top-k groups within them");
   }
+  ACCELSIM_CHECK(max_position_embeddings >= 0, who + ": max_position_embeddings must not be negative");
+  // Every byte count derived from the model must fit in 64 bits: its largest matrices, its
+  // parameter count (checked term by term) and the bytes of its weights.
+  const int64_t bytes = size_bytes(weight_dtype);
+  checked_product(who + ": hidden_size x vocab_size x bytes", hidden_size, vocab_size, bytes);
+  checked_product(who + ": hidden_size x ffn_size x bytes", hidden_size, ffn_size, bytes);
+  checked_product(who + ": hidden_size x num_heads x head_dim x bytes", hidden_size, num_heads, head_dim, bytes);
+  if (moe.enabled()) {
+    checked_product(who + ": hidden_size x num_experts x expert_ffn_size x bytes", hidden_size,
+                    moe.num_experts, moe.expert_ffn_size, bytes);
+  }
+  checked_product(who + ": parameters x bytes", parameter_count(*this), bytes);
 }
 
 namespace {
 
-// Parameters of a model whose MoE layers hold `experts` routed experts.
+// Parameters of a model whose MoE layers hold `experts` routed experts. Every product and sum is
+// checked (checked_arithmetic.h): a count that does not fit in 64 bits throws ConfigError naming
+// the term (count_parameters adds the model's name).
 int64_t count_with_experts(const ModelSpec& m, int64_t experts) {
+  auto mul = [](const char* what, auto... factors) {
+    return checked_product(what, static_cast<int64_t>(factors)...);
+  };
+  auto sum = [](const char* what, auto... terms) {
+    return checked_sum(what, static_cast<int64_t>(terms)...);
+  };
   const int64_t h = m.hidden_size;
-  const int64_t q = m.num_heads * m.head_dim;
-  const int64_t kv = m.num_kv_heads * m.head_dim;
-  const int64_t norm = m.norm == NormKind::rms_norm ? h : 2 * h;  // LayerNorm has a bias
-  int64_t layer = h * q + 2 * h * kv + q * h;                      // q, k, v, o projections
+  const int64_t q = mul("num_heads x head_dim", m.num_heads, m.head_dim);
+  const int64_t kv = mul("num_kv_heads x head_dim", m.num_kv_heads, m.head_dim);
+  const int64_t norm = m.norm == NormKind::rms_norm ? h : mul("2 x hidden_size", 2, h);  // LayerNorm has a bias
+  // q, k, v, o projections.
+  int64_t layer = sum("a layer's attention parameters", mul("hidden_size x num_heads x head_dim", 2, h, q),
+                      mul("hidden_size x num_kv_heads x head_dim", 2, h, kv));
   if (m.mla.enabled()) {
     // q: [h -> q_lora] + RMSNorm + [q_lora -> heads * (nope + rope)], or [h -> heads * (nope +
     // rope)]; kv: [h -> kv_lora + rope] + RMSNorm + [kv_lora -> heads * (nope + v)]; o.
     const MlaSpec& a = m.mla;
-    const int64_t qk = m.num_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim);
-    layer = a.q_lora_rank > 0 ? h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * qk : h * qk;
-    layer += h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank +
-             a.kv_lora_rank * m.num_heads * (a.qk_nope_head_dim + a.v_head_dim) +
-             m.num_heads * a.v_head_dim * h;
+    const char* what = "a layer's MLA parameters";
+    const int64_t qk = mul("num_heads x (qk_nope_head_dim + qk_rope_head_dim)", m.num_heads,
+                           sum(what, a.qk_nope_head_dim, a.qk_rope_head_dim));
+    layer = a.q_lora_rank > 0
+                ? sum(what, mul("hidden_size x q_lora_rank", h, a.q_lora_rank), a.q_lora_rank,
+                      mul("q_lora_rank x num_heads x qk head dims", a.q_lora_rank, qk))
+                : mul("hidden_size x num_heads x qk head dims", h, qk);
+    layer = sum(what, layer,
+                mul("hidden_size x (kv_lora_rank + qk_rope_head_dim)", h, sum(what, a.kv_lora_rank, a.qk_rope_head_dim)),
+                a.kv_lora_rank,
+                mul("kv_lora_rank x num_heads x (qk_nope_head_dim + v_head_dim)", a.kv_lora_rank, m.num_heads,
+                    sum(what, a.qk_nope_head_dim, a.v_head_dim)),
+                mul("num_heads x v_head_dim x hidden_size", m.num_heads, a.v_head_dim, h));
   }
-  if (m.qkv_bias) layer += q + 2 * kv;
-  if (m.output_bias) layer += h;
-  if (m.qk_norm) layer += 2 * m.head_dim;
+  const char* layer_what = "a layer's parameters";
+  if (m.qkv_bias) layer = sum(layer_what, layer, q, mul("2 x num_kv_heads x head_dim", 2, kv));
+  if (m.output_bias) layer = sum(layer_what, layer, h);
+  if (m.qk_norm) layer = sum(layer_what, layer, mul("2 x head_dim", 2, m.head_dim));
   // Before attention and before the FFN; a parallel block may share one.
-  layer += (m.parallel_block && !m.parallel_ffn_norm ? 1 : 2) * norm;
+  layer = sum(layer_what, layer, mul("a layer's norms", m.parallel_block && !m.parallel_ffn_norm ? 1 : 2, norm));
   const int64_t ffn_matrices = m.gated_ffn ? 3 : 2;
-  int64_t dense_ffn = ffn_matrices * h * m.ffn_size;
-  if (m.ffn_bias) dense_ffn += (ffn_matrices - 1) * m.ffn_size + h;
+  int64_t dense_ffn = mul("hidden_size x ffn_size x FFN matrices", ffn_matrices, h, m.ffn_size);
+  if (m.ffn_bias) dense_ffn = sum(layer_what, dense_ffn, mul("FFN biases", ffn_matrices - 1, m.ffn_size), h);
   const MoeSpec& e = m.moe;
   // Router [experts, h], gated experts (gate, up, down), shared expert MLP and its gate.
-  const int64_t moe_ffn = h * e.num_experts + experts * 3 * h * e.expert_ffn_size +
-                          3 * h * e.shared_ffn_size + (e.shared_expert_gate ? h : 0);
-  int64_t total = m.vocab_size * h;
-  if (m.final_norm) total += norm;
-  if (m.learned_positions) total += m.max_position_embeddings * h;
-  total += m.type_vocab_size * h;
-  if (m.embedding_norm) total += norm;
-  if (m.lm_head_transform) total += h * h + h + norm;
-  if (m.lm_head_bias) total += m.vocab_size;
-  if (m.vision()) {
-    total += m.num_channels * m.patch_size * m.patch_size * h + h;  // patch convolution + bias
-    if (m.cls_token) total += h;
+  const int64_t moe_ffn =
+      sum(layer_what, mul("hidden_size x num_experts", h, e.num_experts),
+          mul("experts x 3 x hidden_size x expert_ffn_size", experts, 3, h, e.expert_ffn_size),
+          mul("3 x hidden_size x shared_ffn_size", 3, h, e.shared_ffn_size), e.shared_expert_gate ? h : 0);
+  const char* what = "the parameter count";
+  int64_t total = mul("vocab_size x hidden_size", m.vocab_size, h);
+  if (m.final_norm) total = sum(what, total, norm);
+  if (m.learned_positions) total = sum(what, total, mul("max_position_embeddings x hidden_size", m.max_position_embeddings, h));
+  total = sum(what, total, mul("type_vocab_size x hidden_size", m.type_vocab_size, h));
+  if (m.embedding_norm) total = sum(what, total, norm);
+  if (m.lm_head_transform) total = sum(what, total, mul("hidden_size x hidden_size", h, h), h, norm);
+  if (m.lm_head_bias) total = sum(what, total, m.vocab_size);
+  if (m.vision()) {  // patch convolution + bias
+    total = sum(what, total, mul("num_channels x patch_size^2 x hidden_size", m.num_channels, m.patch_size, m.patch_size, h), h);
+    if (m.cls_token) total = sum(what, total, h);
   }
-  if (m.pooler) total += h * h + h;
-  for (int64_t l = 0; l < m.num_layers; ++l) {
-    total += layer + (e.is_moe_layer(l) ? moe_ffn : dense_ffn);
+  if (m.pooler) total = sum(what, total, mul("hidden_size x hidden_size", h, h), h);
+  // The layers: dense and MoE ones counted, then multiplied out (not a loop over the layers).
+  int64_t moe_layers = 0;
+  if (e.enabled() && m.num_layers > e.first_dense_layers) {
+    // Layers l >= first_dense_layers with (l + 1) % sparse_step == 0.
+    const int64_t step = std::max<int64_t>(1, e.sparse_step);
+    moe_layers = m.num_layers / step - std::min(m.num_layers, e.first_dense_layers) / step;
   }
-  if (!m.tied_embeddings && m.lm_head) total += m.vocab_size * h;
+  const int64_t dense_layers = m.num_layers - moe_layers;
+  total = sum(what, total, mul("num_layers x a layer's parameters", dense_layers, sum(layer_what, layer, dense_ffn)),
+              mul("num_layers x a MoE layer's parameters", moe_layers, sum(layer_what, layer, moe_ffn)));
+  if (!m.tied_embeddings && m.lm_head) total = sum(what, total, mul("vocab_size x hidden_size", m.vocab_size, h));
   return total;
+}
+
+int64_t count_parameters(const ModelSpec& m, int64_t experts) {
+  try {
+    return count_with_experts(m, experts);
+  } catch (const ConfigError& e) {
+    throw ConfigError("model '" + m.name + "': " + e.what());
+  }
 }
 
 }  // namespace
 
-int64_t parameter_count(const ModelSpec& m) { return count_with_experts(m, m.moe.num_experts); }
+int64_t parameter_count(const ModelSpec& m) { return count_parameters(m, m.moe.num_experts); }
 
-int64_t active_parameter_count(const ModelSpec& m) { return count_with_experts(m, m.moe.top_k); }
+int64_t active_parameter_count(const ModelSpec& m) { return count_parameters(m, m.moe.top_k); }
 
 double expected_experts_touched(int64_t num_experts, int64_t top_k, int64_t tokens) {
   if (num_experts <= 0) return 0.0;
@@ -126,12 +180,16 @@ double expected_experts_touched(int64_t num_experts, int64_t top_k, int64_t toke
 int64_t kv_cache_bytes(const ModelSpec& m, int64_t batch, int64_t tokens) {
   if (m.mla.enabled()) {
     // MLA caches the compressed latent and the shared RoPE key per token (DeepSeek-V2, sec. 2.1).
-    return m.num_layers * batch * tokens * (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) *
-           size_bytes(m.kv_cache_dtype);
+    return checked_product("model '" + m.name + "': the KV cache (num_layers x batch x tokens x "
+                           "(kv_lora_rank + qk_rope_head_dim) x bytes)",
+                           m.num_layers, batch, tokens, m.mla.kv_lora_rank + m.mla.qk_rope_head_dim,
+                           size_bytes(m.kv_cache_dtype));
   }
   // K and V per layer: [batch, kv_heads, tokens, head_dim].
-  return 2 * m.num_layers * batch * tokens * m.num_kv_heads * m.head_dim *
-         size_bytes(m.kv_cache_dtype);
+  return checked_product("model '" + m.name + "': the KV cache (2 x num_layers x batch x tokens x "
+                         "num_kv_heads x head_dim x bytes)",
+                         2, m.num_layers, batch, tokens, m.num_kv_heads, m.head_dim,
+                         size_bytes(m.kv_cache_dtype));
 }
 
 }  // namespace accelsim

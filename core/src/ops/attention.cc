@@ -14,20 +14,6 @@ double windowed_triangle(double n, double w) {
   return w * (w + 1.0) / 2.0 + (n - w) * w;
 }
 
-// Unmasked (query, key) pairs of one head. Causal masks follow torch SDPA's is_causal, which
-// aligns the mask to the top-left corner: query i sees keys 0..i, or 0..offset+i when the
-// queries are a chunk starting at position `offset` (context parallelism). A sliding window of
-// `window` keys (0: none) caps what each query sees, as in Mistral (Jiang et al. 2023).
-double score_pairs(int64_t sq, int64_t skv, bool causal, int64_t window, int64_t offset) {
-  const double q = static_cast<double>(sq);
-  const double k = static_cast<double>(skv);
-  const double cap = window > 0 ? std::min(k, static_cast<double>(window)) : k;
-  if (!causal) return q * cap;
-  const double o = static_cast<double>(offset);
-  // Query j (1-based absolute position o + j) sees min(o + j, cap) keys.
-  return windowed_triangle(o + q, cap) - windowed_triangle(o, cap);
-}
-
 struct AttentionShape {
   double heads = 0;  // batch * query heads
   int64_t sq = 0, skv = 0, d = 0, dv = 0;
@@ -88,6 +74,20 @@ OpCount count_attention_backward(const Graph& g, const Node& n) {
 }
 
 }  // namespace
+
+// Unmasked (query, key) pairs of one head. Causal masks follow torch SDPA's is_causal, which
+// aligns the mask to the top-left corner: query i sees keys 0..i, or 0..offset+i when the
+// queries are a chunk starting at position `offset` (context parallelism). A sliding window of
+// `window` keys (0: none) caps what each query sees, as in Mistral (Jiang et al. 2023).
+double score_pairs(int64_t sq, int64_t skv, bool causal, int64_t window, int64_t offset) {
+  const double q = static_cast<double>(sq);
+  const double k = static_cast<double>(skv);
+  const double cap = window > 0 ? std::min(k, static_cast<double>(window)) : k;
+  if (!causal) return q * cap;
+  const double o = static_cast<double>(offset);
+  // Query j (1-based absolute position o + j) sees min(o + j, cap) keys.
+  return windowed_triangle(o + q, cap) - windowed_triangle(o, cap);
+}
 
 // All ops below take [..., heads, seq, head_dim] tensors. The varlen kernels
 // (_flash_attention_forward, _efficient_attention_forward) take [batch, seq, heads, head_dim]

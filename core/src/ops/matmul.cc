@@ -1,7 +1,7 @@
 // Matrix multiplications: mm, bmm, addmm, baddbmm, matmul, mv, dot, grouped and scaled GEMMs.
-#include <string>
-
 #include <algorithm>
+#include <string>
+#include <variant>
 
 #include "accelsim/error.h"
 #include "accelsim/model.h"
@@ -9,6 +9,30 @@
 
 namespace accelsim::ops {
 namespace {
+
+// A GEMM of an eager attention core (attr attention_gemm) computes every query-key pair of its
+// heads: "qk", scores = Q K^T, rows are the queries and columns the keys; "pv", context = P V,
+// rows are the queries and the reduction runs over the keys. Its mask (attrs mask_is_causal,
+// mask_window_size, mask_query_offset: the pairs accel_sim::attention's is_causal, window_size
+// and query_offset describe) lets some of them through; the work on the others is masked_flops,
+// the same share of the op's FLOPs (every pair costs alike, its bias add included).
+void count_masked_pairs(const Node& n, OpCount& c) {
+  const AttrValue* role = n.attr("attention_gemm");
+  if (role == nullptr) return;
+  const std::string* name = std::get_if<std::string>(role);
+  ACCELSIM_CHECK(name != nullptr && (*name == "qk" || *name == "pv"),
+                 "op '" + n.op + "': attr 'attention_gemm' must be \"qk\" or \"pv\"");
+  const int64_t queries = c.gemm.m;
+  const int64_t keys = *name == "qk" ? c.gemm.n : c.gemm.k;
+  const int64_t window = n.attr_int("mask_window_size", 0);
+  const int64_t offset = n.attr_int("mask_query_offset", 0);
+  ACCELSIM_CHECK(window >= 0 && offset >= 0,
+                 "op '" + n.op + "': attrs 'mask_window_size' and 'mask_query_offset' must be >= 0");
+  const double all = static_cast<double>(queries) * static_cast<double>(keys);
+  if (all <= 0) return;
+  const double allowed = score_pairs(queries, keys, n.attr_bool("mask_is_causal", false), window, offset);
+  c.masked_flops = c.flops / all * (all - allowed);
+}
 
 // A product of a [..., M, K] by a [..., K, N] operand costs one multiply-add (2 FLOPs) per
 // output element per K: 2 * numel(out) * K (the standard GEMM count, e.g. Kaplan et al. 2020).
@@ -36,6 +60,7 @@ OpCount count_product(const Graph& g, const Node& n, size_t a_index, size_t b_in
   c.gemm.m = a.shape.size() == 1 ? 1 : a.shape[a.shape.size() - 2];
   const double mn = static_cast<double>(c.gemm.m) * static_cast<double>(c.gemm.n);
   c.gemm.batch = mn > 0 ? std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(y.numel()) / mn)) : 1;
+  count_masked_pairs(n, c);
   return c;
 }
 

@@ -26,6 +26,11 @@ double write_outputs(const Graph& graph, const Node& node);                  // 
 int64_t output_numel(const Graph& graph, const Node& node);  // first output's (0 if none)
 DType result_dtype(const Graph& graph, const Node& node);    // first output's, else first input's
 
+// Query-key pairs of one attention head that a mask lets through: every Sq x Skv pair, or with
+// `causal` those of torch SDPA's top-left causal mask shifted by `offset` (query i sees keys
+// 0 .. offset + i), each query seeing at most `window` keys when `window` > 0 (attention.cc).
+double score_pairs(int64_t sq, int64_t skv, bool causal, int64_t window, int64_t offset);
+
 // Reads every input, writes every output, `flops_per_element` per element of the first output.
 OpCount count_streaming(const Graph& graph, const Node& node, OpClass op_class,
                         double flops_per_element);

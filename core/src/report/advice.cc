@@ -69,6 +69,7 @@ std::string_view hint_kind_name(HintKind kind) {
     case HintKind::peak_fallback: return "peak_fallback";
     case HintKind::uncovered_ops: return "uncovered_ops";
     case HintKind::communication_not_timed: return "communication_not_timed";
+    case HintKind::masked_attention_pairs: return "masked_attention_pairs";
   }
   return "unknown";
 }
@@ -110,6 +111,21 @@ std::vector<Hint> advise(const Graph& graph, const SimulationResult& result,
     for (NodeId n : eager) t += result.ops[n].cost.time_s;
     hints.push_back({HintKind::use_flash_attention, share(t), static_cast<double>(eager.size()),
                      graph.node(eager.front()).module_path});
+  }
+  // Work on discarded pairs is worth a hint whenever there is any: model FLOPs and MFU leave it
+  // out, and a fused kernel would not spend the time.
+  double attention_flops = 0, masked_flops = 0;
+  std::string masked_module;
+  for (const OpResult& op : result.ops) {
+    const Node& node = graph.node(op.node);
+    if (node.pass != Pass::forward || node.attr("attention_gemm") == nullptr) continue;
+    attention_flops += op.count.flops;
+    masked_flops += op.count.masked_flops;
+    if (op.count.masked_flops > 0 && masked_module.empty()) masked_module = node.module_path;
+  }
+  if (masked_flops > 0) {
+    hints.push_back({HintKind::masked_attention_pairs, masked_flops / attention_flops, masked_flops,
+                     masked_module});
   }
   if (share(fusable_s) >= kFuseShare) {
     hints.push_back({HintKind::fuse_memory_bound, share(fusable_s), 0.0, ""});
@@ -168,9 +184,11 @@ Comparison compare_devices(const std::vector<SimulationResult>& results,
     v.dominant_bound = dominant_bound(r);
     v.cost_per_run_usd = r.latency_s * devices[i].price_usd_per_hour / 3600.0;
     v.speedup_vs_slowest = r.latency_s > 0 ? slowest / r.latency_s : 0.0;
+    v.narrower_precision = r.narrower_precision;
     c.devices.push_back(v);
 
-    if (!r.fits) continue;
+    // Like with like: a device that ran the graph in a narrower format is not ranked.
+    if (!r.fits || r.narrower_precision) continue;
     if (c.fastest_index < 0 || r.latency_s < results[c.fastest_index].latency_s) {
       c.fastest_index = static_cast<int>(i);
     }
@@ -183,10 +201,11 @@ Comparison compare_devices(const std::vector<SimulationResult>& results,
 
   // Overkill: another fitting device that is smaller (cheaper per hour when both prices are
   // known, otherwise less memory and a lower peak) runs within kOverkillSlack of the latency.
+  auto ranked = [&](size_t i) { return results[i].fits && !results[i].narrower_precision; };
   for (size_t i = 0; i < results.size(); ++i) {
-    if (!results[i].fits) continue;
+    if (!ranked(i)) continue;
     for (size_t j = 0; j < results.size(); ++j) {
-      if (j == i || !results[j].fits) continue;
+      if (j == i || !ranked(j)) continue;
       const DeviceSpec& a = devices[i];
       const DeviceSpec& b = devices[j];
       const bool priced = a.price_usd_per_hour > 0 && b.price_usd_per_hour > 0;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "accelsim/error.h"
+#include "accelsim/physical_range.h"
 #include "accelsim/graph.h"
 
 namespace accelsim {
@@ -78,6 +79,8 @@ std::vector<OpCount> counts_of(const KernelQuery& q) {
       break;
     }
     case KernelKind::memory: {
+      ACCELSIM_CHECK(std::isfinite(q.bytes) && std::isfinite(q.elements) && q.elements >= 0,
+                     "a memory-bound kernel's bytes and elements must be finite, its elements not negative");
       double bytes = q.bytes;
       if (bytes <= 0) {
         ACCELSIM_CHECK(q.elements > 0, "a memory-bound kernel needs its elements (or bytes)");
@@ -123,6 +126,11 @@ KernelEstimate estimate_kernel(const KernelQuery& query, const DeviceSpec& devic
     e.achieved_flops_per_s = e.flops / e.time_s;
     e.achieved_bytes_per_s = e.bytes / e.time_s;
   }
+  const std::pair<const char*, double> figures[] = {
+      {"time_s", e.time_s}, {"roofline_time_s", e.roofline_time_s}, {"flops", e.flops}, {"bytes", e.bytes},
+      {"achieved_flops_per_s", e.achieved_flops_per_s}, {"achieved_bytes_per_s", e.achieved_bytes_per_s},
+  };
+  for (const auto& [figure, value] : figures) require_non_negative("estimate_kernel", figure, value);
   return e;
 }
 
@@ -284,7 +292,9 @@ double latency_error_band(const SimulationResult& result, const ClassErrors& err
     weighted += t * e;
     total += t;
   }
-  return total > 0 ? weighted / total : 0.0;
+  const double band = total > 0 ? weighted / total : 0.0;
+  require_non_negative("latency_error_band", "the band", band);
+  return band;
 }
 
 }  // namespace accelsim

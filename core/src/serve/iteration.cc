@@ -5,6 +5,7 @@
 #include <string>
 
 #include "accelsim/error.h"
+#include "accelsim/physical_range.h"
 #include "accelsim/op_catalog.h"
 #include "accelsim/serve.h"
 
@@ -103,6 +104,7 @@ IterationModel::IterationModel(const ModelSpec& model, const DeviceSpec& device,
     : model_(model), device_(device), replica_(replica) {
   model_.validate();
   device_.validate();
+  replica_.simulate.validate();
   ACCELSIM_CHECK(replica_.tp >= 1 && replica_.pp >= 1, "tensor- and pipeline-parallel degrees must be at least 1");
   ACCELSIM_CHECK(replica_.pp <= model_.num_layers,
                  "pipeline stages (" + std::to_string(replica_.pp) + ") exceed the model's " +
@@ -135,12 +137,21 @@ IterationModel::IterationModel(const ModelSpec& model, const DeviceSpec& device,
     if (s.kind == StorageKind::parameter) params += static_cast<double>(s.size_bytes);
   }
   memory_.capacity_bytes = device_.memory_bytes;
-  memory_.usable_bytes = replica_.gpu_memory_utilization * device_.memory_bytes - device_.runtime_reserved_bytes;
+  // A runtime reserve above the allocator's share leaves nothing usable (never less).
+  memory_.usable_bytes =
+      std::max(0.0, replica_.gpu_memory_utilization * device_.memory_bytes - device_.runtime_reserved_bytes);
   memory_.weight_bytes = params / static_cast<double>(replica_.pp);
   memory_.activation_bytes = one.activation;
   BuildOptions kv = step_options(replica_, 1, 0, Phase::decode);
   memory_.kv_bytes_per_token = static_cast<double>(step_kv_cache_bytes(model_, kv)) / static_cast<double>(replica_.pp);
   memory_.kv_bytes = std::max(0.0, memory_.usable_bytes - memory_.weight_bytes - memory_.activation_bytes);
+  const std::pair<const char*, double> figures[] = {
+      {"memory.weight_bytes", memory_.weight_bytes},
+      {"memory.activation_bytes", memory_.activation_bytes},
+      {"memory.kv_bytes", memory_.kv_bytes},
+      {"memory.kv_bytes_per_token", memory_.kv_bytes_per_token},
+  };
+  for (const auto& [figure, value] : figures) require_non_negative("the serving replica", figure, value);
   const double per_block = memory_.kv_bytes_per_token * static_cast<double>(replica_.block_size);
   const auto blocks = static_cast<int64_t>(std::floor(memory_.kv_bytes / per_block));
   memory_.kv_blocks = blocks / replica_.pp;  // the virtual engines split the GPU's blocks

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "accelsim/error.h"
+#include "accelsim/physical_range.h"
 #include "accelsim/serve.h"
 
 namespace accelsim {
@@ -872,8 +873,64 @@ void check(const ServeConfig& c) {
   ACCELSIM_CHECK(c.scheduler.watermark >= 0 && c.scheduler.watermark < 1, "the watermark must be in [0, 1)");
   ACCELSIM_CHECK(c.prefill_replicas >= 0 && (c.prefill_replicas == 0 || c.prefill_replicas < c.replicas),
                  "disaggregation needs at least one prefill and one decode replica");
-  ACCELSIM_CHECK(c.kv_transfer_bytes_per_s >= 0, "the KV transfer bandwidth must not be negative");
+  ACCELSIM_CHECK(std::isfinite(c.kv_transfer_bytes_per_s) && c.kv_transfer_bytes_per_s >= 0,
+                 "the KV transfer bandwidth must be finite and not negative");
+  // An infinite SLO is no target; NaN fails the comparison.
   ACCELSIM_CHECK(c.slo_ttft_s >= 0 && c.slo_tpot_s >= 0, "SLO targets must not be negative");
+  ACCELSIM_CHECK(std::isfinite(c.price_usd_per_gpu_hour) && c.price_usd_per_gpu_hour >= 0,
+                 "the price per GPU-hour must be finite and not negative");
+}
+
+// simulate_serving()'s promise (physical_range.h): every figure finite and not negative; a
+// request's TTFT and end-to-end time are NaN only when it did not complete.
+void require_physical(const ServeResult& r) {
+  constexpr const char* kWhere = "the serving simulation";
+  const std::pair<const char*, double> figures[] = {
+      {"makespan_s", r.makespan_s},
+      {"requests_per_s", r.requests_per_s},
+      {"output_tokens_per_s", r.output_tokens_per_s},
+      {"output_tokens_per_s_per_gpu", r.output_tokens_per_s_per_gpu},
+      {"total_tokens_per_s", r.total_tokens_per_s},
+      {"goodput_requests_per_s", r.goodput_requests_per_s},
+      {"slo_attainment", r.slo_attainment},
+      {"prefix_hit_rate", r.prefix_hit_rate},
+      {"mean_batch_size", r.mean_batch_size},
+      {"kv_utilization_mean", r.kv_utilization_mean},
+      {"kv_utilization_max", r.kv_utilization_max},
+      {"waiting_mean", r.waiting_mean},
+      {"waiting_max", r.waiting_max},
+      {"busy_fraction", r.busy_fraction},
+      {"cost_per_million_output_tokens_usd", r.cost_per_million_output_tokens_usd},
+      {"cost_per_million_total_tokens_usd", r.cost_per_million_total_tokens_usd},
+  };
+  for (const auto& [figure, value] : figures) require_non_negative(kWhere, figure, value);
+  const std::pair<const char*, const Percentiles*> percentiles[] = {
+      {"ttft", &r.ttft}, {"tpot", &r.tpot}, {"itl", &r.itl}, {"e2e", &r.e2e}, {"queueing", &r.queueing}};
+  for (const auto& [name, p] : percentiles) {
+    for (double v : {p->mean, p->p50, p->p90, p->p99, p->max}) {
+      require_non_negative(kWhere, std::string(name) + " percentiles", v);
+    }
+  }
+  for (const TimelinePoint& t : r.timeline) {
+    for (double v : {t.t_s, t.kv_utilization, t.waiting, t.running}) require_non_negative(kWhere, "the timeline", v);
+  }
+  for (const StepRecord& step : r.steps_recorded) {
+    for (double v : {step.start_s, step.end_s, step.kv_utilization}) {
+      require_non_negative(kWhere, "a recorded step", v);
+    }
+  }
+  for (const auto* times : {&r.request_ttft_s, &r.request_e2e_s}) {
+    for (double v : *times) {
+      if (!std::isnan(v)) require_non_negative(kWhere, "a request's time", v);
+    }
+  }
+}
+
+// find_max_qps()'s promise: its rates finite and not negative (its run was checked when it ran).
+void require_physical(const MaxQpsResult& found) {
+  require_non_negative("find_max_qps", "qps", found.qps);
+  require_non_negative("find_max_qps", "qps_per_replica", found.qps_per_replica);
+  require_non_negative("find_max_qps", "qps_per_gpu", found.qps_per_gpu);
 }
 
 }  // namespace
@@ -895,7 +952,9 @@ ServeResult simulate_serving(IterationModel& costs, const Workload& workload, co
     c.scheduler.kind = SchedulerKind::sarathi;
   }
   Simulation sim(costs, workload, c, progress);
-  return sim.run();
+  ServeResult result = sim.run();
+  require_physical(result);
+  return result;
 }
 
 MaxQpsResult find_max_qps(IterationModel& costs, const WorkloadSpec& spec, const ServeConfig& config,
@@ -938,6 +997,7 @@ MaxQpsResult find_max_qps(IterationModel& costs, const WorkloadSpec& spec, const
       out.unbounded = true;
       out.qps_per_replica = hi / static_cast<double>(config.replicas);
       out.qps_per_gpu = out.qps_per_replica / static_cast<double>(costs.gpus());
+      require_physical(out);
       return out;
     }
   } else {
@@ -972,6 +1032,7 @@ MaxQpsResult find_max_qps(IterationModel& costs, const WorkloadSpec& spec, const
   out.at_max = best;
   out.qps_per_replica = lo / static_cast<double>(config.replicas);
   out.qps_per_gpu = out.qps_per_replica / static_cast<double>(costs.gpus());
+  require_physical(out);
   return out;
 }
 

@@ -66,14 +66,18 @@ class Rng {
 
 void check_length(const LengthSpec& l, const char* what) {
   const std::string w = what;
+  // Lengths are int32 in a Request.
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
   switch (l.kind) {
     case LengthDistribution::fixed:
-      ACCELSIM_CHECK(l.value >= 1, w + " length must be at least 1 token");
+      ACCELSIM_CHECK(l.value >= 1 && l.value <= kMax, w + " length must be in [1, 2^31)");
       break;
     case LengthDistribution::uniform:
     case LengthDistribution::lognormal:
-      ACCELSIM_CHECK(l.min >= 1 && l.min <= l.max, w + " length range must satisfy 1 <= min <= max");
-      ACCELSIM_CHECK(l.sigma >= 0.0, w + " length sigma must be >= 0");
+      ACCELSIM_CHECK(l.min >= 1 && l.min <= l.max && l.max <= kMax,
+                     w + " length range must satisfy 1 <= min <= max < 2^31");
+      ACCELSIM_CHECK(std::isfinite(l.mu), w + " length mu must be finite");
+      ACCELSIM_CHECK(std::isfinite(l.sigma) && l.sigma >= 0.0, w + " length sigma must be finite and >= 0");
       break;
   }
 }
@@ -98,8 +102,10 @@ int32_t draw_length(const LengthSpec& l, Rng& rng) {
 // Arrival times of n requests at mean rate qps (all at 0 when qps is not positive and finite).
 std::vector<double> arrivals(const WorkloadSpec& spec, int64_t n, Rng& rng) {
   std::vector<double> t(static_cast<size_t>(n), 0.0);
+  ACCELSIM_CHECK(!std::isnan(spec.qps), "the arrival rate (qps) must be a number");
   if (!(spec.qps > 0.0) || std::isinf(spec.qps)) return t;
-  ACCELSIM_CHECK(spec.burstiness > 0.0, "burstiness (the gaps' coefficient of variation) must be positive");
+  ACCELSIM_CHECK(std::isfinite(spec.burstiness) && spec.burstiness > 0.0,
+                 "burstiness (the gaps' coefficient of variation) must be positive and finite");
   const double mean_gap = 1.0 / spec.qps;
   // Gamma gaps with coefficient of variation cv: shape 1 / cv^2, scale mean * cv^2.
   const double shape = 1.0 / (spec.burstiness * spec.burstiness);

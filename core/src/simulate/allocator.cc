@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "accelsim/checked_arithmetic.h"
 #include "accelsim/error.h"
 #include "accelsim/memory.h"
 
@@ -19,7 +20,9 @@ constexpr int64_t kLargeBuffer = 20 << 20;      // segment size for requests und
 constexpr int64_t kMinLargeAlloc = 10 << 20;
 constexpr int64_t kRoundLarge = 2 << 20;        // larger segments round up to this
 
-int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+constexpr const char* kOverflow = "the caching allocator's memory";
+
+int64_t round_up(int64_t v, int64_t m) { return checked_add(v, m - 1, kOverflow) / m * m; }
 
 struct Block {
   int64_t size = 0;
@@ -49,7 +52,7 @@ class CachingAllocator {
       segment_bytes_.push_back(bytes);
       segments_[seg][0] = Block{bytes, false};
       offset = 0;
-      reserved_ += bytes;
+      reserved_ = checked_add(reserved_, bytes, kOverflow);
       peak_.peak_reserved_bytes = std::max(peak_.peak_reserved_bytes, reserved_);
     }
     Block& b = segments_[seg][offset];
@@ -60,8 +63,8 @@ class CachingAllocator {
       b.size = size;
     }
     b.allocated = true;
-    allocated_ += b.size;
-    if (segment_live_[seg]++ == 0) segment_in_use_ += segment_bytes_[seg];
+    allocated_ = checked_add(allocated_, b.size, kOverflow);
+    if (segment_live_[seg]++ == 0) segment_in_use_ = checked_add(segment_in_use_, segment_bytes_[seg], kOverflow);
     if (static_cast<size_t>(id) >= where_.size()) where_.resize(static_cast<size_t>(id) + 1, {-1, -1});
     where_[id] = {seg, offset};
     peak_.peak_allocated_bytes = std::max(peak_.peak_allocated_bytes, allocated_);

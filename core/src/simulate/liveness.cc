@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "accelsim/checked_arithmetic.h"
 #include "accelsim/memory.h"
 
 namespace accelsim {
@@ -13,17 +14,22 @@ MemoryProfile compute_memory_profile(const Graph& graph, ReleasePolicy policy) {
   const auto nodes = graph.nodes();
   const NodeId never = static_cast<NodeId>(nodes.size());  // "until the end"
 
+  // Sums of storages are checked: each storage fits in 64 bits, their sum need not.
+  constexpr const char* kOverflow = "the graph's memory (the sum of its storages' bytes)";
   for (const Storage& s : storages) {
     switch (s.kind) {
-      case StorageKind::parameter: p.parameter_bytes += s.size_bytes; break;
-      case StorageKind::buffer: p.buffer_bytes += s.size_bytes; break;
-      case StorageKind::input: p.input_bytes += s.size_bytes; break;
-      case StorageKind::optimizer_state: p.optimizer_state_bytes += s.size_bytes; break;
+      case StorageKind::parameter: p.parameter_bytes = checked_add(p.parameter_bytes, s.size_bytes, kOverflow); break;
+      case StorageKind::buffer: p.buffer_bytes = checked_add(p.buffer_bytes, s.size_bytes, kOverflow); break;
+      case StorageKind::input: p.input_bytes = checked_add(p.input_bytes, s.size_bytes, kOverflow); break;
+      case StorageKind::optimizer_state:
+        p.optimizer_state_bytes = checked_add(p.optimizer_state_bytes, s.size_bytes, kOverflow);
+        break;
       case StorageKind::activation:
       case StorageKind::gradient: break;
     }
   }
-  p.resident_bytes = p.parameter_bytes + p.buffer_bytes + p.input_bytes + p.optimizer_state_bytes;
+  p.resident_bytes = checked_sum(kOverflow, p.parameter_bytes, p.buffer_bytes, p.input_bytes,
+                                 p.optimizer_state_bytes);
 
   // First and last node touching each activation storage.
   std::vector<NodeId> first(storages.size(), kNoNode);
@@ -58,10 +64,10 @@ MemoryProfile compute_memory_profile(const Graph& graph, ReleasePolicy policy) {
     if ((kind != StorageKind::activation && kind != StorageKind::gradient) || first[s] == kNoNode) {
       continue;
     }
-    allocated_at[first[s]] += storages[s].size_bytes;
-    freed_after[last[s]] += storages[s].size_bytes;
+    allocated_at[first[s]] = checked_add(allocated_at[first[s]], storages[s].size_bytes, kOverflow);
+    freed_after[last[s]] = checked_add(freed_after[last[s]], storages[s].size_bytes, kOverflow);
     if (kind == StorageKind::gradient) {
-      gradient_allocated_at[first[s]] += storages[s].size_bytes;
+      gradient_allocated_at[first[s]] += storages[s].size_bytes;  // at most allocated_at
       gradient_freed_after[last[s]] += storages[s].size_bytes;
     }
   }
@@ -72,8 +78,8 @@ MemoryProfile compute_memory_profile(const Graph& graph, ReleasePolicy policy) {
   int64_t gradients = 0;
   p.peak_bytes = p.resident_bytes;
   for (size_t n = 0; n < nodes.size(); ++n) {
-    live += allocated_at[n];
-    gradients += gradient_allocated_at[n];
+    live = checked_add(live, allocated_at[n], kOverflow);
+    gradients += gradient_allocated_at[n];  // at most live
     p.live_bytes[n] = live;
     if (p.peak_node == kNoNode || live > p.peak_bytes) {  // the first node reaching the peak
       p.peak_bytes = live;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "accelsim/error.h"
+#include "accelsim/physical_range.h"
 
 namespace accelsim {
 namespace {
@@ -151,7 +152,12 @@ PipelineSchedule schedule_pipeline(int64_t stages, int64_t virtual_stages, int64
                      return a.stage < b.stage;
                    });
   for (const PipelineEvent& e : schedule.events) schedule.makespan_s = std::max(schedule.makespan_s, e.end_s);
-  schedule.bubble_s = schedule.makespan_s - static_cast<double>(m * v) * (forward_s + backward_s);
+  // Never below 0: with one stage the makespan is the passes' sum, which rounding can put an ulp
+  // under their product.
+  schedule.bubble_s =
+      std::max(0.0, schedule.makespan_s - static_cast<double>(m * v) * (forward_s + backward_s));
+  require_non_negative("schedule_pipeline", "makespan_s", schedule.makespan_s);
+  require_non_negative("schedule_pipeline", "bubble_s", schedule.bubble_s);
   return schedule;
 }
 

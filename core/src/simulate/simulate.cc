@@ -1,11 +1,17 @@
 #include "accelsim/simulate.h"
 
 #include <algorithm>
-#include <variant>
+#include <bit>
+#include <cstdint>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <string>
+#include <utility>
+#include <variant>
 
 #include "accelsim/error.h"
+#include "accelsim/physical_range.h"
 
 namespace accelsim {
 namespace {
@@ -319,11 +325,114 @@ bool is_tp_overlappable(const Node& node) {
   return name != nullptr && *name == "tp";
 }
 
+// A cheap screen of the ops' figures, run in simulate()'s main loop while each op is at hand:
+// the sign bits of every time, count, rate and byte count OR-ed together (any negative one sets
+// it; -0.0 too, which only costs a closer look), and the figures the totals do not sum added
+// into one probe (an infinite or NaN one makes it so; those the totals sum make their total so).
+// Only when the screen trips are the ops checked one by one, to name the figure.
+struct OpScreen {
+  uint64_t signs = 0;
+  double probe = 0.0;
+
+  void add(const OpResult& op) {
+    const OpCount& c = op.count;
+    const OpCost& k = op.cost;
+    signs |= std::bit_cast<uint64_t>(c.flops) | std::bit_cast<uint64_t>(c.bytes_read) |
+             std::bit_cast<uint64_t>(c.bytes_written) | std::bit_cast<uint64_t>(c.communication_bytes) |
+             std::bit_cast<uint64_t>(k.time_s) | std::bit_cast<uint64_t>(k.compute_time_s) |
+             std::bit_cast<uint64_t>(k.memory_time_s) | std::bit_cast<uint64_t>(k.launch_overhead_s) |
+             std::bit_cast<uint64_t>(k.peak_flops_per_s) | std::bit_cast<uint64_t>(op.energy_j) |
+             std::bit_cast<uint64_t>(op.overlapped_s);
+    probe += c.communication_bytes + k.compute_time_s + k.memory_time_s + k.peak_flops_per_s + op.overlapped_s;
+  }
+  bool passed() const { return (signs >> 63) == 0 && std::isfinite(probe); }
+};
+
+// simulate()'s promise (physical_range.h): every figure of `r` finite, every time, count, rate
+// and byte count non-negative. `ops_in_range`: the OpScreen of every op passed; only when it did
+// not are the ops looked at again, to name the figure. The totals one by one.
+void require_physical(const Graph& graph, const SimulationResult& r, bool ops_in_range) {
+  constexpr const char* kWhere = "simulate";
+  if (!ops_in_range) {
+    for (const OpResult& op : r.ops) {
+      const std::string where = std::string(kWhere) + ": op #" + std::to_string(op.node) + " (" +
+                                graph.node(op.node).op + ")";
+      const std::pair<const char*, double> figures[] = {
+          {"flops", op.count.flops},
+          {"bytes_read", op.count.bytes_read},
+          {"bytes_written", op.count.bytes_written},
+          {"communication_bytes", op.count.communication_bytes},
+          {"time_s", op.cost.time_s},
+          {"compute_time_s", op.cost.compute_time_s},
+          {"memory_time_s", op.cost.memory_time_s},
+          {"launch_overhead_s", op.cost.launch_overhead_s},
+          {"peak_flops_per_s", op.cost.peak_flops_per_s},
+          {"energy_j", op.energy_j},
+          {"overlapped_s", op.overlapped_s},
+      };
+      for (const auto& [figure, value] : figures) require_non_negative(where, figure, value);
+    }
+  }
+  const std::pair<const char*, double> totals[] = {
+      {"latency_s", r.latency_s},
+      {"total_flops", r.total_flops},
+      {"total_bytes", r.total_bytes},
+      {"compute_bound_time_s", r.compute_bound_time_s},
+      {"memory_bound_time_s", r.memory_bound_time_s},
+      {"launch_overhead_time_s", r.launch_overhead_time_s},
+      {"forward_time_s", r.forward_time_s},
+      {"backward_time_s", r.backward_time_s},
+      {"optimizer_time_s", r.optimizer_time_s},
+      {"communication_bytes", r.communication_bytes},
+      {"communication_time_s", r.communication_time_s},
+      {"overlapped_communication_s", r.overlapped_communication_s},
+      {"once_per_step_time_s", r.once_per_step_time_s},
+      {"compute_utilization", r.compute_utilization},
+      {"bandwidth_utilization", r.bandwidth_utilization},
+      {"reference_peak_flops_per_s", r.reference_peak_flops_per_s},
+      {"model_flops", r.model_flops},
+      {"model_flops_utilization", r.model_flops_utilization},
+      {"energy_j", r.energy_j},
+      {"memory_capacity_bytes", r.memory_capacity_bytes},
+      {"required_bytes", r.required_bytes},
+  };
+  for (const auto& [figure, value] : totals) require_non_negative(kWhere, figure, value);
+  const MemoryProfile& m = r.memory;
+  const std::pair<const char*, int64_t> bytes[] = {
+      {"memory.parameter_bytes", m.parameter_bytes},
+      {"memory.buffer_bytes", m.buffer_bytes},
+      {"memory.input_bytes", m.input_bytes},
+      {"memory.optimizer_state_bytes", m.optimizer_state_bytes},
+      {"memory.resident_bytes", m.resident_bytes},
+      {"memory.peak_bytes", m.peak_bytes},
+      {"memory.peak_activation_bytes", m.peak_activation_bytes},
+      {"memory.peak_gradient_bytes", m.peak_gradient_bytes},
+      {"memory.peak_allocated_bytes", m.peak_allocated_bytes},
+      {"memory.peak_reserved_bytes", m.peak_reserved_bytes},
+      {"memory.peak_segment_bytes", m.peak_segment_bytes},
+  };
+  for (const auto& [figure, value] : bytes) {
+    if (value < 0) throw_out_of_physical_range(kWhere, figure, static_cast<double>(value));
+  }
+}
+
 }  // namespace
+
+void SimulateOptions::validate() const {
+  ACCELSIM_CHECK(micro_batches >= 1, "micro_batches must be at least 1");
+  ACCELSIM_CHECK(std::isfinite(cost.clock_hz) && cost.clock_hz >= 0,
+                 "the clock override (clock_hz) must be finite and not negative (0: the device's)");
+  if (system.has_value()) system->validate();
+  for (const CommGroup& g : groups) {
+    ACCELSIM_CHECK(g.size >= 1 && g.ranks_per_domain >= 0,
+                   "the '" + g.name + "' group needs at least one rank and a non-negative count per domain");
+  }
+}
 
 SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
                           const SimulateOptions& options) {
   device.validate();
+  options.validate();
   const std::unique_ptr<CostModel> model = make_cost_model(options.cost_model);
 
   SimulationResult r;
@@ -331,7 +440,6 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
   const auto nodes = graph.nodes();
   r.ops.reserve(nodes.size());
 
-  ACCELSIM_CHECK(options.micro_batches >= 1, "micro_batches must be at least 1");
   // Ops counted once per step rather than per micro-batch: the optimizer, and with the fp8
   // weight cache the ops the graph marks "once_per_step".
   std::vector<char> once(nodes.size(), 0);
@@ -378,9 +486,11 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
   bool has_backward = false;
   const double micro = static_cast<double>(options.micro_batches);
   double step_s = 0.0;  // every micro-batch's forward and backward, then the optimizer
+  OpScreen screen;
   for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
     OpResult& op = r.ops[n];
     op.energy_j = op_energy(op.count, op.cost, device);
+    screen.add(op);
     // Forward and backward ops run once per micro-batch (gradient accumulation).
     const double times = once[n] ? 1.0 : micro;
     r.energy_j += times * op.energy_j;
@@ -392,7 +502,7 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
     r.total_flops += times * op.count.flops;
     if (nodes[n].pass == Pass::forward &&
         (op.count.op_class == OpClass::matmul || op.count.op_class == OpClass::attention)) {
-      forward_model_flops += op.count.flops;
+      forward_model_flops += op.count.useful_flops();
     }
     has_backward = has_backward || nodes[n].pass == Pass::backward;
     r.total_bytes += times * op.count.bytes();
@@ -412,7 +522,22 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
     }
     if (op.cost.bound == Bound::compute) r.compute_bound_time_s += times * op.cost.time_s;
     if (op.cost.bound == Bound::memory) r.memory_bound_time_s += times * op.cost.time_s;
-    r.used_peak_fallback = r.used_peak_fallback || op.cost.peak_fallback;
+    if (op.cost.peak_fallback) {
+      r.used_peak_fallback = true;
+      const bool matrix = uses_matrix_units(op.count.op_class);
+      const PeakRate used = peak_rate(device, op.count.compute_dtype, matrix, options.cost.allow_tf32);
+      auto same = [&](const UnitSubstitution& u) {
+        return u.dtype == op.count.compute_dtype && u.matrix == matrix;
+      };
+      auto it = std::find_if(r.substitutions.begin(), r.substitutions.end(), same);
+      if (it == r.substitutions.end()) {
+        r.substitutions.push_back({op.count.compute_dtype, matrix, used.unit, used.narrower, 0, 0.0});
+        it = r.substitutions.end() - 1;
+      }
+      ++it->ops;
+      it->time_s += op.cost.time_s;
+      r.narrower_precision = r.narrower_precision || used.narrower;
+    }
     if (!op.count.known) {
       auto [it, inserted] = uncovered_index.try_emplace(nodes[n].op, r.uncovered_ops.size());
       if (inserted) r.uncovered_ops.push_back({nodes[n].op, 0, 0.0});
@@ -439,6 +564,7 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
   r.memory_capacity_bytes = device.memory_bytes;
   r.required_bytes = static_cast<double>(r.memory.peak_segment_bytes) + device.runtime_reserved_bytes;
   r.fits = r.required_bytes <= device.memory_bytes;
+  require_physical(graph, r, screen.passed());
   return r;
 }
 
@@ -447,7 +573,9 @@ double fusion_saving_s(const Graph& graph, const DeviceSpec& device, const Simul
   if (options.fuse_elementwise) return 0.0;
   SimulateOptions fused = options;
   fused.fuse_elementwise = true;
-  return simulated.latency_s - simulate(graph, device, fused).latency_s;
+  const double saving_s = simulated.latency_s - simulate(graph, device, fused).latency_s;
+  require_finite("fusion_saving_s", "the saving", saving_s);
+  return saving_s;
 }
 
 }  // namespace accelsim

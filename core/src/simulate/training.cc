@@ -7,13 +7,16 @@
 #include <cmath>
 #include <exception>
 #include <mutex>
+#include <new>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <tuple>
 #include <unordered_map>
 
 #include "accelsim/error.h"
 #include "accelsim/memory.h"
+#include "accelsim/physical_range.h"
 
 namespace accelsim {
 namespace {
@@ -95,31 +98,92 @@ Sample sample_stage(const ModelSpec& model, int64_t layers, const BuildOptions& 
     if (st.kind == StorageKind::optimizer_state) s.state_bytes += bytes;
   }
   const MemoryProfile& mem = r.memory;
-  int64_t last_forward = -1;
-  for (NodeId n = 0; n < static_cast<NodeId>(g.nodes().size()); ++n) {
-    if (g.nodes()[n].pass == Pass::forward) last_forward = n;
+  const auto nodes = g.nodes();
+  const auto storages = g.storages();
+  const auto node_count = static_cast<NodeId>(nodes.size());
+  NodeId last_forward = kNoNode;
+  for (NodeId n = 0; n < node_count; ++n) {
+    if (nodes[n].pass == Pass::forward) last_forward = n;
   }
-  // Weight casts (fp8 GEMMs) kept for the backward's data gradient are a copy of the weights:
-  // Transformer Engine casts them on a step's first micro-batch and keeps them for the rest, so
-  // they are held once, not per micro-batch in flight.
-  for (NodeId n = 0; n <= last_forward; ++n) {
-    const Node& node = g.nodes()[n];
+  // Weight casts (fp8 GEMMs) are a copy of the weights: Transformer Engine casts them on a
+  // step's first micro-batch and keeps them for the rest, so they are held once (the forward's
+  // casts: weight_copy_bytes), not per micro-batch in flight, and are neither saved nor working
+  // bytes. Which of them the graph holds where depends on the recompute policy: without it the
+  // forward keeps them for the backward's data gradients; under full recompute the forward frees
+  // them and the backward casts each layer's again. So the casts live at the end of the forward
+  // and at the peak are found from their lifetimes, as the liveness analysis (memory.h) has them.
+  std::vector<char> is_copy(storages.size(), 0);
+  for (NodeId n = 0; n < node_count; ++n) {
+    const Node& node = nodes[n];
     if (node.op != "_to_copy" || node.inputs.empty() || node.outputs.empty()) continue;
-    if (g.storage(g.tensor(node.inputs[0]).storage).kind != StorageKind::parameter) continue;
-    s.weight_copy_bytes += static_cast<double>(g.storage(g.tensor(node.outputs[0]).storage).size_bytes);
+    if (storages[g.tensor(node.inputs[0]).storage].kind != StorageKind::parameter) continue;
+    const StorageId st = g.tensor(node.outputs[0]).storage;
+    if (!is_copy[st] && n <= last_forward) s.weight_copy_bytes += static_cast<double>(storages[st].size_bytes);
+    is_copy[st] = 1;
   }
-  if (last_forward >= 0) {
+  std::vector<NodeId> first(storages.size(), kNoNode), last(storages.size(), kNoNode);
+  for (NodeId n = 0; n < node_count; ++n) {
+    for (const auto* list : {&nodes[n].inputs, &nodes[n].outputs}) {
+      for (TensorId t : *list) {
+        const StorageId st = g.tensor(t).storage;
+        if (!is_copy[st]) continue;
+        if (first[st] == kNoNode) first[st] = n;
+        last[st] = n;
+      }
+    }
+  }
+  for (TensorId t : g.outputs()) {
+    if (is_copy[g.tensor(t).storage]) last[g.tensor(t).storage] = node_count;
+  }
+  double copies_after_forward = 0.0, copies_at_peak = 0.0;
+  for (size_t st = 0; st < storages.size(); ++st) {
+    if (!is_copy[st] || first[st] == kNoNode) continue;
+    NodeId end = last[st];
+    if (o.release_policy == ReleasePolicy::recorded && storages[st].released_after != kNoNode) {
+      end = std::max(end, std::min(storages[st].released_after, node_count - 1));
+    }
+    const auto bytes = static_cast<double>(storages[st].size_bytes);
+    if (first[st] <= last_forward && end > last_forward) copies_after_forward += bytes;
+    if (first[st] <= mem.peak_node && mem.peak_node <= end) copies_at_peak += bytes;
+  }
+  if (last_forward != kNoNode) {
     s.saved_bytes = static_cast<double>(mem.live_bytes_after[last_forward] - mem.resident_bytes) -
-                    s.weight_copy_bytes;
+                    copies_after_forward;
   }
   s.working_bytes = std::max(0.0, static_cast<double>(mem.peak_bytes - mem.resident_bytes -
-                                                      mem.peak_gradient_bytes) - s.saved_bytes);
+                                                      mem.peak_gradient_bytes) -
+                                      copies_at_peak - s.saved_bytes);
   s.model_flops = r.model_flops;
   s.reference = r.reference_peak_flops_per_s;
   return s;
 }
 
 PerLayer line(double at_base, double at_next) { return {at_base, at_next - at_base}; }
+
+// estimate_training()'s and plan_training()'s promise (physical_range.h): every figure of the
+// step finite and not negative.
+void require_physical(const TrainingEstimate& e) {
+  constexpr const char* kWhere = "the training estimate";
+  const std::pair<const char*, double> figures[] = {
+      {"step_s", e.step_s},
+      {"compute_s", e.compute_s},
+      {"tp_comm_s", e.tp_comm_s},
+      {"bubble_s", e.bubble_s},
+      {"pp_comm_s", e.pp_comm_s},
+      {"p2p_send_s", e.p2p_send_s},
+      {"dp_comm_s", e.dp_comm_s},
+      {"optimizer_s", e.optimizer_s},
+      {"forward_s", e.forward_s},
+      {"backward_s", e.backward_s},
+      {"tokens_per_s", e.tokens_per_s},
+      {"model_flops", e.model_flops},
+      {"tflops_per_gpu", e.tflops_per_gpu},
+      {"mfu", e.mfu},
+      {"memory_per_gpu_bytes", e.memory_per_gpu_bytes},
+      {"activation_bytes", e.activation_bytes},
+  };
+  for (const auto& [figure, value] : figures) require_non_negative(kWhere, figure, value);
+}
 
 int recompute_rank(Recompute r) { return static_cast<int>(r); }
 
@@ -168,6 +232,8 @@ StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
       const Sample r1 = model.num_layers > l0 ? sample_stage(model, l0 + 1, b, device, o) : r0;
       whole_flops = r0.model_flops + static_cast<double>(model.num_layers - l0) * (r1.model_flops - r0.model_flops);
     }
+  } catch (const PhysicalRangeError&) {
+    throw;  // a device or system out of physical range, not a shape the builder rejects
   } catch (const ConfigError& e) {
     p.reason = e.what();
     return p;
@@ -307,6 +373,7 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   const double state_mem = l.zero >= 1 ? states / dp : states;
   e.memory_per_gpu_bytes = param_mem + grad_mem + state_mem + p.weight_copy_bytes.at(n) +
                            e.activation_bytes + device.runtime_reserved_bytes;
+  require_physical(e);
   e.fits = e.memory_per_gpu_bytes <= device.memory_bytes;
   e.feasible = e.fits;
   if (!e.fits) {
@@ -415,6 +482,9 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
   device.validate();
   system.validate();
   ACCELSIM_CHECK(space.gpus >= 1 && space.global_batch >= 1, "a plan needs at least one GPU and one sequence per step");
+  ACCELSIM_CHECK(threads >= 0 && threads <= kMaxPlanThreads,
+                 "the plan search takes 0 (all cores) to " + std::to_string(kMaxPlanThreads) + " threads (got " +
+                     std::to_string(threads) + ")");
   for (const auto* dim : {&space.tp, &space.cp, &space.ep, &space.pp, &space.micro_batch, &space.virtual_stages}) {
     ACCELSIM_CHECK(!dim->empty(), "every dimension of the plan's space needs at least one value");
     for (int64_t x : *dim) ACCELSIM_CHECK(x >= 1, "parallel degrees, micro-batches and virtual stages must be at least 1");
@@ -507,27 +577,46 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
   std::atomic<int64_t> done{0};
   std::exception_ptr failure;
   std::mutex failure_mutex;
-  // Runs body(i, worker) for i < count on the workers, reporting progress from this thread.
+  // Runs body(i, worker) for i < count on up to `workers` threads (no more than there are items),
+  // reporting progress from this thread. A thread the system cannot start (out of threads or
+  // address space) is done without: the threads started share the work, and with none started
+  // this thread does it all. Every thread started is joined before anything leaves, a failure in
+  // the progress callback included.
   auto run = [&](size_t count, const std::function<void(size_t, int)>& body) {
     std::atomic<size_t> next{0};
-    std::vector<std::thread> pool;
-    for (int t = 0; t < workers; ++t) {
-      pool.emplace_back([&, t] {
-        for (size_t i = next++; i < count; i = next++) {
-          try {
-            body(i, t);
-          } catch (...) {
-            std::lock_guard<std::mutex> lock(failure_mutex);
-            if (!failure) failure = std::current_exception();
-            next = count;
-          }
-          ++done;
+    auto work = [&](int t) {
+      for (size_t i = next++; i < count; i = next++) {
+        try {
+          body(i, t);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(failure_mutex);
+          if (!failure) failure = std::current_exception();
+          next = count;
         }
-      });
+        ++done;
+      }
+    };
+    const int wanted = static_cast<int>(std::min<size_t>(static_cast<size_t>(workers), count));
+    std::vector<std::thread> pool;
+    try {
+      pool.reserve(static_cast<size_t>(wanted));
+      for (int t = 0; t < wanted; ++t) pool.emplace_back(work, t);
+    } catch (const std::system_error&) {  // EAGAIN: no thread left, or no room for its stack
+    } catch (const std::bad_alloc&) {     // no room for the pool itself
     }
-    while (progress && next.load() < count) {
-      progress(done.load(), total);
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (pool.empty()) {
+      work(0);
+    } else {
+      try {
+        while (progress && next.load() < count) {
+          progress(done.load(), total);
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+        next = count;
+      }
     }
     for (std::thread& th : pool) th.join();
     if (failure) std::rethrow_exception(failure);

@@ -39,6 +39,32 @@ TEST(PeakRateTest, MatmulsUseTheDtypeMatrixUnit) {
   EXPECT_FALSE(peak_rate(d, DType::bf16, true, false).fallback);
 }
 
+TEST(PeakRateTest, NarrowerFallbacksAreMarked) {
+  // A TPU-like part: bf16 tensor units only. fp32 matmuls fall back to them (one bf16 pass:
+  // 8 significand bits for fp32's 24), which cannot hold fp32's values: narrower.
+  DeviceSpec tpu{.id = "tpu", .memory_bytes = 1, .memory_bandwidth_bytes_per_s = 1,
+                 .bf16_matrix_flops_per_s = 100e12};
+  const PeakRate fp32 = peak_rate(tpu, DType::fp32, true, false);
+  EXPECT_EQ(fp32.unit, "bf16_matrix");
+  EXPECT_TRUE(fp32.fallback);
+  EXPECT_TRUE(fp32.narrower);
+  // fp16 (5 exponent bits) on bf16 units (7 + 1 significand bits for fp16's 10 + 1): narrower.
+  EXPECT_TRUE(peak_rate(tpu, DType::fp16, true, false).narrower);
+  // fp8 e4m3 (3 + 1, 4) and int8 (8 bits) are exact in bf16 (7 + 1, 8): wider, not narrower.
+  EXPECT_FALSE(peak_rate(tpu, DType::fp8_e4m3, true, false).narrower);
+  EXPECT_FALSE(peak_rate(tpu, DType::int8, true, false).narrower);
+  // A vector op's fallback fills a gap in the device's numbers, not its arithmetic: every part
+  // computes elementwise fp32; it is never marked narrower.
+  EXPECT_FALSE(peak_rate(tpu, DType::fp32, false, false).narrower);
+  // A V100-like part: fp32 and fp16 but no bf16 units. bf16 runs on fp32 units exactly.
+  DeviceSpec v100{.id = "v100", .memory_bytes = 1, .memory_bandwidth_bytes_per_s = 1,
+                  .fp32_flops_per_s = 15e12, .fp16_matrix_flops_per_s = 120e12};
+  const PeakRate bf16 = peak_rate(v100, DType::bf16, true, false);
+  EXPECT_EQ(bf16.unit, "fp32");
+  EXPECT_TRUE(bf16.fallback);
+  EXPECT_FALSE(bf16.narrower);
+}
+
 TEST(PeakRateTest, MissingUnitsFallBackAndSaySo) {
   DeviceSpec v100_like = testing::round_device();
   v100_like.bf16_matrix_flops_per_s = 0;  // no bf16 tensor cores: runs at the fp32 rate

@@ -38,6 +38,33 @@ TEST(TensorMetaTest, AccessedBytesCountBroadcastDimensionsOnce) {
   EXPECT_EQ(scalar.accessed_bytes(), 2);
 }
 
+TEST(TensorMetaTest, ByteCountsThatOverflow64BitsThrow) {
+  // [2^31, 2^31] bf16: 2^62 elements fit, 2^63 bytes do not.
+  const TensorMeta big{.shape = {int64_t{1} << 31, int64_t{1} << 31}, .dtype = DType::bf16, .name = "big"};
+  EXPECT_EQ(big.numel(), int64_t{1} << 62);
+  try {
+    (void)big.logical_bytes();
+    FAIL() << "logical_bytes wrapped around";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "tensor 'big' [2147483648, 2147483648] of bf16: its element count x bytes "
+                           "overflows 64-bit byte counts");
+  }
+  EXPECT_THROW((void)big.accessed_bytes(), ConfigError);
+  const TensorMeta huge{.shape = {int64_t{1} << 32, int64_t{1} << 32}, .dtype = DType::int8};
+  EXPECT_THROW((void)huge.numel(), ConfigError);
+  // An empty tensor has no elements, whatever its other dimensions.
+  const TensorMeta empty{.shape = {int64_t{1} << 40, int64_t{1} << 40, 0}, .dtype = DType::fp32};
+  EXPECT_EQ(empty.numel(), 0);
+  EXPECT_EQ(empty.logical_bytes(), 0);
+  EXPECT_EQ(empty.accessed_bytes(), 0);
+  // A graph does not take a tensor whose bytes it cannot count.
+  Graph g;
+  const StorageId s = g.add_storage({.size_bytes = 0});
+  TensorMeta t = big;
+  t.storage = s;
+  EXPECT_THROW(g.add_tensor(t), ConfigError);
+}
+
 TEST(GraphTest, RejectsReferencesToUnknownIds) {
   Graph g;
   EXPECT_THROW(g.add_tensor({.shape = {2}, .storage = 0}), ConfigError);

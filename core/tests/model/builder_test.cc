@@ -6,6 +6,7 @@
 #include "accelsim/op_catalog.h"
 #include "accelsim/simulate.h"
 
+#include <limits>
 #include <string>
 #include <utility>
 #include "testing/models.h"
@@ -307,6 +308,10 @@ TEST(BuilderTest, ParallelBlockHasTheHandCountedFlops) {
   const Graph eager = build_graph(m, {.phase = Phase::prefill, .seq = 8, .kernels = KernelStyle::hf_eager});
   EXPECT_DOUBLE_EQ(totals(eager).matrix_flops, 2 * (798208.0 - 9216.0 + 16384.0) + 103200.0);
   EXPECT_EQ(count_ops(eager, "accel_sim::attention"), 0);
+  // Its model FLOPs count the 36 causal pairs only, as the fused kernel's do.
+  const DeviceSpec d{.id = "d", .memory_bytes = 1e12, .memory_bandwidth_bytes_per_s = 1e12,
+                     .bf16_matrix_flops_per_s = 1e15};
+  EXPECT_DOUBLE_EQ(simulate(eager, d, {}).model_flops, 2 * 798208.0 + 103200.0);
   // HF's Falcon attention is not modelled eagerly.
   ModelSpec falcon = m;
   falcon.family = "falcon";
@@ -440,6 +445,38 @@ TEST(BuilderTest, SimulatesWithoutUnknownOps) {
     EXPECT_GT(r.latency_s, 0);
   }
   EXPECT_THROW(build_graph(testing::llama3_8b(), {.phase = Phase::prefill, .seq = 0}), ConfigError);
+}
+
+TEST(BuilderTest, OptionsWhoseTensorsOverflow64BitsAreRejectedNamingTheQuantity) {
+  const ModelSpec m = testing::llama3_8b();
+  auto message = [&](const BuildOptions& o) {
+    try {
+      o.validate(m);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  // 2^22 sequences of 2^24 tokens: the hidden states (2^46 x 4096 x 4 = 2^60 bytes) and the FFN's
+  // (2^46 x 14336 x 4 < 2^62) fit; the fp32 logits (2^46 x 128256 x 4 > 2^64) do not.
+  const BuildOptions wide{.batch = int64_t{1} << 22, .seq = int64_t{1} << 24};
+  EXPECT_EQ(message(wide), "model 'llama-3-8b': batch x seq x vocab_size x 4 bytes overflows 64-bit byte counts");
+  EXPECT_THROW(build_graph(m, wide), ConfigError);
+  // A decode step after 2^63 - 1 cached tokens has one token too many to count.
+  const BuildOptions decode{.phase = Phase::decode, .context = std::numeric_limits<int64_t>::max()};
+  EXPECT_EQ(message(decode), "model 'llama-3-8b': context + 1 overflows 64-bit byte counts");
+  // Its KV cache: 2 x 32 layers x 8 heads x 128 x 2 bytes = 2^17 bytes per token, 2^47 tokens.
+  const BuildOptions cache{.phase = Phase::decode, .context = (int64_t{1} << 47) - 1};
+  EXPECT_EQ(message(cache).find("model 'llama-3-8b': this rank's KV cache"), 0u) << message(cache);
+  EXPECT_THROW(step_kv_cache_bytes(m, cache), ConfigError);
+  // More layers than a graph's 32-bit ids can name.
+  ModelSpec deep = m;
+  deep.num_layers = int64_t{1} << 21;
+  deep.hidden_size = deep.head_dim = 64;
+  deep.num_heads = deep.num_kv_heads = 1;
+  deep.ffn_size = 64;
+  deep.vocab_size = 64;
+  EXPECT_THROW(build_graph(deep, {.seq = 1}), ConfigError);
 }
 
 }  // namespace

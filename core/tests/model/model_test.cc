@@ -131,5 +131,55 @@ TEST(ModelSpecTest, ValidateRejectsInconsistentHeads) {
   EXPECT_THROW(m.validate(), ConfigError);
 }
 
+// GPT-J-6B's config with n_embd = 2^28 (head_dim 2^24, n_inner 2^30): each weight matrix fits in
+// 64 bits, but 28 layers of 12 x 2^56 parameters do not (2.4e19 > 2^63 = 9.2e18).
+ModelSpec gptj_wide() {
+  ModelSpec m = testing::gptj_6b();
+  m.name = "gptj-wide";
+  m.hidden_size = int64_t{1} << 28;
+  m.head_dim = m.hidden_size / m.num_heads;
+  m.ffn_size = 4 * m.hidden_size;
+  m.rotary_dim = 64;
+  return m;
+}
+
+TEST(ModelSpecTest, CountsThatOverflow64BitsThrowNamingTheQuantity) {
+  const ModelSpec wide = gptj_wide();
+  try {
+    parameter_count(wide);
+    FAIL() << "parameter_count wrapped around instead of throwing";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "model 'gptj-wide': num_layers x a layer's parameters overflows 64-bit byte counts");
+  }
+  EXPECT_THROW(wide.validate(), ConfigError);
+  // One layer (12 x 2^56 + 2 x 50400 x 2^28 parameters, about 8.65e17) counts; in fp32 its
+  // bytes (3.5e18) still fit, three layers' (1.04e19) do not.
+  ModelSpec one = wide;
+  one.num_layers = 1;
+  one.weight_dtype = DType::fp32;
+  EXPECT_NO_THROW(one.validate());
+  one.num_layers = 3;
+  try {
+    one.validate();
+    FAIL() << "3 layers of 2^28-wide fp32 weights do not fit in 64-bit byte counts";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("parameters x bytes overflows 64-bit byte counts"), std::string::npos)
+        << e.what();
+  }
+  // The embedding alone: hidden 2^40 x vocab 2^23 x 2 bytes = 2^64.
+  ModelSpec embed = testing::llama3_8b();
+  embed.hidden_size = int64_t{1} << 40;
+  embed.vocab_size = int64_t{1} << 23;
+  try {
+    embed.validate();
+    FAIL() << "a 2^64-byte embedding passed validation";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "model 'llama-3-8b': hidden_size x vocab_size x bytes overflows 64-bit byte counts");
+  }
+  // KV cache: 2 x 32 layers x 8 heads x 128 x 2 bytes = 2^17 bytes per token; 2^47 tokens overflow.
+  EXPECT_THROW(kv_cache_bytes(testing::llama3_8b(), int64_t{1} << 23, int64_t{1} << 24), ConfigError);
+}
+
 }  // namespace
 }  // namespace accelsim

@@ -85,6 +85,25 @@ TEST(TrainTest, ModelFlopsAreSixNTPlusThreeTimesForwardAttention) {
   EXPECT_GT(p.model_flops, 2 * 6979321856.0 * tokens);  // layers' matmuls alone
 }
 
+TEST(TrainTest, EagerAttentionModelFlopsCountTheCausalPairsOnly) {
+  // Llama-3-8B, batch 1, seq 512, attention as the unfused core: its QK^T and P V GEMMs compute
+  // all 512 x 512 pairs per head, 32 layers x 4 x 32 heads x 512^2 x 128 FLOPs executed in the
+  // forward, but model FLOPs count the causal 512 * 513 / 2 pairs, as with the fused kernel.
+  const double tokens = 512;
+  const double causal = 32.0 * 4 * 32 * (512.0 * 513 / 2) * 128;
+  const double all_pairs = 32.0 * 4 * 32 * (512.0 * 512) * 128;
+  const Graph g = build_graph(testing::llama3_8b(), {.phase = Phase::train, .batch = 1, .seq = 512,
+                                                     .eager_attention = true});
+  const SimulationResult s = simulate(g, testing::round_device(), SimulateOptions{});
+  EXPECT_DOUBLE_EQ(s.model_flops, 6 * kLlamaMatmulParams * tokens + 3 * causal);
+  double forward_bmm = 0;
+  for (const OpResult& op : s.ops) {
+    const Node& n = g.node(op.node);
+    if (n.op == "bmm" && n.pass == Pass::forward) forward_bmm += op.count.flops;
+  }
+  EXPECT_DOUBLE_EQ(forward_bmm, all_pairs);
+}
+
 TEST(TrainTest, TensorParallelCollectivesAreTimedOnASystem) {
   // Llama-3-8B prefill, batch 1, seq 1024, TP 8 inside one 8-GPU domain of 100 GB/s and 1 us
   // per step: each all-reduce of the [1, 1024, 4096] bf16 activations (8,388,608 bytes) takes

@@ -53,6 +53,56 @@ TEST(MatmulTest, BmmAndShapeErrors) {
   EXPECT_THROW(count_last(g), ConfigError);
 }
 
+TEST(MatmulTest, EagerAttentionGemmsCountTheCausalPairsWithAnOffsetAsUseful) {
+  // 2 heads, 4 queries at positions 4..7 over 8 keys, head dim 16: query i sees keys 0..4+i,
+  // 5 + 6 + 7 + 8 = 26 of the 32 pairs. QK^T [2, 4, 16] x [2, 16, 8] computes all of them:
+  // 2 * 2 * 4 * 8 * 16 = 2048 FLOPs, of which 2 * 2 * 26 * 16 = 1664 on allowed pairs. P V
+  // [2, 4, 8] x [2, 8, 16] sums over the same pairs: the same counts.
+  Graph g;
+  TensorId q = new_tensor(g, {2, 4, 16});
+  TensorId kt = new_tensor(g, {2, 16, 8});
+  TensorId s = new_tensor(g, {2, 4, 8});
+  TensorId v = new_tensor(g, {2, 8, 16});
+  TensorId o = new_tensor(g, {2, 4, 16});
+  for (const char* gemm : {"qk", "pv"}) {
+    const bool scores = std::string(gemm) == "qk";
+    add(g, "bmm", scores ? std::vector<TensorId>{q, kt} : std::vector<TensorId>{s, v}, {scores ? s : o},
+        {{"attention_gemm", std::string(gemm)}, {"mask_is_causal", true}, {"mask_query_offset", int64_t{4}}});
+    const OpCount c = count_last(g);
+    EXPECT_DOUBLE_EQ(c.flops, 2048.0);
+    EXPECT_DOUBLE_EQ(c.useful_flops(), 1664.0);
+    EXPECT_DOUBLE_EQ(c.masked_flops, 384.0);
+  }
+  // Unmarked, or marked with a mask that allows every pair: all FLOPs are useful.
+  add(g, "bmm", {q, kt}, {s});
+  EXPECT_DOUBLE_EQ(count_last(g).masked_flops, 0.0);
+  add(g, "bmm", {q, kt}, {s}, {{"attention_gemm", std::string("qk")}, {"mask_is_causal", false}});
+  EXPECT_DOUBLE_EQ(count_last(g).useful_flops(), 2048.0);
+  add(g, "bmm", {q, kt}, {s}, {{"attention_gemm", std::string("kq")}});
+  EXPECT_THROW(count_last(g), ConfigError);
+}
+
+TEST(MatmulTest, EagerAttentionGemmsCountASlidingWindowAsUseful) {
+  // One head, 8 causal queries over 8 keys, window 3: 1 + 2 + 3 * 6 = 21 of 64 pairs, head dim
+  // 4. A baddbmm QK^T (ALiBi added) computes 2 * 64 * 4 + 64 = 576 FLOPs, 21 * (2 * 4 + 1) = 189
+  // of them on allowed pairs; P V [1, 8, 8] x [1, 8, 4]: 2 * 64 * 4 = 512, of them 2 * 21 * 4 = 168.
+  Graph g;
+  TensorId bias = new_tensor(g, {1, 1, 8});
+  TensorId q = new_tensor(g, {1, 8, 4});
+  TensorId kt = new_tensor(g, {1, 4, 8});
+  TensorId s = new_tensor(g, {1, 8, 8});
+  TensorId v = new_tensor(g, {1, 8, 4});
+  TensorId o = new_tensor(g, {1, 8, 4});
+  add(g, "baddbmm", {bias, q, kt}, {s},
+      {{"attention_gemm", std::string("qk")}, {"mask_is_causal", true}, {"mask_window_size", int64_t{3}}});
+  EXPECT_DOUBLE_EQ(count_last(g).flops, 576.0);
+  EXPECT_DOUBLE_EQ(count_last(g).useful_flops(), 189.0);
+  add(g, "bmm", {s, v}, {o},
+      {{"attention_gemm", std::string("pv")}, {"mask_is_causal", true}, {"mask_window_size", int64_t{3}}});
+  EXPECT_DOUBLE_EQ(count_last(g).flops, 512.0);
+  EXPECT_DOUBLE_EQ(count_last(g).useful_flops(), 168.0);
+}
+
 TEST(MatmulTest, GroupedMmCountsEachTokenAgainstOneExpert) {
   // 96 routed tokens of width 64 against 4 experts of [64, 128]: 2*96*64*128.
   Graph g;

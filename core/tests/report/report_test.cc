@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "accelsim/advice.h"
 #include "accelsim/breakdown.h"
 #include "accelsim/error.h"
@@ -18,8 +20,9 @@ TEST(BreakdownTest, LayerOfCutsAfterTheFirstIndex) {
   EXPECT_EQ(layer_of("0"), "0");
 }
 
-// Eager attention in a layer: scores = bmm(q, k^T); scaled; softmax; bmm with v.
-Graph eager_attention_graph() {
+// Eager attention in a layer: scores = bmm(q, k^T); scaled; softmax; bmm with v. With
+// `causal_masks`, both GEMMs are marked as an eager core under a causal mask.
+Graph eager_attention_graph(bool causal_masks = false) {
   Graph g;
   TensorId q = new_tensor(g, {8, 256, 64}, DType::fp32, StorageKind::input);
   TensorId kt = new_tensor(g, {8, 64, 256}, DType::fp32, StorageKind::input);
@@ -29,14 +32,18 @@ Graph eager_attention_graph() {
   TensorId p = new_tensor(g, {8, 256, 256});
   TensorId o = new_tensor(g, {8, 256, 64});
   auto node = [&](std::string op, std::vector<TensorId> in, std::vector<TensorId> out,
-                  std::string module) {
-    g.add_node(Node{.op = op, .inputs = in, .outputs = out, .module_path = module,
-                    .module_type = "Attention"});
+                  std::string module, std::vector<Attr> attrs = {}) {
+    g.add_node(Node{.op = op, .inputs = in, .outputs = out, .attrs = std::move(attrs),
+                    .module_path = module, .module_type = "Attention"});
   };
-  node("bmm", {q, kt}, {s}, "blocks.0.attn");
+  auto mask = [&](const char* gemm) {
+    return causal_masks ? std::vector<Attr>{{"attention_gemm", std::string(gemm)}, {"mask_is_causal", true}}
+                        : std::vector<Attr>{};
+  };
+  node("bmm", {q, kt}, {s}, "blocks.0.attn", mask("qk"));
   node("mul", {s}, {s2}, "blocks.0.attn");
   node("_softmax", {s2}, {p}, "blocks.0.attn");
-  node("bmm", {p, v}, {o}, "blocks.1.attn");
+  node("bmm", {p, v}, {o}, "blocks.1.attn", mask("pv"));
   return g;
 }
 
@@ -78,6 +85,25 @@ TEST(AdviceTest, FlagsEagerAttentionAndFp32Matmuls) {
   EXPECT_TRUE(low_precision);
 }
 
+TEST(AdviceTest, CountsTheWorkEagerAttentionDoesOnMaskedPairs) {
+  // The eager core above with causal masks on both GEMMs: of 256 x 256 pairs per head the
+  // queries see 256 * 257 / 2 = 32,896; the other 32,640 cost 2 * 8 heads * 64 FLOPs each in QK^T
+  // and again in P V: 2 * 2 * 8 * 32640 * 64 = 66,846,720 FLOPs, 32640 / 65536 of the attention.
+  const DeviceSpec d = testing::round_device();
+  auto has_masked_hint = [&](const Graph& graph) {
+    for (const Hint& h : advise(graph, simulate(graph, d, {}), d)) {
+      if (h.kind != HintKind::masked_attention_pairs) continue;
+      EXPECT_DOUBLE_EQ(h.value, 66846720.0);
+      EXPECT_DOUBLE_EQ(h.fraction, 32640.0 / 65536.0);
+      EXPECT_EQ(h.subject, "blocks.0.attn");
+      return true;
+    }
+    return false;
+  };
+  EXPECT_FALSE(has_masked_hint(eager_attention_graph()));
+  EXPECT_TRUE(has_masked_hint(eager_attention_graph(/*causal_masks=*/true)));
+}
+
 TEST(CompareTest, DominantBoundHoldsMostOfTheTime) {
   SimulationResult r;
   r.compute_bound_time_s = 2e-3;
@@ -113,6 +139,27 @@ TEST(CompareTest, FastestBestValueAndOverkill) {
   EXPECT_THROW(compare_devices(results, {}), ConfigError);
 }
 
+TEST(CompareTest, NarrowerPrecisionIsNotRanked) {
+  // a: 10 ms at $4/h in the graph's precision; t: 2 ms at $1/h, but its matmuls ran in a
+  // narrower format (fp32 on bf16 units): it is neither fastest, best value, nor the cheaper
+  // device that would make a overkill.
+  std::vector<DeviceSpec> devices(2, testing::round_device());
+  devices[0].id = "a";
+  devices[0].price_usd_per_hour = 4.0;
+  devices[1].id = "t";
+  devices[1].price_usd_per_hour = 1.0;
+  std::vector<SimulationResult> results(2);
+  results[0].latency_s = 0.010;
+  results[1].latency_s = 0.002;
+  results[1].narrower_precision = true;
+  const Comparison c = compare_devices(results, devices);
+  EXPECT_EQ(c.fastest_index, 0);
+  EXPECT_EQ(c.best_value_index, 0);
+  EXPECT_FALSE(c.devices[0].overkill);
+  EXPECT_TRUE(c.devices[1].narrower_precision);
+  EXPECT_DOUBLE_EQ(c.devices[1].speedup_vs_slowest, 5.0);  // still shown, not ranked
+}
+
 }  // namespace
 }  // namespace accelsim
 
@@ -130,6 +177,15 @@ TEST(RegressionTest, GrowthBeyondTheAllowedFractionIsExceeded) {
   EXPECT_FALSE(check_metric("peak_memory_bytes", 100, 80, 0.0).exceeded);  // shrinking is fine
   EXPECT_TRUE(check_metric("peak_memory_bytes", 0, 1, 0.5).exceeded);
   EXPECT_THROW(check_metric("x", -1, 1, 0.1), ConfigError);
+  // NaN or infinity anywhere would read as "not exceeded" and pass: refused instead.
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THROW(check_metric("x", nan, 1, 0.1), ConfigError);
+  EXPECT_THROW(check_metric("x", inf, 1, 0.1), ConfigError);
+  EXPECT_THROW(check_metric("x", 1, nan, 0.1), ConfigError);
+  EXPECT_THROW(check_metric("x", 1, inf, 0.1), ConfigError);
+  EXPECT_THROW(check_metric("x", 1, 2, nan), ConfigError);
+  EXPECT_THROW(check_metric("x", 1, 2, inf), ConfigError);
 }
 
 }  // namespace

@@ -102,5 +102,27 @@ TEST(LivenessTest, EmptyGraphHoldsOnlyResidentMemory) {
   EXPECT_EQ(m.peak_node, kNoNode);
 }
 
+TEST(LivenessTest, MemoryThatOverflows64BitsThrows) {
+  // Two parameters of 2^62 bytes each fit one by one; together (2^63) they do not.
+  Graph g;
+  for (int i = 0; i < 2; ++i) g.add_storage({.size_bytes = int64_t{1} << 62, .kind = StorageKind::parameter});
+  try {
+    compute_memory_profile(g);
+    FAIL() << "the resident bytes wrapped around";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "the graph's memory (the sum of its storages' bytes) overflows 64-bit byte counts");
+  }
+  // The same for activations live at once: two outputs of one node.
+  Graph a;
+  const StorageId x = a.add_storage({.size_bytes = 8, .kind = StorageKind::input});
+  const StorageId y = a.add_storage({.size_bytes = int64_t{1} << 62});
+  const StorageId z = a.add_storage({.size_bytes = int64_t{1} << 62});
+  const TensorId tx = a.add_tensor({.shape = {1}, .dtype = DType::int64, .storage = x});
+  const TensorId ty = a.add_tensor({.shape = {1}, .dtype = DType::int64, .storage = y});
+  const TensorId tz = a.add_tensor({.shape = {1}, .dtype = DType::int64, .storage = z});
+  a.add_node({.op = "split", .inputs = {tx}, .outputs = {ty, tz}});
+  EXPECT_THROW(compute_memory_profile(a), ConfigError);
+}
+
 }  // namespace
 }  // namespace accelsim

@@ -2,30 +2,35 @@
 #include "accelsim/training.h"
 
 #include <gtest/gtest.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include "accelsim/builder.h"
+#include "accelsim/error.h"
 #include "testing/models.h"
 #include "testing/round_device.h"
 
 namespace accelsim {
 namespace {
 
-ModelSpec small_gpt(int64_t layers) {
-  return ModelSpec{.name = "small", .family = "gpt2", .hidden_size = 256, .num_layers = layers,
-                   .num_heads = 8, .num_kv_heads = 8, .head_dim = 32, .ffn_size = 1024,
-                   .vocab_size = 1024, .max_position_embeddings = 512,
-                   .activation = Activation::gelu_tanh, .gated_ffn = false,
-                   .norm = NormKind::layer_norm, .rotary = false, .learned_positions = true,
-                   .fused_qkv = true, .tied_embeddings = true, .qkv_bias = true,
-                   .output_bias = true, .ffn_bias = true};
-}
-
 using testing::round_system;
 
 TEST(TrainingTest, StepIsComputeBubblePipelineDataParallelAndOptimizer) {
   // 4 layers, TP 2 x PP 2 x DP 2 (8 GPUs, one domain), global batch 8 of micro-batch 1:
   // 4 micro-batches per step on each of the 2 data-parallel replicas.
-  const ModelSpec m = small_gpt(4);
+  const ModelSpec m = testing::small_gpt(4);
   const DeviceSpec d = testing::round_device();
   const SystemSpec sys = round_system();
   const ParallelLayout layout{.tp = 2, .pp = 2, .dp = 2, .micro_batch = 1, .global_batch = 8};
@@ -79,9 +84,9 @@ TEST(TrainingTest, UnevenStagesWaitForTheHeaviest) {
   // 5 layers over 2 stages: the step is paced by the stage with 3 (and the embedding and head).
   const DeviceSpec d = testing::round_device();
   const SystemSpec sys = round_system();
-  const TrainingEstimate five = estimate_training(small_gpt(5), {.seq = 128}, {.pp = 2, .global_batch = 4}, d,
+  const TrainingEstimate five = estimate_training(testing::small_gpt(5), {.seq = 128}, {.pp = 2, .global_batch = 4}, d,
                                                   sys, SimulateOptions{});
-  const TrainingEstimate six = estimate_training(small_gpt(6), {.seq = 128}, {.pp = 2, .global_batch = 4}, d,
+  const TrainingEstimate six = estimate_training(testing::small_gpt(6), {.seq = 128}, {.pp = 2, .global_batch = 4}, d,
                                                  sys, SimulateOptions{});
   ASSERT_TRUE(five.feasible) << five.reason;
   EXPECT_NEAR(five.compute_s, six.compute_s, 1e-15);
@@ -92,7 +97,7 @@ TEST(TrainingTest, InfeasibleLayoutsSayWhy) {
   const SystemSpec sys = round_system();
   const BuildOptions base{.seq = 128};
   auto why = [&](ParallelLayout l, int64_t layers = 4) {
-    const TrainingEstimate e = estimate_training(small_gpt(layers), base, l, d, sys, SimulateOptions{});
+    const TrainingEstimate e = estimate_training(testing::small_gpt(layers), base, l, d, sys, SimulateOptions{});
     EXPECT_FALSE(e.feasible);
     return e.reason;
   };
@@ -102,7 +107,7 @@ TEST(TrainingTest, InfeasibleLayoutsSayWhy) {
   EXPECT_NE(why({.pp = 2, .global_batch = 3, .virtual_stages = 2}).find("multiple of pp"), std::string::npos);
   DeviceSpec tiny = d;
   tiny.memory_bytes = 1e6;
-  const TrainingEstimate e = estimate_training(small_gpt(4), base, {.global_batch = 1}, tiny, sys, SimulateOptions{});
+  const TrainingEstimate e = estimate_training(testing::small_gpt(4), base, {.global_batch = 1}, tiny, sys, SimulateOptions{});
   EXPECT_FALSE(e.fits);
   EXPECT_NE(e.reason.find("per GPU"), std::string::npos);
 }
@@ -111,7 +116,7 @@ TEST(TrainingTest, ZeroStagesShardStatesGradientsAndParameters) {
   // DP 4 in one domain, 2 micro-batches: ZeRO-1 moves the gradients and parameters once per step,
   // ZeRO-2 reduce-scatters every micro-batch, ZeRO-3 gathers twice and reduce-scatters every
   // micro-batch; each shards one more of states, gradients, parameters.
-  const ModelSpec m = small_gpt(4);
+  const ModelSpec m = testing::small_gpt(4);
   const DeviceSpec d = testing::round_device();
   const SystemSpec sys = round_system();
   const BuildOptions base{.seq = 128};
@@ -157,7 +162,7 @@ TEST(TrainingTest, ZeroStagesShardStatesGradientsAndParameters) {
 TEST(TrainingTest, InterleavingKeepsMoreMicroBatchesInFlight) {
   // 8 layers on 2 stages, 8 micro-batches: 1F1B keeps pp = 2 in flight on the first stage;
   // interleaving over 2 chunks keeps pp + (pp - 1) / v = 2.5 (Korthikanti et al. 2022).
-  const ModelSpec m = small_gpt(8);
+  const ModelSpec m = testing::small_gpt(8);
   const DeviceSpec d = testing::round_device();
   const SystemSpec sys = round_system();
   const TrainingEstimate plain = estimate_training(m, {.seq = 128}, {.pp = 2, .global_batch = 8}, d, sys, {});
@@ -173,7 +178,7 @@ TEST(TrainingTest, InterleavingKeepsMoreMicroBatchesInFlight) {
 TEST(TrainingTest, PlanFindsTheFastestOfItsSpace) {
   // 8 GPUs, a 4-layer model: every layout of the space through estimate_training, one by one,
   // against the search's answer.
-  const ModelSpec m = small_gpt(4);
+  const ModelSpec m = testing::small_gpt(4);
   const DeviceSpec d = testing::round_device();
   const SystemSpec sys = round_system();
   const BuildOptions base{.seq = 128};
@@ -219,10 +224,71 @@ TEST(TrainingTest, PlanFindsTheFastestOfItsSpace) {
   EXPECT_EQ(pruned + r.evaluated, r.candidates);
 }
 
+// The plan search of PlanFindsTheFastestOfItsSpace: 48 outer items, 18 stage profiles.
+PlanResult small_plan(int threads, const std::function<void(int64_t, int64_t)>& progress = {}) {
+  const PlanSpace space{.gpus = 8, .global_batch = 16, .tp = {1, 2, 4}, .cp = {1}, .ep = {1},
+                        .pp = {1, 2, 4}, .micro_batch = {1, 2}, .virtual_stages = {1, 2}, .zero = {0, 1, 3},
+                        .recompute = {Recompute::none, Recompute::full}, .sequence_parallel = {0, 1},
+                        .orders = {"tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"}};
+  return plan_training(testing::small_gpt(4), {.seq = 128}, space, testing::round_device(), round_system(),
+                       SimulateOptions{}, 3, threads, progress);
+}
+
+// The pages of address space this process holds (/proc/self/statm's first field).
+int64_t address_space_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0;
+  statm >> pages;
+  return pages * sysconf(_SC_PAGESIZE);
+}
+
+// Runs in a child process: limits the address space to room for the search's own heap and some
+// 8 MiB thread stacks, not 48 (384 MiB), and plans on 48 threads. 0 when the answer is ONE's, 1
+// when it is not, 3 when the limit lets 48 threads start after all (the test would prove
+// nothing). With 40 MiB of room the search itself sometimes ran out of heap (std::bad_alloc).
+int plan_in_tight_address_space(const PlanResult& one) {
+#ifdef __GLIBC__
+  // glibc gives each thread that allocates an arena reserving 64 MiB of address space; one
+  // arena for all keeps the limit a limit on thread stacks, which is what this test exhausts.
+  mallopt(M_ARENA_MAX, 1);
+#endif
+  const auto room = static_cast<rlim_t>(address_space_bytes() + (192 << 20));
+  const rlimit limit{room, room};
+  setrlimit(RLIMIT_AS, &limit);
+  std::vector<std::thread> stacks;
+  try {
+    for (int i = 0; i < 48; ++i) stacks.emplace_back([] { std::this_thread::sleep_for(std::chrono::milliseconds(50)); });
+  } catch (const std::system_error&) {
+  }
+  const bool limited = stacks.size() < 48;
+  for (std::thread& t : stacks) t.join();
+  if (!limited) return 3;
+  const PlanResult r = small_plan(48);
+  const bool same = !r.best.empty() && r.best[0].estimate.step_s == one.best[0].estimate.step_s &&
+                    r.evaluated == one.evaluated && r.feasible == one.feasible;
+  return same ? 0 : 1;
+}
+
+TEST(TrainingTest, PlanThreadsTheSystemCannotStartAreDoneWithout) {
+  // The threads that start do the work and find what one thread finds, where the search used to
+  // end in std::terminate.
+  const PlanResult one = small_plan(1);
+  ASSERT_FALSE(one.best.empty());
+  EXPECT_EXIT(std::exit(plan_in_tight_address_space(one)), ::testing::ExitedWithCode(0), "");
+}
+
+TEST(TrainingTest, PlanThreadsAreBoundedAndAFailingProgressCallbackLeavesCleanly) {
+  EXPECT_THROW(small_plan(-1), ConfigError);
+  EXPECT_THROW(small_plan(kMaxPlanThreads + 1), ConfigError);
+  // A callback that throws (a Python KeyboardInterrupt, say) stops the search: the exception
+  // leaves plan_training after its threads are joined, not through std::terminate.
+  EXPECT_THROW(small_plan(2, [](int64_t, int64_t) { throw std::runtime_error("interrupted"); }), std::runtime_error);
+}
+
 TEST(TrainingTest, OverlappedTpCommAndCachedWeightCastsCountAsTheStageSaysThey) {
   // TP 2 with SP and fp8 GEMMs, 4 micro-batches: what the stage's simulation hides behind its GEMMs
   // leaves every micro-batch, and the cached fp8 weight casts run once per step, not four times.
-  const ModelSpec m = small_gpt(2);
+  const ModelSpec m = testing::small_gpt(2);
   const DeviceSpec d = testing::round_device();
   const SystemSpec sys = round_system();
   const BuildOptions base{.seq = 128, .fp8_gemms = true};
@@ -249,7 +315,7 @@ TEST(TrainingTest, GpipeKeepsEveryMicroBatchInFlight) {
   // 8 layers on 2 stages, 8 micro-batches: GPipe runs every forward before any backward, so the
   // first stage holds all 8 micro-batches' saved activations where 1F1B holds 2; the time is
   // the same (the same bubble, Huang et al. 2019).
-  const ModelSpec m = small_gpt(8);
+  const ModelSpec m = testing::small_gpt(8);
   const DeviceSpec d = testing::round_device();
   const SystemSpec sys = round_system();
   const TrainingEstimate f1b = estimate_training(m, {.seq = 128}, {.pp = 2, .global_batch = 8}, d, sys, {});
@@ -275,6 +341,29 @@ TEST(TrainingTest, MoeWithDenseLeadingLayersProfilesItsHeaviestLayers) {
   const Graph g = build_graph(m, {.phase = Phase::train, .seq = 64, .optimizer = Optimizer::none});
   const SimulationResult r = simulate(g, d, SimulateOptions{});
   EXPECT_NEAR(whole.model_flops, r.model_flops, 1e-9 * r.model_flops);
+}
+
+TEST(TrainingTest, Fp8WeightCastsUnderFullRecomputeAreNotSubtractedFromSavedActivations) {
+  // Full recompute with fp8 GEMMs: each layer keeps only its input, [1, 128, 256] bf16 =
+  // 65,536 bytes; the forward frees its fp8 weight casts (the backward casts again), so they are
+  // not among the bytes live at the end of the forward. They are held once per step instead: a
+  // layer's four linears in e4m3, (768 + 256 + 1024) x 256 + 256 x 1024 = 786,432 bytes.
+  // Subtracting the casts from the saved bytes made them negative (65,536 - 786,432 per layer).
+  const ModelSpec m = testing::small_gpt(4);
+  const DeviceSpec d = testing::round_device();
+  const SystemSpec sys = round_system();
+  const BuildOptions base{.seq = 128, .recompute = Recompute::full, .fp8_gemms = true};
+  const ParallelLayout l{.pp = 2, .micro_batch = 1, .global_batch = 8};
+  const StageProfile p = profile_stage(m, base, l, {{.name = "tp"}, {.name = "cp"}, {.name = "ep"}}, d,
+                                       sys, {});
+  ASSERT_TRUE(p.feasible) << p.reason;
+  EXPECT_DOUBLE_EQ(p.saved_bytes.per_layer, 65536.0);
+  EXPECT_DOUBLE_EQ(p.weight_copy_bytes.per_layer, 786432.0);
+  EXPECT_GE(p.working_bytes.at(2), 0.0);
+  const TrainingEstimate e = estimate_training(m, base, l, d, sys, {});
+  // 2 layers on the first stage x 2 micro-batches in flight keep at least 4 layer inputs.
+  EXPECT_GE(e.activation_bytes, 4 * 65536.0);
+  EXPECT_GE(e.memory_per_gpu_bytes, e.activation_bytes + 2 * 786432.0);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Published model configurations for hand-worked tests.
+// Model configurations for hand-worked tests: published ones, and a small one for fast graphs.
 #pragma once
 
 #include "accelsim/model.h"
@@ -7,6 +7,18 @@ namespace accelsim::testing {
 
 // Meta-Llama-3-8B config.json: hidden 4096, 32 layers, 32 heads, 8 KV heads, FFN 14336,
 // vocab 128256, untied embeddings, RMSNorm, SwiGLU, RoPE.
+// A GPT-2-style model with `layers` layers of hidden 256 (8 heads of 32), FFN 1024, vocab 1024,
+// 512 learned positions: small graphs with every kind of op, for tests that build many.
+inline ModelSpec small_gpt(int64_t layers) {
+  return ModelSpec{.name = "small", .family = "gpt2", .hidden_size = 256, .num_layers = layers,
+                   .num_heads = 8, .num_kv_heads = 8, .head_dim = 32, .ffn_size = 1024,
+                   .vocab_size = 1024, .max_position_embeddings = 512,
+                   .activation = Activation::gelu_tanh, .gated_ffn = false,
+                   .norm = NormKind::layer_norm, .rotary = false, .learned_positions = true,
+                   .fused_qkv = true, .tied_embeddings = true, .qkv_bias = true,
+                   .output_bias = true, .ffn_bias = true};
+}
+
 inline ModelSpec llama3_8b() {
   return ModelSpec{.name = "llama-3-8b",
                    .hidden_size = 4096,

@@ -29,8 +29,9 @@ from torch._subclasses.fake_tensor import (
     FakeTensorMode,
     UnsupportedOperatorException,
 )
-from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.proxy_tensor import get_innermost_proxy_mode, make_fx
 
+from accel_sim import script_run
 from accel_sim.capture import attention as _attention  # noqa: F401  (registers accel_sim::attention)
 from accel_sim.capture.attention import SdpaRouting
 from accel_sim.capture.graph_export import DTYPE_NAMES, export_graph, source_location
@@ -189,6 +190,8 @@ def _usage_error(error: BaseException) -> UsageError:
             f"capture failed{at}: op {error.func} has no shape-only (fake/meta) implementation; "
             "register one with torch.library.register_fake"
         )
+    if isinstance(error, (SystemExit, KeyboardInterrupt)):
+        return UsageError(f"capture failed{at}: the model's code {script_run.describe(error)}")
     return UsageError(f"capture failed{at}: {type(error).__name__}: {_one_line(str(error))}")
 
 
@@ -239,24 +242,37 @@ class FakeInputs:
         return tensors, call_args, call_kwargs, tuple(rest[len(self._positions):])
 
 
+def report_tracing() -> None:
+    """Called first thing inside the traced function: tells the ScriptRun entered around the
+    capture (if any) which graph the tracer fills, so that a status line can count its ops."""
+    if script_run.active() is not None:
+        proxy_mode = get_innermost_proxy_mode()
+        if proxy_mode is not None:
+            script_run.tracing(proxy_mode.tracer.graph)
+
+
 def trace(fn: Any, model: torch.nn.Module, mode: FakeTensorMode, lifetimes: PythonLifetimes,
           flat_inputs: list[Any], extra: contextlib.AbstractContextManager | None = None,
           state: _FakeState | None = None) -> torch.fx.GraphModule:
     """`make_fx` of `fn` over the fake `flat_inputs`, with module stacks relative to `model`
-    and HF's capture settings; the model's own failure under fake tensors becomes a one-line
-    UsageError. `extra` is one more context to trace under. Attention masks built from
-    constants, or from the inputs `state` knows the real values of, are read for the pairs
-    they allow (`masks.py`)."""
+    and HF's capture settings; the model's own failure under fake tensors (a sys.exit() or a
+    KeyboardInterrupt it raises included) becomes a one-line UsageError. `extra` is one more
+    context to trace under. Attention masks built from constants, or from the inputs `state`
+    knows the real values of, are read for the pairs they allow (`masks.py`)."""
     fn._orig_mod = model  # make_fx records nn_module_stack relative to this root
     try:
         with _quiet_fake_tensor_log(), hf_capture_settings(model), mode, extra or contextlib.nullcontext():
             graph_module = make_fx(fn, record_module_stack=True, record_stack_traces=True)(*flat_inputs)
     except UsageError:
         raise
-    except Exception as error:  # the model's own code failed under fake tensors
+    except (Exception, SystemExit, KeyboardInterrupt) as error:  # the model's own code failed
+        if not script_run.raised_by_script(error):
+            raise
         raise _usage_error(error) from error
     finally:
         lifetimes.active = False
+        script_run.tracing(None)
+
     def input_value(position: int) -> torch.Tensor | None:
         tensor = flat_inputs[position]
         return state.real_value(tensor) if state is not None and isinstance(tensor, torch.Tensor) else None
@@ -293,6 +309,7 @@ def capture_model(
     parameters, buffers, graph_inputs = inputs.parameters, inputs.buffers, inputs.graph_inputs
 
     def forward(*flat: torch.Tensor) -> list[torch.Tensor]:
+        report_tracing()
         tensors, call_args, call_kwargs, _ = inputs.unpack(flat)
         with SdpaRouting(), lifetimes:
             result = torch.func.functional_call(
@@ -303,7 +320,9 @@ def capture_model(
         return outputs
 
     lifetimes = PythonLifetimes()
+    script_run.enter_phase("tracing the forward")
     graph_module = trace(forward, model, mode, lifetimes, inputs.flat(), state=state)
+    script_run.enter_phase("exporting the graph")
 
     metadata: dict[str, Any] = _library_versions()
     metadata["dtype"] = (

@@ -25,6 +25,17 @@ Masks that read meta or fake inputs (a padding `attention_mask` given as shapes 
 that differ across batch or heads, other patterns, masks built with in-place writes and masks
 larger than `EVALUATION_BYTES` stay as they are: the op counts every pair, as a kernel given an
 arbitrary mask computes them.
+
+Eager attention (BLOOM, GPT-J: no SDPA call) is a chain of ATen ops: scores = Q K^T (`bmm`,
+`baddbmm` adding a bias such as ALiBi, or `mm`), scaled, biased and masked (`add` of an additive
+mask, `masked_fill`, `where`), `_softmax` over the keys, dropout, then context = P V. Both GEMMs
+compute every query-key pair, and their FLOPs are counted so. `recognise_attention_masks` also
+finds these chains, evaluates the masks on them the same way and, when together they allow a
+pattern of the kinds above, records it on both GEMMs for the export: `attention_gemm` ("qk" or
+"pv"), `mask_is_causal`, `mask_window_size`, `mask_query_offset` (docs/formats/graph.md). The
+core counts the pairs the mask discards apart (`OpCount::masked_flops`), outside model FLOPs.
+Only the forward's GEMMs are marked: model FLOPs of a training step are three times the
+forward's.
 """
 
 from __future__ import annotations
@@ -210,25 +221,199 @@ def _causal_pattern(pairs: torch.Tensor) -> tuple[int, int] | None:
     return offset, window
 
 
-def mask_pattern(mask: torch.Tensor, query_shape: torch.Size, key_shape: torch.Size) -> dict[str, Any] | None:
-    """How attention of `query_shape` over `key_shape` under `mask` (SDPA's attn_mask: bool,
-    True = attend; or additive float) is to be recorded, or None when the mask must stay as is:
-    {"is_causal": bool, "window_size": int, "query_offset": int, "keeps_mask": bool}."""
-    scores = (*query_shape[:-1], key_shape[-2])
-    mask = _distinct(mask.expand(torch.broadcast_shapes(mask.shape, scores)))
+def _allowed_pairs(mask: torch.Tensor, scores_shape: tuple[int, ...]) -> tuple[torch.Tensor, bool] | None:
+    """(the [Sq, Sk] pairs `mask` (bool, True = attend; or additive float) lets through on scores
+    of `scores_shape`, whether it does nothing but mask), or None when the pairs differ across
+    batch or heads or the mask is too large to read."""
+    mask = _distinct(mask.expand(torch.broadcast_shapes(mask.shape, scores_shape)))
     if mask.numel() * mask.element_size() > EVALUATION_BYTES:
         return None
     allowed, masks_only = _allowed(mask)
     pairs = _shared_slice(allowed)
-    if pairs is None:
-        return None
+    return None if pairs is None else (pairs, masks_only)
+
+
+def _pairs_pattern(pairs: torch.Tensor) -> dict[str, Any] | None:
+    """{"is_causal", "window_size", "query_offset"} of allowed [Sq, Sk] pairs that are all of
+    them or a causal pattern, else None."""
     every_pair = bool(pairs.all())
     pattern = (0, 0) if every_pair else _causal_pattern(pairs)
     if pattern is None:
         return None
     offset, window = pattern
-    return {"is_causal": not every_pair, "window_size": window, "query_offset": offset,
-            "keeps_mask": not masks_only}
+    return {"is_causal": not every_pair, "window_size": window, "query_offset": offset}
+
+
+def mask_pattern(mask: torch.Tensor, query_shape: torch.Size, key_shape: torch.Size) -> dict[str, Any] | None:
+    """How attention of `query_shape` over `key_shape` under `mask` (SDPA's attn_mask: bool,
+    True = attend; or additive float) is to be recorded, or None when the mask must stay as is:
+    {"is_causal": bool, "window_size": int, "query_offset": int, "keeps_mask": bool}."""
+    allowed = _allowed_pairs(mask, (*query_shape[:-1], key_shape[-2]))
+    if allowed is None:
+        return None
+    pairs, masks_only = allowed
+    pattern = _pairs_pattern(pairs)
+    return None if pattern is None else {**pattern, "keeps_mask": not masks_only}
+
+
+# Eager attention cores. Ops are named by their ATen packet ("bmm", "_softmax").
+_GEMMS = {"bmm": (0, "self"), "mm": (0, "self"), "baddbmm": (1, "batch1")}  # GEMM -> its left operand
+_SOFTMAXES = frozenset({"_softmax", "_safe_softmax"})
+# Ops that keep each score in its (query, key) place: copies, casts and views that leave the
+# last two dims as they are (checked on every step).
+_LAYOUT_OPS = frozenset({"view", "_unsafe_view", "reshape", "expand", "clone", "contiguous",
+                         "_to_copy", "alias", "detach"})
+_SCALE_OPS = frozenset({"mul", "div"})  # a scale, or dropout's keep mask and 1 / (1 - p)
+_CHAIN_DEPTH = 12  # ops walked between a GEMM and the softmax
+
+
+def _aten_name(node: Any) -> str | None:
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+        return None
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return None
+    namespace, _, name = target._schema.name.partition("::")
+    return name if namespace == "aten" else None
+
+
+def _last_two(node: torch.fx.Node) -> tuple[int, ...] | None:
+    value = node.meta.get("val")
+    if not isinstance(value, torch.Tensor) or value.dim() < 2:
+        return None
+    return tuple(int(d) for d in value.shape[-2:])
+
+
+# A mask applied to the scores on their way to the softmax: (kind, mask, fill, applied at).
+# kind "additive": the scores plus `mask`; "fill_where_true": masked_fill(scores, mask, fill);
+# "keep_where_true" / "keep_where_false": where(mask, scores, fill) / where(mask, fill, scores).
+_MaskUse = tuple[str, Any, Any, torch.fx.Node]
+
+
+def _score_sources(node: Any, pairs: tuple[int, int], depth: int = 0) -> list[tuple[torch.fx.Node, list[_MaskUse]]]:
+    """Every way the [.., Sq, Sk] scores `node` come from a GEMM through score ops: (the GEMM,
+    the masks applied after it). Structural only: no value is computed."""
+    name = _aten_name(node)
+    if name is None or depth > _CHAIN_DEPTH or _last_two(node) != pairs:
+        return []
+    args = node.args
+    if name in _GEMMS:
+        return [(node, [])]
+    if name in _LAYOUT_OPS:
+        return _score_sources(args[0], pairs, depth + 1)
+    if name in _SCALE_OPS:
+        return [found for arg in args[:2] for found in _score_sources(arg, pairs, depth + 1)]
+    sources: list[tuple[torch.fx.Node, list[_MaskUse]]] = []
+
+    def through(arg: Any, use: _MaskUse | None) -> None:
+        for gemm, masks in _score_sources(arg, pairs, depth + 1):
+            sources.append((gemm, masks + ([use] if use is not None else [])))
+
+    if name == "add" and len(args) >= 2:
+        first, second = args[0], args[1]
+        through(first, ("additive", second, None, node) if isinstance(second, torch.fx.Node) else None)
+        if isinstance(second, torch.fx.Node):
+            through(second, ("additive", first, None, node))
+    elif name == "masked_fill" and len(args) >= 3:
+        through(args[0], ("fill_where_true", args[1], args[2], node))
+    elif name == "where" and len(args) == 3:
+        condition, kept, other = args
+        through(kept, ("keep_where_true", condition, other, node))
+        through(other, ("keep_where_false", condition, kept, node))
+    return sources
+
+
+def _context_gemms(node: torch.fx.Node, pairs: tuple[int, int], depth: int = 0) -> list[torch.fx.Node]:
+    """The GEMMs that take the [.., Sq, Sk] probabilities `node` (through copies, views and
+    dropout) as their left operand: context = P V."""
+    found: list[torch.fx.Node] = []
+    for user in node.users:
+        name = _aten_name(user)
+        if user.op == "call_function" and user.target is operator.getitem:
+            if user.args[1] == 0 and _aten_name(node) == "native_dropout":
+                found += _context_gemms(user, pairs, depth + 1)
+            continue
+        if name is None or depth > _CHAIN_DEPTH:
+            continue
+        if name in _GEMMS:
+            if _argument(user, *_GEMMS[name]) is node:
+                found.append(user)
+        elif name == "native_dropout" or (
+            (name in _LAYOUT_OPS or name in _SCALE_OPS) and _last_two(user) == pairs
+        ):
+            found += _context_gemms(user, pairs, depth + 1)
+    return found
+
+
+def _mask_allowed(use: _MaskUse, values: _ConstantValues) -> torch.Tensor | None:
+    """The [Sq, Sk] pairs one mask on the scores lets through, or None when its values are
+    unknown, its fill does not mask or its pairs differ across batch or heads."""
+    kind, mask, fill, node = use
+    mask_value = values.value(mask) if isinstance(mask, torch.fx.Node) else None
+    scores = node.meta["val"]
+    if not isinstance(mask_value, torch.Tensor):
+        return None
+    if kind == "additive":
+        if mask_value.dtype == torch.bool:
+            return None
+        allowed = _allowed_pairs(mask_value, tuple(scores.shape))
+        return None if allowed is None else allowed[0]
+    if mask_value.dtype != torch.bool:
+        return None
+    fill_value = values.value(fill) if isinstance(fill, torch.fx.Node) else fill
+    if isinstance(fill_value, torch.Tensor):
+        if not fill_value.is_floating_point() or fill_value.numel() == 0:
+            return None
+        fill_value = float(fill_value.max())
+    if not isinstance(fill_value, (int, float)) or not scores.is_floating_point():
+        return None
+    if fill_value > torch.finfo(scores.dtype).min:  # fills a finite score: not a mask
+        return None
+    allowed = _allowed_pairs(~mask_value if kind in ("fill_where_true", "keep_where_false") else mask_value,
+                             tuple(scores.shape))
+    return None if allowed is None else allowed[0]
+
+
+def _recognise_eager_attention(graph_module: torch.fx.GraphModule, values: Callable[[], _ConstantValues]) -> None:
+    """Marks the two GEMMs of each eager attention core whose masks allow a known pattern."""
+    patterns: dict[tuple, dict[str, Any] | None] = {}
+    for node in graph_module.graph.nodes:
+        if _aten_name(node) not in _SOFTMAXES:
+            continue
+        scores = node.args[0]
+        pairs = _last_two(scores) if isinstance(scores, torch.fx.Node) else None
+        dim = _argument(node, 1, "dim")
+        if pairs is None or not isinstance(dim, int) or dim not in (-1, scores.meta["val"].dim() - 1):
+            continue
+        sources = _score_sources(scores, pairs)
+        if len(sources) != 1:  # none, or ambiguous (an add of two GEMMs' outputs)
+            continue
+        gemm, masks = sources[0]
+        key = (pairs, tuple((kind, mask, fill, tuple(use.meta["val"].shape)) for kind, mask, fill, use in masks))
+        if key not in patterns:
+            allowed = torch.ones(pairs, dtype=torch.bool)
+            for use in masks:
+                try:
+                    mask_pairs = _mask_allowed(use, values())
+                except Exception:  # a mask of another kind than the ones read here
+                    mask_pairs = None
+                if mask_pairs is None:
+                    allowed = None
+                    break
+                allowed &= mask_pairs
+            patterns[key] = None if allowed is None else _pairs_pattern(allowed)
+        pattern = patterns[key]
+        contexts = _context_gemms(node, pairs)
+        if pattern is None or len(contexts) != 1:  # a softmax that no P V product reads: not attention
+            continue
+        attrs: dict[str, Any] = {"mask_is_causal": pattern["is_causal"]}
+        if pattern["window_size"]:
+            attrs["mask_window_size"] = pattern["window_size"]
+        if pattern["query_offset"]:
+            attrs["mask_query_offset"] = pattern["query_offset"]
+        for marked, role in ((gemm, "qk"), (contexts[0], "pv")):
+            overrides = marked.meta.setdefault(EXPORT_OVERRIDES, {})
+            overrides["attrs"] = {**overrides.get("attrs", {}), "attention_gemm": role, **attrs}
 
 
 def recognise_attention_masks(graph_module: torch.fx.GraphModule,
@@ -236,9 +421,16 @@ def recognise_attention_masks(graph_module: torch.fx.GraphModule,
     """Records in each attention node's meta (`EXPORT_OVERRIDES`) the pattern of a mask
     computed from constants and from the graph inputs whose values `input_value` (by
     placeholder position) knows: the export writes its attrs and leaves out a mask that only
-    masks."""
+    masks. The GEMMs of eager attention cores get the pattern of the masks on their scores."""
     ops = _attention_ops()
     values: _ConstantValues | None = None
+
+    def constant_values() -> _ConstantValues:
+        nonlocal values
+        values = values or _ConstantValues(graph_module, input_value)
+        return values
+
+    _recognise_eager_attention(graph_module, constant_values)
     patterns: dict[tuple[torch.fx.Node, tuple, tuple], dict[str, Any] | None] = {}
     for node in graph_module.graph.nodes:
         positions = ops.get(node.target) if node.op == "call_function" else None
@@ -253,8 +445,7 @@ def recognise_attention_masks(graph_module: torch.fx.GraphModule,
         key_shape = tuple(key.meta["val"].shape)
         cache_key = (mask, query_shape, key_shape)
         if cache_key not in patterns:
-            values = values or _ConstantValues(graph_module, input_value)
-            value = values.value(mask)
+            value = constant_values().value(mask)
             try:
                 patterns[cache_key] = (
                     mask_pattern(value, torch.Size(query_shape), torch.Size(key_shape))

@@ -15,16 +15,10 @@ from typing import Any
 
 import torch
 
+from accel_sim import script_run
 from accel_sim.errors import UsageError
 
 _module_counter = itertools.count()
-
-
-def _one_line(error: BaseException) -> str:
-    message = " ".join(str(error).split())
-    if len(message) > 300:
-        message = message[:297] + "..."
-    return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
 def load_script(path: str) -> tuple[torch.nn.Module, Any]:
@@ -32,8 +26,9 @@ def load_script(path: str) -> tuple[torch.nn.Module, Any]:
 
     The script's directory is on sys.path while it is imported and while get_model() runs, so it
     can import its neighbours. Raises UsageError with a one-line message when the file is
-    missing, fails to import, has no get_model(), or get_model() fails or returns something else
-    than (nn.Module, inputs).
+    missing, fails to import, has no get_model(), or get_model() fails (sys.exit() and a
+    KeyboardInterrupt the script raises included) or returns something else than
+    (nn.Module, inputs). Reports its phase to the ScriptRun entered around it, if any.
     """
     if not os.path.isfile(path):
         raise UsageError(
@@ -51,19 +46,26 @@ def load_script(path: str) -> tuple[torch.nn.Module, Any]:
     sys.path.insert(0, directory)
     sys.modules[module_name] = module
     try:
+        script_run.enter_phase(f"importing {os.path.basename(path)}")
         try:
             spec.loader.exec_module(module)
-        except Exception as error:
-            raise UsageError(f"{path}: importing it raised {_one_line(error)}") from error
+        except (Exception, SystemExit, KeyboardInterrupt) as error:
+            if not script_run.raised_by_script(error):
+                raise
+            raise UsageError(f"{path}: importing it {script_run.describe(error)}") from error
         get_model = getattr(module, "get_model", None)
         if not callable(get_model):
             raise UsageError(
                 f"{path} defines no get_model(); it must return (model, example_inputs)"
             )
+        script_run.enter_phase("get_model()")
         try:
             result = get_model()
-        except Exception as error:
-            raise UsageError(f"{path}: get_model() raised {_one_line(error)}") from error
+        except (Exception, SystemExit, KeyboardInterrupt) as error:
+            if not script_run.raised_by_script(error):
+                raise
+            ended = " instead of returning (model, example_inputs)" if isinstance(error, SystemExit) else ""
+            raise UsageError(f"{path}: get_model() {script_run.describe(error)}{ended}") from error
     finally:
         try:
             sys.path.remove(directory)

@@ -28,6 +28,7 @@ import torch.fx.traceback as fx_traceback
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import get_innermost_proxy_mode
 
+from accel_sim import script_run
 from accel_sim.capture.attention import SdpaRouting
 from accel_sim.capture.fx_capture import (
     CAST_DTYPES,
@@ -37,6 +38,7 @@ from accel_sim.capture.fx_capture import (
     _library_versions,
     _output_tensors,
     _split_inputs,
+    report_tracing,
     trace,
 )
 from accel_sim.capture.graph_export import export_graph
@@ -164,6 +166,7 @@ def capture_training_step(
     lifetimes = PythonLifetimes()
 
     def step(*flat: torch.Tensor) -> list[torch.Tensor]:
+        report_tracing()
         tensors, call_args, call_kwargs, extra = inputs.unpack(flat)
         flat_states = list(extra)
         per_kind = {kind: flat_states[i * len(trainable):(i + 1) * len(trainable)]
@@ -182,6 +185,7 @@ def capture_training_step(
             notes["loss"] = loss_note or how
             del result, call_args, call_kwargs
             marks.append(_traced_so_far())
+            script_run.enter_phase("tracing the training step: backward")
             if _backward_hooks is not None and loss.grad_fn is not None:
                 _backward_hooks([loss.grad_fn])  # backward ops get their forward op's seq_nr
             params = [tensors[n] for n in trainable]
@@ -193,6 +197,7 @@ def capture_training_step(
                     torch._foreach_add_([accumulators[i] for i in used], [grads[i] for i in used])
                 grads = tuple(accumulators[i] if grads[i] is not None else None for i in range(len(grads)))
             marks.append(_traced_so_far())
+            script_run.enter_phase("tracing the training step: optimizer")
             with torch.no_grad():
                 weights = [params[i].detach() for i in used]
                 grad_list = [grads[i] for i in used]
@@ -215,10 +220,12 @@ def capture_training_step(
     flat_inputs = [*inputs.flat(), *(t for kind in state_kinds for t in states[kind]), *buffers_in]
     was_training = model.training
     model.train()
+    script_run.enter_phase("tracing the training step: forward")
     try:
         graph_module = trace(step, model, mode, lifetimes, flat_inputs, fx_traceback.preserve_node_meta(), state)
     finally:
         model.train(was_training)
+    script_run.enter_phase("exporting the graph")
 
     _attribute_backward(graph_module, marks[1], marks[2])
     metadata: dict[str, Any] = _library_versions()

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from accel_sim.cli.flags import COUNT
+from accel_sim.cli.script_watch import add_timeout_argument, watch_script
 
 _WHAT = {"batch": "batch", "seq": "sequence length"}
 
@@ -35,6 +36,8 @@ def add_parser(sub: Any, dtypes: tuple[str, ...]) -> None:
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file (docs/formats/device.md); repeatable")
     p.add_argument("--plot", metavar="FILE", help="write peak memory vs the axis, with each device's memory, as an SVG")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--quiet", action="store_true", help="no status line on stderr while a script runs")
+    add_timeout_argument(p)
 
 
 def _refuse_inapplicable(args: argparse.Namespace, phase: str) -> None:
@@ -45,6 +48,8 @@ def _refuse_inapplicable(args: argparse.Namespace, phase: str) -> None:
     if phase != "train":
         refuse(args, ("optimizer", "no_master_weights", "recompute", "keep_grads"),
                "applies to a training step (--train or --phase train)")
+    if args.target is None:
+        refuse(args, ("timeout",), "bounds a script's import, get_model() and capture; --model runs no user code")
     if args.target is not None:
         refuse(args, ("phase",), "applies to --model; a script's training step is --train")
         refuse(args, ("kernels", "tp", "sp", "no_master_weights", "recompute", "keep_grads"),
@@ -103,9 +108,15 @@ def cmd_fit(args: argparse.Namespace) -> int:
         train = phase == "train"
         other = "seq" if args.axis == "batch" else "batch"
         resize = {other: getattr(args, other)} if given(args, other) else {}
-        probe, original, positions = script_probe(args.target, args.axis, dtype=args.dtype,
-                                                  free_at_last_use=args.free_at_last_use, train=train,
-                                                  optimizer=args.optimizer, resize=resize)
+        with watch_script(args.target, args.timeout, args.quiet):
+            capture_at, original, positions = script_probe(args.target, args.axis, dtype=args.dtype,
+                                                           free_at_last_use=args.free_at_last_use, train=train,
+                                                           optimizer=args.optimizer, resize=resize)
+
+        def probe(value: int) -> int:  # each capture has its own --timeout
+            with watch_script(args.target, args.timeout, args.quiet):
+                return capture_at(value)
+
         default_limit = 65536 if args.axis == "batch" else (positions or 131072)
         if args.axis == "seq" and positions and args.max is not None and args.max > positions:
             raise UsageError(f"--max {args.max} is beyond the model's {positions} positions (max_position_embeddings)")
@@ -128,7 +139,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         largest = "none" if r.largest == 0 else f"{r.largest}" + (" (search limit)" if r.at_limit else "")
         rows.append((r.device, f"{r.memory_bytes / gib:.1f} GiB", largest,
                      f"{r.peak_bytes / gib:.2f} GiB" + (" (at 1)" if r.largest == 0 else ""),
-                     "-" if r.next_peak_bytes < 0 or r.largest == 0 else f"{r.next_peak_bytes / gib:.2f} GiB"))
+                     "-" if r.next_peak_bytes is None or r.largest == 0 else f"{r.next_peak_bytes / gib:.2f} GiB"))
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
     print(("  " + "  ".join(h.ljust(w) for h, w in zip(header, widths))).rstrip())
     print("  " + "  ".join("-" * w for w in widths))

@@ -10,10 +10,9 @@ into a one-line usage error (exit 2) saying why.
 argparse's `type=int` and `type=float` take "inf", "nan", negative numbers and integers no C++
 field holds. A numeric option declared with one of the argument sets below (`COUNT`, `WHOLE`,
 `SEED`, `POSITIVE`, `FRACTION`, ...: `p.add_argument("--tp", **COUNT, default=1)`) takes only the
-values it can physically mean; `record_given` makes argparse's own errors (a bad value, a missing
-option) one line naming the flag, as every other usage error is. The options keep `type=int` or
-`type=float` (grid files read a flag's type to convert and round their values) and check the
-converted number in their action.
+values it can physically mean, with a one-line error naming the flag (`Parser`). The options keep
+`type=int` or `type=float` (grid files read a flag's type to convert and round their values) and
+check the converted number in their action; `check_numbers` is the floor under every number.
 """
 
 from __future__ import annotations
@@ -21,13 +20,28 @@ from __future__ import annotations
 import argparse
 import functools
 import math
-from typing import Any, Callable, Iterable
+import sys
+from typing import Any, Callable, Iterable, NoReturn
 
 from accel_sim.errors import UsageError
 
 _GIVEN = "_options_given"
 
 INT64_MAX = 2**63 - 1  # the core's counts, sizes and degrees are int64_t
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with its usage errors on one line (`accel-sim simulate: error: ...` and where the
+    options are listed) and exit status 2, as every other usage error of accel-sim prints."""
+
+    def error(self, message: str) -> NoReturn:
+        message = " ".join(message.split())
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            sys.stderr.write(message)
+        sys.exit(status)
 
 
 @functools.cache
@@ -46,22 +60,9 @@ def _recording(cls: type) -> type:
     return type(cls.__name__, (cls,), {"__call__": __call__})
 
 
-def _one_line_error(self: argparse.ArgumentParser, message: str) -> None:
-    """argparse's error without the usage block before it: one line, exit status 2."""
-    self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-@functools.cache
-def _one_line(cls: type) -> type:
-    return type(cls.__name__, (cls,), {"error": _one_line_error})
-
-
 def record_given(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Makes every optional argument of `parser` and of its sub-commands (recursively) record
-    that it was given, and every parser's own errors one line (no usage block). A sub-command's
-    namespace is copied into its parent's, set included."""
-    if type(parser).error is not _one_line_error:
-        parser.__class__ = _one_line(type(parser))
+    that it was given. A sub-command's namespace is copied into its parent's, set included."""
     for action in parser._actions:  # argparse keeps an option's group actions here too
         if isinstance(action, argparse._SubParsersAction):
             for child in set(action.choices.values()):
@@ -85,6 +86,19 @@ def refuse(args: argparse.Namespace, dests: Iterable[str], why: str) -> None:
     for dest in dests:
         if given(args, dest):
             raise UsageError(f"{flag(dest)} {why}")
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """Every number parsed from the command line is finite and fits the core's int64 fields:
+    argparse's int() and float() accept 'inf', 'nan' and integers of any length, which would reach
+    the core as a non-finite figure or fail in its binding. Each flag's own range is its
+    command's to check."""
+    for dest, value in vars(args).items():
+        for v in value if isinstance(value, list) else (value,):
+            if isinstance(v, float) and not math.isfinite(v):
+                raise UsageError(f"{flag(dest)} must be a finite number, got {v}")
+            if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63:
+                raise UsageError(f"{flag(dest)} is out of range ({len(str(abs(v)))} digits; at most 2^63 - 1)")
 
 
 # ---- numeric options ------------------------------------------------------------------------------
@@ -120,8 +134,8 @@ def _real(accept: Callable[[float], bool], what: str) -> dict:
 COUNT = _integer(1, INT64_MAX, "a whole number from 1 to 2^63 - 1")
 # A whole number, at least 0 (0 meaning none, or the default where the help says so).
 WHOLE = _integer(0, INT64_MAX, "a whole number from 0 to 2^63 - 1")
-# A random seed: the core's uint64_t.
-SEED = _integer(0, 2**64 - 1, "a seed from 0 to 2^64 - 1")
+# A random seed: the core's uint64_t, within the int64 every number of the command line fits (check_numbers).
+SEED = _integer(0, INT64_MAX, "a seed from 0 to 2^63 - 1")
 # A finite number above 0 (a rate, a clock, a size).
 POSITIVE = _real(lambda v: v > 0, "a finite number above 0")
 # A finite factor of at least 1 (the busiest over the mean).

@@ -1,8 +1,9 @@
 """`accel-sim`: simulate, compare, sweep, check, capture, devices.
 
-Usage errors (bad file, unknown device, a script without get_model(), ...) print one line on
-stderr and exit with status 2; `--debug` shows the traceback instead. `check` exits 1 when a
-metric regressed past its limit.
+Usage errors (bad file, unknown device, a script without get_model() or that exits, one running
+past --timeout, ...) print one line on stderr and exit with status 2; `--debug` shows the
+traceback instead. `check` exits 1 when a metric regressed past its limit, and 0 only when it
+compared this run with its baseline and the run passed. A Ctrl-C exits with status 130.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from accel_sim.cli.fit import add_parser as add_fit_parser
-from accel_sim.cli.flags import COUNT, POSITIVE, WHOLE, record_given
+from accel_sim.cli.flags import COUNT, POSITIVE, WHOLE, Parser, check_numbers, record_given
 from accel_sim.cli.fit import cmd_fit
 from accel_sim.cli.kernels import add_parsers as add_kernel_parsers
 from accel_sim.cli.plan import add_parser as add_plan_parser
 from accel_sim.cli.plan import cmd_plan
+from accel_sim.cli.script_watch import add_timeout_argument, watch_script
 from accel_sim.cli.systems import add_systems_parser, cmd_systems
 from accel_sim.cli.serve import add_parser as add_serve_parser
 from accel_sim.cli.serve import cmd_serve
@@ -43,10 +45,8 @@ def _percent(text: str) -> float:
         value = float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a percentage such as 5% (got {text!r})") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite percentage such as 5% (got {text!r})")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"a regression limit must not be negative (got {text!r})")
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"a regression limit must be a finite, non-negative percentage (got {text!r})")
     return value
 
 
@@ -87,13 +87,39 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file (docs/formats/device.md); repeatable")
     p.add_argument("--json", action="store_true", help="print the result as JSON (docs/formats/report.md)")
     p.add_argument("--quiet", action="store_true", help="no status lines or progress on stderr")
+    add_timeout_argument(p)
+
+
+def version_text() -> str:
+    """`accel-sim --version`: the package version and what identifies this project's command: its
+    compiled engine (imported here, so a broken install fails) and the file formats it reads and
+    writes. A CI job compares it with the version it meant to install (examples/ci/)."""
+    import accel_sim
+    from accel_sim import _core  # noqa: F401  (the engine must load)
+    from accel_sim.io.graph_file import FORMAT, VERSION
+
+    return f"accel-sim {accel_sim.__version__} (engine accel_sim._core; graph format {FORMAT} v{VERSION}; " \
+           f"report schema {SCHEMA_VERSION})"
+
+
+class _VersionAction(argparse.Action):
+    """Like argparse's "version" action, with the text made only when asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        print(version_text())
+        parser.exit()
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="accel-sim",
         description="Predict latency and memory of PyTorch models on accelerators you do not have.",
     )
+    parser.add_argument("--version", action=_VersionAction,
+                        help="print the version, the engine and the formats of this accel-sim, and exit")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -128,6 +154,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", choices=("bf16-mixed", "fp16-mixed"), help="with --train: torch.autocast mixed precision")
     p.add_argument("--json", action="store_true", help="print a summary of the written graph as JSON")
     p.add_argument("--quiet", action="store_true", help="no status line on stderr")
+    add_timeout_argument(p)
 
     p = sub.add_parser("models", help="list the shipped model configs (params, family, builder support)")
     p.add_argument("--json", action="store_true", help="print as JSON")
@@ -238,6 +265,9 @@ def _refuse_inapplicable(args: argparse.Namespace, kind: str) -> None:
     if kind == "graph":
         refuse(args, _CAPTURE_TIME, f"does not apply to the saved graph {args.target}: its shapes, dtypes and passes "
                "were fixed when it was captured (capture the script again with the flag)")
+    if kind != "script":
+        refuse(args, ("timeout",), "bounds a script's import, get_model() and capture; a --model graph or a saved "
+               "graph runs no user code")
     if kind != "model":
         refuse(args, ("phase",), "applies to --model; a script's training step is --train")
         refuse(args, _BUILDER_ONLY, "applies to a graph built with --model NAME; a script or a saved graph runs "
@@ -301,13 +331,16 @@ def _load(args: argparse.Namespace) -> Any:
     if precision == "fp8-mixed":
         raise UsageError("--precision fp8-mixed applies to --model (the builder's Transformer Engine-style fp8 GEMMs); "
                          "torch.autocast has no fp8 mode for a captured script")
-    if kind == "script":
-        _status(f"capturing {args.target}{' (training step)' if args.train else ''} ...", args.quiet)
     mixed = precision if precision and precision.endswith("-mixed") else None
     dtype = args.dtype or (precision if precision and not mixed else None)
     resize = {axis: getattr(args, axis) for axis in ("batch", "seq") if given(args, axis)}
-    graph = load_target(args.target, dtype=dtype, train=args.train, optimizer=args.optimizer, autocast=mixed,
-                        accumulate=args.grad_accum > 1, resize=resize)
+    if kind == "graph":
+        graph = load_target(args.target)
+    else:
+        _status(f"capturing {args.target}{' (training step)' if args.train else ''} ...", args.quiet)
+        with watch_script(args.target, args.timeout, args.quiet):
+            graph = load_target(args.target, dtype=dtype, train=args.train, optimizer=args.optimizer, autocast=mixed,
+                                accumulate=args.grad_accum > 1, resize=resize)
     _refuse_tf32_without_fp32(args, graph.get("metadata", {}).get("dtype", "fp32"))
     return graph
 
@@ -365,58 +398,103 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_baseline(path: Path) -> dict:
+    """The baseline's latency_s, peak_memory_bytes and device id, checked: read before the
+    (possibly long) capture, so that a missing or broken baseline fails at once."""
+    from accel_sim.errors import UsageError
+
+    if not path.is_file():
+        raise UsageError(f"baseline {path} not found; create it with --write-baseline")
+    try:
+        baseline = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UsageError(f"baseline {path} cannot be read ({e.strerror or e})") from None
+    except ValueError as e:  # bad JSON, or bytes that are not UTF-8
+        raise UsageError(f"{path}: not an accel-sim baseline (not JSON: {e})") from None
+    if not isinstance(baseline, dict):
+        raise UsageError(f"{path}: not an accel-sim baseline (a JSON object from --write-baseline expected, "
+                         f"got {type(baseline).__name__})")
+    figures = {}
+    for key, least in (("latency_s", "positive"), ("peak_memory_bytes", "non-negative")):
+        value = baseline.get(key)
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not ok or (value <= 0 if least == "positive" else value < 0):
+            raise UsageError(f"{path}: '{key}' must be a finite, {least} number (got {value!r}); "
+                             "write the baseline again with --write-baseline")
+        figures[key] = float(value)
+    device = baseline.get("device")
+    device_id = device.get("id") if isinstance(device, dict) else None
+    if device is not None and not isinstance(device_id, str):
+        raise UsageError(f"{path}: 'device' must be an object with the device's 'id' (got {device!r})")
+    return {**figures, "device_id": device_id}
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
+    """Exit 0 only when this run was compared with the baseline and passed (or --write-baseline
+    wrote it); 1 when a metric grew past its limit; 2 (a UsageError) for anything else."""
     import accel_sim
     from accel_sim import _core
+    from accel_sim.device import resolve_device
     from accel_sim.errors import UsageError
     from accel_sim.report.tables import table
 
+    # Absolute, and read now: before the capture, which may take minutes and runs the user's
+    # code (which may change the working directory).
+    baseline_path = Path(args.baseline).absolute()
+    if args.write_baseline:
+        if not baseline_path.parent.is_dir():
+            raise UsageError(f"cannot write baseline {args.baseline}: no directory {baseline_path.parent}")
+        baseline = None
+    else:
+        baseline = _read_baseline(Path(args.baseline))
+        device_id = resolve_device(args.device, args.device_file).id
+        if baseline["device_id"] and baseline["device_id"] != device_id:
+            raise UsageError(f"{args.baseline} was written for device '{baseline['device_id']}', not '{device_id}'")
     graph = _load(args)
     common = _common(args)
     common.pop("dtype")
     report = accel_sim.simulate(graph, device=args.device, **common)
     current = report.to_dict(include_ops=False)
-    baseline_path = Path(args.baseline)
-    if args.write_baseline:
-        baseline_path.write_text(json.dumps(current, indent=1), encoding="utf-8")
-        print(f"wrote baseline {baseline_path}: latency {current['latency_s'] * 1e3:.3f} ms, "
+    for key, value in (("latency_s", report.latency_s), ("peak_memory_bytes", float(report.peak_memory_bytes))):
+        if not math.isfinite(value) or value < 0:
+            raise UsageError(f"this run's {key} is {value}, which no baseline can be compared with")
+    if baseline is None:
+        try:
+            baseline_path.write_text(json.dumps(current, indent=1), encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"cannot write baseline {args.baseline} ({e.strerror or e})") from None
+        print(f"wrote baseline {args.baseline}: latency {current['latency_s'] * 1e3:.3f} ms, "
               f"peak memory {current['peak_memory_bytes'] / 1024**3:.3f} GiB on {report.device.id}")
         return 0
-    if not baseline_path.is_file():
-        raise UsageError(f"baseline {baseline_path} not found; create it with --write-baseline")
-    try:
-        baseline = json.loads(baseline_path.read_text(encoding="utf-8"))
-        base_latency = float(baseline["latency_s"])
-        base_memory = float(baseline["peak_memory_bytes"])
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-        raise UsageError(f"{baseline_path}: not an accel-sim baseline ({type(e).__name__}: {e})") from None
-    base_device = (baseline.get("device") or {}).get("id")
-    if base_device and base_device != report.device.id:
-        raise UsageError(f"{baseline_path} was written for device '{base_device}', not '{report.device.id}'")
+    base_latency, base_memory = baseline["latency_s"], baseline["peak_memory_bytes"]
     latency_limit = args.max_latency_regression if args.max_latency_regression is not None else args.max_regression
     memory_limit = args.max_memory_regression if args.max_memory_regression is not None else args.max_regression
     checks = [
         _core.check_metric("latency_s", base_latency, report.latency_s, latency_limit),
         _core.check_metric("peak_memory_bytes", base_memory, float(report.peak_memory_bytes), memory_limit),
     ]
-    if args.json:
-        print(json.dumps({
-            "schema": "accel-sim/check",
-            "schema_version": SCHEMA_VERSION,
-            "passed": not any(c.exceeded for c in checks),
-            "checks": [
-                {"metric": c.metric, "baseline": c.baseline, "current": c.current,
-                 "change_fraction": c.change_fraction, "max_increase_fraction": c.max_increase_fraction,
-                 "exceeded": c.exceeded} for c in checks
-            ],
-        }, indent=1))
-    else:
-        fmt = {"latency_s": lambda v: f"{v * 1e3:,.3f} ms", "peak_memory_bytes": lambda v: f"{v / 1024**3:,.3f} GiB"}
-        rows = [(c.metric, fmt[c.metric](c.baseline), fmt[c.metric](c.current), f"{c.change_fraction * 100:+.1f}%",
-                 f"{c.max_increase_fraction * 100:.1f}%", "FAIL" if c.exceeded else "ok") for c in checks]
-        print(table(["metric", "baseline", "current", "change", "limit", "result"], rows,
-                    [False, True, True, True, True, False]))
     failed = [c for c in checks if c.exceeded]
+    try:
+        if args.json:
+            print(json.dumps({
+                "schema": "accel-sim/check",
+                "schema_version": SCHEMA_VERSION,
+                "passed": not failed,
+                "checks": [
+                    {"metric": c.metric, "baseline": c.baseline, "current": c.current,
+                     "change_fraction": c.change_fraction, "max_increase_fraction": c.max_increase_fraction,
+                     "exceeded": c.exceeded} for c in checks
+                ],
+            }, indent=1))
+        else:
+            fmt = {"latency_s": lambda v: f"{v * 1e3:,.3f} ms", "peak_memory_bytes": lambda v: f"{v / 1024**3:,.3f} GiB"}
+            rows = [(c.metric, fmt[c.metric](c.baseline), fmt[c.metric](c.current), f"{c.change_fraction * 100:+.1f}%",
+                     f"{c.max_increase_fraction * 100:.1f}%", "FAIL" if c.exceeded else "ok") for c in checks]
+            print(table(["metric", "baseline", "current", "change", "limit", "result"], rows,
+                        [False, True, True, True, True, False]))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _reader_left()  # the verdict stands: a reader that left must not turn a regression into a pass
     for c in failed:
         what = "latency" if c.metric == "latency_s" else "peak memory"
         print(f"accel-sim check: {what} grew {c.change_fraction * 100:.1f}%, over the "
@@ -434,8 +512,9 @@ def _cmd_capture(args: argparse.Namespace) -> int:
     if args.precision and not args.train:
         raise UsageError("--precision applies to a training step (--train)")
     _status(f"capturing {args.script}{' (training step)' if args.train else ''} ...", args.quiet)
-    graph = load_target(args.script, dtype=args.dtype, train=args.train, optimizer=args.optimizer,
-                        autocast=args.precision)
+    with watch_script(args.script, args.timeout, args.quiet):
+        graph = load_target(args.script, dtype=args.dtype, train=args.train, optimizer=args.optimizer,
+                            autocast=args.precision)
     save_graph(graph, args.output)
     if args.json:
         print(json.dumps({
@@ -525,19 +604,42 @@ _COMMANDS = {
 }
 
 
+def _reader_left() -> None:
+    """The reader of stdout went away (`accel-sim ... | head`): what is still to print goes
+    nowhere, quietly, as Unix tools do."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    code = 0
     try:
         from accel_sim import _core
         from accel_sim.errors import UsageError
 
+        check_numbers(args)
         code = _COMMANDS[args.command](args)
         sys.stdout.flush()  # inside the try: a reader that left is met here, not at exit
         return code
     except BrokenPipeError:
-        # The reader went away (`accel-sim ... | head`): stop quietly, as Unix tools do.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        _reader_left()
+        return code  # the command's own status when it had finished (check: its verdict)
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("accel-sim: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as a shell reports a command that Ctrl-C ended
+    except SystemExit as e:
+        # No command of accel-sim raises SystemExit: this one came from code it ran (a model's
+        # sys.exit() that no narrower handler turned into a usage error). Exiting with its status
+        # could report success for work that never finished.
+        if args.debug:
+            import traceback
+
+            traceback.print_exc()  # and still exit 2: re-raising would exit with the script's status
+        print(f"accel-sim: error: {args.command} was stopped by sys.exit({e.code!r}) in code it ran "
+              "(the model's script?); nothing was reported", file=sys.stderr)
+        return 2
     except Exception as e:  # noqa: BLE001 - usage errors become one line; the rest keeps its traceback
         from accel_sim import _core
         from accel_sim.errors import UsageError

@@ -9,12 +9,15 @@ import re
 import time
 from typing import Any
 
-from accel_sim.cli.flags import COUNT, INT64_MAX
+from accel_sim.cli.flags import COUNT
 from accel_sim.cli.progress import Progress
 from accel_sim.cli.train import RECOMPUTE, add_run_args, estimate_dict, layout_dict, run_inputs
 from accel_sim.report.json_report import SCHEMA_VERSION
 
 _BINARY = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+INT64_MAX = 2**63 - 1  # the core's counts are int64
+# The most search threads: the core's kMaxPlanThreads (core/include/accelsim/training.h).
+MAX_THREADS = 1024
 _DECIMAL = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
 
@@ -33,8 +36,10 @@ def _ints(text: str) -> list[int]:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected integers separated by commas (got {text!r})") from None
-    if not values or min(values) < 1 or max(values) > INT64_MAX:
-        raise argparse.ArgumentTypeError(f"expected whole numbers from 1 to 2^63 - 1 (got {text!r})")
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers (got {text!r})")
+    if max(values) > INT64_MAX:
+        raise argparse.ArgumentTypeError(f"expected integers up to {INT64_MAX:,} (got {text!r})")
     return values
 
 
@@ -54,7 +59,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--sp", choices=("on", "off"), help="only with / without sequence parallelism")
     p.add_argument("--order", help="only these rank orders (comma-separated, e.g. tp-cp-ep-dp-pp)")
     p.add_argument("--top", **COUNT, default=10, help="configurations to print (default: 10)")
-    p.add_argument("--threads", type=int, default=0, help="search threads (default: all cores)")
+    p.add_argument("--threads", type=int, default=0,
+                   help=f"search threads, 0 to {MAX_THREADS:,} (default 0: all cores); threads the system cannot "
+                   "start are done without")
     p.add_argument("--train-tokens", type=lambda t: _count(t, _DECIMAL, "token count"), default=1e12,
                    help="tokens of the whole run, for time-to-train (decimal suffixes: 15T = 15e12; default: 1T)")
     p.add_argument("--plot", metavar="FILE.svg|FILE.html", help="with several GPU counts or systems: time-to-train and MFU vs GPUs")
@@ -109,6 +116,8 @@ def _global_batch(args: argparse.Namespace) -> int:
         global_batch = args.global_batch
     if global_batch < 1:
         raise UsageError("the global batch must hold at least one sequence")
+    if global_batch > INT64_MAX:
+        raise UsageError(f"the global batch of {global_batch:,} sequences is more than the {INT64_MAX:,} the search takes")
     return global_batch
 
 
@@ -122,8 +131,8 @@ def plan_runs(args: argparse.Namespace) -> list[tuple[Any, Any, int, Any, float]
     systems = [with_scaleup_domain(resolve_system(s.strip()), args.scaleup_domain) for s in args.system.split(",") if s.strip()]
     if not systems:
         raise UsageError("--system names no system (see `accel-sim systems`)")
-    if args.threads < 0:
-        raise UsageError(f"--threads must not be negative (got {args.threads}; 0: all cores)")
+    if not 0 <= args.threads <= MAX_THREADS:
+        raise UsageError(f"--threads takes 0 (all cores) to {MAX_THREADS:,} (got {args.threads:,})")
     global_batch = _global_batch(args)
     if args.top < 1:
         raise UsageError(f"--top must be at least 1 (got {args.top})")
@@ -139,6 +148,9 @@ def plan_runs(args: argparse.Namespace) -> list[tuple[Any, Any, int, Any, float]
                                              args.top, args.threads, progress)
             except ValueError as err:
                 raise UsageError(str(err)) from None
+            except MemoryError:
+                raise UsageError(f"the plan search of {run.spec.name} on {gpus} GPUs ran out of memory: give it fewer "
+                                 "--threads, or narrow the space (--tp, --pp, --microbatch, ...)") from None
             finally:
                 progress.close()
             runs.append((entry, run, gpus, result, time.perf_counter() - start))

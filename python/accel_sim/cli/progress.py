@@ -1,9 +1,13 @@
-"""A one-line progress bar on stderr for work longer than a second (`plan`, `serve`, `sweep`)."""
+"""A one-line progress bar on stderr for work longer than a second (`plan`, `serve`, `sweep`), and
+a status line for work that reports no progress of its own (a user script's capture)."""
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 
 def eta_text(seconds: float) -> str:
@@ -57,3 +61,47 @@ class Progress:
         if self.shown:
             sys.stderr.write("\r" + " " * self.width + "\r")
             sys.stderr.flush()
+
+
+class StatusTicker:
+    """A status line drawn by a background thread while the block runs, for work that reports no
+    progress of its own (a user script's import, get_model() and capture): nothing for the first
+    `after_s` seconds, then `text()` on stderr, redrawn in place four times a second on a terminal
+    (Progress.show); off a terminal (a CI log) printed as a line whenever `topic()` (the phase)
+    changes and every `every_s` seconds in between. The line is erased when the block ends.
+    Nothing when `quiet`."""
+
+    def __init__(self, text: Callable[[], str], quiet: bool, after_s: float, every_s: float = 5.0,
+                 topic: Callable[[], Any] | None = None) -> None:
+        self.text, self.quiet, self.after_s, self.every_s, self.topic = text, quiet, after_s, every_s, topic
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._line = Progress("", quiet)
+
+    def __enter__(self) -> StatusTicker:
+        if not self.quiet:
+            self._thread = threading.Thread(target=self._draw, name="accel-sim status line", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._line.close()
+
+    def _draw(self) -> None:
+        if self._stop.wait(self.after_s):
+            return
+        in_place = sys.stderr.isatty()
+        last: tuple[Any, float] | None = None   # (topic, time) of the last line printed
+        while True:
+            if in_place:
+                self._line.show(self.text())
+            else:
+                now, topic = time.monotonic(), self.topic() if self.topic else None
+                if last is None or topic != last[0] or now - last[1] >= self.every_s:
+                    print(self.text(), file=sys.stderr, flush=True)
+                    last = (topic, now)
+            if self._stop.wait(0.25):
+                return

@@ -15,6 +15,7 @@ import yaml
 
 from accel_sim import _core
 from accel_sim.errors import UsageError
+from accel_sim.io import fields
 
 _GIB = 1024.0**3
 _MIB = 1024.0**2
@@ -33,18 +34,25 @@ _PEAK_FIELDS = {
     "fp4": None,  # accepted and kept in the file; no fp4 op is costed yet
 }
 _REQUIRED = ("id", "name", "vendor", "memory_gib", "memory_bandwidth_gbs", "peak_tflops", "sources")
-_NUMBERS = {
-    "memory_gib",
-    "memory_bandwidth_gbs",
-    "compute_units",
-    "clock_mhz",
-    "l2_cache_mib",
-    "tdp_w",
-    "kernel_launch_overhead_us",
-    "runtime_reserved_mib",
-    "price_usd_per_hour",
-    "scaleup_bandwidth_gbs",
+# Each number's range in the file's units: (minimum, exclusive lower bound, maximum). The bounds are
+# far beyond any part (a kibibyte to a pebibyte of memory, a kilobyte per second to a petabyte per
+# second, up to an exaFLOP/s): they catch a value that is not a device's (a unit slip, a fuzzed
+# file, a denormal) before it overflows the core's arithmetic, not a design.
+_BOUNDS = {
+    "memory_gib": (2.0**-20, None, 1e6),
+    "memory_bandwidth_gbs": (1e-6, None, 1e6),
+    "compute_units": (0.0, None, 1e7),
+    "clock_mhz": (0.0, None, 1e5),
+    "l2_cache_mib": (0.0, None, 1e6),
+    "tdp_w": (0.0, None, 1e6),
+    "kernel_launch_overhead_us": (0.0, None, 1e6),
+    "runtime_reserved_mib": (0.0, None, 1e9),
+    "price_usd_per_hour": (0.0, None, 1e6),
+    "scaleup_bandwidth_gbs": (0.0, None, 1e6),
 }
+_NUMBERS = set(_BOUNDS)
+_PEAK_MAX_TFLOPS = 1e6
+_PEAK_MIN_TFLOPS = 1e-9
 _TEXT = {"id", "name", "vendor", "architecture", "compute_unit_kind", "notes"}
 _KNOWN = set(_REQUIRED) | _NUMBERS | _TEXT | {"aliases", "sources", "peak_tflops", "kernel"}
 
@@ -67,12 +75,10 @@ def normalize_name(name: str) -> str:
 
 
 def _number(data: dict, key: str, where: str) -> float:
-    value = data[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UsageError(f"{where}: '{key}' must be a number, got {value!r}")
-    if value < 0:
-        raise UsageError(f"{where}: '{key}' must not be negative, got {value}")
-    return float(value)
+    minimum, above, maximum = _BOUNDS[key]
+    if key == "compute_units":
+        return float(fields.integer(data[key], where, key, maximum=int(maximum)))
+    return fields.number(data[key], where, key, minimum=minimum, above=above, maximum=maximum)
 
 
 def parse_device(data: Any, where: str, expected_id: str | None = None) -> DeviceEntry:
@@ -90,8 +96,7 @@ def parse_device(data: Any, where: str, expected_id: str | None = None) -> Devic
         if key not in data:
             raise UsageError(f"{where}: missing required key '{key}'")
     for key in _TEXT & data.keys():
-        if not isinstance(data[key], str):
-            raise UsageError(f"{where}: '{key}' must be a string")
+        fields.text(data[key], where, key)
     if expected_id is not None and data["id"] != expected_id:
         raise UsageError(f"{where}: id '{data['id']}' must equal the file name '{expected_id}'")
     peaks = data["peak_tflops"]
@@ -113,21 +118,23 @@ def parse_device(data: Any, where: str, expected_id: str | None = None) -> Devic
         if key not in _PEAK_FIELDS:
             known = ", ".join(_PEAK_FIELDS)
             raise UsageError(f"{where}: unknown dtype 'peak_tflops.{key}' (known: {known})")
-        value = _number(peaks, key, f"{where}: peak_tflops")
+        value = fields.number(peaks[key], f"{where}: peak_tflops", key, minimum=0.0, maximum=_PEAK_MAX_TFLOPS)
+        if 0 < value < _PEAK_MIN_TFLOPS:
+            raise UsageError(f"{where}: peak_tflops: '{key}' must be 0 (no such unit) or at least "
+                             f"{_PEAK_MIN_TFLOPS:g} TFLOP/s (a kiloFLOP/s), got {value}")
         if _PEAK_FIELDS[key] is not None:
             setattr(spec, _PEAK_FIELDS[key], value * 1e12)
-    for key in _NUMBERS & data.keys():
-        _number(data, key, where)
-    spec.kernel_launch_overhead_s = float(data.get("kernel_launch_overhead_us", 0.0)) * 1e-6
+    number = {key: _number(data, key, where) for key in _NUMBERS & data.keys()}
+    spec.kernel_launch_overhead_s = number.get("kernel_launch_overhead_us", 0.0) * 1e-6
     if "runtime_reserved_mib" in data:
         if "runtime_reserved_mib" not in data["sources"]:
             raise UsageError(f"{where}: 'runtime_reserved_mib' needs a 'sources.runtime_reserved_mib' entry")
-        spec.runtime_reserved_bytes = _number(data, "runtime_reserved_mib", where) * _MIB
-    spec.num_compute_units = int(data.get("compute_units", 0))
-    spec.clock_hz = float(data.get("clock_mhz", 0.0)) * 1e6
-    spec.l2_cache_bytes = float(data.get("l2_cache_mib", 0.0)) * _MIB
-    spec.tdp_w = float(data.get("tdp_w", 0.0))
-    spec.price_usd_per_hour = float(data.get("price_usd_per_hour", 0.0))
+        spec.runtime_reserved_bytes = number["runtime_reserved_mib"] * _MIB
+    spec.num_compute_units = int(number.get("compute_units", 0))
+    spec.clock_hz = number.get("clock_mhz", 0.0) * 1e6
+    spec.l2_cache_bytes = number.get("l2_cache_mib", 0.0) * _MIB
+    spec.tdp_w = number.get("tdp_w", 0.0)
+    spec.price_usd_per_hour = number.get("price_usd_per_hour", 0.0)
     _read_kernel_constants(spec, data, where)
     try:
         spec.validate()
@@ -166,30 +173,32 @@ def _read_kernel_constants(spec: Any, data: dict, where: str) -> None:
                 raise UsageError(f"{where}: 'kernel.calibrated' must be true or false")
             k.calibrated = value
             continue
-        number = _number(section, key, f"{where}: kernel")
         if key in ("kernel_floor_us", "stream_floor_us", "gemm_tile_overhead_us"):
-            if number < 0:
-                raise UsageError(f"{where}: 'kernel.{key}' must not be negative, got {number}")
+            number = fields.number(value, f"{where}: kernel", key, minimum=0.0, maximum=1e6)
             setattr(k, key.replace("_us", "_s"), number * 1e-6)
             continue
-        if not 0 < number <= 1:
-            raise UsageError(f"{where}: 'kernel.{key}' must be a fraction in (0, 1], got {number}")
+        number = fields.number(value, f"{where}: kernel", key)
+        if not 1e-6 <= number <= 1:
+            raise UsageError(f"{where}: 'kernel.{key}' must be a fraction in [1e-06, 1], got {number}")
         setattr(k, key, number)
     spec.kernel = k
 
 
 def read_yaml_file(p: Path, what: str) -> Any:
-    """The parsed YAML of a data file; a missing file or bad YAML is a one-line UsageError
-    naming the file (and the line)."""
-    if not p.is_file():
-        raise UsageError(f"{what} file not found: {p}")
+    """The parsed YAML of a data file; a missing, unreadable or non-UTF-8 file or bad YAML is a
+    one-line UsageError naming the file (and the line)."""
+    text = fields.read_text(p, what)
     try:
-        return yaml.safe_load(p.read_text(encoding="utf-8"))
+        return yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or "invalid YAML"
         raise UsageError(f"{p}:{at} is not valid YAML ({problem})") from None
+    except RecursionError:
+        raise UsageError(f"{p}: is not a {what} file (nested too deeply)") from None
+    except ValueError as e:  # an integer of more digits than Python converts (4,300 by default)
+        raise UsageError(f"{p}: is not a {what} file ({str(e).splitlines()[0][:120]})") from None
 
 
 def load_device_file(path: str | Path) -> DeviceEntry:

@@ -22,6 +22,7 @@ import yaml
 
 from accel_sim import _core
 from accel_sim.errors import UsageError
+from accel_sim.io import fields
 
 BUILDER_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt2", "gptj", "falcon", "bert",
                        "vit", "deepseek_v3")
@@ -100,22 +101,39 @@ def load_model_config(name_or_path: str) -> tuple[dict, str]:
     if not path.is_file():
         known = ", ".join(e.id for e in shipped_models())
         raise UsageError(f"unknown model '{name_or_path}' (known: {known}; or give a config.json path)")
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UsageError(f"{path}: not a JSON config ({e})") from None
+    config = fields.parse_json(fields.read_text(path, "model config"), str(path), "config")
     if not isinstance(config, dict):
         raise UsageError(f"{path}: a config must be a JSON object")
     return config, str(path)
+
+
+# A model dimension beyond 2^31 is far beyond any model; products of dimensions (bytes of a weight,
+# of an activation) are checked for overflow by the core.
+_DIM_MAX = 2**31 - 1
 
 
 def _int(config: dict, key: str, where: str, default: int | None = None) -> int:
     value = config.get(key, default)
     if value is None:
         raise UsageError(f"{where}: missing '{key}'")
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise UsageError(f"{where}: '{key}' must be a non-negative integer, got {value!r}")
-    return value
+    return fields.integer(value, where, key, minimum=0, maximum=_DIM_MAX)
+
+
+def _flag(config: dict, key: str, where: str, default: bool) -> bool:
+    """A true/false field (null: the default); a string or number is refused, not read as truthy."""
+    value = config.get(key)
+    return default if value is None else fields.boolean(value, where, key)
+
+
+def _fraction(config: dict, key: str, where: str) -> float:
+    """A dropout probability in [0, 1) (null or absent: 0)."""
+    value = config.get(key)
+    if value is None:
+        return 0.0
+    p = fields.number(value, where, key, minimum=0.0)
+    if p >= 1.0:
+        raise UsageError(f"{where}: '{key}' must be a probability below 1, got {value}")
+    return p
 
 
 WEIGHT_DTYPES = ("bf16", "fp16", "fp32", "fp8", "int8", "int4")
@@ -132,10 +150,13 @@ def _read_quantization(spec: Any, config: dict, where: str) -> None:
     q = config.get("quantization_config")
     if not q:
         return
+    fields.mapping(q, where, "quantization_config")
     method, bits = str(q.get("quant_method", "")).lower(), q.get("bits", q.get("w_bit"))
-    if method in ("awq", "gptq") and bits == 4:
+    if method in ("awq", "gptq") and bits == 4 and not isinstance(bits, bool):
         group = q.get("group_size", q.get("q_group_size", _INT4_GROUP))
-        spec.int4_group_size = _INT4_GROUP if group in (None, -1) else int(group)
+        spec.int4_group_size = (_INT4_GROUP if group in (None, -1) else
+                                fields.integer(group, f"{where}: quantization_config", "group_size", minimum=1,
+                                               maximum=_DIM_MAX))
     elif method == "gptq" and bits == 8:
         spec.weight_dtype = _core.DType.int8
     elif method == "fp8":
@@ -170,11 +191,11 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
         if config.get(field):
             raise UsageError(f"{where}: field '{field}' ({config[field]!r}) is not supported for model_type {model_type!r}")
     act = config.get("hidden_act", "silu")
-    if act not in _ACTIVATIONS:
+    if not isinstance(act, str) or act not in _ACTIVATIONS:
         raise UsageError(f"{where}: hidden_act {act!r} is not supported (known: {', '.join(_ACTIVATIONS)})")
 
     spec = _core.ModelSpec()
-    spec.name = name or config.get("_name_or_path") or model_type
+    spec.name = name or (config.get("_name_or_path") if isinstance(config.get("_name_or_path"), str) else "") or model_type
     spec.family = model_type
     spec.hidden_size = _int(config, "hidden_size", where)
     spec.num_layers = _int(config, "num_hidden_layers", where)
@@ -189,14 +210,14 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
     spec.gated_ffn = True
     spec.norm = _core.NormKind.rms_norm
     spec.rotary = True
-    spec.tied_embeddings = bool(config.get("tie_word_embeddings", False))
+    spec.tied_embeddings = _flag(config, "tie_word_embeddings", where, False)
     if model_type in ("qwen2", "qwen2_moe"):
         spec.qkv_bias = True  # Qwen2 always has q/k/v biases and none on o_proj
     else:
-        attention_bias = bool(config.get("attention_bias", False))  # Llama/Qwen3: q, k, v and o
+        attention_bias = _flag(config, "attention_bias", where, False)  # Llama/Qwen3: q, k, v and o
         spec.qkv_bias = attention_bias
         spec.output_bias = attention_bias
-    spec.ffn_bias = bool(config.get("mlp_bias", False))
+    spec.ffn_bias = _flag(config, "mlp_bias", where, False)
     spec.qk_norm = model_type in ("qwen3", "qwen3_moe")
     if model_type == "gpt2":
         # GPT-2: LayerNorm, learned positions, fused c_attn, biases everywhere, 4h GELU MLP,
@@ -207,7 +228,7 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
         spec.learned_positions = True
         spec.fused_qkv = True
         spec.qkv_bias = spec.output_bias = spec.ffn_bias = True
-        spec.tied_embeddings = bool(config.get("tie_word_embeddings", True))
+        spec.tied_embeddings = _flag(config, "tie_word_embeddings", where, True)
     if model_type == "gptj":
         # GPT-J (HF GPTJForCausalLM): one LayerNorm feeding attention and the MLP in parallel,
         # RoPE on the first rotary_dim dims of each head, q/k/v/out without biases, a 4h MLP with
@@ -215,7 +236,7 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
         spec.gated_ffn = False
         spec.norm = _core.NormKind.layer_norm
         spec.parallel_block = True
-        spec.rotary_dim = config["rotary_dim"] if config.get("rotary_dim") is not None else 0
+        spec.rotary_dim = _int(config, "rotary_dim", where, 0)
         spec.qkv_bias = spec.output_bias = False
         spec.ffn_bias = spec.lm_head_bias = True
     if model_type == "falcon":
@@ -224,7 +245,7 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
         # BERT (BertForMaskedLM): a post-norm encoder with learned positions, token types and an
         # embedding LayerNorm; biases everywhere; an MLM head (dense, GELU, LayerNorm, decoder
         # tied to the word embeddings plus a bias).
-        if config.get("position_embedding_type", "absolute") != "absolute":
+        if config.get("position_embedding_type") not in (None, "absolute"):
             raise UsageError(f"{where}: position_embedding_type {config['position_embedding_type']!r} is not supported")
         spec.causal = False
         spec.gated_ffn = False
@@ -238,19 +259,20 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
         spec.lm_head_transform = True
         spec.lm_head_bias = True
         spec.qkv_bias = spec.output_bias = spec.ffn_bias = True
-        spec.tied_embeddings = bool(config.get("tie_word_embeddings", True))
+        spec.tied_embeddings = _flag(config, "tie_word_embeddings", where, True)
     if model_type == "vit":
         _read_vit(spec, config, where)
     if model_type == "deepseek_v3":
         _read_mla(spec, config, where)
-    _read_dropout(spec, config, model_type)
-    window = config.get("sliding_window")
-    use_window = config.get("use_sliding_window", model_type == "mistral")
-    spec.sliding_window = int(window) if (window and use_window) else 0
+    _read_dropout(spec, config, model_type, where)
+    window = 0 if config.get("sliding_window") is None else _int(config, "sliding_window", where)
+    use_window = _flag(config, "use_sliding_window", where, model_type == "mistral")
+    spec.sliding_window = window if use_window else 0
     if model_type in _MOE_TYPES:
         _read_moe(spec, config, model_type, where)
     # A config without a dtype loads in fp32 in transformers.
-    chosen = dtype or _DTYPES.get(str(config.get("torch_dtype") or config.get("dtype") or "float32"))
+    named = config.get("torch_dtype") or config.get("dtype") or "float32"
+    chosen = dtype or (_DTYPES.get(named) if isinstance(named, str) else None)
     if chosen is None:
         raise UsageError(f"{where}: torch_dtype {config.get('torch_dtype')!r} is not supported")
     for field in ("weight_dtype", "activation_dtype", "kv_cache_dtype"):
@@ -293,22 +315,22 @@ def _check_architectures(config: dict, model_type: str, where: str) -> None:
                              f"{head} (*{suffix}), not that class's head; capture a script with get_model() instead")
 
 
-def _read_dropout(spec: Any, config: dict, model_type: str) -> None:
+def _read_dropout(spec: Any, config: dict, model_type: str, where: str) -> None:
     """Dropout probabilities of a training step, under each family's config names."""
     names = {"gpt2": ("resid_pdrop", "embd_pdrop", "attn_pdrop"),
              "gptj": ("resid_pdrop", "embd_pdrop", "attn_pdrop"),
              "bert": ("hidden_dropout_prob", "hidden_dropout_prob", "attention_probs_dropout_prob"),
              "vit": ("hidden_dropout_prob", "hidden_dropout_prob", "attention_probs_dropout_prob")}
     hidden, embedding, attention = names.get(model_type, ("hidden_dropout", "embedding_dropout", "attention_dropout"))
-    spec.hidden_dropout = float(config.get(hidden) or 0.0)
-    spec.embedding_dropout = float(config.get(embedding) or 0.0)
-    spec.attention_dropout = float(config.get(attention) or 0.0)
+    spec.hidden_dropout = _fraction(config, hidden, where)
+    spec.embedding_dropout = _fraction(config, embedding, where)
+    spec.attention_dropout = _fraction(config, attention, where)
 
 
 def _read_mla(spec: Any, config: dict, where: str) -> None:
     """DeepSeek-V3 multi-head latent attention: low-rank q, a cached kv latent plus a RoPE key."""
     mla = spec.mla
-    mla.q_lora_rank = int(config.get("q_lora_rank") or 0)
+    mla.q_lora_rank = 0 if config.get("q_lora_rank") is None else _int(config, "q_lora_rank", where)
     mla.kv_lora_rank = _int(config, "kv_lora_rank", where)
     mla.qk_nope_head_dim = _int(config, "qk_nope_head_dim", where)
     mla.qk_rope_head_dim = _int(config, "qk_rope_head_dim", where)
@@ -321,8 +343,14 @@ def _read_vit(spec: Any, config: dict, where: str) -> None:
     """HF ViTModel: a pre-norm encoder over image patches with a CLS token, a learned position
     table, LayerNorm, GELU, biases (q/k/v per qkv_bias), a final LayerNorm and a pooler."""
     size = config.get("image_size", 224)
-    height, width = (size, size) if isinstance(size, int) else tuple(size)
-    spec.image_height, spec.image_width = int(height), int(width)
+    if isinstance(size, list) and len(size) == 2:
+        height, width = (fields.integer(v, where, f"image_size[{i}]", minimum=1, maximum=_DIM_MAX)
+                         for i, v in enumerate(size))
+    elif isinstance(size, int) and not isinstance(size, bool):
+        height = width = fields.integer(size, where, "image_size", minimum=1, maximum=_DIM_MAX)
+    else:
+        raise UsageError(f"{where}: 'image_size' must be an integer or [height, width], got {size!r:.60}")
+    spec.image_height, spec.image_width = height, width
     spec.patch_size = _int(config, "patch_size", where)
     spec.num_channels = _int(config, "num_channels", where, 3)
     spec.cls_token = True
@@ -334,7 +362,7 @@ def _read_vit(spec: Any, config: dict, where: str) -> None:
     spec.rotary = False
     spec.learned_positions = True
     spec.max_position_embeddings = spec.image_tokens()
-    spec.qkv_bias = bool(config.get("qkv_bias", True))
+    spec.qkv_bias = _flag(config, "qkv_bias", where, True)
     spec.output_bias = spec.ffn_bias = True
     spec.tied_embeddings = False
 
@@ -357,18 +385,18 @@ def _gpt2_as_common(config: dict, where: str) -> dict:
 def _gptj_as_common(config: dict, where: str) -> dict:
     """GPT-J's config names (GPTJConfig: n_embd, n_layer, n_inner, ...) in the common spelling."""
     # GPT-2's names, but embeddings untied unless the config says otherwise (GPTJConfig's default).
-    return {**_gpt2_as_common(config, where), "tie_word_embeddings": bool(config.get("tie_word_embeddings", False))}
+    return {**_gpt2_as_common(config, where), "tie_word_embeddings": _flag(config, "tie_word_embeddings", where, False)}
 
 
 def _falcon_as_common(config: dict, where: str) -> dict:
     """Falcon's config names (FalconConfig) in the common spelling. KV heads as HF's FalconAttention
     takes them: num_kv_heads with the new decoder architecture or without multi_query, else one."""
-    if config.get("alibi"):
+    if _flag(config, "alibi", where, False):
         raise UsageError(f"{where}: field 'alibi' (True) is not supported for model_type 'falcon' (ALiBi positions)")
     hidden = _int(config, "hidden_size", where)
     heads = _int(config, "num_attention_heads", where)
-    new_arch = bool(config.get("new_decoder_architecture", False))
-    multi_query = bool(config.get("multi_query", True))
+    new_arch = _flag(config, "new_decoder_architecture", where, False)
+    multi_query = _flag(config, "multi_query", where, True)
     kv = _int(config, "num_kv_heads", where, heads) if (new_arch or not multi_query) else 1
     ffn = config.get("ffn_hidden_size")
     return {
@@ -377,7 +405,7 @@ def _falcon_as_common(config: dict, where: str) -> dict:
         "intermediate_size": ffn if ffn is not None else 4 * hidden,
         "max_position_embeddings": _int(config, "max_position_embeddings", where, 2048),
         "hidden_act": config.get("activation", "gelu"),
-        "tie_word_embeddings": bool(config.get("tie_word_embeddings", True)),
+        "tie_word_embeddings": _flag(config, "tie_word_embeddings", where, True),
     }
 
 
@@ -389,13 +417,13 @@ def _read_falcon(spec: Any, config: dict, where: str) -> None:
     spec.gated_ffn = False
     spec.norm = _core.NormKind.layer_norm
     spec.fused_qkv = True
-    spec.qkv_bias = spec.output_bias = spec.ffn_bias = bool(config.get("bias", False))
-    new_arch = bool(config.get("new_decoder_architecture", False))
-    spec.parallel_block = new_arch or bool(config.get("parallel_attn", True))
+    spec.qkv_bias = spec.output_bias = spec.ffn_bias = _flag(config, "bias", where, False)
+    new_arch = _flag(config, "new_decoder_architecture", where, False)
+    spec.parallel_block = new_arch or _flag(config, "parallel_attn", where, True)
     norms = config.get("num_ln_in_parallel_attn")
     if norms is None:
         norms = 2 if new_arch else 1
-    if norms not in (1, 2):
+    if isinstance(norms, bool) or norms not in (1, 2):
         raise UsageError(f"{where}: num_ln_in_parallel_attn must be 1 or 2, got {norms!r}")
     spec.parallel_ffn_norm = new_arch and norms == 2
 
@@ -415,7 +443,7 @@ def _read_moe(spec: Any, config: dict, model_type: str, where: str) -> None:
         moe.sigmoid_scoring = True
         moe.num_groups = _int(config, "n_group", where, 1)
         moe.top_k_groups = _int(config, "topk_group", where, 1)
-        moe.normalize_top_k = bool(config.get("norm_topk_prob", True))
+        moe.normalize_top_k = _flag(config, "norm_topk_prob", where, True)
         moe.fp32_combine = True
     elif model_type == "mixtral":
         moe.num_experts = _int(config, "num_local_experts", where)
@@ -425,7 +453,7 @@ def _read_moe(spec: Any, config: dict, model_type: str, where: str) -> None:
     else:
         moe.num_experts = _int(config, "num_experts", where)
         moe.expert_ffn_size = _int(config, "moe_intermediate_size", where)
-        moe.normalize_top_k = bool(config.get("norm_topk_prob", model_type == "qwen3_moe"))
+        moe.normalize_top_k = _flag(config, "norm_topk_prob", where, model_type == "qwen3_moe")
         moe.sparse_step = _int(config, "decoder_sparse_step", where, 1) or 1
         if config.get("mlp_only_layers"):
             raise UsageError(f"{where}: field 'mlp_only_layers' ({config['mlp_only_layers']!r}) is not supported yet")

@@ -22,6 +22,7 @@ from typing import Any
 
 from accel_sim import _core
 from accel_sim.errors import UsageError
+from accel_sim.io import fields
 from accel_sim.io.device_file import read_yaml_file
 
 # Defaults of the collective efficiencies (../shared/reference/costmodel.md sec. 6.5):
@@ -48,71 +49,114 @@ class SystemEntry:
     estimated: tuple[str, ...] = ()  # fields that are estimates, not published figures
 
 
-def _number(section: dict, key: str, where: str, minimum: float = 0.0) -> float:
-    value = section.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UsageError(f"{where}: '{key}' must be a number, got {value!r}")
-    if value < minimum:
-        raise UsageError(f"{where}: '{key}' must be at least {minimum}, got {value}")
-    return float(value)
+# Ranges of a system file's numbers, in its units. The upper bounds are far beyond any cluster
+# (a petabyte per second per link, a second of latency, ten million GPUs in one domain): they catch
+# values that are not a system's before they overflow the core's arithmetic.
+_MAX_GBS = 1e6
+_MAX_LATENCY_US = 1e6
+_MAX_GPUS = 10_000_000
+
+
+def _section(data: dict, key: str, where: str) -> dict:
+    if key not in data:
+        raise UsageError(f"{where}: missing '{key}'")
+    return fields.mapping(data[key], where, key)
+
+
+def _rate(section: dict, key: str, where: str) -> float:
+    """A bandwidth in GB/s: a kilobyte per second (1e-6) to a petabyte per second."""
+    if key not in section:
+        raise UsageError(f"{where}: missing '{key}'")
+    return fields.number(section[key], where, key, minimum=1e-6, maximum=_MAX_GBS)
+
+
+def _latency(section: dict, key: str, where: str) -> float:
+    if key not in section:
+        raise UsageError(f"{where}: missing '{key}'")
+    return fields.number(section[key], where, key, minimum=0.0, maximum=_MAX_LATENCY_US)
+
+
+def _count(section: dict, key: str, where: str) -> int:
+    if key not in section:
+        raise UsageError(f"{where}: missing '{key}'")
+    return fields.integer(section[key], where, key, minimum=1, maximum=_MAX_GPUS)
+
+
+def _measured(entries: Any, where: str) -> list[dict]:
+    """The `measured:` list: nccl-tests bus bandwidths, each a mapping with its collective, GPUs
+    and busbw_gbs (algorithm and source optional)."""
+    out = []
+    for i, m in enumerate(fields.sequence(entries, where, "measured")):
+        at = f"{where}: measured[{i}]"
+        fields.mapping(m, where, f"measured[{i}]")
+        if m.get("collective") not in _KINDS:
+            raise UsageError(f"{at}: unknown collective {m.get('collective')!r} (known: {', '.join(_KINDS)})")
+        out.append({"collective": m["collective"], "gpus": _count(m, "gpus", at),
+                    "algorithm": fields.text(m.get("algorithm", "any"), at, "algorithm"),
+                    "busbw_gbs": _rate(m, "busbw_gbs", at),
+                    "source": fields.text(m.get("source", ""), at, "source")})
+    return out
 
 
 def load_system_file(path: str | Path) -> SystemEntry:
     """Reads and checks one system file; errors name the file and the field in one line."""
     p = Path(path)
+    where = str(p)
     data = read_yaml_file(p, "system")
     if not isinstance(data, dict):
         raise UsageError(f"{p}: a system file is a mapping")
     for key in ("id", "name", "device", "gpus_per_node", "scaleup", "scaleout", "sources"):
         if key not in data:
             raise UsageError(f"{p}: missing '{key}'")
-    up, out, sources = data["scaleup"], data["scaleout"], data["sources"]
-    if not isinstance(up, dict) or not isinstance(out, dict) or not isinstance(sources, dict):
-        raise UsageError(f"{p}: 'scaleup', 'scaleout' and 'sources' must be mappings")
-    topology = str(up.get("topology", "switched"))
+    up, out, sources = (_section(data, k, where) for k in ("scaleup", "scaleout", "sources"))
+    for key in ("id", "name", "device"):
+        fields.text(data[key], where, key)
+    topology = fields.text(up.get("topology", "switched"), f"{where}: scaleup", "topology")
     if topology not in _TOPOLOGIES:
         raise UsageError(f"{p}: scaleup.topology {topology!r} is not one of {', '.join(_TOPOLOGIES)}")
     s = _core.SystemSpec()
-    s.id, s.name, s.device = str(data["id"]), str(data["name"]), str(data["device"])
-    s.gpus_per_node = int(_number(data, "gpus_per_node", str(p), 1))
-    s.scaleup_domain = int(_number(up, "domain_size", f"{p}: scaleup", 1))
+    s.id, s.name, s.device = data["id"], data["name"], data["device"]
+    s.gpus_per_node = _count(data, "gpus_per_node", where)
+    s.scaleup_domain = _count(up, "domain_size", f"{where}: scaleup")
     efficiency = dict(DEFAULT_EFFICIENCY)
     source = _EFFICIENCY_SOURCE
     if "collective_efficiency" in data:
         if "collective_efficiency" not in sources:
             raise UsageError(f"{p}: 'collective_efficiency' needs a 'sources.collective_efficiency' entry")
-        efficiency.update({k: float(v) for k, v in data["collective_efficiency"].items()})
+        given = fields.mapping(data["collective_efficiency"], where, "collective_efficiency")
+        for key, value in given.items():
+            if key not in DEFAULT_EFFICIENCY:
+                raise UsageError(f"{p}: unknown 'collective_efficiency.{key}' (known: {', '.join(DEFAULT_EFFICIENCY)})")
+            efficiency[key] = fields.number(value, f"{where}: collective_efficiency", key, minimum=1e-6, maximum=1.0)
         source = str(sources["collective_efficiency"])
     fabric = _core.Fabric()
-    fabric.bandwidth_bytes_per_s = _number(up, "bandwidth_gbs", f"{p}: scaleup") * 1e9
-    fabric.latency_s = _number(up, "latency_us", f"{p}: scaleup") * 1e-6
+    fabric.bandwidth_bytes_per_s = _rate(up, "bandwidth_gbs", f"{where}: scaleup") * 1e9
+    fabric.latency_s = _latency(up, "latency_us", f"{where}: scaleup") * 1e-6
     fabric.efficiency = efficiency["scaleup"]
     s.scaleup = fabric
-    s.in_network_reduction = bool(up.get("in_network_reduction", False))
+    s.in_network_reduction = fields.boolean(up.get("in_network_reduction", False), f"{where}: scaleup",
+                                            "in_network_reduction")
     s.nvls_efficiency = efficiency["nvls"]
     s.mesh = topology == "mesh"
     nic = _core.Fabric()
-    nic.bandwidth_bytes_per_s = _number(out, "nic_bandwidth_gbs", f"{p}: scaleout") * 1e9
-    nic.latency_s = _number(out, "latency_us", f"{p}: scaleout") * 1e-6
+    nic.bandwidth_bytes_per_s = _rate(out, "nic_bandwidth_gbs", f"{where}: scaleout") * 1e9
+    nic.latency_s = _latency(out, "latency_us", f"{where}: scaleout") * 1e-6
     nic.efficiency = efficiency["scaleout"]
     s.scaleout = nic
-    s.nics_per_gpu = _number(out, "nics_per_gpu", f"{p}: scaleout")
+    if "nics_per_gpu" not in out:
+        raise UsageError(f"{where}: scaleout: missing 'nics_per_gpu'")
+    s.nics_per_gpu = fields.number(out["nics_per_gpu"], f"{where}: scaleout", "nics_per_gpu", minimum=1e-6, maximum=1e3)
     try:
         s.validate()
     except ValueError as e:
         raise UsageError(f"{p}: {e}") from None
-    measured = []
-    for i, m in enumerate(data.get("measured") or []):
-        if m.get("collective") not in _KINDS:
-            raise UsageError(f"{p}: measured[{i}]: unknown collective {m.get('collective')!r}")
-        measured.append({"collective": m["collective"], "gpus": int(m["gpus"]),
-                         "algorithm": str(m.get("algorithm", "any")), "busbw_gbs": float(m["busbw_gbs"]),
-                         "source": str(m.get("source", ""))})
-    estimated = data.get("estimated") or []
-    if not isinstance(estimated, list) or any(str(f) not in sources for f in estimated):
+    measured = _measured(data.get("measured") or [], where)
+    estimated = fields.sequence(data.get("estimated") or [], where, "estimated")
+    if any(not isinstance(f, str) or f not in sources for f in estimated):
         raise UsageError(f"{p}: 'estimated' must list fields that have a 'sources' entry saying how they were estimated")
-    return SystemEntry(s, str(p), topology, str(out.get("topology", "")), tuple(measured),
-                       {str(k): str(v) for k, v in sources.items()}, source, tuple(str(f) for f in estimated))
+    scaleout_topology = fields.text(out.get("topology", ""), f"{where}: scaleout", "topology")
+    return SystemEntry(s, where, topology, scaleout_topology, tuple(measured),
+                       {str(k): str(v) for k, v in sources.items()}, source, tuple(estimated))
 
 
 @functools.lru_cache(maxsize=1)

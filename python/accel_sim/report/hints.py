@@ -54,4 +54,13 @@ def hint_message(hint: Any, report: Any) -> str:
             f"this rank's step holds {hint.subject} collectives moving {hint.value / 1e9:,.2f} GB "
             "(tensor/sequence/expert/context parallelism); a single-device simulation does not time them"
         )
+    if kind == "masked_attention_pairs":
+        from accel_sim.report.tables import si  # tables renders hints: imported here, not above
+
+        where = f" (e.g. {hint.subject})" if hint.subject else ""
+        forward = " in each forward pass" if report.result.backward_time_s > 0 else ""
+        return (
+            f"eager attention{where} computes {si(hint.value, 'FLOP')}{forward} ({pct} of its attention) "
+            "on pairs the causal mask discards; a fused kernel (SDPA/FlashAttention) skips them"
+        )
     return kind

@@ -22,6 +22,7 @@ from typing import Any, Iterable, Sequence
 from accel_sim.errors import UsageError
 from accel_sim.report.hints import hint_message
 from accel_sim.report.sim_trace import layer_key, runs
+from accel_sim.report.tables import ran_as
 from accel_sim.report.svg import (OP_CLASS_COLOURS, PALETTE, Frame, Lane, Scale, Series, axes, bar_chart,
                                   fmt_bytes, fmt_number, fmt_seconds, lanes_chart, line_chart,
                                   padded_log_range, svg_open, time_unit)
@@ -353,6 +354,8 @@ def comparison_html(compare: Any) -> str:
     def row(label: str, values: list[tuple[str, float] | str]) -> None:
         rows.append([label] + values)
 
+    row("precision", [ran_as(r)[0] + (" (narrower: not ranked)" if v.narrower_precision else "")
+                      for r, v in zip(reports, c.devices)])
     row("latency", [(f"{fmt_seconds(r.latency_s)} ± {r.latency_band[0] * 100:.0f}%", r.latency_s) for r in reports])
     row("speedup vs slowest", [(f"{v.speedup_vs_slowest:.2f}x", v.speedup_vs_slowest) for v in c.devices])
     row("peak memory", [(fmt_bytes(r.peak_memory_bytes), r.peak_memory_bytes) for r in reports])

@@ -4,6 +4,8 @@ rules in docs/formats/report.md before changing what any command prints."""
 
 from __future__ import annotations
 
+from accel_sim import _core
+
 from dataclasses import asdict
 from typing import Any
 
@@ -57,6 +59,7 @@ def simulation_to_dict(report: Any, include_ops: bool = True) -> dict:
         "peak_memory_bytes": m.peak_bytes,
         "memory_capacity_bytes": r.memory_capacity_bytes,
         "fits": r.fits,
+        "precision": precision_dict(report),
         "allocator": {
             "peak_allocated_bytes": m.peak_allocated_bytes,
             "peak_reserved_bytes": m.peak_reserved_bytes,
@@ -113,6 +116,18 @@ def simulation_to_dict(report: Any, include_ops: bool = True) -> dict:
     return out
 
 
+def precision_dict(report: Any) -> dict:
+    """The dtype the run's matrix ops ask for and the units a device without that dtype's unit
+    ran ops on instead (narrower: a format that does not hold the dtype's values)."""
+    r = report.result
+    return {
+        "matmul_dtype": _core.dtype_name(r.reference_dtype),
+        "narrower": r.narrower_precision,
+        "substitutions": [{"dtype": _core.dtype_name(u.dtype), "matrix": u.matrix, "unit": u.unit,
+                           "narrower": u.narrower, "ops": u.ops, "time_s": u.time_s} for u in r.substitutions],
+    }
+
+
 def comparison_to_dict(compare: Any, include_ops: bool = False) -> dict:
     c = compare.comparison
     devices = []
@@ -124,6 +139,7 @@ def comparison_to_dict(compare: Any, include_ops: bool = False) -> dict:
             "speedup_vs_slowest": verdict.speedup_vs_slowest,
             "overkill": verdict.overkill,
             "overkill_because": verdict.overkill_reason or None,
+            "ranked": verdict.fits and not verdict.narrower_precision,
         }
         devices.append(d)
     pick = lambda i: compare.reports[i].device.id if i >= 0 else None  # noqa: E731

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+from accel_sim import _core
 from accel_sim.report.hints import hint_message
 
 _GIB = 1024.0**3
@@ -169,16 +170,45 @@ def simulation_text(report: Any, top: int = 10) -> str:
     return "\n".join(lines)
 
 
+def _unit(name: str) -> str:
+    """'bf16_matrix' -> 'bf16 tensor units', 'fp32' -> 'fp32 vector units'."""
+    return name.replace("_matrix", " tensor units") if name.endswith("_matrix") else f"{name} vector units"
+
+
+def ran_as(report: Any) -> tuple[str, list[str]]:
+    """The precision a device ran the graph's matrix ops in, for a table cell ('fp32', or
+    'fp32 as bf16' when it has no unit for the dtype), and a sentence per substitution."""
+    r = report.result
+    dtype = _core.dtype_name(r.reference_dtype)
+    label, notes = dtype, []
+    for u in r.substitutions:
+        if not u.matrix:
+            continue
+        name = _core.dtype_name(u.dtype)
+        unit = u.unit.replace("_matrix", "")
+        if name == dtype:
+            label = f"{dtype} as {unit}"
+        how = ("in a narrower format, so its figures are not those of " + name + " and it is not ranked"
+               if u.narrower else "exactly, at that unit's (lower) rate")
+        notes.append(f"{report.device.id} has no {name} tensor units: its {u.ops} {name} matrix op"
+                     f"{'s' if u.ops != 1 else ''} ran on {_unit(u.unit)}, {how}")
+    return label, notes
+
+
 def comparison_text(compare: Any) -> str:
     c = compare.comparison
     name = compare.reports[0].name if compare.reports else ""
     lines = [f"accel-sim · {name or 'graph'} on {len(compare.reports)} devices", ""]
     rows = []
+    notes: list[str] = []
     for report, v in zip(compare.reports, c.devices):
         r = report.result
+        precision, why = ran_as(report)
+        notes += why
         rows.append(
             (
                 report.device.id,
+                precision + (" †" if v.narrower_precision else ""),
                 f"{ms(r.latency_s)} ±{report.latency_band[0] * 100:.0f}%" + ("" if report.latency_band[1].startswith("measured on") else "*"),
                 f"{v.speedup_vs_slowest:.2f}x",
                 gib(r.memory.peak_bytes),
@@ -191,15 +221,22 @@ def comparison_text(compare: Any) -> str:
         )
     lines.append(
         table(
-            ["device", "latency", "speed-up", "peak mem", "capacity", "fits", "bound", "compute util", "$ per 1M runs"],
+            ["device", "precision", "latency", "speed-up", "peak mem", "capacity", "fits", "bound", "compute util",
+             "$ per 1M runs"],
             rows,
-            [False, True, True, True, True, False, False, True, True],
+            [False, False, True, True, True, True, False, False, True, True],
         )
     )
     lines.append("  latency ± the cost model's measured error on that device; * = no measurements there (uncalibrated, wider band)")
+    if any(v.narrower_precision for v in c.devices):
+        lines.append("  † ran the matrix ops in a narrower format than the model's: not ranked below")
+    for note in notes:
+        lines.append(f"  {note}")
     lines.append("")
     fastest, best = compare.fastest, compare.best_value
-    lines.append(f"  fastest:    {fastest.device.id} ({ms(fastest.latency_s)})" if fastest else "  fastest:    none fits")
+    unranked = [r.device.id for r, v in zip(compare.reports, c.devices) if v.narrower_precision]
+    none = "none fits" + (" at the model's precision" if unranked else "")
+    lines.append(f"  fastest:    {fastest.device.id} ({ms(fastest.latency_s)})" if fastest else f"  fastest:    {none}")
     if best is not None:
         lines.append(f"  best value: {best.device.id} (lowest cost per run at list price)")
     memory_bound = [r.device.id for r, v in zip(compare.reports, c.devices) if v.dominant_bound.name == "memory"]
@@ -214,6 +251,10 @@ def comparison_text(compare: Any) -> str:
     oom = [r.device.id for r in compare.reports if not r.fits]
     if oom:
         lines.append(f"  out of memory on: {', '.join(oom)}")
+    if unranked:
+        dtype = _core.dtype_name(compare.reports[0].result.reference_dtype)
+        lines.append(f"  not ranked: {', '.join(unranked)} (no {dtype} tensor units; compare them at a precision "
+                     "they run, e.g. --dtype bf16)")
     return "\n".join(lines)
 
 
