@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import run_cli
 
 
@@ -130,3 +132,79 @@ def test_schedulers_and_disaggregation_run():
     bad = run_cli("serve", "--model", "llama-3-8b", "--qps", "1", "--replicas", "2", "--disaggregate", "2")
     assert bad.returncode == 2 and "prefill" in bad.stderr
 
+
+
+# ---- requests the model can hold -------------------------------------------------------------------
+# A request's prompt plus output must fit the model's positions: vLLM's max_model_len defaults to the
+# config's max_position_embeddings and a longer request is refused. GPT-2 has 1,024.
+
+def _error(*args: str) -> str:
+    r = run_cli("serve", *args)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_generated_lengths_beyond_the_models_positions_are_refused():
+    # The default lengths, 1000 + 200, ran on GPT-2's 1,024 positions.
+    assert _error("--model", "gpt2", "--qps", "2", "--requests", "10") == (
+        "accel-sim: error: --input-len 1000 and --output-len 200 draw requests of up to 1,000 + 200 = 1,200 tokens, "
+        "beyond gpt2's 1,024 positions (its config's max_position_embeddings), which a server refuses: "
+        "bound the lengths to fit")
+    assert "up to 1,000 + 100 = 1,100 tokens" in _error(
+        "--model", "gpt2", "--qps", "2", "--input-len", "uniform:10:1000", "--output-len", "lognormal:3:1:1:100")
+    assert "both unbounded log-normals" in _error(
+        "--model", "gpt2", "--qps", "2", "--input-len", "lognormal:6:1", "--output-len", "lognormal:3:1")
+    d = _serve("--model", "gpt2", "--qps", "2", "--requests", "10", "--input-len", "1000", "--output-len", "24")
+    assert d["results"][0]["completed"] == 10
+
+
+def test_an_unbounded_log_normal_is_clipped_to_what_the_positions_leave():
+    # lognormal:7:1 draws e^(7 + 1 z): beyond 1,000 tokens a third of the time; it was clipped at 2^20.
+    from accel_sim import _core
+    from accel_sim.cli.main import _parser
+    from accel_sim.cli.serve import _workload
+    from accel_sim.io.model_config import load_model_spec
+
+    args = _parser().parse_args(["serve", "--model", "gpt2", "--qps", "2", "--requests", "400",
+                                 "--input-len", "lognormal:7:1", "--output-len", "24"])
+    spec, _ = _workload(args, load_model_spec("gpt2"))
+    assert (spec.input.min, spec.input.max) == (1, 1024 - 24)
+    w = _core.generate_workload(spec)
+    assert max(w.input_len) == 1000 and max(w.output_len) == 24
+
+
+def test_trace_requests_beyond_the_models_positions_name_the_line(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"input_len": 1000, "output_len": 24}\n{"input_len": 1000, "output_len": 25}\n')
+    assert _error("--model", "gpt2", "--workload", str(trace), "--qps", "2") == (
+        f"accel-sim: error: {trace}:2: 'input_len' 1000 + 'output_len' 25 = 1,025 tokens, beyond gpt2's 1,024 "
+        "positions (its config's max_position_embeddings)")
+    d = _serve("--model", "llama-3-8b", "--workload", str(trace), "--qps", "2")  # 8,192 positions
+    assert d["results"][0]["completed"] == 2
+    fitted = _error("--model", "gpt2", "--qps", "2", "--lengths-from", str(trace))
+    assert "fitted to --lengths-from" in fitted and "1,000 + 25 = 1,025 tokens" in fitted
+
+
+def test_a_length_beyond_int64_in_a_trace_is_one_line(tmp_path):
+    # It reached the core's conversion as a TypeError traceback.
+    trace = tmp_path / "big.jsonl"
+    trace.write_text('{"arrival_s": 0, "input_len": 9223372036854775808, "output_len": 1}\n')
+    assert _error("--model", "llama-3-8b", "--workload", str(trace)) == (
+        f"accel-sim: error: {trace}:1: 'input_len' 9223372036854775808 is beyond 2,147,483,647 tokens (2^31 - 1), "
+        "the most a request holds")
+
+
+@pytest.mark.parametrize("flag,value,words", [
+    ("--input-len", "3000000000", "a length is 1 to 2,147,483,647 tokens"),  # drawn as int32: it wrapped
+    ("--output-len", "uniform:1:4294967297", "a length is 1 to 2,147,483,647 tokens"),
+    ("--input-len", "lognormal:nan:1", "MU must be finite"),
+    ("--input-len", "lognormal:5:inf:1:100", "SIGMA must be finite"),
+    ("--input-len", "lognormal:5:-1:1:100", "SIGMA must be at least 0"),
+    ("--slo-ttft-p99", "0", "a duration must be finite and above 0"),  # 0 meant no target
+    ("--slo-tpot-p99", "1e400s", "a duration must be finite and above 0"),
+])
+def test_lengths_and_durations_out_of_range(flag, value, words):
+    line = _error("--model", "llama-3-8b", "--qps", "2", "--requests", "10", flag, value)
+    assert line.startswith(f"accel-sim: error: {flag} ") and words in line, line

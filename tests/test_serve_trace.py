@@ -313,3 +313,83 @@ def test_too_many_hash_ids(tmp_path):
                                       '{"input_len": 1024, "output_len": 6, "hash_ids": [1, 2, 3]}\n')
     assert error(path) == (f"{path}:2: 3 hash ids for a 1024-token prompt: at most ceil(1024 / 512) = 2 "
                            f"blocks of 512 tokens")
+
+
+# --- errors: values no request can hold ---------------------------------------------------------
+# A request's lengths are the core's int32 (core/include/accelsim/serve.h, Request): 2^31 - 1 tokens
+# at most. Beyond int64 they reached the core's conversion as a TypeError traceback; between
+# 2^31 and 2^63 the core refused them without naming the file or the line.
+
+INT32_MAX = 2**31 - 1
+
+
+@pytest.mark.parametrize("value", [str(2**63), str(2**31), "1e300"])
+def test_jsonl_length_beyond_what_a_request_holds(tmp_path, value):
+    path = write(tmp_path, "t.jsonl", GOOD + f'{{"arrival_s": 0, "input_len": {value}, "output_len": 1}}\n')
+    message = error(path)
+    assert message.startswith(f"{path}:2: 'input_len' ") and message.endswith(
+        f"is beyond {INT32_MAX:,} tokens (2^31 - 1), the most a request holds"), message
+
+
+def test_csv_length_beyond_what_a_request_holds(tmp_path):
+    path = write(tmp_path, "t.csv", f"input_len,output_len\n5,6\n7,{2**64}\n")
+    assert error(path) == f"{path}:3: 'output_len' {2**64} is beyond {INT32_MAX:,} tokens (2^31 - 1), the most a request holds"
+
+
+def test_the_longest_length_a_request_holds_is_read(tmp_path):
+    t = read_trace(write(tmp_path, "t.jsonl", f'{{"input_len": {INT32_MAX}, "output_len": {INT32_MAX}}}\n'))
+    assert t.input_len == [INT32_MAX] and t.output_len == [INT32_MAX]
+
+
+@pytest.mark.parametrize("ids", [f"[1, {2**63}]", f"[{-2**63 - 1}]"])
+def test_hash_ids_beyond_int64(tmp_path, ids):
+    path = write(tmp_path, "t.jsonl", f'{{"input_len": 5000, "output_len": 1, "hash_ids": {ids}}}\n')
+    assert error(path) == f"{path}:1: 'hash_ids' must be integers in [-2^63, 2^63), got {ids}"
+    path = write(tmp_path, "t.csv", f"input_len,output_len,hash_ids\n5000,1,{ids.strip('[]').replace(', ', ';')}\n")
+    assert error(path) == f"{path}:2: 'hash_ids' must be integers in [-2^63, 2^63), got {ids.strip('[]').replace(', ', ';')!r}"
+
+
+@pytest.mark.parametrize("stamp", [str(10**400), "1e400", "-1e400"], ids=["10^400", "1e400", "-1e400"])
+def test_timestamp_no_double_holds(tmp_path, stamp):
+    # An integer of 400 digits overflowed math.isfinite (OverflowError traceback); 1e400 is JSON's inf.
+    path = write(tmp_path, "t.jsonl", GOOD.replace("{", '{"arrival_s": 0, ') + f'{{"arrival_s": {stamp}, "input_len": 5, "output_len": 6}}\n')
+    message = error(path)
+    assert message.startswith(f"{path}:2: timestamp 'arrival_s' must be finite"), message
+
+
+def test_nan_and_infinite_lengths(tmp_path):
+    for value in ("NaN", "Infinity", "-Infinity"):
+        path = write(tmp_path, "t.jsonl", f'{{"input_len": {value}, "output_len": 1}}\n')
+        assert error(path) == f"{path}:1: 'input_len' must be an integer, got {float(value)!r}"
+
+
+def test_not_utf8_names_the_line(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(GOOD.encode() * 3 + b'{"input_len": 5, "output_len": 6, "id": "\xff\xfe"}\n' + GOOD.encode())
+    assert error(str(path)) == f"{path}:4: not UTF-8 text (invalid start byte at column 42)"
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"input_len,output_len\n1,2\n3,\xc3\n")
+    assert error(str(path)).startswith(f"{path}:3: not UTF-8 text (")
+
+
+def test_deeply_nested_json_is_malformed_not_a_crash(tmp_path):
+    path = write(tmp_path, "t.jsonl", GOOD + "[" * 100000 + "]" * 100000 + "\n")
+    assert error(path) == f"{path}:2: malformed JSON: nested too deeply"
+
+
+def test_csv_cell_beyond_the_csv_modules_limit(tmp_path):
+    # csv.Error escaped as a traceback.
+    path = write(tmp_path, "t.csv", 'input_len,output_len,id\n1,2,a\n1,2,"' + "x" * 200000 + '"\n')
+    assert error(path) == f"{path}:3: not a CSV row: field larger than field limit (131072)"
+
+
+def test_requests_beyond_the_models_positions(tmp_path):
+    # A server refuses a request whose prompt plus output exceed the model's context (vLLM's
+    # max_model_len, by default the config's max_position_embeddings).
+    path = write(tmp_path, "t.jsonl", '{"input_len": 1000, "output_len": 24}\n{"input_len": 1000, "output_len": 25}\n')
+    assert error(path, max_request_tokens=1024, limit="gpt2's 1024 positions") == (
+        f"{path}:2: 'input_len' 1000 + 'output_len' 25 = 1,025 tokens, beyond gpt2's 1024 positions")
+    assert read_trace(path, max_request_tokens=1025).input_len == [1000, 1000]
+    path = write(tmp_path, "t.csv", "ContextTokens,GeneratedTokens\n1024,1\n")
+    assert error(path, max_request_tokens=1024, limit="the model's 1024 positions") == (
+        f"{path}:2: 'ContextTokens' 1024 + 'GeneratedTokens' 1 = 1,025 tokens, beyond the model's 1024 positions")

@@ -76,6 +76,8 @@ def test_vary_specs(text: str, name: str, values: list[float]):
     (["--vary", "batch=1,2", "--plot", "out.pdf"], "--plot writes .png, .svg or .html"),
     (["--vary", "batch=1,2", "--devices", "a100,nope"], "unknown device 'nope'"),
     (["--vary", "tp=1,3"], "not divisible by the tensor-parallel degree 3"),
+    (["--vary", "batch=1,1e30"], "batch must be at most 2^63 - 1"),  # was a nanobind TypeError traceback
+    (["--vary", "seq=128:1e19:2"], "seq must be at most 2^63 - 1"),
 ])
 def test_bad_sweeps_are_one_line_exit_2(args: list[str], message: str):
     result = run_cli("sweep", "--model", "llama3-8b", *args)

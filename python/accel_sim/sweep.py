@@ -25,6 +25,7 @@ from accel_sim import _core
 from accel_sim.errors import UsageError
 
 _GIB = 1024.0**3
+_INT64_MAX = 2**63 - 1  # the builder's batch, sequence and parallel degrees are int64_t
 # The most values of one `--vary`: its rows are kept, printed and plotted, and computed on one
 # core, 0.56 ms a point for a Llama-3-8B decode step (bench/RESULTS.md): 100,000 are a minute. A
 # larger sweep is a grid file (`sweep --grid`, docs/formats/grid.md), run on every core.
@@ -141,6 +142,8 @@ def parse_vary(text: str) -> tuple[str, list[float]]:
         if (minimum is not None and v < minimum) or (minimum is None and v <= 0):
             what = "non-negative" if name == "context" else "at least 1" if p.integer else "positive"
             raise UsageError(f"--vary {text}: {name} must be {what} (got {v:g})")
+        if p.integer and v > _INT64_MAX:
+            raise UsageError(f"--vary {text}: {name} must be at most 2^63 - 1, what the core's counts hold (got {v:g})")
     return name, values
 
 
@@ -179,6 +182,9 @@ def check(setup: SweepSetup, name: str) -> None:
                          "so the graph has collectives to time)")
     if name == "clock_mhz" and setup.simulate.get("clock_mhz") is not None:
         raise UsageError("give --clock-mhz or --vary clock_mhz, not both")
+    if name == "clock_mhz" and setup.simulate.get("cost_model") == "roofline":
+        raise UsageError("clock_mhz scales the kernel cost model's compute rates; the roofline has no clock "
+                         "(--cost-model kernel)")
 
 
 def _layout(setup: SweepSetup, build: dict | None, link_bytes_per_s: float | None) -> tuple[Any, list[Any]]:

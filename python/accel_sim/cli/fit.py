@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from accel_sim.cli.flags import COUNT
 from accel_sim.cli.script_watch import add_timeout_argument, watch_script
 
 _WHAT = {"batch": "batch", "seq": "sequence length"}
@@ -19,16 +20,16 @@ def add_parser(sub: Any, dtypes: tuple[str, ...]) -> None:
     p.add_argument("--axis", choices=("batch", "seq"), required=True, help="the dimension to grow: batch size or sequence length")
     p.add_argument("--phase", choices=("prefill", "decode", "train"), default="prefill", help="with --model: prefill, one decode step (seq: the cached context) or a training step (default: prefill)")
     p.add_argument("--train", action="store_true", help="the same as --phase train")
-    p.add_argument("--batch", type=int, default=1, help="with --axis seq: the batch (--model, default: 1; a script: its example inputs resized along dim 0)")
-    p.add_argument("--seq", type=int, default=2048, help="with --axis batch: the sequence length, or decode's context (--model, default: 2048; a script: its example inputs resized along dim 1)")
-    p.add_argument("--max", type=int, help="largest value to try (default: 65536 for batch; the model's position limit, or 131072, for seq)")
+    p.add_argument("--batch", **COUNT, default=1, help="with --axis seq: the batch (--model, default: 1; a script: its example inputs resized along dim 0)")
+    p.add_argument("--seq", **COUNT, default=2048, help="with --axis batch: the sequence length, or decode's context (--model, default: 2048; a script: its example inputs resized along dim 1)")
+    p.add_argument("--max", **COUNT, help="largest value to try (default: 65536 for batch; the model's position limit, or 131072, for seq)")
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd", "none"), default="adamw", help="with --phase train (default: adamw)")
     p.add_argument("--no-master-weights", action="store_true", help="with --phase train: gradients and states in the weight dtype")
     p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="with --phase train: activation recomputation (default: none)")
     p.add_argument("--keep-grads", action="store_true", help="with --phase train: gradients kept between steps (zero_grad(set_to_none=False))")
     p.add_argument("--kernels", choices=("fused", "hf-eager"), default="fused", help="with --model: kernel style (default: fused)")
     p.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn", "eager"), default="flash2", help="with --model: eager builds the unfused attention core, whose scores take memory (default: a fused kernel)")
-    p.add_argument("--tp", type=int, default=1, help="with --model: tensor-parallel degree (one rank's memory)")
+    p.add_argument("--tp", **COUNT, default=1, help="with --model: tensor-parallel degree (one rank's memory)")
     p.add_argument("--sp", action="store_true", help="with --model and --tp > 1: sequence parallelism")
     p.add_argument("--dtype", choices=dtypes, help="the model's dtype (a script: cast before capture)")
     p.add_argument("--free-at-last-use", action="store_true", help="free activations right after their last use, as torch.compile plans memory")

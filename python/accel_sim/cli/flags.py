@@ -1,10 +1,18 @@
-"""Which options the user typed, and the refusal of those that do not apply to a run.
+"""Which options the user typed, the refusal of those that do not apply to a run, and the range
+of every numeric option.
 
 argparse fills every option's default into the namespace, so afterwards a flag the user typed and
 one left at its default look alike, and a command that does not use a flag would ignore it
 silently. `record_given` makes every option of a parser tree note its destination when the user
 types it; `given` asks whether they did, and `refuse` turns a typed flag that the run cannot honour
 into a one-line usage error (exit 2) saying why.
+
+argparse's `type=int` and `type=float` take "inf", "nan", negative numbers and integers no C++
+field holds. A numeric option declared with one of the argument sets below (`COUNT`, `WHOLE`,
+`SEED`, `POSITIVE`, `FRACTION`, ...: `p.add_argument("--tp", **COUNT, default=1)`) takes only the
+values it can physically mean, with a one-line error naming the flag (`Parser`). The options keep
+`type=int` or `type=float` (grid files read a flag's type to convert and round their values) and
+check the converted number in their action; `check_numbers` is the floor under every number.
 """
 
 from __future__ import annotations
@@ -13,11 +21,13 @@ import argparse
 import functools
 import math
 import sys
-from typing import Any, Iterable, NoReturn
+from typing import Any, Callable, Iterable, NoReturn
 
 from accel_sim.errors import UsageError
 
 _GIVEN = "_options_given"
+
+INT64_MAX = 2**63 - 1  # the core's counts, sizes and degrees are int64_t
 
 
 class Parser(argparse.ArgumentParser):
@@ -89,3 +99,50 @@ def check_numbers(args: argparse.Namespace) -> None:
                 raise UsageError(f"{flag(dest)} must be a finite number, got {v}")
             if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63:
                 raise UsageError(f"{flag(dest)} is out of range ({len(str(abs(v)))} digits; at most 2^63 - 1)")
+
+
+# ---- numeric options ------------------------------------------------------------------------------
+# Each set is add_argument's keywords for one kind of number: argparse converts the text with `type`,
+# then the option's action checks the number and reports "argument --flag: expected ..., got ..."
+# (one line, exit 2) when it is out of range.
+
+
+class _Checked(argparse._StoreAction):
+    """Stores a converted number once `check` accepts it (`check` returns what was expected, or
+    None)."""
+
+    def __init__(self, *args: Any, check: Callable[[Any], str | None], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.check = check
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        expected = self.check(values)
+        if expected is not None:
+            raise argparse.ArgumentError(self, f"expected {expected}, got {values!r}")
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _integer(low: int, high: int, what: str) -> dict:
+    return {"type": int, "action": _Checked, "check": lambda v: None if low <= v <= high else what}
+
+
+def _real(accept: Callable[[float], bool], what: str) -> dict:
+    return {"type": float, "action": _Checked, "check": lambda v: None if math.isfinite(v) and accept(v) else what}
+
+
+# A whole number of things, at least 1 (GPUs, sequences, tokens, requests, degrees): the core's int64_t.
+COUNT = _integer(1, INT64_MAX, "a whole number from 1 to 2^63 - 1")
+# A whole number, at least 0 (0 meaning none, or the default where the help says so).
+WHOLE = _integer(0, INT64_MAX, "a whole number from 0 to 2^63 - 1")
+# A random seed: the core's uint64_t, within the int64 every number of the command line fits (check_numbers).
+SEED = _integer(0, INT64_MAX, "a seed from 0 to 2^63 - 1")
+# A finite number above 0 (a rate, a clock, a size).
+POSITIVE = _real(lambda v: v > 0, "a finite number above 0")
+# A finite factor of at least 1 (the busiest over the mean).
+AT_LEAST_ONE = _real(lambda v: v >= 1, "a finite number of at least 1")
+# A share of something, in (0, 1].
+FRACTION = _real(lambda v: 0 < v <= 1, "a fraction in (0, 1]")
+# A share kept back, in [0, 1) (all of it kept back leaves nothing to use).
+RESERVE_FRACTION = _real(lambda v: 0 <= v < 1, "a fraction in [0, 1)")
+# A number of elements written as 1e9 or 1000000000: whole, at least 1 (the core's double).
+ELEMENTS = _real(lambda v: 1 <= v <= INT64_MAX and v.is_integer(), "a whole number of at least 1")

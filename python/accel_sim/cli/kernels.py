@@ -7,6 +7,7 @@ import argparse
 import json
 from typing import Any
 
+from accel_sim.cli.flags import COUNT, ELEMENTS, POSITIVE
 from accel_sim.report.json_report import SCHEMA_VERSION
 from accel_sim.validation import DTYPES as _CORE_DTYPES
 
@@ -23,20 +24,20 @@ def add_parsers(sub: Any) -> None:
         k.add_argument("--device", default="h100", help="device name or alias (default: h100)")
         k.add_argument("--dtype", choices=_DTYPES, default="bf16", help="element type (default: bf16; tf32: fp32 on TF32 tensor cores)")
         k.add_argument("--cost-model", default="kernel", help="cost model (default: kernel)")
-        k.add_argument("--clock-mhz", type=float, help="core clock override (power-capped or down-clocked parts)")
+        k.add_argument("--clock-mhz", **POSITIVE, help="core clock override (power-capped or down-clocked parts)")
         k.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file; repeatable")
         k.add_argument("--json", action="store_true", help="print JSON")
         if name == "matmul":
             for dim in ("m", "n", "k"):
-                k.add_argument(f"--{dim}", type=int, required=True)
-            k.add_argument("--batch", type=int, default=1, help="independent products (default: 1)")
+                k.add_argument(f"--{dim}", **COUNT, required=True)
+            k.add_argument("--batch", **COUNT, default=1, help="independent products (default: 1)")
         elif name == "attention":
-            k.add_argument("--batch", type=int, default=1)
-            k.add_argument("--heads", type=int, required=True)
-            k.add_argument("--kv-heads", type=int, help="KV heads (GQA/MQA; default: --heads)")
-            k.add_argument("--seq-q", type=int, required=True)
-            k.add_argument("--seq-k", type=int, help="key length (default: --seq-q)")
-            k.add_argument("--head-dim", type=int, required=True)
+            k.add_argument("--batch", **COUNT, default=1)
+            k.add_argument("--heads", **COUNT, required=True)
+            k.add_argument("--kv-heads", **COUNT, help="KV heads (GQA/MQA; default: --heads)")
+            k.add_argument("--seq-q", **COUNT, required=True)
+            k.add_argument("--seq-k", **COUNT, help="key length (default: --seq-q)")
+            k.add_argument("--head-dim", **COUNT, required=True)
             k.add_argument("--causal", action="store_true")
             k.add_argument("--backward", action="store_true", help="time the backward kernel (with --forward too: both)")
             k.add_argument("--forward", action="store_true", help="with --backward: time forward and backward")
@@ -44,7 +45,7 @@ def add_parsers(sub: Any) -> None:
                            help="implementation (default: flash2, what PyTorch's SDPA flash backend runs)")
         else:
             k.add_argument("--op", required=True, help="unary (relu, gelu, silu, exp, cast, copy), binary (add, mul, sub, div), rms_norm, layer_norm, softmax, rope")
-            k.add_argument("--elements", type=float, required=True, help="elements of the op's main input")
+            k.add_argument("--elements", **ELEMENTS, required=True, help="elements of the op's main input")
     from accel_sim.cli.systems import add_collective_parsers
 
     add_collective_parsers(kinds)
@@ -103,6 +104,13 @@ def cmd_kernel(args: argparse.Namespace) -> int:
 
     if args.kernel_kind in COLLECTIVES:
         return cmd_collective(args)
+    from accel_sim.cli.flags import refuse
+
+    if args.kernel_kind == "attention" and not args.backward:
+        refuse(args, ("forward",), "adds the forward pass to --backward; without --backward the forward is what is timed")
+    if args.cost_model == "roofline":
+        refuse(args, ("clock_mhz",), "scales the kernel cost model's compute rates; the roofline has no clock "
+               "(--cost-model kernel)")
 
     spec = _spec(args.device, args.device_file)
     q = _core.KernelQuery()
@@ -330,6 +338,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from accel_sim.errors import UsageError
 
     spec = _spec(args.device, args.device_file)
+    if args.data is not None:
+        from accel_sim.cli.flags import refuse
+
+        refuse(args, ("out_dir",), "is where the micro-benchmarks write their measurements and the fitted device "
+               "file; --data fits from measured kernels and prints the constants")
     data = args.data or None
     if args.data is None:
         try:

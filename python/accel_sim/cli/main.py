@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from accel_sim.cli.fit import add_parser as add_fit_parser
-from accel_sim.cli.flags import Parser, check_numbers, record_given
+from accel_sim.cli.flags import COUNT, POSITIVE, WHOLE, Parser, check_numbers, record_given
 from accel_sim.cli.fit import cmd_fit
 from accel_sim.cli.kernels import add_parsers as add_kernel_parsers
 from accel_sim.cli.plan import add_parser as add_plan_parser
@@ -57,19 +57,19 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--train", action="store_true", help="one training step: for a script, capture its forward, loss, backward and optimizer step; with --model, the same as --phase train")
     p.add_argument("--precision", choices=_PRECISIONS, help="training precision: bf16-mixed / fp16-mixed compute in 16 bits with fp32 weights, gradients and optimizer states (a script: torch.autocast; --model: fp32 master weights); fp8-mixed (--model): bf16-mixed with the blocks' GEMMs in fp8 as Transformer Engine runs them; bf16 / fp16: everything in 16 bits; fp32")
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd", "none"), default="adamw", help="with a training step: the optimizer step (fused kernels; none: stop after backward; default: adamw)")
-    p.add_argument("--grad-accum", type=int, default=1, metavar="N", help="with a training step: N micro-batches' forward and backward per optimizer step, gradients accumulated in buffers kept across them (default: 1)")
+    p.add_argument("--grad-accum", **COUNT, default=1, metavar="N", help="with a training step: N micro-batches' forward and backward per optimizer step, gradients accumulated in buffers kept across them (default: 1)")
     p.add_argument("--no-master-weights", action="store_true", help="with --phase train: keep gradients and optimizer states in the weight dtype instead of fp32 master weights, fp32 gradients and fp32 states")
     p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="with --phase train: activation recomputation (Korthikanti et al. 2022): none; selective, the attention core (FlashAttention's backward already recomputes it, so it keeps what none keeps); full, each layer's input kept and its forward run again in backward (default: none)")
     p.add_argument("--keep-grads", action="store_true", help="with --phase train: gradients kept between steps and zeroed in place (optimizer.zero_grad(set_to_none=False), PyTorch's default before 2.0), so they are live through the forward")
-    p.add_argument("--batch", type=int, default=1, help="sequences in the batch: with --model (default: 1); for a script, its example inputs resized along dim 0")
-    p.add_argument("--seq", type=int, default=2048, help="tokens per sequence for prefill and training: with --model (default: 2048); for a script, its example inputs resized along dim 1")
-    p.add_argument("--context", type=int, default=2048, help="with --model: cached tokens per sequence for decode (default: 2048)")
+    p.add_argument("--batch", **COUNT, default=1, help="sequences in the batch: with --model (default: 1); for a script, its example inputs resized along dim 0")
+    p.add_argument("--seq", **COUNT, default=2048, help="tokens per sequence for prefill and training: with --model (default: 2048); for a script, its example inputs resized along dim 1")
+    p.add_argument("--context", **WHOLE, default=2048, help="with --model: cached tokens per sequence for decode (default: 2048)")
     p.add_argument("--kernels", choices=("fused", "hf-eager"), default="fused", help="with --model: an inference engine's fused kernels or HF transformers' eager ops (default: fused)")
     p.add_argument("--moe-impl", choices=("grouped", "sequential"), default="grouped", help="with --model: MoE experts as one grouped GEMM or one GEMM per touched expert (default: grouped)")
     p.add_argument("--sp", action="store_true", help="with --model and --tp > 1: sequence parallelism (norms and residuals on tokens / tp)")
-    p.add_argument("--ep", type=int, default=1, help="with --model: expert-parallel degree for MoE models (default: 1)")
-    p.add_argument("--cp", type=int, default=1, help="with --model: context-parallel degree, each sequence split across ranks (default: 1)")
-    p.add_argument("--tp", type=int, default=1, help="with --model: tensor-parallel degree; simulates one rank without communication (default: 1)")
+    p.add_argument("--ep", **COUNT, default=1, help="with --model: expert-parallel degree for MoE models (default: 1)")
+    p.add_argument("--cp", **COUNT, default=1, help="with --model: context-parallel degree, each sequence split across ranks (default: 1)")
+    p.add_argument("--tp", **COUNT, default=1, help="with --model: tensor-parallel degree; simulates one rank without communication (default: 1)")
     p.add_argument("--dtype", choices=_DTYPES, help="cast the model and its float inputs before capture (half precision); with --model: the weight/activation/KV dtype")
     p.add_argument("--weight-dtype", choices=WEIGHT_DTYPES, help="with --model: the weights' dtype (int4: weight-only, packed, groups of 128, as AWQ/GPTQ; default: the model dtype)")
     p.add_argument("--kv-dtype", choices=KV_DTYPES, help="with --model: the KV cache's dtype (default: the model dtype)")
@@ -80,7 +80,7 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fuse", action="store_true", help="cost chains of elementwise ops as single kernels, as torch.compile fuses them")
     p.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn", "eager"), default="flash2",
                    help="which kernel runs attention in the kernel model (default: flash2, PyTorch SDPA's flash backend); eager with --model: the builder emits the unfused core (QK^T, softmax, dropout, PV) with its scores in memory")
-    p.add_argument("--clock-mhz", type=float, help="core clock override for the kernel model (a power-capped or down-clocked part)")
+    p.add_argument("--clock-mhz", **POSITIVE, help="core clock override for the kernel model (a power-capped or down-clocked part)")
     p.add_argument("--system", help="with --model and --tp/--cp/--ep: the cluster whose fabric times the graph's collectives (see `accel-sim systems`); TP is placed inside a scale-up domain first, then CP, then EP")
     p.add_argument("--free-at-last-use", action="store_true",
                    help="free activations right after their last use (as torch.compile plans memory) instead of when the eager program drops them")
@@ -126,7 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("simulate", help="latency, memory and bottlenecks on one device")
     _add_simulation_args(p)
     p.add_argument("--device", default="h100", help="device name or alias (default: h100); see `accel-sim devices`")
-    p.add_argument("--top", type=int, default=10, help="rows per breakdown table (default: 10)")
+    p.add_argument("--top", **COUNT, default=10, help="rows per breakdown table (default: 10)")
     p.add_argument("--no-ops", action="store_true", help="with --json: leave out the per-op rows")
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report (roofline, timeline, memory, breakdowns)")
     p.add_argument("--trace", metavar="FILE", help="also write the timeline as a Perfetto / Chrome trace (JSON)")

@@ -9,6 +9,7 @@ import re
 import time
 from typing import Any
 
+from accel_sim.cli.flags import COUNT
 from accel_sim.cli.progress import Progress
 from accel_sim.cli.train import RECOMPUTE, add_run_args, estimate_dict, layout_dict, run_inputs
 from accel_sim.report.json_report import SCHEMA_VERSION
@@ -24,7 +25,10 @@ def _count(text: str, units: dict, what: str) -> float:
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGBT]?)\s*", text.upper())
     if not m or m.group(2) not in units:
         raise argparse.ArgumentTypeError(f"expected a {what} such as 16M (got {text!r})")
-    return float(m.group(1)) * units[m.group(2)]
+    value = float(m.group(1)) * units[m.group(2)]
+    if not 1 <= value <= INT64_MAX:
+        raise argparse.ArgumentTypeError(f"expected a {what} of at least 1 and at most 2^63 (got {text!r})")
+    return value
 
 
 def _ints(text: str) -> list[int]:
@@ -44,7 +48,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--system", required=True, help="the cluster, or several separated by commas for a sweep (see `accel-sim systems`)")
     p.add_argument("--gpus", type=_ints, required=True, help="GPUs in the run, or several separated by commas for a sweep")
     batch = p.add_mutually_exclusive_group(required=True)
-    batch.add_argument("--global-batch", type=int, help="sequences per step")
+    batch.add_argument("--global-batch", **COUNT, help="sequences per step")
     batch.add_argument("--global-batch-tokens", type=lambda t: _count(t, _BINARY, "token count"),
                        help="tokens per step; K/M suffixes are binary (16M = 16 x 2^20 = 2,048 sequences of 8,192, the Llama 3 405B batch)")
     for flag, text in (("tp", "tensor"), ("pp", "pipeline"), ("cp", "context"), ("ep", "expert"),
@@ -54,7 +58,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--recompute", help="only these recompute policies (none,selective,full)")
     p.add_argument("--sp", choices=("on", "off"), help="only with / without sequence parallelism")
     p.add_argument("--order", help="only these rank orders (comma-separated, e.g. tp-cp-ep-dp-pp)")
-    p.add_argument("--top", type=int, default=10, help="configurations to print (default: 10)")
+    p.add_argument("--top", **COUNT, default=10, help="configurations to print (default: 10)")
     p.add_argument("--threads", type=int, default=0,
                    help=f"search threads, 0 to {MAX_THREADS:,} (default 0: all cores); threads the system cannot "
                    "start are done without")
@@ -154,8 +158,12 @@ def plan_runs(args: argparse.Namespace) -> list[tuple[Any, Any, int, Any, float]
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from accel_sim.cli.flags import refuse
     from accel_sim.errors import UsageError
 
+    if args.json and not (args.html or args.plot):
+        refuse(args, ("train_tokens",), "sets the days to train in the text report, --html and --plot; --json "
+               "reports the step")
     sweep = len([s for s in args.system.split(",") if s.strip()]) > 1 or len(args.gpus) > 1
     if args.plot and not sweep:
         raise UsageError("--plot draws a sweep: give several --gpus or --system values")

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 from typing import Any
 
+from accel_sim.cli.flags import COUNT, FRACTION, POSITIVE, RESERVE_FRACTION, SEED
 from accel_sim.cli.progress import Progress
 from accel_sim.report.json_report import SCHEMA_VERSION
 
@@ -16,37 +18,76 @@ SCHEDULERS = ("vllm", "sarathi", "orca", "static")
 ROUTERS = ("round-robin", "least-outstanding")
 
 
-def parse_duration(text: str) -> float:
-    """'500ms', '0.5s', '50 ms', '2' (seconds) -> seconds."""
+def parse_duration(text: str, flag: str = "") -> float:
+    """'500ms', '0.5s', '50 ms', '2' (seconds) -> seconds, finite and above 0."""
     from accel_sim.errors import UsageError
 
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|us)?\s*", text)
+    where = f"{flag} " if flag else ""
     if not m:
-        raise UsageError(f"cannot read duration {text!r} (e.g. 500ms, 0.5s)")
-    value = float(m.group(1))
-    return value * {"ms": 1e-3, "us": 1e-6, "s": 1.0, None: 1.0}[m.group(2)]
+        raise UsageError(f"{where}cannot read duration {text!r} (e.g. 500ms, 0.5s)")
+    value = float(m.group(1)) * {"ms": 1e-3, "us": 1e-6, "s": 1.0, None: 1.0}[m.group(2)]
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{where}{text!r}: a duration must be finite and above 0 (e.g. 500ms)")
+    return value
+
+
+# Lengths of generated requests: the core draws them as a request's int32 (core/include/accelsim/serve.h).
+MAX_LENGTH = 2**31 - 1
+UNBOUNDED_LOGNORMAL_MAX = 1 << 20  # an unbounded log-normal's clip for a model without a position limit
 
 
 def parse_length(text: str, what: str) -> Any:
-    """A length distribution: N | uniform:MIN:MAX | lognormal:MU:SIGMA[:MIN:MAX]."""
+    """A length distribution: N | uniform:MIN:MAX | lognormal:MU:SIGMA[:MIN:MAX]. Lengths are
+    whole numbers in [1, 2^31 - 1], MU and SIGMA finite, SIGMA at least 0. An unbounded
+    log-normal gets max 0 here: `bound_lengths` sets it from the model."""
     from accel_sim import _core
     from accel_sim.errors import UsageError
 
     spec = _core.LengthSpec()
     parts = text.split(":")
-    try:
-        if len(parts) == 1:
-            spec.kind, spec.value = _core.LengthDistribution.fixed, int(parts[0])
-        elif parts[0] == "uniform" and len(parts) == 3:
-            spec.kind, spec.min, spec.max = _core.LengthDistribution.uniform, int(parts[1]), int(parts[2])
-        elif parts[0] == "lognormal" and len(parts) in (3, 5):
-            spec.kind, spec.mu, spec.sigma = _core.LengthDistribution.lognormal, float(parts[1]), float(parts[2])
-            spec.min, spec.max = (int(parts[3]), int(parts[4])) if len(parts) == 5 else (1, 1 << 20)
-        else:
-            raise ValueError
-    except ValueError:
-        raise UsageError(f"--{what} {text!r}: expected N, uniform:MIN:MAX or lognormal:MU:SIGMA[:MIN:MAX]") from None
+    form = "expected N, uniform:MIN:MAX or lognormal:MU:SIGMA[:MIN:MAX]"
+
+    def length(part: str) -> int:
+        try:
+            value = int(part)
+        except ValueError:
+            raise UsageError(f"--{what} {text!r}: {part!r} is not a whole number ({form})") from None
+        if not 1 <= value <= MAX_LENGTH:
+            raise UsageError(f"--{what} {text!r}: a length is 1 to {MAX_LENGTH:,} tokens (2^31 - 1, the most a "
+                             f"request holds), got {value}")
+        return value
+
+    def real(part: str, name: str) -> float:
+        try:
+            value = float(part)
+        except ValueError:
+            raise UsageError(f"--{what} {text!r}: {name} {part!r} is not a number ({form})") from None
+        if not math.isfinite(value):
+            raise UsageError(f"--{what} {text!r}: {name} must be finite, got {part}")
+        return value
+
+    if len(parts) == 1:
+        spec.kind, spec.value = _core.LengthDistribution.fixed, length(parts[0])
+    elif parts[0] == "uniform" and len(parts) == 3:
+        spec.kind, spec.min, spec.max = _core.LengthDistribution.uniform, length(parts[1]), length(parts[2])
+    elif parts[0] == "lognormal" and len(parts) in (3, 5):
+        spec.kind, spec.mu, spec.sigma = _core.LengthDistribution.lognormal, real(parts[1], "MU"), real(parts[2], "SIGMA")
+        if spec.sigma < 0:
+            raise UsageError(f"--{what} {text!r}: SIGMA must be at least 0, got {parts[2]}")
+        spec.min, spec.max = (length(parts[3]), length(parts[4])) if len(parts) == 5 else (1, 0)
+    else:
+        raise UsageError(f"--{what} {text!r}: {form}")
+    if spec.kind != _core.LengthDistribution.fixed and spec.max and spec.min > spec.max:
+        raise UsageError(f"--{what} {text!r}: MIN {spec.min} is above MAX {spec.max}")
     return spec
+
+
+def largest_length(spec: Any) -> int:
+    """The longest length a LengthSpec draws (0: an unbounded log-normal, not bounded yet)."""
+    from accel_sim import _core
+
+    return spec.value if spec.kind == _core.LengthDistribution.fixed else spec.max
 
 
 def add_parser(sub: Any) -> None:
@@ -56,9 +97,9 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--device", default="h100", help="device of every replica (default: h100)")
     g.add_argument("--devices", help="comma-separated devices: a capacity table, one row per device")
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file (docs/formats/device.md); repeatable")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs per replica (default: 1)")
-    p.add_argument("--pp", type=int, default=1, help="pipeline stages per replica (default: 1)")
-    p.add_argument("--replicas", type=int, default=1, help="model replicas behind the router (default: 1)")
+    p.add_argument("--tp", **COUNT, default=1, help="tensor-parallel GPUs per replica (default: 1)")
+    p.add_argument("--pp", **COUNT, default=1, help="pipeline stages per replica (default: 1)")
+    p.add_argument("--replicas", **COUNT, default=1, help="model replicas behind the router (default: 1)")
     p.add_argument("--system", help="the node a multi-GPU replica runs in (default: the built-in system of its device)")
     p.add_argument("--router", choices=ROUTERS, default="round-robin", help="default: round-robin")
     p.add_argument("--dtype", choices=("bf16", "fp16"), help="the model's compute dtype (default: the config's)")
@@ -71,25 +112,25 @@ def add_parser(sub: Any) -> None:
                    help="vllm (prefill-first continuous batching, default), sarathi (chunked prefill), orca (iteration-level, "
                         "whole-request reservation), static (fixed batches)")
     s.add_argument("--order", choices=("fcfs", "sjf"), default="fcfs", help="admission order: first come or shortest prompt first")
-    s.add_argument("--max-seqs", type=int, default=256, help="sequences per batch (vLLM max_num_seqs; default: 256)")
-    s.add_argument("--max-batched-tokens", type=int, default=8192, help="tokens per step (vllm, orca; default: 8192)")
-    s.add_argument("--chunk", type=int, default=512, help="sarathi: token budget per step (default: 512)")
-    s.add_argument("--block-size", type=int, default=16, help="tokens per KV block (default: 16)")
-    s.add_argument("--watermark", type=float, default=0.01, help="fraction of KV blocks kept free at admission (default: 0.01)")
-    s.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="fraction of device memory the engine may use (default: 0.9)")
+    s.add_argument("--max-seqs", **COUNT, default=256, help="sequences per batch (vLLM max_num_seqs; default: 256)")
+    s.add_argument("--max-batched-tokens", **COUNT, default=8192, help="tokens per step (vllm, orca; default: 8192)")
+    s.add_argument("--chunk", **COUNT, default=512, help="sarathi: token budget per step (default: 512)")
+    s.add_argument("--block-size", **COUNT, default=16, help="tokens per KV block (default: 16)")
+    s.add_argument("--watermark", **RESERVE_FRACTION, default=0.01, help="fraction of KV blocks kept free at admission (default: 0.01)")
+    s.add_argument("--gpu-memory-utilization", **FRACTION, default=0.9, help="fraction of device memory the engine may use (default: 0.9)")
     s.add_argument("--prefix-caching", action="store_true", help="reuse cached prompt blocks (needs block hashes in --workload)")
-    s.add_argument("--disaggregate", type=int, default=0, metavar="P",
+    s.add_argument("--disaggregate", **COUNT, default=0, metavar="P",
                    help="P of the replicas run prefill only, the rest decode; the KV cache moves over the system's NICs")
     w = p.add_argument_group("workload")
     w.add_argument("--workload", metavar="TRACE", help="a JSONL/CSV trace: per-request lengths and, if present, timestamps (docs/formats/serve-trace.md)")
     w.add_argument("--lengths-from", metavar="TRACE", help="draw lengths from log-normals fitted to a trace's")
-    w.add_argument("--qps", type=float, help="mean request rate; with a timestamped --workload, rescales its timestamps")
-    w.add_argument("--requests", type=int, default=1000, help="requests to simulate (default: 1000; a trace: all of it)")
+    w.add_argument("--qps", **POSITIVE, help="mean request rate; with a timestamped --workload, rescales its timestamps")
+    w.add_argument("--requests", **COUNT, default=1000, help="requests to simulate (default: 1000; a trace: all of it)")
     w.add_argument("--arrival", choices=("poisson", "gamma", "constant"), default="poisson")
-    w.add_argument("--burstiness", type=float, default=1.0, help="gamma arrivals: coefficient of variation of the gaps (default: 1)")
-    w.add_argument("--input-len", default="1000", metavar="DIST", help="N, uniform:MIN:MAX or lognormal:MU:SIGMA[:MIN:MAX] (default: 1000)")
+    w.add_argument("--burstiness", **POSITIVE, default=1.0, help="gamma arrivals: coefficient of variation of the gaps (default: 1)")
+    w.add_argument("--input-len", default="1000", metavar="DIST", help="N, uniform:MIN:MAX or lognormal:MU:SIGMA[:MIN:MAX] (default: 1000); the largest prompt plus the largest output must fit the model's max_position_embeddings (an unbounded log-normal is clipped to fit)")
     w.add_argument("--output-len", default="200", metavar="DIST", help="as --input-len (default: 200)")
-    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--seed", **SEED, default=0)
     o = p.add_argument_group("targets and output")
     o.add_argument("--slo-ttft-p99", metavar="DURATION", help="p99 time-to-first-token target, e.g. 500ms")
     o.add_argument("--slo-tpot-p99", metavar="DURATION", help="p99 time-per-output-token target, e.g. 50ms")
@@ -98,7 +139,7 @@ def add_parser(sub: Any) -> None:
     o.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn"), default="flash2")
     o.add_argument("--no-cuda-graphs", action="store_true", help="charge host launch overhead per kernel (default: engines replay CUDA graphs)")
     o.add_argument("--trace", metavar="FILE", help="write the first steps of every engine as a Perfetto / Chrome trace")
-    o.add_argument("--trace-steps", type=int, default=20000, help="steps kept for --trace (default: 20000)")
+    o.add_argument("--trace-steps", **COUNT, default=20000, help="steps kept for --trace (default: 20000)")
     o.add_argument("--json", action="store_true", help="print JSON (docs/formats/report.md)")
     o.add_argument("--html", metavar="FILE", help="write a self-contained HTML report: latency CDFs, percentiles, KV cache and queue over time")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -116,37 +157,141 @@ def _system_for(device_id: str, name: str | None) -> Any:
     raise UsageError(f"no built-in system has {device_id} GPUs: a multi-GPU replica needs --system (see `accel-sim systems`)")
 
 
-def _workload(args: argparse.Namespace) -> tuple[Any, Any]:
-    """(workload spec, workload or None): a trace becomes a core Workload, otherwise a spec to generate."""
+def _refuse_inapplicable(args: argparse.Namespace, devices: list[str]) -> None:
+    """Refuses typed flags this deployment and workload would not use (accel_sim.cli.flags); the
+    workload's own (a trace's timestamps, what is random) are refused in _workload."""
+    from accel_sim.cli.flags import refuse
+
+    if args.tp * args.pp == 1 and not args.disaggregate:
+        refuse(args, ("system",), "is the node a multi-GPU replica (--tp or --pp above 1) or a disaggregated deployment "
+               "runs in; this run's replicas are one GPU each")
+    if args.replicas * args.pp == 1:
+        refuse(args, ("router",), "picks the engine each request goes to; this run has one (--replicas 1, --pp 1)")
+    if args.disaggregate and args.scheduler != "sarathi":
+        refuse(args, ("scheduler",), f"{args.scheduler} does not run under --disaggregate: prefill engines run chunked "
+               "prefill (sarathi, --chunk tokens a step) and decode engines only decode")
+    chunking = args.scheduler == "sarathi" or bool(args.disaggregate)
+    paged = args.scheduler in ("vllm", "sarathi") or bool(args.disaggregate)
+    if not chunking:
+        refuse(args, ("chunk",), f"is the token budget of a sarathi step (or a --disaggregate prefill step); "
+               f"{args.scheduler} does not chunk prompts")
+    if chunking:
+        refuse(args, ("max_batched_tokens",), "is the token budget of vllm and orca steps; sarathi steps (and "
+               "--disaggregate prefill steps) take --chunk tokens")
+    elif args.scheduler == "static":
+        refuse(args, ("max_batched_tokens",), "is the token budget of vllm and orca steps; static batches whole "
+               "prompts, up to --max-seqs")
+    if not paged:
+        refuse(args, ("watermark", "prefix_caching"), f"applies to the paged schedulers (vllm, sarathi); "
+               f"{args.scheduler} reserves each request's whole prompt and output at admission")
+    if not args.workload:
+        refuse(args, ("prefix_caching",), "reuses cached prompt blocks named by a --workload trace's hash_ids; "
+               "generated requests share no prefix")
+    if args.arrival != "gamma":
+        refuse(args, ("burstiness",), f"is the gaps' coefficient of variation of --arrival gamma; {args.arrival} "
+               "arrivals have none")
+    if args.workload:
+        refuse(args, ("input_len", "output_len", "lengths_from"), "sets generated lengths; the --workload trace "
+               "gives every request's lengths")
+        refuse(args, ("requests",), "sets how many requests are generated; every request of the --workload trace runs")
+    elif args.lengths_from:
+        refuse(args, ("input_len", "output_len"), "sets generated lengths; these are drawn from log-normals fitted "
+               "to --lengths-from")
+    if args.find_max_qps and len(devices) == 1:
+        refuse(args, ("qps",), "is not used: --find-max-qps searches the rate (with --devices, --qps is the rate "
+               "the capacity table sizes replicas for)")
+    if not args.trace:
+        refuse(args, ("trace_steps",), "sets the steps --trace keeps; give --trace FILE")
+    if args.cost_model == "roofline":
+        refuse(args, ("attention_impl",), "picks the attention kernel the kernel cost model times; the roofline "
+               "costs every kernel alike")
+
+
+def position_limit(model: Any) -> tuple[int | None, str]:
+    """(the most prompt + output tokens a request may hold, what that bound is): the model's
+    max_position_embeddings, which a server does not serve beyond (vLLM's max_model_len defaults to
+    it and refuses longer requests); (None, "") when the config gives none."""
+    positions = model.max_position_embeddings
+    if positions <= 0:
+        return None, ""
+    return positions, f"{model.name}'s {positions:,} positions (its config's max_position_embeddings)"
+
+
+def _bound_lengths(args: argparse.Namespace, spec: Any, limit: int | None, why: str) -> None:
+    """Clips an unbounded log-normal to what the model's positions leave beside the other length's
+    largest, and refuses lengths whose largest prompt and largest output together exceed them."""
     from accel_sim import _core
+    from accel_sim.errors import UsageError
+
+    lengths = {"input-len": spec.input, "output-len": spec.output}
+    for flag, other in (("input-len", "output-len"), ("output-len", "input-len")):
+        mine = lengths[flag]
+        if mine.kind == _core.LengthDistribution.lognormal and mine.max == 0:
+            if limit is None:
+                mine.max = UNBOUNDED_LOGNORMAL_MAX
+            elif largest_length(lengths[other]) == 0:
+                raise UsageError(f"--input-len {args.input_len} and --output-len {args.output_len} are both unbounded "
+                                 f"log-normals: give one of them MIN:MAX, so that a request fits {why}")
+            else:
+                mine.max = max(1, limit - largest_length(lengths[other]))
+    longest_in, longest_out = largest_length(spec.input), largest_length(spec.output)
+    if limit is not None and longest_in + longest_out > limit:
+        tokens = f"{longest_in:,} + {longest_out:,} = {longest_in + longest_out:,} tokens"
+        if args.lengths_from:
+            raise UsageError(f"the log-normals fitted to --lengths-from {args.lengths_from} draw requests of up to "
+                             f"{tokens}, beyond {why}, which a server refuses")
+        raise UsageError(f"--input-len {args.input_len} and --output-len {args.output_len} draw requests of up to "
+                         f"{tokens}, beyond {why}, which a server refuses: bound the lengths to fit")
+
+
+def _workload(args: argparse.Namespace, model: Any) -> tuple[Any, Any]:
+    """(workload spec, workload or None): a trace becomes a core Workload, otherwise a spec to
+    generate. Every request must fit the model's positions (position_limit)."""
+    from accel_sim import _core
+    from accel_sim.cli.flags import refuse
     from accel_sim.errors import UsageError
     from accel_sim.io.serve_trace import read_trace
 
     spec = _core.WorkloadSpec()
     if args.requests < 1:
         raise UsageError(f"--requests must be at least 1 (got {args.requests})")
-    if args.qps is not None and not args.qps > 0:
-        raise UsageError(f"--qps must be positive (got {args.qps})")
+    if args.qps is not None and not (args.qps > 0 and math.isfinite(args.qps)):
+        raise UsageError(f"--qps must be positive and finite (got {args.qps})")
     spec.requests, spec.seed = args.requests, args.seed
     spec.qps = args.qps if args.qps is not None else 1.0
     spec.arrival = getattr(_core.ArrivalProcess, args.arrival)
-    if not args.burstiness > 0:
-        raise UsageError(f"--burstiness must be positive (got {args.burstiness})")
+    if not (args.burstiness > 0 and math.isfinite(args.burstiness)):
+        raise UsageError(f"--burstiness must be positive and finite (got {args.burstiness})")
     spec.burstiness = args.burstiness
-    spec.input, spec.output = parse_length(args.input_len, "input-len"), parse_length(args.output_len, "output-len")
-    if args.lengths_from:
-        t = read_trace(args.lengths_from)
-        spec.input, spec.output = _core.fit_lognormal(t.input_len), _core.fit_lognormal(t.output_len)
+    limit, why = position_limit(model)
     if not args.workload:
+        spec.input, spec.output = parse_length(args.input_len, "input-len"), parse_length(args.output_len, "output-len")
+        if args.lengths_from:
+            t = read_trace(args.lengths_from)
+            spec.input, spec.output = _core.fit_lognormal(t.input_len), _core.fit_lognormal(t.output_len)
+        _bound_lengths(args, spec, limit, why)
         if args.qps is None and not args.find_max_qps:
             raise UsageError("give --qps (a request rate) or --workload (a trace)")
+        fixed = _core.LengthDistribution.fixed
+        if args.arrival == "constant" and spec.input.kind == fixed and spec.output.kind == fixed:
+            refuse(args, ("seed",), "seeds the random draws; constant arrivals of fixed lengths draw nothing")
         return spec, None
     if args.find_max_qps:
         raise UsageError("--find-max-qps varies the rate of generated arrivals: use --lengths-from with a trace")
-    t = read_trace(args.workload)
-    arrivals = list(t.arrival_s) if t.arrival_s is not None else []
-    if not arrivals and args.qps is None:
+    t = read_trace(args.workload, max_request_tokens=limit, limit=why)
+    arrivals = t.arrival_s if t.arrival_s is not None else []
+    if arrivals:
+        refuse(args, ("arrival", "burstiness", "seed"), f"shapes generated arrivals; {args.workload}'s timestamps are "
+               "the arrivals (--qps rescales them)")
+        if arrivals[-1] == arrivals[0]:
+            refuse(args, ("qps",), f"rescales the gaps between a trace's timestamps; {args.workload}'s requests all "
+                   "arrive at once")
+    elif args.qps is None:
         raise UsageError(f"{args.workload} has no timestamps: give --qps for its arrivals")
+    elif args.arrival == "constant":
+        refuse(args, ("seed",), f"seeds the random draws; constant arrivals of {args.workload}'s requests draw nothing")
+    if t.block_hashes is None:
+        refuse(args, ("prefix_caching",), f"reuses cached prompt blocks named by hash_ids; {args.workload} has none")
     hashes, offsets = [], []
     if t.block_hashes is not None:
         offsets.append(0)
@@ -284,7 +429,11 @@ def serve_runs(args: argparse.Namespace) -> tuple[list, list]:
         raise UsageError("--find-max-qps needs --slo-ttft-p99 and/or --slo-tpot-p99")
     if args.trace and len(devices) > 1:
         raise UsageError("--trace writes one deployment's steps: give one --device")
-    wspec, workload = _workload(args)
+    _refuse_inapplicable(args, devices)
+    for flag in ("slo_ttft_p99", "slo_tpot_p99"):
+        if getattr(args, flag):
+            parse_duration(getattr(args, flag), "--" + flag.replace("_", "-"))
+    wspec, workload = _workload(args, spec)
     rows, failed = [], []
     for name in devices:
         device = resolve_device(name, args.device_file).spec

@@ -5,6 +5,7 @@ on one or more devices, as a table, JSON and a plot (.png, .svg, .html)."""
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import inspect
 import json
@@ -99,11 +100,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     if args.grid:
         return _cmd_grid(args)
+    from accel_sim.cli.flags import refuse
+
     if args.out:
         raise UsageError("--out writes a grid sweep's table: give --grid FILE")
+    refuse(args, ("workers", "ray", "batch_size", "restart", "retry_failed"), "applies to a grid sweep (--grid FILE)")
     if not args.vary or len(args.vary) != 1:
         raise UsageError("sweep varies one parameter: give --vary once (or a grid file with --grid)")
+    if not args.plot:
+        refuse(args, ("metric",), "picks what --plot draws; give --plot FILE (the table and --json hold every metric)")
     name, values = parse_vary(args.vary[0])
+    if PARAMETERS[name].kind == "workload":
+        refuse(args, (name,), f"is the parameter varied (--vary {args.vary[0]}); give its values there")
     if args.plot:
         check_plot_path(args.plot)
     devices = [d.strip() for d in (args.devices or args.device).split(",") if d.strip()]
@@ -116,7 +124,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     setup = SweepSetup(build=cli._model_build_args(args) if args.model is not None else None, simulate=common,
                        system=args.system, device=devices[0], device_files=tuple(args.device_file))
     check(setup, name)
-    graph = cli._load(args)  # checks the flags, resolves the devices, captures or builds once
+    load_args = args
+    if name in ("tp", "cp", "ep"):
+        # The graph's collectives come from the varied degree: --system applies as soon as one
+        # value is above 1, though the flag itself is 1.
+        load_args = copy.copy(args)
+        setattr(load_args, name, int(max(values)))
+    graph = cli._load(load_args)  # checks the flags, resolves the devices, captures or builds once
     progress = Progress(f"sweep {name}", args.quiet or args.json)
     try:
         rows = run_sweep(setup, devices, name, values, graph=graph, progress=progress)

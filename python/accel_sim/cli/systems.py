@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 from typing import Any
 
+from accel_sim.cli.flags import COUNT, WHOLE
 from accel_sim.report.json_report import SCHEMA_VERSION
 
 COLLECTIVES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
@@ -21,16 +23,19 @@ def parse_bytes(text: str) -> float:
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
     if not m or m.group(2).lower() not in _UNITS:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 1G, 256MiB, 1e9)")
-    return float(m.group(1)) * _UNITS[m.group(2).lower()]
+    value = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if not (math.isfinite(value) and value >= 1):
+        raise argparse.ArgumentTypeError(f"expected a finite size of at least 1 byte, got {text!r}")
+    return value
 
 
 def add_collective_parsers(kinds: Any) -> None:
     for name, kind in COLLECTIVES.items():
         k = kinds.add_parser(name, help=f"a {kind.replace('_', '-')} over a system's GPUs")
         k.add_argument("--bytes", type=parse_bytes, required=True, help="nccl-tests' size: the whole array (e.g. 1G)")
-        k.add_argument("--gpus", type=int, required=True, help="ranks taking part")
+        k.add_argument("--gpus", **COUNT, required=True, help="ranks taking part")
         k.add_argument("--system", default="dgx_h100", help="system id (default: dgx_h100); see `accel-sim systems`")
-        k.add_argument("--ranks-per-domain", type=int, default=0, help="ranks per scale-up domain (default: as many as fit)")
+        k.add_argument("--ranks-per-domain", **WHOLE, default=0, help="ranks per scale-up domain (default: as many as fit)")
         k.add_argument("--algorithm", choices=ALGORITHMS, default="automatic", help="default: the fastest the system runs")
         k.add_argument("--system-file", action="append", default=[], metavar="FILE", help="a system file; repeatable")
         k.add_argument("--json", action="store_true", help="print JSON")

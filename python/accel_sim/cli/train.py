@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from accel_sim.cli.flags import AT_LEAST_ONE, COUNT
 from accel_sim.report.json_report import SCHEMA_VERSION
 
 PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8-mixed", "bf16", "fp16", "fp32")
@@ -16,12 +17,12 @@ RECOMPUTE = ("none", "selective", "full")
 def add_run_args(p: argparse.ArgumentParser) -> None:
     """What `train` and `plan` share: the model, the cluster and the step's numerics."""
     p.add_argument("--model", required=True, metavar="NAME|CONFIG", help="a shipped model or an HF config.json")
-    p.add_argument("--seq", type=int, required=True, help="tokens per sequence")
-    p.add_argument("--scaleup-domain", type=int, metavar="N", help="GPUs per scale-up domain (NVLink/NVSwitch, xGMI), overriding the system file's")
+    p.add_argument("--seq", **COUNT, required=True, help="tokens per sequence")
+    p.add_argument("--scaleup-domain", **COUNT, metavar="N", help="GPUs per scale-up domain (NVLink/NVSwitch, xGMI), overriding the system file's")
     p.add_argument("--precision", choices=PRECISIONS, default="bf16-mixed", help="bf16-mixed (default): 16-bit compute, fp32 master weights, gradients and optimizer states; fp8-mixed: the blocks' GEMMs in fp8 as Transformer Engine runs them")
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd"), default="adamw")
     p.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn", "eager"), default="flash2")
-    p.add_argument("--expert-imbalance", type=float, default=1.0, metavar="F",
+    p.add_argument("--expert-imbalance", **AT_LEAST_ONE, default=1.0, metavar="F",
                    help="MoE under EP: the busiest rank's routed tokens over the mean (default: 1, balanced)")
     p.add_argument("--no-tp-overlap", action="store_true",
                    help="expose the TP collectives (default: with SP they overlap their GEMMs, Megatron-LM's --tp-comm-overlap as NeMo's recipes run it)")
@@ -48,6 +49,7 @@ def run_inputs(args: argparse.Namespace, system_device: str) -> RunInputs:
     device = resolve_device(system_device, []).spec
     dtype = {"bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp8-mixed": "bf16"}.get(args.precision, args.precision)
     spec = load_model_spec(args.model, dtype=dtype)
+    _refuse_run_flags(args, spec)
     base = _core.BuildOptions()
     base.seq = args.seq
     base.master_weights = args.precision.endswith("-mixed")
@@ -63,6 +65,38 @@ def run_inputs(args: argparse.Namespace, system_device: str) -> RunInputs:
     options.overlap_tp_comm = not args.no_tp_overlap
     options.fp8_weight_cache = True  # Transformer Engine's is_first_microbatch, as Megatron-LM passes it
     return RunInputs(spec, base, options, device)
+
+
+def _refuse_run_flags(args: argparse.Namespace, spec: Any) -> None:
+    """Refuses typed flags of add_run_args that `spec` or the cost model would not use
+    (accel_sim.cli.flags); `train` refuses its layout's own in _refuse_layout_flags."""
+    from accel_sim.cli.flags import refuse
+
+    ep = args.ep if isinstance(args.ep, list) or args.ep is None else [args.ep]  # plan: a list, or the search's
+    if not spec.moe.num_experts:
+        refuse(args, ("expert_imbalance",), f"applies to mixture-of-experts models; {spec.name} is dense")
+    elif ep is not None and max(ep) == 1:
+        refuse(args, ("expert_imbalance",), "is the busiest expert-parallel rank's share of routed tokens over the "
+               "mean; with --ep 1 every rank runs every expert")
+    if args.cost_model == "roofline" and args.attention_impl != "eager":
+        refuse(args, ("attention_impl",), "picks the attention kernel the kernel cost model times; the roofline "
+               "costs every kernel alike (eager also builds the unfused attention core)")
+
+
+def _refuse_layout_flags(args: argparse.Namespace) -> None:
+    """Refuses typed flags `train`'s layout cannot honour (accel_sim.cli.flags)."""
+    from accel_sim.cli.flags import refuse
+
+    if args.dp == 1:
+        if args.zero > 0:
+            refuse(args, ("zero",), f"{args.zero} shards optimizer states, gradients or parameters over the "
+                   "data-parallel ranks; with --dp 1 there is nothing to shard (ZeRO with dp = 1 is ZeRO-0)")
+        refuse(args, ("no_overlap",), "exposes the data-parallel communication; with --dp 1 there is none")
+    if args.pp == 1 and args.schedule == "gpipe":
+        refuse(args, ("schedule",), "gpipe is a pipeline schedule; with --pp 1 there is no pipeline")
+    if not (args.tp > 1 and args.sp):
+        refuse(args, ("no_tp_overlap",), "exposes the TP all-gathers and reduce-scatters of sequence parallelism; "
+               "this run has none (it needs --tp above 1 and --sp)")
 
 
 def layout_dict(layout: Any, recompute: str) -> dict:
@@ -84,13 +118,13 @@ def estimate_dict(e: Any) -> dict:
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("train", help="one data/pipeline/tensor-parallel training step on a cluster")
     p.add_argument("--system", required=True, help="the cluster (see `accel-sim systems`)")
-    p.add_argument("--gpus", type=int, required=True, help="GPUs in the run: tp x pp x dp x cp")
+    p.add_argument("--gpus", **COUNT, required=True, help="GPUs in the run: tp x pp x dp x cp")
     for flag, text in (("tp", "tensor"), ("pp", "pipeline"), ("dp", "data"), ("cp", "context"), ("ep", "expert (inside dp)")):
-        p.add_argument(f"--{flag}", type=int, default=1, help=f"{text}-parallel degree (default: 1)")
+        p.add_argument(f"--{flag}", **COUNT, default=1, help=f"{text}-parallel degree (default: 1)")
     p.add_argument("--sp", action="store_true", help="sequence parallelism with TP")
-    p.add_argument("--global-batch", type=int, required=True, help="sequences per step, all data-parallel replicas")
-    p.add_argument("--microbatch", type=int, default=1, help="sequences per micro-batch (default: 1)")
-    p.add_argument("--virtual-stages", type=int, default=1, help="interleaved 1F1B model chunks per pipeline rank (default: 1)")
+    p.add_argument("--global-batch", **COUNT, required=True, help="sequences per step, all data-parallel replicas")
+    p.add_argument("--microbatch", **COUNT, default=1, help="sequences per micro-batch (default: 1)")
+    p.add_argument("--virtual-stages", **COUNT, default=1, help="interleaved 1F1B model chunks per pipeline rank (default: 1)")
     p.add_argument("--schedule", choices=("1f1b", "gpipe"), default="1f1b", help="pipeline schedule (default: 1f1b; gpipe keeps every micro-batch in flight)")
     p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1,
                    help="0: all-reduce gradients; 1: distributed optimizer (default); 2: and sharded gradients; 3: FSDP, sharded parameters")
@@ -110,6 +144,7 @@ def train_estimate(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     from accel_sim.io.system_file import resolve_system, with_scaleup_domain
 
     entry = with_scaleup_domain(resolve_system(args.system), args.scaleup_domain)
+    _refuse_layout_flags(args)
     run = run_inputs(args, entry.spec.device)
     layout = _core.ParallelLayout()
     for name in ("tp", "pp", "dp", "cp", "ep"):

@@ -12,7 +12,9 @@ timestamps has ``arrival_s = None``: the simulator then draws arrivals from a pr
 
 Every mistake raises :class:`accel_sim.errors.UsageError` with a one-line message that starts with
 ``FILE:LINE:`` (1-based file lines; in a CSV file the header is line 1), or ``FILE:`` for a
-mistake of the whole file (missing, unknown suffix, no requests).
+mistake of the whole file (missing, unknown suffix, no requests). Lengths are at most 2^31 - 1
+tokens (the core's requests hold them as int32), hash ids are int64, timestamps finite doubles;
+``max_request_tokens`` also bounds each request's prompt plus output (a model's context).
 
 Speed (measured on a 2-core x86-64 machine, CPython 3.11, 1,000,000 requests, best of 3):
 a JSONL trace of seconds and two lengths reads in 1.5 s, Mooncake-style lines (ms, no hash ids)
@@ -35,6 +37,8 @@ from pathlib import Path
 from accel_sim.errors import UsageError
 
 DEFAULT_HASH_BLOCK_TOKENS = 512  # Mooncake's traces hash the prompt in 512-token blocks
+MAX_LENGTH = 2**31 - 1  # tokens: the core's Request holds lengths as int32_t (core/include/accelsim/serve.h)
+_HASH_MIN, _HASH_MAX = -(2**63), 2**63 - 1  # the core's hashes are int64_t
 
 # Accepted names of each field, in order of preference (the first one a record has is used).
 # Timestamps: (name, seconds per unit).
@@ -97,7 +101,20 @@ def _length(path: str, line: int, name: str, value: object, what: str, text: boo
         raise _error(path, line, f"'{name}' must not be negative, got {value}")
     if value == 0:
         raise _error(path, line, f"'{name}' is 0: a request needs at least one {what} token")
+    if value > MAX_LENGTH:
+        raise _error(path, line, f"'{name}' {value} is beyond {MAX_LENGTH:,} tokens (2^31 - 1), the most a request holds")
     return value
+
+
+def _check_request(path: str, line: int, names: tuple[str, str], n_in: int, n_out: int, limit: int | None,
+                   why: str) -> None:
+    if limit is not None and n_in + n_out > limit:
+        raise _error(path, line, f"'{names[0]}' {n_in} + '{names[1]}' {n_out} = {n_in + n_out:,} tokens, beyond {why}")
+
+
+def _check_hash_range(path: str, line: int, hashes: list[int], shown: str) -> None:
+    if hashes and (min(hashes) < _HASH_MIN or max(hashes) > _HASH_MAX):
+        raise _error(path, line, f"'{HASH_FIELD}' must be integers in [-2^63, 2^63), got {shown}")
 
 
 def _check_hashes(path: str, line: int, hashes: list, n_input: int, block: int) -> None:
@@ -127,6 +144,8 @@ class _Clock:
     def number(self, line: int, name: str, raw: object, scale: float) -> float:
         if type(raw) is not float and type(raw) is not int:
             raise _error(self.path, line, f"timestamp '{name}' must be a number, got {raw!r}")
+        if type(raw) is int and abs(raw) > 2**1023:  # no double holds it (math.isfinite would overflow)
+            raise _error(self.path, line, f"timestamp '{name}' must be finite, got {_short(raw)}")
         if not math.isfinite(raw):
             raise _error(self.path, line, f"timestamp '{name}' must be finite, got {raw!r}")
         if raw < 0:
@@ -178,9 +197,13 @@ class _DateClock(_Clock):
         return self._at(line, (seconds - self.first_whole) + frac, text, "datetime")
 
 
-def read_trace(path: str | Path, hash_block_tokens: int = DEFAULT_HASH_BLOCK_TOKENS) -> Trace:
-    """Reads a ``.jsonl`` or ``.csv`` request trace (docs/formats/serve-trace.md)."""
+def read_trace(path: str | Path, hash_block_tokens: int = DEFAULT_HASH_BLOCK_TOKENS, *,
+               max_request_tokens: int | None = None, limit: str = "") -> Trace:
+    """Reads a ``.jsonl`` or ``.csv`` request trace (docs/formats/serve-trace.md), streaming it line
+    by line. With `max_request_tokens`, a request whose prompt plus output exceed it is an error
+    that ends with `limit` (what the bound is, e.g. "llama-3-8b's 8192 positions")."""
     name = str(path)
+    bound = (max_request_tokens, limit or f"{max_request_tokens:,} tokens") if max_request_tokens else (None, "")
     if type(hash_block_tokens) is not int or hash_block_tokens <= 0:
         raise UsageError(f"hash_block_tokens must be a positive integer, got {hash_block_tokens!r}")
     suffix = Path(name).suffix.lower()
@@ -189,20 +212,31 @@ def read_trace(path: str | Path, hash_block_tokens: int = DEFAULT_HASH_BLOCK_TOK
     try:
         with open(name, encoding="utf-8-sig", newline="" if suffix == ".csv" else None) as f:
             if suffix == ".jsonl":
-                trace = _read_jsonl(name, f, hash_block_tokens)
+                trace = _read_jsonl(name, f, hash_block_tokens, bound)
             else:
-                trace = _read_csv(name, f, hash_block_tokens)
+                trace = _read_csv(name, f, hash_block_tokens, bound)
     except FileNotFoundError:
         raise _error(name, None, "trace file not found") from None
     except IsADirectoryError:
         raise _error(name, None, "is a directory, not a trace file") from None
-    except UnicodeDecodeError as e:
-        raise _error(name, None, f"not UTF-8 text ({e.reason})") from None
+    except UnicodeDecodeError:
+        raise _not_utf8(name) from None
     except OSError as e:
         raise _error(name, None, f"cannot read trace: {e.strerror or e}") from None
     if not trace.input_len:
         raise _error(name, None, "empty trace: no requests")
     return trace
+
+
+def _not_utf8(path: str) -> UsageError:
+    """The first line that is not UTF-8, found again byte by byte (only once reading has failed)."""
+    with open(path, "rb") as f:
+        for line, raw in enumerate(f, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                return _error(path, line, f"not UTF-8 text ({e.reason} at column {e.start + 1})")
+    return _error(path, None, "not UTF-8 text")
 
 
 def _mixed_times(path: str, line: int, has_time: bool, first_line: int) -> UsageError:
@@ -220,19 +254,19 @@ def _find(record: dict, names: Sequence[str]) -> str | None:
     return None
 
 
-def _read_jsonl(path: str, f, block: int) -> Trace:
+def _read_jsonl(path: str, f, block: int, bound: tuple[int | None, str]) -> Trace:
     # Reading keeps a million small lists alive: the cyclic collector would walk them again and
     # again (a third of the time) although none can be in a cycle.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _read_jsonl_records(path, f, block)
+        return _read_jsonl_records(path, f, block, bound)
     finally:
         if collecting:
             gc.enable()
 
 
-def _read_jsonl_records(path: str, f, block: int) -> Trace:
+def _read_jsonl_records(path: str, f, block: int, bound: tuple[int | None, str]) -> Trace:
     # raw_decode skips json.loads's Python-level checks (a third to a half of its time per line); a line it
     # rejects, or that has more than white space after its value, goes to json.loads for the verdict.
     raw_decode = json.JSONDecoder().raw_decode
@@ -246,6 +280,7 @@ def _read_jsonl_records(path: str, f, block: int) -> Trace:
     has_time: bool | None = None
     first_line = 0
     clock = _Clock(path)
+    limit, why = bound
     for line, text in enumerate(f, 1):
         if text.isspace():
             continue
@@ -259,23 +294,27 @@ def _read_jsonl_records(path: str, f, block: int) -> Trace:
         except ValueError as e:
             detail = f"{e.msg} at column {e.colno}" if isinstance(e, json.JSONDecodeError) else str(e)
             raise _error(path, line, f"malformed JSON: {detail}") from None
+        except RecursionError:
+            raise _error(path, line, "malformed JSON: nested too deeply") from None
         if type(rec) is not dict:
             raise _error(path, line, f"expected a JSON object, got {type(rec).__name__}")
 
         if in_key not in rec:
             in_key = _find(rec, INPUT_FIELDS) or in_key
         n_in = rec.get(in_key)
-        if type(n_in) is not int or n_in <= 0:
+        if type(n_in) is not int or n_in <= 0 or n_in > MAX_LENGTH:
             if in_key not in rec:
                 raise _missing(path, line, INPUT_FIELDS)
             n_in = _length(path, line, in_key, n_in, "prompt")
         if out_key not in rec:
             out_key = _find(rec, OUTPUT_FIELDS) or out_key
         n_out = rec.get(out_key)
-        if type(n_out) is not int or n_out <= 0:
+        if type(n_out) is not int or n_out <= 0 or n_out > MAX_LENGTH:
             if out_key not in rec:
                 raise _missing(path, line, OUTPUT_FIELDS)
             n_out = _length(path, line, out_key, n_out, "output")
+        if limit is not None and n_in + n_out > limit:
+            _check_request(path, line, (in_key, out_key), n_in, n_out, limit, why)
 
         if t_key not in rec:
             found = None
@@ -309,6 +348,7 @@ def _read_jsonl_records(path: str, f, block: int) -> Trace:
         if h is not None:
             if type(h) is not list or not set(map(type, h)) <= _INT:
                 raise _error(path, line, f"'{HASH_FIELD}' must be a list of integers, got {_short(h)}")
+            _check_hash_range(path, line, h, _short(h))
             _check_hashes(path, line, h, n_in, block)
             if not any_hash:
                 any_hash = True
@@ -338,16 +378,31 @@ def _column(header: dict[str, int], names: Sequence[str]) -> tuple[int, str] | N
 def _parse_hashes(path: str, line: int, cell: str) -> list[int]:
     parts = cell.replace(";", " ").split()
     try:
-        return [int(p) for p in parts]
+        hashes = [int(p) for p in parts]
     except ValueError:
         raise _error(path, line, f"'{HASH_FIELD}' must be integers separated by spaces or ';', "
                                  f"got {_short(cell)}") from None
+    _check_hash_range(path, line, hashes, _short(cell))
+    return hashes
 
 
-def _read_csv(path: str, f, block: int) -> Trace:
+def _rows(path: str, reader):
+    """The CSV reader's rows; a line it cannot split (a NUL, an unclosed quote, a cell beyond the
+    csv module's field limit) is an error naming the line."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            raise _error(path, reader.line_num, f"not a CSV row: {e}") from None
+        yield row
+
+
+def _read_csv(path: str, f, block: int, bound: tuple[int | None, str]) -> Trace:
     reader = csv.reader(f)
     header_row: list[str] | None = None
-    for header_row in reader:
+    for header_row in _rows(path, reader):
         if header_row:
             break
     if not header_row:
@@ -374,14 +429,17 @@ def _read_csv(path: str, f, block: int) -> Trace:
     outputs: list[int] = []
     hashes: list[list[int]] = []
     clock: _Clock | None = None
-    for row in reader:
+    limit, why = bound
+    names = (header_row[in_col[0]].strip(), header_row[out_col[0]].strip())
+    for row in _rows(path, reader):
         line = reader.line_num
         if not row or (len(row) == 1 and not row[0].strip()):
             continue
         if len(row) != width:
             raise _error(path, line, f"{len(row)} columns, but the header (line {header_line}) has {width}")
-        n_in = _length(path, line, header_row[in_col[0]].strip(), row[in_col[0]], "prompt", text=True)
-        n_out = _length(path, line, header_row[out_col[0]].strip(), row[out_col[0]], "output", text=True)
+        n_in = _length(path, line, names[0], row[in_col[0]], "prompt", text=True)
+        n_out = _length(path, line, names[1], row[out_col[0]], "output", text=True)
+        _check_request(path, line, names, n_in, n_out, limit, why)
         if t_col is not None:
             idx, alias = t_col
             name = header_row[idx].strip()
