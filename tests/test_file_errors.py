@@ -185,3 +185,32 @@ def test_command_line_numbers(capsys, argv, expected):
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and expected in err[0], err
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["serve", "--model", "llama3-8b", "--requests", str(10**12)], "argument --requests: expected a whole number from 1 to 10,000,000"),
+    (["serve", "--model", "llama3-8b", "--replicas", "100000"], "argument --replicas: expected a whole number from 1 to 10,000"),
+])
+def test_serving_work_is_bounded(capsys, argv, expected):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and expected in err[0], err
+
+
+def test_a_model_of_too_many_layers_is_refused_before_building(tmp_path, capsys):
+    path = _config(tmp_path, lambda c: c.update(num_hidden_layers=1_000_000))
+    line = _one_line_error(capsys, ["simulate", "--model", str(path), "--device", "h100", "--seq", "128"])
+    assert "1000000 layers are more than the 16384 a graph is built for" in line
+
+
+def test_running_out_of_memory_is_one_line(monkeypatch, capsys):
+    import accel_sim.cli.main as cli
+
+    def exhausted(args):
+        raise MemoryError
+
+    monkeypatch.setitem(cli._COMMANDS, "devices", exhausted)
+    line = _one_line_error(capsys, ["devices"])
+    assert line.startswith("accel-sim: error: devices ran out of memory")

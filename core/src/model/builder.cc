@@ -1487,12 +1487,6 @@ void BuildOptions::validate(const ModelSpec& model) const {
     ACCELSIM_CHECK(options.context >= 0, "decode needs a context length of at least 0");
   }
 
-  // The graph's ids are 32-bit: a training step with recompute takes a few hundred ids per layer.
-  constexpr int64_t kMaxLayers = 1 << 20;
-  ACCELSIM_CHECK(model.num_layers <= kMaxLayers,
-                 "model '" + model.name + "': " + std::to_string(model.num_layers) +
-                     " layers are more than a graph's 32-bit ids can name (at most " +
-                     std::to_string(kMaxLayers) + ")");
   // The step's largest tensors must fit in 64-bit byte counts (each is checked again as the
   // builder creates it; these name the quantity): the hidden states and the FFN's in fp32 (norms
   // and HF-eager upcasts), the logits in fp32 (the loss), the attention scores of eager

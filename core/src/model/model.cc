@@ -14,6 +14,15 @@ void ModelSpec::validate() const {
   const std::string who = "model '" + name + "'";
   ACCELSIM_CHECK(hidden_size > 0, who + ": hidden_size must be positive");
   ACCELSIM_CHECK(num_layers > 0, who + ": num_layers must be positive");
+  // Bounds on the graph's size, far beyond any model (GPT-3 has 96 layers, Llama-3.1-405B 126;
+  // DeepSeek-V3 256 routed experts): a training step of 16,384 layers is 0.74 M ops, built and
+  // simulated in about 3 s on a 2-core machine (bench/RESULTS.md), and the time grows with the
+  // ops; a sequential MoE layer emits a GEMM per expert.
+  constexpr int64_t kMaxLayers = 1 << 14;
+  constexpr int64_t kMaxExperts = 1 << 14;
+  ACCELSIM_CHECK(num_layers <= kMaxLayers,
+                 who + ": " + std::to_string(num_layers) + " layers are more than the " +
+                     std::to_string(kMaxLayers) + " a graph is built for");
   ACCELSIM_CHECK(num_heads > 0, who + ": num_heads must be positive");
   ACCELSIM_CHECK(num_kv_heads > 0 && num_heads % num_kv_heads == 0,
                  who + ": num_heads (" + std::to_string(num_heads) +
@@ -55,6 +64,9 @@ void ModelSpec::validate() const {
   if (moe.enabled()) {
     ACCELSIM_CHECK(moe.top_k >= 1 && moe.top_k <= moe.num_experts,
                    who + ": top_k must be between 1 and num_experts");
+    ACCELSIM_CHECK(moe.num_experts <= kMaxExperts,
+                   who + ": " + std::to_string(moe.num_experts) + " experts are more than the " +
+                       std::to_string(kMaxExperts) + " a graph is built for");
     ACCELSIM_CHECK(moe.expert_ffn_size > 0, who + ": expert_ffn_size must be positive");
     ACCELSIM_CHECK(moe.sparse_step >= 1, who + ": sparse_step must be at least 1");
     ACCELSIM_CHECK(moe.first_dense_layers >= 0 && moe.shared_ffn_size >= 0,

@@ -181,5 +181,20 @@ TEST(ModelSpecTest, CountsThatOverflow64BitsThrowNamingTheQuantity) {
   EXPECT_THROW(kv_cache_bytes(testing::llama3_8b(), int64_t{1} << 23, int64_t{1} << 24), ConfigError);
 }
 
+TEST(ModelSpecTest, GraphSizeIsBounded) {
+  // 2^14 layers build (a Llama-3-8B layer repeated); one more is refused before any graph is
+  // built, as are more than 2^14 routed experts.
+  ModelSpec m = testing::llama3_8b();
+  m.num_layers = 1 << 14;
+  EXPECT_NO_THROW(m.validate());
+  m.num_layers = (1 << 14) + 1;
+  EXPECT_THROW(m.validate(), ConfigError);
+  ModelSpec moe = testing::mixtral_8x7b();
+  moe.moe.num_experts = 1 << 14;
+  EXPECT_NO_THROW(moe.validate());
+  moe.moe.num_experts = (1 << 14) + 1;
+  EXPECT_THROW(moe.validate(), ConfigError);
+}
+
 }  // namespace
 }  // namespace accelsim

@@ -122,6 +122,11 @@ class _Checked(argparse._StoreAction):
         super().__call__(parser, namespace, values, option_string)
 
 
+def counts_up_to(high: int, why: str) -> dict:
+    """A whole number from 1 to `high` (a bound on work, `why` says where it comes from)."""
+    return _integer(1, high, f"a whole number from 1 to {high:,} ({why})")
+
+
 def _integer(low: int, high: int, what: str) -> dict:
     return {"type": int, "action": _Checked, "check": lambda v: None if low <= v <= high else what}
 

@@ -633,6 +633,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"accel-sim: error: {args.command} was stopped by sys.exit({e.code!r}) in code it ran "
               "(the model's script?); nothing was reported", file=sys.stderr)
         return 2
+    except MemoryError:
+        if args.debug:
+            raise
+        print(f"accel-sim: error: {args.command} ran out of memory: the run is larger than this machine holds "
+              "(fewer requests, points, layers or a smaller shape)", file=sys.stderr)
+        return 2
     except Exception as e:  # noqa: BLE001 - usage errors become one line; the rest keeps its traceback
         from accel_sim import _core
         from accel_sim.errors import UsageError

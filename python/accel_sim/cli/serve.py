@@ -10,12 +10,19 @@ import re
 import sys
 from typing import Any
 
-from accel_sim.cli.flags import COUNT, FRACTION, POSITIVE, RESERVE_FRACTION, SEED
+from accel_sim.cli.flags import COUNT, FRACTION, POSITIVE, RESERVE_FRACTION, SEED, counts_up_to
 from accel_sim.cli.progress import Progress
 from accel_sim.report.json_report import SCHEMA_VERSION
 
 SCHEDULERS = ("vllm", "sarathi", "orca", "static")
 ROUTERS = ("round-robin", "least-outstanding")
+
+
+# Bounds on a serving simulation's work, far beyond a deployment's: 10,000 replicas, and 10 million
+# requests (a million simulate in 7.0 s on 8 replicas of a 2-core machine, bench/RESULTS.md, so
+# ten million in about 70 s; the workload's arrays grow with them).
+MAX_REPLICAS = 10_000
+MAX_REQUESTS = 10_000_000
 
 
 def parse_duration(text: str, flag: str = "") -> float:
@@ -99,7 +106,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file (docs/formats/device.md); repeatable")
     p.add_argument("--tp", **COUNT, default=1, help="tensor-parallel GPUs per replica (default: 1)")
     p.add_argument("--pp", **COUNT, default=1, help="pipeline stages per replica (default: 1)")
-    p.add_argument("--replicas", **COUNT, default=1, help="model replicas behind the router (default: 1)")
+    p.add_argument("--replicas", **counts_up_to(MAX_REPLICAS, "0.35 s for 100 requests on 10,000 replicas; 8.7 s on 100,000"),
+                   default=1, help="model replicas behind the router (default: 1)")
     p.add_argument("--system", help="the node a multi-GPU replica runs in (default: the built-in system of its device)")
     p.add_argument("--router", choices=ROUTERS, default="round-robin", help="default: round-robin")
     p.add_argument("--dtype", choices=("bf16", "fp16"), help="the model's compute dtype (default: the config's)")
@@ -125,7 +133,8 @@ def add_parser(sub: Any) -> None:
     w.add_argument("--workload", metavar="TRACE", help="a JSONL/CSV trace: per-request lengths and, if present, timestamps (docs/formats/serve-trace.md)")
     w.add_argument("--lengths-from", metavar="TRACE", help="draw lengths from log-normals fitted to a trace's")
     w.add_argument("--qps", **POSITIVE, help="mean request rate; with a timestamped --workload, rescales its timestamps")
-    w.add_argument("--requests", **COUNT, default=1000, help="requests to simulate (default: 1000; a trace: all of it)")
+    w.add_argument("--requests", **counts_up_to(MAX_REQUESTS, "a million take 7 s and 0.1 GB, bench/RESULTS.md"), default=1000,
+                   help="requests to simulate (default: 1000; a trace: all of it)")
     w.add_argument("--arrival", choices=("poisson", "gamma", "constant"), default="poisson")
     w.add_argument("--burstiness", **POSITIVE, default=1.0, help="gamma arrivals: coefficient of variation of the gaps (default: 1)")
     w.add_argument("--input-len", default="1000", metavar="DIST", help="N, uniform:MIN:MAX or lognormal:MU:SIGMA[:MIN:MAX] (default: 1000); the largest prompt plus the largest output must fit the model's max_position_embeddings (an unbounded log-normal is clipped to fit)")
