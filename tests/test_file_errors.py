@@ -5,6 +5,7 @@ computed from an infinity, a string or an integer the core cannot hold."""
 from __future__ import annotations
 
 import copy
+import re
 import json
 from importlib.resources import files
 from pathlib import Path
@@ -215,3 +216,19 @@ def test_running_out_of_memory_is_one_line(monkeypatch, capsys):
     monkeypatch.setitem(cli._COMMANDS, "devices", exhausted)
     line = _one_line_error(capsys, ["devices"])
     assert line.startswith("accel-sim: error: devices ran out of memory")
+
+
+def test_no_parsed_number_reaches_a_command_unchecked():
+    """The backstop behind every flag's own range: whatever a parser let through, a non-finite
+    float or an int beyond int64 stops the command."""
+    import argparse
+
+    from accel_sim.cli.flags import check_numbers
+    from accel_sim.errors import UsageError
+
+    check_numbers(argparse.Namespace(qps=1.5, batch=2**63 - 1, values=[1, 2.0]))
+    for bad, expected in (({"qps": float("inf")}, "--qps must be a finite number, got inf"),
+                          ({"max_seqs": 2**63}, "--max-seqs is out of range (19 digits; at most 2^63 - 1)"),
+                          ({"values": [1.0, float("nan")]}, "--values must be a finite number, got nan")):
+        with pytest.raises(UsageError, match=re.escape(expected)):
+            check_numbers(argparse.Namespace(**bad))
