@@ -114,7 +114,7 @@ def test_version_step_accepts_this_project_and_refuses_another_package(workflow,
     ours = _bash(verify, env, tmp_path)
     assert ours.returncode == 0, ours.stderr
     assert ours.stdout.strip() == (f"accel-sim {_project_version()} (engine accel_sim._core; "
-                                   "graph format accel-sim-graph v1; report schema 1)")
+                                   "graph format accel-sim-graph v1; report schema 2)")
     # Stand-ins for a package that is not this project: no --version at all, a bare version
     # string of the same number, and this project at another version than the one pinned.
     for stand_in in ('accel-sim() { echo "usage: accel-sim [-h] {run}" >&2; return 2; }\n',

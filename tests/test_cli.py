@@ -157,4 +157,4 @@ def test_version_names_this_project():
     result = run_cli("--version")
     assert result.returncode == 0 and result.stderr == ""
     assert result.stdout == (f"accel-sim {version} (engine accel_sim._core; graph format accel-sim-graph v1; "
-                             "report schema 1)\n")
+                             "report schema 2)\n")

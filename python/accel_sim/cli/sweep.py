@@ -194,6 +194,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     into one table; resumable."""
     from accel_sim.errors import UsageError
     from accel_sim.grid import load_grid
+    from accel_sim.report.json_report import SCHEMA_VERSION
 
     if args.vary or args.plot:
         raise UsageError("--grid runs a grid file: --vary and --plot belong to a one-parameter sweep")
@@ -222,7 +223,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         return 130
     finally:
         progress.close()
-    out = {"schema": "accel-sim/sweep-grid", "schema_version": 1, "grid": args.grid, "command": grid.command,
+    out = {"schema": "accel-sim/sweep-grid", "schema_version": SCHEMA_VERSION, "grid": args.grid, "command": grid.command,
            "out": args.out} | {k: v for k, v in dataclasses.asdict(summary).items() if k != "out_path"}
     if args.json:
         print(json.dumps(out, indent=1))

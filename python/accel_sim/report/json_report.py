@@ -11,7 +11,7 @@ from typing import Any
 
 from accel_sim.report.hints import hint_message
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def _device(report: Any) -> dict:
