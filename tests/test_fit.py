@@ -70,7 +70,7 @@ def test_fit_usage_errors():
                      "--recompute", "full")
     assert script.returncode == 2 and "--recompute applies to a graph built with --model NAME" in script.stderr
     limit = run_cli("fit", "--model", "gpt2", "--devices", "h100", "--axis", "batch", "--max", "0")
-    assert limit.returncode == 2 and "--max must be at least 1" in limit.stderr
+    assert limit.returncode == 2 and "argument --max: expected a whole number from 1" in limit.stderr
     both = run_cli("fit", "--devices", "h100", "--axis", "batch")
     assert both.returncode == 2 and "either a script or --model" in both.stderr
     device = run_cli("fit", "--model", "gpt2", "--devices", "h100,nosuchchip", "--axis", "batch")

@@ -201,7 +201,7 @@ def test_schemas_catch_regressions(outputs, capsys):
     assert broken("simulate", sim, lambda d: d["device"].pop("memory_bytes"))
     assert broken("simulate", sim, lambda d: d["ops"][0].update(bound="fast"))
     assert broken("simulate", sim, lambda d: d["breakdown"]["op"][0].update(time_s=None))
-    assert broken("simulate", sim, lambda d: d.update(schema_version=2))
+    assert broken("simulate", sim, lambda d: d.update(schema_version=SCHEMA_VERSION + 1))
     assert broken("simulate", sim, lambda d: d["model_info"].update(batch=0))
     assert broken("simulate", sim, lambda d: d.update(a_new_key={"anything": 1})) == []
     serve = _output(outputs, capsys, "serve")

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from accel_sim.report.json_report import SCHEMA_VERSION
+
 from conftest import run_cli
 
 PEAK_BF16 = 989.4e12  # h100_sxm.yaml, peak_tflops.bf16
@@ -212,7 +214,7 @@ def test_tp_sweep_splits_the_weights():
 
 def test_json_schema_and_one_series_per_device():
     d = sweep_json("--devices", "a100,h100", "--vary", "batch=1,8", "--phase", "decode")
-    assert d["schema"] == "accel-sim/sweep" and d["schema_version"] == 1
+    assert d["schema"] == "accel-sim/sweep" and d["schema_version"] == SCHEMA_VERSION
     assert d["parameter"] == {"name": "batch", "kind": "workload", "label": "batch (sequences)", "values": [1, 8]}
     assert d["devices"] == ["a100_80gb", "h100_sxm"]
     assert d["metric"] == "latency_s" and d["cost_model"] == "kernel"
