@@ -232,3 +232,13 @@ def test_no_parsed_number_reaches_a_command_unchecked():
                           ({"values": [1.0, float("nan")]}, "--values must be a finite number, got nan")):
         with pytest.raises(UsageError, match=re.escape(expected)):
             check_numbers(argparse.Namespace(**bad))
+
+
+def test_swept_device_values_keep_the_device_files_bounds(capsys):
+    # A peak of 1e-300 TFLOP/s gave a finite but absurd 8e298 s latency.
+    line = _one_line_error(capsys, ["sweep", "--model", "llama3-8b", "--device", "h100", "--vary", "peak_tflops=1e-300,1",
+                                    "--phase", "decode"])
+    assert "peak_tflops must be in [1e-09, 1e+06]" in line and "got 1e-300" in line
+    line = _one_line_error(capsys, ["sweep", "--model", "llama3-8b", "--device", "h100", "--vary",
+                                    "memory_bandwidth_gbs=1e-9,2000", "--phase", "decode"])
+    assert "memory_bandwidth_gbs must be in [1e-06, 1e+06]" in line

@@ -44,20 +44,29 @@ class Parameter:
     integer: bool = False
     core: Any = None  # _core.DeviceParameter for device parameters
     build_arg: str = ""  # build_model_graph's keyword for workload parameters
+    # The range of a device or system value, in the parameter's unit: the bounds the device and
+    # system files hold (io/device_file.py, io/system_file.py), beyond any part.
+    bounds: tuple[float, float] | None = None
+
+    def check(self, value: float, where: str) -> None:
+        if self.bounds is not None and not self.bounds[0] <= value <= self.bounds[1]:
+            raise UsageError(f"{where}: {self.name} must be in [{self.bounds[0]:g}, {self.bounds[1]:g}] "
+                             f"({self.label}), as a device or system file holds it (got {value:g})")
 
 
 PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     # Device. The peak is the dense matrix peak of the run's matmul dtype; every other compute
     # rate of the part is scaled by the same factor (core: with_device_parameter).
     Parameter("peak_tflops", "device", "peak matmul TFLOP/s (dense, the run's dtype)", 1e12,
-              core=_core.DeviceParameter.peak_flops_per_s),
+              core=_core.DeviceParameter.peak_flops_per_s, bounds=(1e-9, 1e6)),
     Parameter("memory_bandwidth_gbs", "device", "memory bandwidth (GB/s)", 1e9,
-              core=_core.DeviceParameter.memory_bandwidth_bytes_per_s),
+              core=_core.DeviceParameter.memory_bandwidth_bytes_per_s, bounds=(1e-6, 1e6)),
     # GiB, as HBM capacities are quoted and as accel_sim.Device(memory_gb=...) takes them.
-    Parameter("memory_gb", "device", "memory capacity (GiB)", _GIB, core=_core.DeviceParameter.memory_bytes),
-    Parameter("clock_mhz", "device", "core clock (MHz)", 1e6, core=_core.DeviceParameter.clock_hz),
+    Parameter("memory_gb", "device", "memory capacity (GiB)", _GIB, core=_core.DeviceParameter.memory_bytes,
+              bounds=(2.0**-20, 1e6)),
+    Parameter("clock_mhz", "device", "core clock (MHz)", 1e6, core=_core.DeviceParameter.clock_hz, bounds=(1e-3, 1e5)),
     # System: the scale-up (NVLink-class) bandwidth per GPU and direction of --system.
-    Parameter("link_bandwidth_gbs", "system", "scale-up link bandwidth per GPU (GB/s)", 1e9),
+    Parameter("link_bandwidth_gbs", "system", "scale-up link bandwidth per GPU (GB/s)", 1e9, bounds=(1e-6, 1e6)),
     # Workload: rebuilds the graph.
     Parameter("batch", "workload", "batch (sequences)", integer=True, build_arg="batch"),
     Parameter("seq", "workload", "sequence length (tokens)", integer=True, build_arg="seq"),
@@ -144,6 +153,7 @@ def parse_vary(text: str) -> tuple[str, list[float]]:
             raise UsageError(f"--vary {text}: {name} must be {what} (got {v:g})")
         if p.integer and v > _INT64_MAX:
             raise UsageError(f"--vary {text}: {name} must be at most 2^63 - 1, what the core's counts hold (got {v:g})")
+        p.check(v, f"--vary {text}")
     return name, values
 
 
@@ -225,6 +235,8 @@ def run_point(setup: SweepSetup, params: dict, graph: Any = None) -> dict:
             raise UsageError("run_point needs a graph or setup.build")
         graph = build_model_graph(**build)
 
+    for name, value in params.items():
+        PARAMETERS[name].check(value, "the point")
     link = params.get("link_bandwidth_gbs")
     system, groups = _layout(setup, build, link * PARAMETERS["link_bandwidth_gbs"].to_si if link is not None else None)
     options = dict(setup.simulate) | {"system": system, "groups": groups}
