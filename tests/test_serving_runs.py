@@ -1,6 +1,6 @@
 """The published serving measurements (python/accel_sim/data/validation/serving_runs.csv) that
 validation/extract_serving.py keeps: each names a shipped model and device, and the file is what
-the extractor writes from the shared published.csv."""
+the extractor writes from validation/published.csv."""
 
 from __future__ import annotations
 
@@ -10,12 +10,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "python" / "accel_sim" / "data"
 RUNS = DATA / "validation" / "serving_runs.csv"
-PUBLISHED = ROOT.parent / "shared" / "validation" / "published.csv"
+PUBLISHED = ROOT / "validation" / "published.csv"
 
 
 def _rows() -> list[dict]:
@@ -52,7 +50,6 @@ def test_kinds_and_the_tensorrt_llm_decisions():
     assert {r["model"] for r in rows if r["kind"] == "ttft"} == {"gpt-j-6b", "llama-2-7b", "llama-2-70b", "falcon-180b"}
 
 
-@pytest.mark.skipif(not PUBLISHED.is_file(), reason="the shared published.csv is not checked out here")
 def test_the_file_is_what_the_extractor_writes(tmp_path):
     out = tmp_path / "serving_runs.csv"
     subprocess.run([sys.executable, str(ROOT / "validation" / "extract_serving.py"), str(PUBLISHED), str(out)],

@@ -1,4 +1,4 @@
-"""Extracts the training-memory measurements of ../shared/validation/published.csv that the
+"""Extracts the training-memory measurements of validation/published.csv that the
 model builder can reproduce into python/accel_sim/data/validation/training_memory.csv.
 
 The rows are HF's single-GPU training study (BERT-large sequence classification, seq 512, on a
@@ -10,7 +10,8 @@ checkpointing). Left out, with the reason printed: fp16 autocast (per-op casts w
 not the builder's mixed precision) and the Adafactor and 8-bit Adam optimizers (not modelled).
 All rows are report-only: nothing is fitted to them (the context is its own measured row).
 
-Run: python validation/extract_memory.py [path/to/published.csv]  (standard library only)
+Run: python validation/extract_memory.py [path/to/published.csv [path/to/output.csv]]
+(standard library only)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_INPUT = REPO_ROOT.parent / "shared" / "validation" / "published.csv"
+DEFAULT_INPUT = REPO_ROOT / "validation" / "published.csv"
 OUTPUT = REPO_ROOT / "python" / "accel_sim" / "data" / "validation" / "training_memory.csv"
 COLUMNS = ["id", "device", "model", "task", "batch", "seq", "grad_accum", "gradient_checkpointing",
            "precision", "optimizer", "zero_grad", "attention", "runtime_mib", "measured_mib", "metric",
@@ -30,6 +31,7 @@ COLUMNS = ["id", "device", "model", "task", "batch", "seq", "grad_accum", "gradi
 
 def main(argv: list[str]) -> int:
     src = Path(argv[1]) if len(argv) > 1 else DEFAULT_INPUT
+    out = Path(argv[2]) if len(argv) > 2 else OUTPUT
     with open(src, newline="", encoding="utf-8") as f:
         rows = [r for r in csv.DictReader(f) if r["category"] == "memory" and "V100" in r["hardware"]]
     context = [r for r in rows if "torch CUDA init" in r["params_json"]]
@@ -58,12 +60,12 @@ def main(argv: list[str]) -> int:
             "runtime_mib": runtime_mib, "measured_mib": float(r["value"]), "metric": r["metric"],
             "split": "report", "source": r["source"], "notes": r["notes"],
         })
-    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
-    with open(OUTPUT, "w", newline="", encoding="utf-8") as f:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         w.writeheader()
         w.writerows(kept)
-    print(f"wrote {len(kept)} rows to {OUTPUT} (CUDA context {runtime_mib:.0f} MiB from its own row)")
+    print(f"wrote {len(kept)} rows to {out} (CUDA context {runtime_mib:.0f} MiB from its own row)")
     for line in skipped:
         print(f"  skipped: {line}")
     return 0

@@ -3,12 +3,12 @@
 
 Usage (from the repository root)::
 
-    python validation/extract_published.py [path/to/published.csv]
+    python validation/extract_published.py [path/to/published.csv [path/to/output.csv]]
 
-The input defaults to ``../shared/validation/published.csv`` relative to the
-repository root (a shared calibration set of numbers measured by others, one
-row per measurement with its source, hardware, dtype, ``params_json``, metric,
-value and unit).  The output is ``python/accel_sim/data/validation/kernels.csv`` (package data,
+The input defaults to ``validation/published.csv`` in the repository (the
+calibration set of numbers measured by others, one row per measurement with
+its source, hardware, dtype, ``params_json``, metric, value and unit; see
+validation/README.md).  The output is ``python/accel_sim/data/validation/kernels.csv`` (package data,
 so ``accel-sim validate`` works from an installed copy), with the columns
 listed in ``COLUMNS``.  Only the standard library is
 used and the output is deterministic: rows are sorted by a stable key and ids
@@ -146,7 +146,7 @@ from collections import Counter
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_INPUT = REPO_ROOT / ".." / "shared" / "validation" / "published.csv"
+DEFAULT_INPUT = REPO_ROOT / "validation" / "published.csv"
 OUTPUT = REPO_ROOT / "python" / "accel_sim" / "data" / "validation" / "kernels.csv"
 
 COLUMNS = [
@@ -501,6 +501,7 @@ def sort_key(r: dict):
 
 def main(argv: list[str]) -> int:
     src = Path(argv[1]) if len(argv) > 1 else DEFAULT_INPUT
+    out = Path(argv[2]) if len(argv) > 2 else OUTPUT
     with open(src, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
 
@@ -515,14 +516,14 @@ def main(argv: list[str]) -> int:
     for i, r in enumerate(kept, 1):
         r["id"] = f"k{i:04d}"
 
-    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
-    with open(OUTPUT, "w", newline="", encoding="utf-8") as f:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         w.writeheader()
         w.writerows(kept)
 
     # Summary.
-    print(f"read {len(rows)} rows from {src}; wrote {len(kept)} rows to {OUTPUT}")
+    print(f"read {len(rows)} rows from {src}; wrote {len(kept)} rows to {out}")
     counts = Counter((r["kind"], r["device"], r["split"]) for r in kept)
     print(f"\n{'kind':<10} {'device':<15} {'fit':>5} {'report':>7} {'total':>6}")
     for kind, device in sorted({(k, d) for k, d, _ in counts}):

@@ -1,4 +1,4 @@
-"""Extracts the LLM inference rows of ../shared/validation/published.csv that a serving simulation
+"""Extracts the LLM inference rows of validation/published.csv that a serving simulation
 can reproduce into python/accel_sim/data/validation/serving_runs.csv.
 
 A row is kept when its source gives the whole configuration: a model whose config accel-sim ships,
@@ -75,7 +75,7 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_INPUT = REPO_ROOT.parent / "shared" / "validation" / "published.csv"
+DEFAULT_INPUT = REPO_ROOT / "validation" / "published.csv"
 OUTPUT = REPO_ROOT / "python" / "accel_sim" / "data" / "validation" / "serving_runs.csv"
 COLUMNS = ["id", "kind", "model", "device", "tp", "batch", "num_requests", "input_len", "output_len", "precision",
            "kv_cache_dtype", "measured", "unit", "counts", "per_gpu", "split", "source", "notes"]

@@ -1,4 +1,4 @@
-"""Extracts the large training runs of ../shared/validation/published.csv that `accel-sim train`
+"""Extracts the large training runs of validation/published.csv that `accel-sim train`
 can reproduce into python/accel_sim/data/validation/training_runs.csv.
 
 Kept: Megatron-LM / NeMo (Megatron-Bridge) pre-training rows with a full parallel configuration
@@ -10,7 +10,8 @@ tables are all "DGX-H100, FP8"; the Megatron-Bridge tables without a precision c
 their parenthesized values as "alternative FP8 quantization granularity", i.e. both figures are FP8
 recipes) -> fp8-mixed, BF16 -> bf16-mixed; "unstated" where nothing says. All rows are report-only: nothing is fitted to them.
 
-Run: python validation/extract_training_runs.py [path/to/published.csv]  (standard library only)
+Run: python validation/extract_training_runs.py [path/to/published.csv [path/to/output.csv]]
+(standard library only)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_INPUT = REPO_ROOT.parent / "shared" / "validation" / "published.csv"
+DEFAULT_INPUT = REPO_ROOT / "validation" / "published.csv"
 OUTPUT = REPO_ROOT / "python" / "accel_sim" / "data" / "validation" / "training_runs.csv"
 COLUMNS = ["id", "system", "model", "gpus", "tp", "pp", "cp", "dp", "virtual_stages", "global_batch", "micro_batch",
            "seq", "precision", "measured_tokens_per_s_per_gpu", "split", "source", "notes"]
@@ -40,6 +41,7 @@ def _int(value) -> int | None:
 
 def main(argv: list[str]) -> int:
     src = Path(argv[1]) if len(argv) > 1 else DEFAULT_INPUT
+    out = Path(argv[2]) if len(argv) > 2 else OUTPUT
     with open(src, newline="", encoding="utf-8") as f:
         rows = [r for r in csv.DictReader(f) if r["category"] == "training" and
                 ("Megatron" in r["source"] or "NeMo" in r["workload"] or "NeMo" in r["params_json"])]
@@ -81,12 +83,12 @@ def main(argv: list[str]) -> int:
                      "micro_batch": mbs, "seq": seq, "precision": precision,
                      "measured_tokens_per_s_per_gpu": float(r["value"]), "split": "report", "source": r["source"],
                      "notes": p.get("software", "")})
-    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
-    with open(OUTPUT, "w", newline="", encoding="utf-8") as f:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         w.writeheader()
         w.writerows(kept)
-    print(f"wrote {len(kept)} rows to {OUTPUT}")
+    print(f"wrote {len(kept)} rows to {out}")
     for reason, n in sorted(skipped.items(), key=lambda kv: -kv[1]):
         print(f"  skipped {n:3d}: {reason}")
     return 0
