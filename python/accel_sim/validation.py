@@ -216,8 +216,8 @@ def validate(devices: dict[str, Any], rows: list[KernelRow], split: str = "repor
 _BAND_CACHE: dict[tuple[str, str], tuple[Any, str]] = {}
 
 
-# Band of a class no device has measurements for: the top of the 20-50% per-kernel error the
-# literature reports for uncalibrated rooflines (../shared/reference/costmodel.md, sec. 0).
+# Band of a class no device has measurements for: the top of the per-kernel error of uncalibrated
+# rooflines (NeuSight, arXiv 2407.13853: roofline baseline 16-52%; KernelSight-LM 22-28%).
 _UNMEASURED_BAND = 0.5
 
 

@@ -1,16 +1,17 @@
 // Collectives over a cluster: systems (scale-up domains and scale-out NICs) and the time of one
 // all-reduce, all-gather, reduce-scatter, all-to-all, broadcast or send/recv.
 //
-// Sizes follow nccl-tests (../shared/reference/costmodel.md sec. 6.1): `bytes` is the whole
+// Sizes follow nccl-tests (NVIDIA/nccl-tests doc/PERFORMANCE.md): `bytes` is the whole
 // array S (all-reduce: the buffer; all-gather: the gathered output; reduce-scatter: the input;
 // all-to-all: what one rank sends in total; broadcast and send/recv: the message). algbw =
 // S / t; busbw = algbw x the collective's factor (all-reduce 2(p-1)/p; all-gather,
 // reduce-scatter and all-to-all (p-1)/p; broadcast and send/recv 1), comparable with a link's
 // bandwidth whatever p is.
 //
-// Times are alpha-beta models (Thakur, Rabenseifner and Gropp 2005; costmodel.md sec. 6.2) with
-// each fabric's per-step latency alpha and its bandwidth times the efficiency collectives reach
-// on it (protocol overheads; NCCL's own model scales bandwidths the same way, sec. 6.3):
+// Times are alpha-beta models (Thakur, Rabenseifner and Gropp, IJHPCA 19(1), 2005) with each
+// fabric's per-step latency alpha and its bandwidth times the efficiency collectives reach on it
+// (protocol overheads; NCCL's own model, NVIDIA/nccl src/graph/tuning.cc, scales bandwidths the
+// same way):
 //   ring all-reduce      2(p-1) alpha + 2(p-1)/p S / B
 //   tree all-reduce      2 log2(p) alpha + 2(p-1)/p S / B  (NCCL's double binary tree)
 //   halving-doubling     2 log2(p) alpha + 2(p-1)/p S / B  (Rabenseifner)

@@ -1,7 +1,7 @@
 // CostModel: the time of one op on one device.
 //
-// Layer 2 of DESIGN.md is the roofline, time = max(flops / peak, bytes / bandwidth) plus the
-// device's kernel launch overhead. Higher-fidelity models (kernel realism, calibration) implement
+// Layer 2 of the cost model (docs/architecture.md) is the roofline,
+// time = max(flops / peak, bytes / bandwidth) plus the device's kernel launch overhead. Higher-fidelity models (kernel realism, calibration) implement
 // the same interface and are chosen by name with make_cost_model().
 //
 //   auto model = make_cost_model("roofline");

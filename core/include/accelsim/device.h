@@ -43,7 +43,7 @@ struct KernelConstants {
   // Fixed time of each wave of GEMM output tiles (and of fused attention's 128-query blocks)
   // beyond its multiply-adds: the prologue that fills the operand pipeline, the epilogue that
   // converts and stores the tile. Default: the 1500 cycles per tile of AMD's Origami GEMM model
-  // (costmodel.md sec. 5) at 1.8 GHz.
+  // (ROCm/rocm-libraries, shared/origami/src/origami/gemm.cpp) at 1.8 GHz.
   double gemm_tile_overhead_s = 0.8e-6;
   // Fixed time of a library kernel (GEMM, attention) beyond its work: launch latency, prologue
   // and epilogue, the tail of the last wave.
@@ -76,7 +76,7 @@ struct DeviceSpec {
   // Device memory the runtime holds outside PyTorch's allocator: the CUDA/HIP context and the
   // libraries' modules (cuBLAS, cuDNN, NCCL, Triton kernels). Default 512 MiB: "around 400 MB"
   // with CUDA >= 11.7 lazy module loading, growing with the loaded libraries
-  // (../shared/reference/costmodel.md sec. 7.1; pytorch#109888, PR#86509).
+  // (pytorch/pytorch issue #109888, pull request #86509).
   double runtime_reserved_bytes = 512.0 * 1024 * 1024;
   int num_compute_units = 0;              // SMs / CUs / cores; 0 = unknown
   double clock_hz = 0.0;

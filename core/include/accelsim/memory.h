@@ -56,11 +56,12 @@ struct AllocatorPeaks {
 };
 
 // PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp, default settings; see
-// ../shared/reference/costmodel.md sec. 7.1): requests round up to 512 bytes; up to 1 MiB they
-// come from a small pool of 2 MiB segments, above it from a large pool (20 MiB segments for
-// requests under 10 MiB, otherwise the request rounded up to 2 MiB); the best-fitting cached
-// free block is split when more than 512 bytes (small pool) or 1 MiB (large pool) would remain;
-// freed blocks merge with free neighbours in their segment. Segments are never moved.
+// https://docs.pytorch.org/docs/stable/generated/torch.cuda.memory.memory_stats.html): requests
+// round up to 512 bytes; up to 1 MiB they come from a small pool of 2 MiB segments, above it
+// from a large pool (20 MiB segments for requests under 10 MiB, otherwise the request rounded up
+// to 2 MiB); the best-fitting cached free block is split when more than 512 bytes (small pool)
+// or 1 MiB (large pool) would remain; freed blocks merge with free neighbours in their segment.
+// Segments are never moved.
 AllocatorPeaks replay_caching_allocator(const std::vector<AllocatorEvent>& events);
 
 enum class ReleasePolicy : uint8_t { recorded, last_use };

@@ -1,6 +1,6 @@
 // The op catalogue: from an op and the shapes of its tensors to the work it does.
 //
-// count_op() is layer 1 of the cost model (DESIGN.md): arithmetic (FLOPs) and memory traffic
+// count_op() is layer 1 of the cost model: arithmetic (FLOPs) and memory traffic
 // (bytes read and written, the accessed footprint of each tensor) of one node, plus its class.
 // It knows the ATen ops that appear when capturing HF GPT-2, BERT, Llama, Mistral, Mixtral and
 // Qwen models, common vision ops, and `accel_sim::attention`. An op it does not know is counted

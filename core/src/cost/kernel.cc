@@ -1,8 +1,9 @@
-// The kernel cost model (layer 3 of DESIGN.md): each op timed as the kernel that runs it.
+// The kernel cost model (layer 3, docs/architecture.md): each op timed as the kernel that runs it.
 //
-// GEMMs (NVIDIA, "Matrix Multiplication Background User's Guide"; ../shared/reference/costmodel.md
-// sec. 2): the library tiles C into Tm x Tn output tiles, one CTA each, processed in waves over
-// the device's SMs/CUs. Time = waves x the time of one tile (2 Tm Tn K at the per-unit sustained
+// GEMMs (NVIDIA, "Matrix Multiplication Background User's Guide",
+// https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/): the
+// library tiles C into Tm x Tn output tiles, one CTA each, processed in waves over the device's
+// SMs/CUs. Time = waves x the time of one tile (2 Tm Tn K at the per-unit sustained
 // matrix rate, K rounded up to the 64-wide main-loop step, plus the tile's fixed prologue and
 // epilogue, as AMD's Origami model charges per tile), or the DRAM time of the operands at the
 // bandwidth GEMM loads reach, whichever is longer, plus the device's kernel floor. The tile shape (and a split-K factor for
@@ -43,8 +44,10 @@ constexpr std::array<std::array<double, 2>, 8> kTiles = {{{256, 128},
 constexpr double kTileK = 64;  // main-loop step along K
 
 // Seconds for a GEMM of `d` whose operands are `in_bytes` and result `out_bytes` per element;
-// `tile_overhead` is the fixed time of each wave of tiles. Split-K partial tiles that fit in the L2 cache are reduced there, at an assumed 4x the DRAM
-// bandwidth (H100's L2 delivers several times its HBM bandwidth; costmodel.md sec. 2.2).
+// `tile_overhead` is the fixed time of each wave of tiles. Split-K partial tiles that fit in the
+// L2 cache are reduced there, at an assumed 4x the DRAM bandwidth (an L2 streams at several times
+// DRAM bandwidth: ~17 vs ~4 TB/s on MI300X in AMD's Origami constants, ROCm/rocm-libraries
+// shared/origami/src/origami/hardware.cpp).
 double gemm_time(const GemmDims& d, double peak, double bandwidth, int units, double in_bytes,
                  double out_bytes, double l2_bytes, double tile_overhead) {
   const double m = static_cast<double>(d.m), n = static_cast<double>(d.n);

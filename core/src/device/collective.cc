@@ -151,7 +151,8 @@ CollectiveEstimate estimate_collective(const CollectiveQuery& q, const SystemSpe
   const double s = q.bytes, p = static_cast<double>(q.ranks), g = static_cast<double>(per_domain);
   const double domains = p / g;
   // On a full mesh (xGMI) a GPU reaches each peer over its own links: a group of g of the
-  // domain's GPUs uses (g - 1) / (domain - 1) of its bandwidth (AMD Primus, costmodel.md 6.4).
+  // domain's GPUs uses (g - 1) / (domain - 1) of its bandwidth (AMD-AGI/Primus,
+  // primus/core/projection/module_profilers/collective_model.py).
   const double mesh_share =
       sys.mesh && sys.scaleup_domain > 1
           ? std::min(1.0, (static_cast<double>(per_domain) - 1.0) / (sys.scaleup_domain - 1.0))

@@ -10,7 +10,8 @@ During a capture (`hf_capture_settings`) a `PreTrainedModel`:
   `is_causal=True` and encoders record no mask at all;
 * assumes its sequences are not packed: with fake tensors transformers cannot look at
   `position_ids` and would otherwise materialize a [B, 1, S, S] mask "in case" rows hold several
-  sequences (capture.md section 6); `find_packed_sequence_indices` answers "not packed";
+  sequences (huggingface/transformers issue #48925); `find_packed_sequence_indices` answers
+  "not packed";
 * runs mixture-of-experts layers with the "grouped_mm" experts implementation (argsort + histc +
   grouped GEMM, static shapes) instead of the eager per-expert loop that needs `nonzero()`.
 

@@ -25,7 +25,7 @@ from accel_sim.errors import UsageError
 from accel_sim.io import fields
 from accel_sim.io.device_file import read_yaml_file
 
-# Defaults of the collective efficiencies (../shared/reference/costmodel.md sec. 6.5):
+# Defaults of the collective efficiencies (nccl-tests measurements, github.com/NVIDIA/nccl-tests/issues):
 # - scale-up: ring collectives on H100 NVLink4 reach ~370 of 450 GB/s (nccl-tests#212), 0.82;
 # - NVLS all-reduce on DGX H100: 476 GB/s busbw for 8 GPUs (nccl-tests#290) is an algbw of
 #   476 x 8/14 = 272 GB/s, 0.60 of the 450 GB/s links;
