@@ -216,8 +216,10 @@ def validate(devices: dict[str, Any], rows: list[KernelRow], split: str = "repor
 _BAND_CACHE: dict[tuple[str, str], tuple[Any, str]] = {}
 
 
-# Band of a class no device has measurements for: the top of the per-kernel error of uncalibrated
-# rooflines (NeuSight, arXiv 2407.13853: roofline baseline 16-52%; KernelSight-LM 22-28%).
+# Band of a class no device has measurements for: the top of the error reported for uncalibrated
+# roofline baselines (16-52% in NeuSight's artefact summary, sitar-lab/NeuSight
+# scripts/asplos/summary/summary.csv, arXiv 2407.13853; 22-28% per kernel in a secondary summary of
+# KernelSight-LM).
 _UNMEASURED_BAND = 0.5
 
 
