@@ -162,6 +162,9 @@ BAD_OVERRIDES = [
      "id 'h200' names the device h200 already"),
     ("device_overrides: {id: h100_96, name: H100 96GB}\nsources: {}\n", "changes none of h100_sxm's figures"),
     ("device_overrides: [96]\nsources: {}\n", "'device_overrides' must be a mapping of keys to values, got a list"),
+    # A null leaves a field out (unknown); a required one cannot be.
+    ("device_overrides: {id: h100_96, name: H100 96GB, memory_gib: null}\nsources: {device_overrides.memory_gib: x}\n",
+     "device_overrides: missing required key 'memory_gib'"),
 ]
 
 
@@ -193,6 +196,11 @@ def test_device_overrides_make_a_variant_of_the_named_device(tmp_path):
     assert (v.spec.memory_bandwidth_bytes_per_s, v.spec.bf16_matrix_flops_per_s) == (3350e9, 989.4e12)
     assert v.spec.kernel.matmul_efficiency == v.variant_of.spec.kernel.matmul_efficiency
     assert (v.sources["memory_gib"], v.sources["peak_tflops.fp8"], v.aliases) == ("a", "c", ())
+    path.write_text(_SYSTEM + "device_overrides: {id: h100_96, name: H100 96GB, tdp_w: null, peak_tflops: {fp8: null}}\n"
+                              "sources: {device_overrides.tdp_w: unknown, device_overrides.peak_tflops: unknown}\n")
+    unknown = load_system_file(path).device_variant
+    assert (unknown.spec.tdp_w, unknown.spec.fp8_matrix_flops_per_s, "fp8" in unknown.peak_tflops) == (0, 0, False)
+    assert "tdp_w" not in unknown.sources and unknown.spec.bf16_matrix_flops_per_s == 989.4e12
 
 
 def test_a_bad_override_is_one_line_on_the_command_line(tmp_path):
@@ -202,3 +210,24 @@ def test_a_bad_override_is_one_line_on_the_command_line(tmp_path):
                      "--global-batch", "8", "--seq", "1024")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().count("\n") == 0 and "'memory_gib' must be at most 1e+06" in result.stderr
+
+
+def test_the_dgx_gh200_runs_the_96_gb_h100_of_the_gh200_datasheet():
+    from accel_sim.io.system_file import resolve_system
+
+    entry = resolve_system("dgx-gh200")
+    v = entry.device_variant.spec
+    # GH200 datasheet: 96GB HBM3, up to 4 TB/s; the H100 SXM5's tensor peaks (dense BF16 990 TFLOP/s, the
+    # whitepaper's 989.4) and clock; no GPU power or price of its own (left out, unknown).
+    assert (v.id, v.memory_bytes, v.memory_bandwidth_bytes_per_s) == ("gh200_h100_96gb", 96 * 2**30, 4000e9)
+    assert (v.bf16_matrix_flops_per_s, v.clock_hz, v.tdp_w, v.price_usd_per_hour) == (989.4e12, 1830e6, 0, 0)
+    assert (entry.spec.scaleup_domain, entry.spec.scaleup.bandwidth_bytes_per_s) == (256, 450e9)
+    listed = {s["id"]: s for s in json.loads(run_cli("systems", "--json").stdout)}["dgx_gh200"]
+    assert (listed["device"], listed["device_variant_of"]) == ("gh200_h100_96gb", "h100_sxm")
+    # Llama-3-8B data-parallel over 8 GPUs needs about 82 GiB per GPU: over the DGX H100's 80, within the GH200's 96.
+    run = ["train", "--model", "llama-3-8b", "--gpus", "8", "--dp", "8", "--global-batch", "8", "--seq", "4096", "--json"]
+    on_h100 = run_cli(*run, "--system", "dgx_h100")
+    assert on_h100.returncode == 2 and "more than the device's 85 GB" in on_h100.stderr
+    d = json.loads(run_cli(*run, "--system", "dgx_gh200").stdout)
+    assert (d["device"], d["device_variant_of"], d["fits"]) == ("gh200_h100_96gb", "h100_sxm", True)
+    assert 80 * 2**30 < d["memory_per_gpu_bytes"] <= 96 * 2**30

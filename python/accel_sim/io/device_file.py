@@ -165,9 +165,11 @@ _ID = re.compile(r"[a-z0-9_]+")
 
 def parse_variant(base: DeviceEntry, overrides: dict, sources: dict[str, str], where: str) -> DeviceEntry:
     """A variant of the device `base`: the keys of its file with `overrides` in their place (a
-    `peak_tflops` or `kernel` mapping replaces only the entries it names), checked as a device file
-    is (`parse_device`). `sources` says where each overridden key's value comes from; `where`
-    names the overrides in error messages. The variant has no aliases."""
+    `peak_tflops` or `kernel` mapping replaces only the entries it names; a null value leaves the
+    key out, unknown for the variant, as device files leave out what is not known), checked as a
+    device file is (`parse_device`). `sources` says where each overridden key's value comes from,
+    or why it is unknown; `where` names the overrides in error messages. The variant has no
+    aliases."""
     for key in overrides:
         if key not in VARIANT_KEYS:
             raise UsageError(f"{where}: unknown key '{key}' (a variant may set {', '.join(VARIANT_KEYS)})")
@@ -191,9 +193,13 @@ def parse_variant(base: DeviceEntry, overrides: dict, sources: dict[str, str], w
     merged_sources = dict(data.get("sources") or {})
     for key in changed:
         value = overrides[key]
-        if key in ("peak_tflops", "kernel"):
+        if value is None:
+            data.pop(key, None)  # a required key left out is reported missing by parse_device
+            merged_sources.pop(key, None)
+        elif key in ("peak_tflops", "kernel"):
             fields.mapping(value, where, key)
-            data[key] = dict(data.get(key) or {}) | value
+            merged = dict(data.get(key) or {}) | value
+            data[key] = {k: v for k, v in merged.items() if v is not None}
             merged_sources.setdefault(key, sources[key])
             merged_sources.update({f"{key}.{sub}": sources[key] for sub in value})
         else:
