@@ -156,3 +156,16 @@ def test_a_variant_of_a_device_of_a_device_file(tmp_path, capsys):
     assert (d["device"], d["device_variant_of"], d["fits"]) == ("acme_h1_96", "acme_h1", True)
     assert main(run) == 2
     assert "device: unknown device 'acme_h1'" in capsys.readouterr().err
+
+
+def test_the_html_reports_say_the_clock_was_overridden(tmp_path, capsys):
+    run = TRAIN[:5] + ["--gpus", "8", "--tp", "8", "--global-batch", "8", "--seq", "4096", "--clock-mhz", "915"]
+    pages = {name: tmp_path / f"{name}.html" for name in ("train", "plan", "serve")}
+    assert main(run + ["--html", str(pages["train"])]) == 0
+    assert main(PLAN[:5] + ["--gpus", "8", "--global-batch", "8", "--seq", "4096", "--tp", "8", "--quiet",
+                            "--clock-mhz", "915", "--html", str(pages["plan"])]) == 0
+    assert main(SERVE + ["--clock-mhz", "915", "--html", str(pages["serve"])]) == 0
+    capsys.readouterr()
+    label = "NVIDIA H100 SXM5 80GB at 915 MHz (clock overridden; its file: 1830 MHz)"
+    assert label in pages["train"].read_text() and label in pages["plan"].read_text()
+    assert "clock overridden: 915 MHz" in pages["serve"].read_text()

@@ -1,8 +1,9 @@
 """System files (`data/systems/*.yaml`): clusters as data, read into the core's SystemSpec.
 
-A system names its accelerator (a device id), its nodes, its scale-up domain (bandwidth per GPU
-and direction, per-step latency, in-network reduction, switched / mesh / torus / pcie) and its
-scale-out NICs, every number with a `sources` entry; `estimated` lists the fields that are
+A system names its accelerator (a device id; `device_overrides` make it a variant of that device,
+its overridden fields checked as a device file's), its nodes, its scale-up domain (bandwidth per
+GPU and direction, per-step latency, in-network reduction, switched / mesh / torus / pcie) and its
+scale-out NICs, every number with a `sources` entry (docs/formats/system.md); `estimated` lists the fields that are
 estimates rather than published figures (reports name them); `measured` lists published
 nccl-tests (or rccl-tests) bus bandwidths, which `accel-sim validate` compares with the
 collective model.
