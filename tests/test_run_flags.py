@@ -6,11 +6,13 @@ nor an inf or NaN in the output)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from accel_sim.cli.main import main
+from accel_sim.io.device_file import builtin_device_files
 
 TRAIN = ["train", "--model", "llama-3-8b", "--system", "dgx_h100", "--global-batch", "8", "--seq", "4096"]
 SERVE = ["serve", "--model", "llama-3-8b", "--qps", "4", "--requests", "20", "--input-len", "500", "--output-len", "50"]
@@ -19,6 +21,8 @@ SWEEP = ["sweep", "--model", "llama-3-8b"]
 ATTENTION = ["kernel", "attention", "--heads", "8", "--seq-q", "512", "--head-dim", "64"]
 # Traces written by the test: timestamps half a second apart, all at 0, and lengths only.
 TIMED, AT_ONCE, PLAIN = "<timed trace>", "<trace at once>", "<plain trace>"
+# A device file the test writes: the shipped H100 SXM as `acme_h1`.
+DEVICE = "<device file>"
 
 REFUSED = [
     # train: a layout without data, pipeline or sequence parallelism, a dense model, the roofline.
@@ -32,6 +36,17 @@ REFUSED = [
       "--tp", "8", "--dp", "2", "--expert-imbalance", "2"], "with --ep 1 every rank runs every expert"),
     (TRAIN + ["--gpus", "8", "--dp", "8", "--seq", "1024", "--cost-model", "roofline", "--attention-impl", "flash3"],
      "the roofline costs every kernel alike"),
+    # train and plan: the device of the run and its clock.
+    (TRAIN + ["--gpus", "8", "--dp", "8", "--seq", "1024", "--cost-model", "roofline", "--clock-mhz", "1000"],
+     "--clock-mhz applies to the kernel cost model; the roofline has no clock"),
+    (TRAIN + ["--gpus", "8", "--dp", "8", "--seq", "1024", "--device", "h100_nvl", "--clock-mhz", "1000"],
+     "h100_nvl's file gives no clock_mhz"),
+    (TRAIN + ["--gpus", "8", "--dp", "8", "--seq", "1024", "--device-file", DEVICE],
+     "gives acme_h1, which this run does not use: its GPUs are h100_sxm (the device of dgx_h100; --device picks another)"),
+    (TRAIN + ["--gpus", "8", "--dp", "8", "--seq", "1024", "--device", "a100", "--device-file", DEVICE],
+     "gives acme_h1, which this run does not use: its GPUs are a100_80gb (--device)"),
+    (PLAN + ["--cost-model", "roofline", "--clock-mhz", "1000"], "the roofline has no clock"),
+    (PLAN + ["--device-file", DEVICE], "gives acme_h1, which this run does not use"),
     # plan
     (PLAN + ["--json", "--train-tokens", "15T"], "--train-tokens sets the days to train in the text report"),
     (PLAN + ["--expert-imbalance", "2"], "llama-3-8b is dense"),
@@ -46,6 +61,9 @@ REFUSED = [
     (SERVE + ["--scheduler", "static", "--prefix-caching"], "static reserves each request's whole prompt and output"),
     (SERVE + ["--cost-model", "roofline", "--attention-impl", "flash3"], "the roofline costs every kernel alike"),
     (SERVE + ["--trace-steps", "5"], "give --trace FILE"),
+    (SERVE + ["--cost-model", "roofline", "--clock-mhz", "1000"], "the roofline has no clock"),
+    (SERVE + ["--devices", "h100,h100_nvl", "--clock-mhz", "1000"], "h100_nvl's file gives no clock_mhz"),
+    (SERVE + ["--device-file", DEVICE], "gives acme_h1, which this run does not use: its GPUs are h100_sxm"),
     # serve: the workload.
     (SERVE + ["--prefix-caching"], "generated requests share no prefix"),
     (SERVE + ["--burstiness", "3"], "poisson arrivals have none"),
@@ -78,7 +96,11 @@ REFUSED = [
 
 
 def _traces(tmp_path: Path) -> dict[str, str]:
-    paths = {TIMED: tmp_path / "timed.jsonl", AT_ONCE: tmp_path / "at_once.jsonl", PLAIN: tmp_path / "plain.jsonl"}
+    """The files the argument lists name by placeholder: traces and a device file."""
+    paths = {TIMED: tmp_path / "timed.jsonl", AT_ONCE: tmp_path / "at_once.jsonl", PLAIN: tmp_path / "plain.jsonl",
+             DEVICE: tmp_path / "acme_h1.yaml"}
+    stock = next(p for p in builtin_device_files() if p.stem == "h100_sxm").read_text()
+    paths[DEVICE].write_text(re.sub(r"(?m)^aliases: .*$", "aliases: []", stock.replace("id: h100_sxm", "id: acme_h1")))
     paths[TIMED].write_text("".join(json.dumps({"arrival_s": 0.5 * i, "input_len": 100 + i, "output_len": 10}) + "\n"
                                     for i in range(8)))
     paths[AT_ONCE].write_text("".join(json.dumps({"arrival_s": 3.0, "input_len": 100 + i, "output_len": 10}) + "\n"
@@ -154,6 +176,9 @@ NUMBERS = [
     (TRAIN + ["--gpus", "8", "--dp", "8", "--seq", BIG], "--seq"),
     (TRAIN + ["--gpus", "8", "--dp", "8", "--global-batch", BIG], "--global-batch"),
     (TRAIN + ["--gpus", BIG, "--dp", "8"], "--gpus"),
+    (TRAIN + ["--gpus", "8", "--dp", "8", "--clock-mhz", "1e-300"], "--clock-mhz"),  # a kernel's time past 1e308 s
+    (PLAN + ["--clock-mhz", "inf"], "--clock-mhz"),
+    (SERVE + ["--clock-mhz", "0"], "--clock-mhz"),
     (PLAN + ["--top", BIG], "--top"),
     (PLAN[:5] + ["--gpus", BIG] + PLAN[7:], "--gpus"),
     (PLAN[:7] + ["--global-batch", BIG] + PLAN[9:], "--global-batch"),

@@ -130,3 +130,104 @@ def test_published_training_runs_are_reported():
     assert all(r["predicted_tokens_per_s_per_gpu"] or r["reason"] for r in runs)
     predicted = [r for r in runs if r["error"] is not None]
     assert len(predicted) >= 10 and all(-0.5 < r["error"] < 0.5 for r in predicted)
+
+
+# ---- device_overrides: a system of a device variant ------------------------------------------------
+
+_SYSTEM = ("id: var\nname: Var\ndevice: h100_sxm\ngpus_per_node: 8\n"
+           "scaleup: {domain_size: 8, bandwidth_gbs: 450, latency_us: 0.6}\n"
+           "scaleout: {nics_per_gpu: 1, nic_bandwidth_gbs: 50, latency_us: 2.7}\n")
+
+BAD_OVERRIDES = [
+    # Each number is held to the bounds of a device file (io/device_file.py).
+    ("device_overrides: {id: h100_96, name: H100 96GB, memory_gib: 2000000}\n"
+     "sources: {device_overrides.memory_gib: x}\n", "device_overrides: 'memory_gib' must be at most 1e+06, got 2000000"),
+    ("device_overrides: {id: h100_96, name: H100 96GB, tdp_w: -500}\nsources: {device_overrides.tdp_w: x}\n",
+     "device_overrides: 'tdp_w' must be at least 0, got -500"),
+    ("device_overrides: {id: h100_96, name: H100 96GB, memory_bandwidth_gbs: .nan}\n"
+     "sources: {device_overrides.memory_bandwidth_gbs: x}\n", "'memory_bandwidth_gbs' must be a finite number"),
+    ("device_overrides: {id: h100_96, name: H100 96GB, peak_tflops: {fp6: 1}}\n"
+     "sources: {device_overrides.peak_tflops: x}\n", "unknown dtype 'peak_tflops.fp6'"),
+    ("device_overrides: {id: h100_96, name: H100 96GB, kernel: {matmul_efficiency: 2}}\n"
+     "sources: {device_overrides.kernel: x}\n", "'kernel.matmul_efficiency' must be a fraction in [1e-06, 1], got 2"),
+    ("device_overrides: {id: h100_96, name: H100 96GB, memory_gb: 96}\nsources: {device_overrides.memory_gb: x}\n",
+     "device_overrides: unknown key 'memory_gb' (a variant may set id, name, clock_mhz"),
+    ("device_overrides: {id: h100_96, name: H100 96GB, memory_gib: 96}\nsources: {}\n",
+     "'device_overrides.memory_gib' needs a 'sources.device_overrides.memory_gib' entry"),
+    ("device_overrides: {name: H100 96GB, memory_gib: 96}\nsources: {device_overrides.memory_gib: x}\n",
+     "device_overrides: missing 'id': a variant of h100_sxm needs an id of its own"),
+    ("device_overrides: {id: H100-96, name: H100 96GB, memory_gib: 96}\nsources: {device_overrides.memory_gib: x}\n",
+     "'id' must be lowercase letters, digits and '_', got 'H100-96'"),
+    ("device_overrides: {id: h200, name: H100 96GB, memory_gib: 96}\nsources: {device_overrides.memory_gib: x}\n",
+     "id 'h200' names the device h200 already"),
+    ("device_overrides: {id: h100_96, name: H100 96GB}\nsources: {}\n", "changes none of h100_sxm's figures"),
+    ("device_overrides: [96]\nsources: {}\n", "'device_overrides' must be a mapping of keys to values, got a list"),
+    # A null leaves a field out (unknown); a required one cannot be.
+    ("device_overrides: {id: h100_96, name: H100 96GB, memory_gib: null}\nsources: {device_overrides.memory_gib: x}\n",
+     "device_overrides: missing required key 'memory_gib'"),
+]
+
+
+@pytest.mark.parametrize("overrides,message", BAD_OVERRIDES, ids=[m[:40] for _, m in BAD_OVERRIDES])
+def test_device_overrides_are_checked_as_a_device_file(overrides, message, tmp_path):
+    from accel_sim.errors import UsageError
+    from accel_sim.io.system_file import load_system_file
+
+    path = tmp_path / "var.yaml"
+    path.write_text(_SYSTEM + overrides)
+    with pytest.raises(UsageError) as raised:
+        load_system_file(path)
+    assert str(raised.value).startswith(f"{path}: ") and message in str(raised.value), str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+def test_device_overrides_make_a_variant_of_the_named_device(tmp_path):
+    from accel_sim.io.system_file import load_system_file
+
+    path = tmp_path / "var.yaml"
+    path.write_text(_SYSTEM + "device_overrides: {id: h100_96, name: H100 96GB, memory_gib: 96, tdp_w: 500, "
+                              "peak_tflops: {fp8: 1000}}\nsources: {device_overrides.memory_gib: a, "
+                              "device_overrides.tdp_w: b, device_overrides.peak_tflops: c}\n")
+    entry = load_system_file(path)
+    v = entry.device_variant
+    assert (entry.spec.device, entry.device_overrides, v.variant_of.spec.id) == ("h100_96", ("memory_gib", "tdp_w", "peak_tflops"), "h100_sxm")
+    # The named fields change; every other figure is h100_sxm's (80 GiB, 3,350 GB/s, 700 W, BF16 989.4 TFLOP/s).
+    assert (v.spec.memory_bytes, v.spec.tdp_w, v.spec.fp8_matrix_flops_per_s) == (96 * 2**30, 500, 1000e12)
+    assert (v.spec.memory_bandwidth_bytes_per_s, v.spec.bf16_matrix_flops_per_s) == (3350e9, 989.4e12)
+    assert v.spec.kernel.matmul_efficiency == v.variant_of.spec.kernel.matmul_efficiency
+    assert (v.sources["memory_gib"], v.sources["peak_tflops.fp8"], v.aliases) == ("a", "c", ())
+    path.write_text(_SYSTEM + "device_overrides: {id: h100_96, name: H100 96GB, tdp_w: null, peak_tflops: {fp8: null}}\n"
+                              "sources: {device_overrides.tdp_w: unknown, device_overrides.peak_tflops: unknown}\n")
+    unknown = load_system_file(path).device_variant
+    assert (unknown.spec.tdp_w, unknown.spec.fp8_matrix_flops_per_s, "fp8" in unknown.peak_tflops) == (0, 0, False)
+    assert "tdp_w" not in unknown.sources and unknown.spec.bf16_matrix_flops_per_s == 989.4e12
+
+
+def test_a_bad_override_is_one_line_on_the_command_line(tmp_path):
+    path = tmp_path / "var.yaml"
+    path.write_text(_SYSTEM + BAD_OVERRIDES[0][0])
+    result = run_cli("train", "--model", "gpt2", "--system", str(path), "--gpus", "8", "--dp", "8",
+                     "--global-batch", "8", "--seq", "1024")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().count("\n") == 0 and "'memory_gib' must be at most 1e+06" in result.stderr
+
+
+def test_the_dgx_gh200_runs_the_96_gb_h100_of_the_gh200_datasheet():
+    from accel_sim.io.system_file import resolve_system
+
+    entry = resolve_system("dgx-gh200")
+    v = entry.device_variant.spec
+    # GH200 datasheet: 96GB HBM3, up to 4 TB/s; the H100 SXM5's tensor peaks (dense BF16 990 TFLOP/s, the
+    # whitepaper's 989.4) and clock; no GPU power or price of its own (left out, unknown).
+    assert (v.id, v.memory_bytes, v.memory_bandwidth_bytes_per_s) == ("gh200_h100_96gb", 96 * 2**30, 4000e9)
+    assert (v.bf16_matrix_flops_per_s, v.clock_hz, v.tdp_w, v.price_usd_per_hour) == (989.4e12, 1830e6, 0, 0)
+    assert (entry.spec.scaleup_domain, entry.spec.scaleup.bandwidth_bytes_per_s) == (256, 450e9)
+    listed = {s["id"]: s for s in json.loads(run_cli("systems", "--json").stdout)}["dgx_gh200"]
+    assert (listed["device"], listed["device_variant_of"]) == ("gh200_h100_96gb", "h100_sxm")
+    # Llama-3-8B data-parallel over 8 GPUs needs about 82 GiB per GPU: over the DGX H100's 80, within the GH200's 96.
+    run = ["train", "--model", "llama-3-8b", "--gpus", "8", "--dp", "8", "--global-batch", "8", "--seq", "4096", "--json"]
+    on_h100 = run_cli(*run, "--system", "dgx_h100")
+    assert on_h100.returncode == 2 and "more than the device's 85 GB" in on_h100.stderr
+    d = json.loads(run_cli(*run, "--system", "dgx_gh200").stdout)
+    assert (d["device"], d["device_variant_of"], d["fits"]) == ("gh200_h100_96gb", "h100_sxm", True)
+    assert 80 * 2**30 < d["memory_per_gpu_bytes"] <= 96 * 2**30

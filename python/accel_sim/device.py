@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from accel_sim import _core
 from accel_sim.errors import UsageError
@@ -26,6 +26,13 @@ def catalog() -> DeviceCatalog:
     if _catalog is None:
         _catalog = DeviceCatalog.builtin()
     return _catalog
+
+
+def catalog_with(device_files: Sequence[str | Path] = ()) -> DeviceCatalog:
+    """The shipped devices and those of `device_files` (a name reaching two devices is an error)."""
+    if not device_files:
+        return catalog()
+    return DeviceCatalog(catalog().entries + [load_device_file(p) for p in device_files])
 
 
 class Device:
@@ -123,6 +130,14 @@ class Device:
         )
 
 
+def device_label(spec: Any, clock_mhz: float | None = None) -> str:
+    """A device's name as a report prints it, saying when the kernel model's clock was overridden
+    (`clock_mhz`, the run's --clock-mhz, or None)."""
+    if clock_mhz is None:
+        return spec.name
+    return f"{spec.name} at {clock_mhz:g} MHz (clock overridden; its file: {spec.clock_hz / 1e6:g} MHz)"
+
+
 def resolve_device(device: Any, device_files: list[str] = ()) -> Device:
     """A Device from a Device, a legacy DeviceProfile, a core DeviceSpec or a name."""
     if isinstance(device, Device):
@@ -134,7 +149,6 @@ def resolve_device(device: Any, device_files: list[str] = ()) -> Device:
         return Device.from_entry(DeviceEntry(spec=device, path="(Python)"))
     if isinstance(device, str):
         if device_files:
-            entries = [load_device_file(p) for p in device_files]
-            return Device.from_entry(DeviceCatalog(catalog().entries + entries).resolve(device))
+            return Device.from_entry(catalog_with(device_files).resolve(device))
         return Device(device)
     raise UsageError(f"cannot use {type(device).__name__} as a device (give a name or a Device)")

@@ -128,7 +128,8 @@ def plan_runs(args: argparse.Namespace) -> list[tuple[Any, Any, int, Any, float]
     from accel_sim.errors import UsageError
     from accel_sim.io.system_file import resolve_system, with_scaleup_domain
 
-    systems = [with_scaleup_domain(resolve_system(s.strip()), args.scaleup_domain) for s in args.system.split(",") if s.strip()]
+    systems = [with_scaleup_domain(resolve_system(s.strip(), device_files=args.device_file), args.scaleup_domain,
+                                   args.device_file) for s in args.system.split(",") if s.strip()]
     if not systems:
         raise UsageError("--system names no system (see `accel-sim systems`)")
     if not 0 <= args.threads <= MAX_THREADS:
@@ -138,7 +139,7 @@ def plan_runs(args: argparse.Namespace) -> list[tuple[Any, Any, int, Any, float]
         raise UsageError(f"--top must be at least 1 (got {args.top})")
     runs = []
     for entry in systems:
-        run = run_inputs(args, entry.spec.device)
+        run = run_inputs(args, entry)
         for gpus in args.gpus:
             space = _space(args, run.spec, gpus, global_batch)
             progress = Progress(f"plan {run.spec.name} on {gpus} x {entry.spec.id}", args.quiet or args.json)
@@ -173,7 +174,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     global_batch = _global_batch(args)
     if args.json:
         out = [{"schema": "accel-sim/plan", "schema_version": SCHEMA_VERSION, "model": run.spec.name, "system": entry.spec.id, "device": run.device.id,
-                "gpus": gpus, "seq": args.seq, "global_batch": global_batch, "search_s": secs,
+                **run.device_dict(), "gpus": gpus, "seq": args.seq, "global_batch": global_batch, "search_s": secs,
                 "candidates": r.candidates, "evaluated": r.evaluated, "feasible": r.feasible, "profiles": r.profiles,
                 "best": [_candidate_dict(c) for c in r.best],
                 "best_infeasible": [_candidate_dict(c) for c in r.best_infeasible],
@@ -209,7 +210,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def _print_plan(entry: Any, run: Any, gpus: int, r: Any, secs: float, *, args: argparse.Namespace,
                 global_batch: int) -> None:
-    print(f"accel-sim plan · {run.spec.name} on {gpus:,} x {run.device.name} ({entry.spec.name}) · "
+    print(f"accel-sim plan · {run.spec.name} on {gpus:,} x {run.device_label} ({entry.spec.name}) · "
           f"global batch {global_batch:,} x {args.seq:,} tokens · {args.precision}")
     print(f"  searched {r.candidates:,} configurations in {secs:.1f} s: {r.evaluated:,} composed from "
           f"{r.profiles:,} stage profiles, {r.feasible:,} fit")
@@ -241,6 +242,9 @@ def _print_plan(entry: Any, run: Any, gpus: int, r: Any, secs: float, *, args: a
 def _print_sweep(runs: list, args: argparse.Namespace, global_batch: int) -> None:
     model = runs[0][1].spec.name
     print(f"accel-sim plan · {model} · global batch {global_batch:,} x {args.seq:,} tokens · best configuration per cluster size")
+    if args.device or args.clock_mhz is not None or any(run.variant_of for _, run, *_ in runs):
+        shown = dict.fromkeys(f"{entry.spec.id}: {run.device_label}" for entry, run, *_ in runs)
+        print(f"  GPUs         {' · '.join(shown)}")
     print()
     print(f"  {'system':<22} {'GPUs':>7} {'best configuration':<44} {'step':>9} {'MFU':>6} {'days':>8}   searched")
     for entry, _, gpus, r, secs in runs:

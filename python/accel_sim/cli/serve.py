@@ -10,7 +10,7 @@ import re
 import sys
 from typing import Any
 
-from accel_sim.cli.flags import COUNT, FRACTION, POSITIVE, RESERVE_FRACTION, SEED, counts_up_to
+from accel_sim.cli.flags import CLOCK_MHZ, COUNT, FRACTION, POSITIVE, RESERVE_FRACTION, SEED, counts_up_to
 from accel_sim.cli.progress import Progress
 from accel_sim.report.json_report import SCHEMA_VERSION
 
@@ -146,6 +146,7 @@ def add_parser(sub: Any) -> None:
     o.add_argument("--find-max-qps", action="store_true", help="search the highest rate meeting the SLOs")
     o.add_argument("--cost-model", default="kernel")
     o.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn"), default="flash2")
+    o.add_argument("--clock-mhz", **CLOCK_MHZ, help="core clock override for the kernel model (a power-capped or down-clocked part)")
     o.add_argument("--no-cuda-graphs", action="store_true", help="charge host launch overhead per kernel (default: engines replay CUDA graphs)")
     o.add_argument("--trace", metavar="FILE", help="write the first steps of every engine as a Perfetto / Chrome trace")
     o.add_argument("--trace-steps", **COUNT, default=20000, help="steps kept for --trace (default: 20000)")
@@ -337,6 +338,8 @@ def _replica(args: argparse.Namespace, device: Any) -> Any:
     o.cost_model = args.cost_model
     o.cost.cuda_graphs = not args.no_cuda_graphs
     o.cost.attention_impl = getattr(_core.AttentionImpl, args.attention_impl)
+    if args.clock_mhz is not None:
+        o.cost.clock_hz = args.clock_mhz * 1e6
     r.simulate = o
     return r
 
@@ -426,6 +429,7 @@ def serve_runs(args: argparse.Namespace) -> tuple[list, list]:
     ServeResult, MaxQpsResult or None), failed (device spec, why) for devices that cannot serve
     the model (with one device, that is a UsageError instead)."""
     from accel_sim import _core
+    from accel_sim.cli.train import check_clock, refuse_unused_device_files
     from accel_sim.device import resolve_device
     from accel_sim.errors import UsageError
     from accel_sim.io.model_config import load_model_spec
@@ -442,10 +446,14 @@ def serve_runs(args: argparse.Namespace) -> tuple[list, list]:
     for flag in ("slo_ttft_p99", "slo_tpot_p99"):
         if getattr(args, flag):
             parse_duration(getattr(args, flag), "--" + flag.replace("_", "-"))
+    entries = [resolve_device(name, args.device_file).entry for name in devices]
+    refuse_unused_device_files(args.device_file, entries, f"its GPUs are {', '.join(e.spec.id for e in entries)} "
+                               "(--device or --devices picks the device)")
+    check_clock(args, [e.spec for e in entries])
     wspec, workload = _workload(args, spec)
     rows, failed = [], []
-    for name in devices:
-        device = resolve_device(name, args.device_file).spec
+    for entry in entries:
+        device = entry.spec
         replica = _replica(args, device)
         config = _config(args, replica, device)
         try:
@@ -474,6 +482,7 @@ def serve_runs(args: argparse.Namespace) -> tuple[list, list]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from accel_sim.device import device_label
     from accel_sim.io.model_config import load_model_spec
 
     spec = load_model_spec(args.model, dtype=args.dtype, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
@@ -484,7 +493,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         device, _, result, _ = rows[0]
         write_serve_trace(args.trace, result, replicas=args.replicas, engines_per_replica=args.pp,
-                          title=f"{spec.name} on {args.replicas} x {args.tp * args.pp} {device.name}")
+                          title=f"{spec.name} on {args.replicas} x {args.tp * args.pp} {device_label(device, args.clock_mhz)}")
     if args.html:
         from accel_sim.report.html_report import write_html
         from accel_sim.report.html_runs import serve_html
@@ -492,7 +501,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         slo = {"ttft_p99_s": parse_duration(args.slo_ttft_p99) if args.slo_ttft_p99 else None,
                "tpot_p99_s": parse_duration(args.slo_tpot_p99) if args.slo_tpot_p99 else None}
         write_html(args.html, serve_html(model=spec.name, rows=rows, slo=slo,
-                                         subtitle=f"{args.scheduler} scheduler · {args.replicas} replica(s) · TP {args.tp} PP {args.pp}"))
+                                         subtitle=f"{args.scheduler} scheduler · {args.replicas} replica(s) · TP {args.tp} PP {args.pp}"
+                                         + (f" · clock overridden: {args.clock_mhz:g} MHz" if args.clock_mhz is not None else "")))
     if args.json:
         out = {"schema": "accel-sim/serve", "schema_version": SCHEMA_VERSION, "model": spec.name, "scheduler": args.scheduler,
                "replicas": args.replicas, "tp": args.tp, "pp": args.pp,
@@ -501,7 +511,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                "results": []}
         for device, costs, r, found in rows:
             m = costs.memory
-            out["results"].append({"device": device.id, "max_qps": found.qps if found else None,
+            out["results"].append({"device": device.id, "device_name": device.name, "clock_override_mhz": args.clock_mhz,
+                                   "max_qps": found.qps if found else None,
                                    "max_qps_per_gpu": found.qps_per_gpu if found else None, "memory_per_gpu": {
                 "weights_bytes": m.weight_bytes, "activations_bytes": m.activation_bytes, "kv_cache_bytes": m.kv_bytes,
                 "kv_blocks_per_engine": m.kv_blocks}} | result_dict(r))
@@ -510,7 +521,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 0
     scheduler = args.scheduler + (f" chunk {args.chunk}" if args.scheduler == "sarathi" else "")
     for device, costs, r, found in rows:
-        head = (f"accel-sim serve · {spec.name} on {args.replicas} x {args.tp * args.pp} {device.name}"
+        head = (f"accel-sim serve · {spec.name} on {args.replicas} x {args.tp * args.pp} {device_label(device, args.clock_mhz)}"
                 + (f" (TP {args.tp}" + (f" PP {args.pp}" if args.pp > 1 else "") + ")" if args.tp * args.pp > 1 else "")
                 + f" · {scheduler} · " + (f"{args.disaggregate} prefill + {args.replicas - args.disaggregate} decode replicas · "
                                           if args.disaggregate else "")

@@ -84,6 +84,7 @@ def cmd_systems(args: argparse.Namespace) -> int:
     entries = [load_system_file(f) for f in args.system_file] + builtin_systems()
     if args.json:
         print(json.dumps([{"id": e.spec.id, "name": e.spec.name, "device": e.spec.device,
+                           "device_variant_of": e.device_variant.variant_of.spec.id if e.device_variant else None,
                            "gpus_per_node": e.spec.gpus_per_node, "scaleup_domain": e.spec.scaleup_domain,
                            "scaleup_gbs": e.spec.scaleup.bandwidth_bytes_per_s / 1e9, "scaleup_topology": e.topology,
                            "in_network_reduction": e.spec.in_network_reduction, "nics_per_gpu": e.spec.nics_per_gpu,
@@ -98,6 +99,10 @@ def cmd_systems(args: argparse.Namespace) -> int:
                   "yes" if e.spec.in_network_reduction else "no", f"{e.spec.nics_per_gpu:g}",
                   f"{e.spec.scaleout.bandwidth_bytes_per_s / 1e9:g}") for e in entries],
                 [False, False, False, True, True, True, False, False, True, True]))
+    for e in entries:
+        if e.device_variant is not None:
+            print(f"  {e.spec.id}: {e.spec.device} is {e.device_variant.variant_of.spec.id} with its own "
+                  f"{', '.join(e.device_overrides)} (device_overrides)")
     for e in entries:
         if e.estimated:
             print(f"  {e.spec.id}: {', '.join(e.estimated)} estimated, not published (see its sources)")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from accel_sim.cli.flags import AT_LEAST_ONE, COUNT
+from accel_sim.cli.flags import AT_LEAST_ONE, CLOCK_MHZ, COUNT
 from accel_sim.report.json_report import SCHEMA_VERSION
 
 PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8-mixed", "bf16", "fp16", "fp32")
@@ -27,6 +28,11 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-tp-overlap", action="store_true",
                    help="expose the TP collectives (default: with SP they overlap their GEMMs, Megatron-LM's --tp-comm-overlap as NeMo's recipes run it)")
     p.add_argument("--cost-model", default="kernel")
+    p.add_argument("--device", metavar="NAME", help="the GPUs of the run, in place of the system's own (its fabric stays): a "
+                   "shipped device or one of --device-file")
+    p.add_argument("--device-file", action="append", default=[], metavar="FILE",
+                   help="a device file (docs/formats/device.md) the system or --device names; repeatable")
+    p.add_argument("--clock-mhz", **CLOCK_MHZ, help="core clock override for the kernel model (a power-capped or down-clocked part)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -36,17 +42,64 @@ class RunInputs:
     base: Any     # _core.BuildOptions (sequence, numerics)
     options: Any  # _core.SimulateOptions
     device: Any   # _core.DeviceSpec
+    clock_mhz: float | None = None  # the kernel model's clock override, or None
+    variant_of: str | None = None   # the device id the system's device_overrides vary, or None
+
+    @property
+    def device_label(self) -> str:
+        """The device as reports name it, with its clock when overridden."""
+        from accel_sim.device import device_label
+
+        return device_label(self.device, self.clock_mhz)
+
+    def device_dict(self) -> dict:
+        """What the JSON reports add of the device: its name, the clock override (null: the
+        device file's clock) and the device its system's device_overrides vary (null: none)."""
+        return {"device_name": self.device.name, "clock_override_mhz": self.clock_mhz, "device_variant_of": self.variant_of}
 
 
-def run_inputs(args: argparse.Namespace, system_device: str) -> RunInputs:
-    from accel_sim import _core
+def system_device(args: argparse.Namespace, entry: Any) -> Any:
+    """The DeviceEntry a train or plan run uses on the system `entry`: --device, else the system's
+    device variant (its `device_overrides`), else the device it names; from the shipped devices
+    and --device-file. A --device-file whose device the run does not use is refused."""
     from accel_sim.device import resolve_device
+
+    if args.device:
+        device = resolve_device(args.device, args.device_file).entry
+    elif entry.device_variant is not None:
+        device = entry.device_variant
+    else:
+        device = resolve_device(entry.spec.device, args.device_file).entry
+    why = "--device" if args.device else f"the device of {entry.spec.id}; --device picks another"
+    refuse_unused_device_files(args.device_file, [device], f"its GPUs are {device.spec.id} ({why})")
+    return device
+
+
+def refuse_unused_device_files(device_files: list[str], used: list[Any], why: str) -> None:
+    """A UsageError for a --device-file that defines none of the devices `used` (DeviceEntry, a
+    variant counting as its base's file), ending in `why`: a device file the run ignores would
+    leave the user believing their device was simulated."""
+    from accel_sim.errors import UsageError
+    from accel_sim.io.device_file import load_device_file
+
+    files = [u.variant_of.path if u.variant_of is not None else u.path for u in used]
+    paths = {str(Path(f).resolve()) for f in files if Path(f).is_file()}
+    for f in device_files:
+        if str(Path(f).resolve()) not in paths:
+            raise UsageError(f"--device-file {f} gives {load_device_file(f).spec.id}, which this run does not use: {why}")
+
+
+def run_inputs(args: argparse.Namespace, entry: Any) -> RunInputs:
+    """The model, numerics, options and device of a train or plan run on the system `entry`."""
+    from accel_sim import _core
     from accel_sim.errors import UsageError
     from accel_sim.io.model_config import load_model_spec
 
     if args.seq < 1:
         raise UsageError(f"--seq must be at least 1 (got {args.seq})")
-    device = resolve_device(system_device, []).spec
+    chosen = system_device(args, entry)
+    device = chosen.spec
+    check_clock(args, [device])
     dtype = {"bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp8-mixed": "bf16"}.get(args.precision, args.precision)
     spec = load_model_spec(args.model, dtype=dtype)
     _refuse_run_flags(args, spec)
@@ -64,7 +117,26 @@ def run_inputs(args: argparse.Namespace, system_device: str) -> RunInputs:
     options.cost.attention_impl = getattr(_core.AttentionImpl, args.attention_impl)
     options.overlap_tp_comm = not args.no_tp_overlap
     options.fp8_weight_cache = True  # Transformer Engine's is_first_microbatch, as Megatron-LM passes it
-    return RunInputs(spec, base, options, device)
+    if args.clock_mhz is not None:
+        options.cost.clock_hz = args.clock_mhz * 1e6
+    return RunInputs(spec, base, options, device, args.clock_mhz,
+                     chosen.variant_of.spec.id if chosen.variant_of is not None else None)
+
+
+def check_clock(args: argparse.Namespace, devices: list[Any]) -> None:
+    """Refuses a --clock-mhz the run cannot honour: the roofline has no clock, and a device file
+    without `clock_mhz` gives no clock for the override to scale its peaks from (the kernel model
+    would ignore it, core/src/cost/kernel.cc)."""
+    from accel_sim.errors import UsageError
+
+    if args.clock_mhz is None:
+        return
+    if args.cost_model == "roofline":
+        raise UsageError("--clock-mhz applies to the kernel cost model; the roofline has no clock (--cost-model kernel)")
+    for device in devices:
+        if not device.clock_hz > 0:
+            raise UsageError(f"--clock-mhz scales a device's peaks by the new clock over the clock they are quoted at; "
+                             f"{device.id}'s file gives no clock_mhz")
 
 
 def _refuse_run_flags(args: argparse.Namespace, spec: Any) -> None:
@@ -143,9 +215,10 @@ def train_estimate(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     from accel_sim.errors import UsageError
     from accel_sim.io.system_file import resolve_system, with_scaleup_domain
 
-    entry = with_scaleup_domain(resolve_system(args.system), args.scaleup_domain)
+    entry = with_scaleup_domain(resolve_system(args.system, device_files=args.device_file), args.scaleup_domain,
+                                args.device_file)
     _refuse_layout_flags(args)
-    run = run_inputs(args, entry.spec.device)
+    run = run_inputs(args, entry)
     layout = _core.ParallelLayout()
     for name in ("tp", "pp", "dp", "cp", "ep"):
         setattr(layout, name, getattr(args, name))
@@ -170,7 +243,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     entry, run, layout, e = train_estimate(args)
     if not e.feasible:
         raise UsageError(f"infeasible: {e.reason}")
-    title = f"{run.spec.name} on {args.gpus} x {run.device.name}"
+    title = f"{run.spec.name} on {args.gpus} x {run.device_label}"
     if args.trace:
         write_step_trace(args.trace, e, layout, title=title)
     if args.html:
@@ -181,14 +254,17 @@ def cmd_train(args: argparse.Namespace) -> int:
         write_html(args.html, train_html(title=f"{title} ({entry.spec.name})", e=e, layout=layout_dict(layout, args.recompute),
                                          schedule=schedule, tail=tail, device=run.device))
     result = {"schema": "accel-sim/train", "schema_version": SCHEMA_VERSION, "model": run.spec.name, "system": entry.spec.id, "device": run.device.id,
-              "gpus": args.gpus, "seq": args.seq, "layout": layout_dict(layout, args.recompute)} | estimate_dict(e)
+              **run.device_dict(), "gpus": args.gpus, "seq": args.seq, "layout": layout_dict(layout, args.recompute)} | estimate_dict(e)
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
     ms = lambda s: f"{s * 1e3:,.1f} ms"  # noqa: E731
-    print(f"accel-sim train · {run.spec.name} on {args.gpus} x {run.device.name} ({entry.spec.name}) · "
+    print(f"accel-sim train · {run.spec.name} on {args.gpus} x {run.device_label} ({entry.spec.name}) · "
           f"TP {args.tp} PP {args.pp} DP {args.dp}" + (f" CP {args.cp}" if args.cp > 1 else "")
           + (f" EP {args.ep}" if args.ep > 1 else "") + (" SP" if args.sp else "") + f" · ZeRO-{args.zero}")
+    if run.variant_of:
+        print(f"  device       {run.device.id}: {entry.spec.id}'s variant of {run.variant_of} "
+              f"({', '.join(entry.device_overrides)} from {entry.path})")
     print()
     print(f"  step         {ms(e.step_s)} · {e.micro_batches} micro-batches of {args.microbatch} x {args.seq} tokens")
     print(f"               compute {ms(e.compute_s)} (TP/CP/EP collectives {ms(e.tp_comm_s)}) · bubble {ms(e.bubble_s)} · "

@@ -7,7 +7,8 @@ become bytes, bytes/s, FLOP/s, Hz and seconds in the core.
 from __future__ import annotations
 
 import importlib.resources
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,7 @@ class DeviceEntry:
     path: str = ""
     sources: dict[str, str] = field(default_factory=dict)
     peak_tflops: dict[str, float] = field(default_factory=dict)
+    variant_of: Any = None  # the DeviceEntry this one is a variant of (parse_variant), or None
 
 
 def normalize_name(name: str) -> str:
@@ -155,6 +157,59 @@ _KERNEL_FIELDS = ("calibrated", "matmul_efficiency", "fp8_matmul_efficiency", "a
                   "gemm_memory_efficiency", "gemm_tile_overhead_us", "kernel_floor_us", "stream_floor_us")
 
 
+# What a variant of a device (a system file's `device_overrides`, docs/formats/system.md) may
+# change: its id and name, and any number, peak or kernel constant of a device file.
+VARIANT_KEYS = ("id", "name", *sorted(_NUMBERS), "peak_tflops", "kernel")
+_ID = re.compile(r"[a-z0-9_]+")
+
+
+def parse_variant(base: DeviceEntry, overrides: dict, sources: dict[str, str], where: str) -> DeviceEntry:
+    """A variant of the device `base`: the keys of its file with `overrides` in their place (a
+    `peak_tflops` or `kernel` mapping replaces only the entries it names; a null value leaves the
+    key out, unknown for the variant, as device files leave out what is not known), checked as a
+    device file is (`parse_device`). `sources` says where each overridden key's value comes from,
+    or why it is unknown; `where` names the overrides in error messages. The variant has no
+    aliases."""
+    for key in overrides:
+        if key not in VARIANT_KEYS:
+            raise UsageError(f"{where}: unknown key '{key}' (a variant may set {', '.join(VARIANT_KEYS)})")
+    for key in ("id", "name"):
+        if key not in overrides:
+            raise UsageError(f"{where}: missing '{key}': a variant of {base.spec.id} needs an {key} of its own, "
+                             "which reports name")
+        fields.text(overrides[key], where, key)
+    if not _ID.fullmatch(overrides["id"]):
+        raise UsageError(f"{where}: 'id' must be lowercase letters, digits and '_', got {overrides['id']!r}")
+    changed = [key for key in overrides if key not in ("id", "name")]
+    if not changed:
+        raise UsageError(f"{where}: changes none of {base.spec.id}'s figures (give the fields that differ, or "
+                         f"name the device itself)")
+    for key in changed:
+        if key not in sources:
+            raise UsageError(f"{where}: '{key}' needs a sources entry saying where its value comes from")
+    if not Path(base.path).is_file():
+        raise UsageError(f"{where}: {base.spec.id} has no device file to vary ({base.path})")
+    data = dict(read_yaml_file(Path(base.path), "device"))
+    merged_sources = dict(data.get("sources") or {})
+    for key in changed:
+        value = overrides[key]
+        if value is None:
+            data.pop(key, None)  # a required key left out is reported missing by parse_device
+            merged_sources.pop(key, None)
+        elif key in ("peak_tflops", "kernel"):
+            fields.mapping(value, where, key)
+            merged = dict(data.get(key) or {}) | value
+            data[key] = {k: v for k, v in merged.items() if v is not None}
+            merged_sources.setdefault(key, sources[key])
+            merged_sources.update({f"{key}.{sub}": sources[key] for sub in value})
+        else:
+            data[key] = value
+            merged_sources[key] = sources[key]
+    data.update(id=overrides["id"], name=overrides["name"], aliases=[], sources=merged_sources)
+    data.pop("notes", None)  # the base's notes describe the base
+    return replace(parse_device(data, where), variant_of=base)
+
+
 def _read_kernel_constants(spec: Any, data: dict, where: str) -> None:
     """The optional `kernel:` section: the kernel cost model's sustained fractions and floor."""
     section = data.get("kernel")
@@ -234,8 +289,12 @@ class DeviceCatalog:
         return cls([load_device_file(p) for p in builtin_device_files()] +
                    [load_device_file(p) for p in extra_files])
 
+    def find(self, name: str) -> DeviceEntry | None:
+        """The device `name` reaches, or None."""
+        return self._by_name.get(normalize_name(name))
+
     def resolve(self, name: str) -> DeviceEntry:
-        entry = self._by_name.get(normalize_name(name))
+        entry = self.find(name)
         if entry is None:
             known = ", ".join(sorted(e.spec.id for e in self.entries))
             raise UsageError(f"unknown device '{name}' (known: {known}; or pass --device-file FILE)")

@@ -1,8 +1,9 @@
 """System files (`data/systems/*.yaml`): clusters as data, read into the core's SystemSpec.
 
-A system names its accelerator (a device id), its nodes, its scale-up domain (bandwidth per GPU
-and direction, per-step latency, in-network reduction, switched / mesh / torus / pcie) and its
-scale-out NICs, every number with a `sources` entry; `estimated` lists the fields that are
+A system names its accelerator (a device id; `device_overrides` make it a variant of that device,
+its overridden fields checked as a device file's), its nodes, its scale-up domain (bandwidth per
+GPU and direction, per-step latency, in-network reduction, switched / mesh / torus / pcie) and its
+scale-out NICs, every number with a `sources` entry (docs/formats/system.md); `estimated` lists the fields that are
 estimates rather than published figures (reports name them); `measured` lists published
 nccl-tests (or rccl-tests) bus bandwidths, which `accel-sim validate` compares with the
 collective model.
@@ -18,7 +19,7 @@ import functools
 import importlib.resources
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from accel_sim import _core
 from accel_sim.errors import UsageError
@@ -47,6 +48,9 @@ class SystemEntry:
     sources: dict[str, str] = field(default_factory=dict)
     efficiency_source: str = _EFFICIENCY_SOURCE
     estimated: tuple[str, ...] = ()  # fields that are estimates, not published figures
+    # The device its `device_overrides` make (a DeviceEntry), or None: the device named by `device`.
+    device_variant: Any = None
+    device_overrides: tuple[str, ...] = ()  # the fields of the device it overrides
 
 
 # Ranges of a system file's numbers, in its units. The upper bounds are far beyond any cluster
@@ -98,8 +102,38 @@ def _measured(entries: Any, where: str) -> list[dict]:
     return out
 
 
-def load_system_file(path: str | Path) -> SystemEntry:
-    """Reads and checks one system file; errors name the file and the field in one line."""
+_OVERRIDES = "device_overrides"
+
+
+def _device_variant(data: dict, sources: dict, where: str, device_files: Sequence[str]) -> Any:
+    """The DeviceEntry of `device` with the file's `device_overrides` in place of its figures
+    (docs/formats/system.md), checked as a device file is."""
+    from accel_sim.device import catalog_with
+    from accel_sim.io.device_file import VARIANT_KEYS, parse_variant
+
+    overrides = fields.mapping(data[_OVERRIDES], where, _OVERRIDES)
+    catalog = catalog_with(device_files)
+    try:
+        base = catalog.resolve(data["device"])
+    except UsageError as e:
+        raise UsageError(f"{where}: device: {e}") from None
+    prefix = _OVERRIDES + "."
+    given = {str(k)[len(prefix):]: str(v) for k, v in sources.items() if str(k).startswith(prefix)}
+    for key in overrides:
+        if key in VARIANT_KEYS and key not in ("id", "name") and key not in given:
+            raise UsageError(f"{where}: '{prefix}{key}' needs a 'sources.{prefix}{key}' entry saying where its "
+                             "value comes from")
+    variant = parse_variant(base, overrides, given, f"{where}: {_OVERRIDES}")
+    taken = catalog.find(variant.spec.id)
+    if taken is not None:
+        raise UsageError(f"{where}: {_OVERRIDES}: id '{variant.spec.id}' names the device {taken.spec.id} already "
+                         "(a variant needs an id of its own)")
+    return variant
+
+
+def load_system_file(path: str | Path, device_files: Sequence[str] = ()) -> SystemEntry:
+    """Reads and checks one system file; errors name the file and the field in one line.
+    `device_files` add to the devices a `device_overrides` section may vary."""
     p = Path(path)
     where = str(p)
     data = read_yaml_file(p, "system")
@@ -155,8 +189,13 @@ def load_system_file(path: str | Path) -> SystemEntry:
     if any(not isinstance(f, str) or f not in sources for f in estimated):
         raise UsageError(f"{p}: 'estimated' must list fields that have a 'sources' entry saying how they were estimated")
     scaleout_topology = fields.text(out.get("topology", ""), f"{where}: scaleout", "topology")
+    variant, overridden = None, ()
+    if _OVERRIDES in data:
+        variant = _device_variant(data, sources, where, device_files)
+        overridden = tuple(k for k in data[_OVERRIDES] if k not in ("id", "name"))
+        s.device = variant.spec.id
     return SystemEntry(s, where, topology, scaleout_topology, tuple(measured),
-                       {str(k): str(v) for k, v in sources.items()}, source, tuple(estimated))
+                       {str(k): str(v) for k, v in sources.items()}, source, tuple(estimated), variant, overridden)
 
 
 @functools.lru_cache(maxsize=1)
@@ -170,19 +209,20 @@ def builtin_systems() -> list[SystemEntry]:
     return list(_builtin_systems())
 
 
-def resolve_system(name: str, files: list[str] = ()) -> SystemEntry:
-    """A system by id (dashes or underscores) or a system file path."""
+def resolve_system(name: str, files: Sequence[str] = (), device_files: Sequence[str] = ()) -> SystemEntry:
+    """A system by id (dashes or underscores) or a system file path; `device_files` add to the
+    devices a system file may vary."""
     if name.endswith((".yaml", ".yml")):
-        return load_system_file(name)
+        return load_system_file(name, device_files)
     key = name.strip().lower().replace("-", "_")
-    entries = [load_system_file(f) for f in files] + builtin_systems()
+    entries = [load_system_file(f, device_files) for f in files] + builtin_systems()
     for e in entries:
         if e.spec.id == key:
             return e
     raise UsageError(f"unknown system '{name}' (known: {', '.join(e.spec.id for e in entries)}); see `accel-sim systems`")
 
 
-def with_scaleup_domain(entry: SystemEntry, domain: int | None) -> SystemEntry:
+def with_scaleup_domain(entry: SystemEntry, domain: int | None, device_files: Sequence[str] = ()) -> SystemEntry:
     """`entry` with its scale-up domain set to `domain` GPUs (the NERSC study's design question:
     NVLink domains of 4, 8, 64, 72); a fresh copy, the shipped entry is left alone. Each
     domain's NICs then carry its scale-out traffic together (nics_per_gpu x domain)."""
@@ -190,7 +230,7 @@ def with_scaleup_domain(entry: SystemEntry, domain: int | None) -> SystemEntry:
         return entry
     if domain < 1:
         raise UsageError(f"--scaleup-domain must be at least 1 (got {domain})")
-    fresh = load_system_file(entry.path)
+    fresh = load_system_file(entry.path, device_files)
     fresh.spec.scaleup_domain = domain
     fresh.spec.validate()
     return fresh

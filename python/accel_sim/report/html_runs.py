@@ -122,7 +122,7 @@ def plan_html(runs: list, *, short, train_tokens: float, plot_svg: str | None) -
         days = (f" · {train_tokens / r.best[0].estimate.tokens_per_s / 86400:,.1f} days for {train_tokens:,.0f} tokens"
                 if r.best else "")
         sections.append(card(
-            f"{run.spec.name} on {gpus:,} x {run.device.name} ({entry.spec.id})",
+            f"{run.spec.name} on {gpus:,} x {run.device_label} ({entry.spec.id})",
             f"<p>searched {r.candidates:,} configurations in {secs:.1f} s: {r.evaluated:,} composed, "
             f"{r.feasible:,} fit{days}</p>", best, bars,
             ("<h3>Faster, but they do not fit</h3>" + infeasible) if infeasible else "",
