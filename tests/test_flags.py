@@ -144,3 +144,13 @@ def test_a_config_with_another_head_is_refused(tmp_path, capsys):
     config["architectures"] = ["LlamaForCausalLM"]
     path.write_text(json.dumps(config))
     assert main(["simulate", "--model", str(path), "--device", "h100", "--json", "--no-ops"]) == 0
+
+
+@pytest.mark.parametrize("command", [["simulate", "--model", "llama-3-8b", "--device", "h100-nvl"],
+                                     ["kernel", "matmul", "--m", "1024", "--n", "1024", "--k", "1024", "--device", "h100-nvl"]])
+def test_a_clock_override_needs_the_devices_clock(command, capsys):
+    # h100_nvl's file gives no clock_mhz: the kernel model would have nothing to scale from and
+    # ignored the override.
+    assert main([*command, "--clock-mhz", "1000"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "h100_nvl's file gives no clock_mhz" in err[0], err

@@ -142,6 +142,9 @@ def cmd_kernel(args: argparse.Namespace) -> int:
     if args.clock_mhz:
         if args.clock_mhz <= 0:
             raise UsageError("--clock-mhz must be positive")
+        from accel_sim.cli.train import check_clock
+
+        check_clock(args, [spec])
         options.clock_hz = args.clock_mhz * 1e6
     try:
         e = _core.estimate_kernel(q, spec, args.cost_model, options)

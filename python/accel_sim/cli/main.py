@@ -299,6 +299,7 @@ def _load(args: argparse.Namespace) -> Any:
     """The graph of the run (built, captured or read), after refusing the flags it would not use."""
     from accel_sim.api import build_model_graph, load_target
     from accel_sim.cli.flags import given
+    from accel_sim.cli.train import check_clock
     from accel_sim.device import resolve_device
     from accel_sim.errors import UsageError
 
@@ -309,8 +310,7 @@ def _load(args: argparse.Namespace) -> Any:
             raise UsageError(f"--{flag} must be {'non-negative' if flag == 'context' else 'at least 1'}")
     # Resolve devices before a possibly long capture so a typo fails at once.
     names = args.devices.split(",") if getattr(args, "devices", None) else [getattr(args, "device", "h100")]
-    for name in names:
-        resolve_device(name.strip(), args.device_file)
+    check_clock(args, [resolve_device(name.strip(), args.device_file).spec for name in names])
     if args.tf32 and (args.dtype in ("bf16", "fp16") or (args.precision or "fp32") != "fp32"):
         raise UsageError("--tf32 runs fp32 matmuls on TF32 tensor cores; this run's matmuls are 16-bit")
     if kind == "model":
