@@ -21,8 +21,10 @@
 //              in flight);
 //   pp comm    the pipeline's fill and drain: 2 (pp - 1) v activation sends of one micro-batch
 //              between neighbouring stages (the steady state overlaps them);
-//   dp comm    this rank's gradients and parameters over the data-parallel group, exposed only
-//              where the framework cannot hide them behind compute:
+//   dp comm    this rank's gradients and parameters over the data-parallel x context-parallel
+//              group (every CP rank holds gradients of its own tokens; Megatron-LM reduces and
+//              shards over it, torchtitan's FSDP2 over dp_shard x cp), exposed only where the
+//              framework cannot hide them behind compute:
 //                ZeRO-0  all-reduce of the gradients once per step, overlapped with the last
 //                        micro-batch's backward (DDP / Megatron gradient buckets);
 //                ZeRO-1  Megatron's distributed optimizer: reduce-scatter of the gradients once
@@ -35,13 +37,12 @@
 //                        gradients, each layer's collective prefetched behind the previous
 //                        layer's compute (the first gather and the last reduce-scatter of a pass
 //                        stay exposed; Zhao et al. 2023, "PyTorch FSDP");
-//   optimizer  the fused optimizer over this rank's parameters (ZeRO >= 1: its 1/dp shard).
-// Memory per GPU: parameters (ZeRO-3: 1/dp, plus two layers gathered) and their fp8 copies,
-// gradients (ZeRO >= 2:
-// 1/dp, plus a layer's unsharded), optimizer states (ZeRO >= 1: 1/dp), the activations each
-// micro-batch saves for its backward times the micro-batches in flight on the first stage (1F1B:
-// min(m, pp); interleaved: pp + (pp - 1) / v of them, Korthikanti et al. 2022), the working
-// memory of one backward, and the runtime reserve.
+//   optimizer  the fused optimizer over this rank's parameters (ZeRO >= 1: its 1/(dp cp) shard).
+// Memory per GPU: parameters (ZeRO-3: 1/(dp cp), plus two layers gathered) and their fp8 copies,
+// gradients (ZeRO >= 2: 1/(dp cp), plus a layer's unsharded), optimizer states (ZeRO >= 1:
+// 1/(dp cp)), the activations each micro-batch saves for its backward times the micro-batches
+// in flight on the first stage (1F1B: min(m, pp); interleaved: pp + (pp - 1) / v of them,
+// Korthikanti et al. 2022), the working memory of one backward, and the runtime reserve.
 #pragma once
 
 #include <cstdint>

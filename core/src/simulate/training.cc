@@ -321,12 +321,20 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   const double states = p.state_bytes.at(n);
   const double layer_params = p.parameter_bytes.per_layer, layer_grads = p.gradient_bytes.per_layer;
   const auto dp = static_cast<double>(l.dp);
-  if (l.dp > 1) {
-    const int64_t dp_per_domain =
-        std::max<int64_t>(1, placed.groups[2].ranks_per_domain * placed.groups[3].ranks_per_domain);
+  // The distributed optimizer and FSDP shard over, and the gradients are reduced over, the data-
+  // parallel ranks together with the context-parallel ones (every CP rank computes gradients of
+  // its own tokens): Megatron-LM puts the dense parameters' gradient buffers on the data-parallel
+  // group with context parallelism (megatron/core/distributed/distributed_data_parallel.py,
+  // intra_dp_cp_group), torchtitan shards FSDP2 over the flattened dp_shard x cp mesh
+  // (torchtitan/distributed/parallel_dims.py, dp_shard_cp).
+  const int64_t shard_ranks = l.dp * l.cp;
+  const auto shard = static_cast<double>(shard_ranks);
+  if (shard_ranks > 1) {
+    const int64_t shard_per_domain = std::max<int64_t>(
+        1, placed.groups[1].ranks_per_domain * placed.groups[2].ranks_per_domain * placed.groups[3].ranks_per_domain);
     auto collective = [&](CollectiveKind kind, double bytes) {
-      return estimate_collective({.kind = kind, .bytes = bytes, .ranks = l.dp,
-                                  .ranks_per_domain = dp_per_domain}, system).time_s;
+      return estimate_collective({.kind = kind, .bytes = bytes, .ranks = shard_ranks,
+                                  .ranks_per_domain = shard_per_domain}, system).time_s;
     };
     const double hide_bwd = l.overlap_grad_reduce ? e.backward_s : 0.0;
     const double hide_fwd = l.overlap_param_gather ? e.forward_s : 0.0;
@@ -347,7 +355,7 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
       e.dp_comm_s = md * per;
     }
   }
-  e.optimizer_s = p.optimizer_s.at(n) / (l.zero >= 1 ? dp : 1.0);
+  e.optimizer_s = p.optimizer_s.at(n) / (l.zero >= 1 ? shard : 1.0);
   e.step_s = e.compute_s + e.bubble_s + e.pp_comm_s + e.dp_comm_s + e.optimizer_s;
 
   const double tokens = static_cast<double>(l.global_batch) * static_cast<double>(base.seq);
@@ -368,9 +376,9 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   const double saved_layers = p.saved_bytes.per_layer * static_cast<double>(n);
   const double saved_rest = std::max(0.0, p.saved_bytes.at(n) - saved_layers);
   e.activation_bytes = saved_layers * in_flight + saved_rest + std::max(0.0, p.working_bytes.at(n));
-  const double param_mem = l.zero >= 3 ? params / dp + 2.0 * layer_params : params;
-  const double grad_mem = l.zero >= 2 ? grads / dp + layer_grads : grads;
-  const double state_mem = l.zero >= 1 ? states / dp : states;
+  const double param_mem = l.zero >= 3 ? params / shard + 2.0 * layer_params : params;
+  const double grad_mem = l.zero >= 2 ? grads / shard + layer_grads : grads;
+  const double state_mem = l.zero >= 1 ? states / shard : states;
   e.memory_per_gpu_bytes = param_mem + grad_mem + state_mem + p.weight_copy_bytes.at(n) +
                            e.activation_bytes + device.runtime_reserved_bytes;
   require_physical(e);
@@ -525,7 +533,7 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
                        .global_batch = space.global_batch, .virtual_stages = v, .zero = zero,
                        .order = space.orders[o.order]};
     if (l.dp % o.ep != 0) return "ep does not divide dp";
-    if (zero > 0 && l.dp == 1) return "ZeRO with dp = 1 is ZeRO-0";
+    if (zero > 0 && l.dp * l.cp == 1) return "ZeRO with dp x cp = 1 is ZeRO-0";
     if (v > 1 && pp == 1) return "virtual stages need pp > 1";
     if (model.num_layers < pp * v) return "fewer layers than pp x virtual stages";
     if (space.global_batch % (l.dp * o.mb) != 0) return "global batch not a multiple of dp x micro-batch";

@@ -327,6 +327,37 @@ TEST(TrainingTest, GpipeKeepsEveryMicroBatchInFlight) {
   EXPECT_DOUBLE_EQ(gpipe.step_s, f1b.step_s);
 }
 
+TEST(TrainingTest, ShardingSpansTheDataAndContextParallelRanks) {
+  // CP 2 x DP 2 in one domain: the distributed optimizer shards the states over all 4 ranks and
+  // the gradients are reduced over them (each CP rank holds its own tokens' gradients), as
+  // Megatron-LM's data-parallel group with context parallelism does. The small GPT's 3,552,768
+  // parameters (4 layers of 789,760: QKV 196,608 + 768, output 65,536 + 256, MLP 2 x 262,144 +
+  // 1,024 + 256, two LayerNorms 1,024; token and position tables 262,144 and 131,072; the final
+  // LayerNorm 512) have 14,211,072 bytes of fp32 gradients and 42,633,216 of fp32 states.
+  const ModelSpec m = testing::small_gpt(4);
+  const DeviceSpec d = testing::round_device();
+  const SystemSpec sys = round_system();
+  auto at = [&](int zero, int64_t dp, int64_t cp) {
+    ParallelLayout l{.dp = dp, .cp = cp, .micro_batch = 1, .global_batch = 4, .zero = zero};
+    l.overlap_grad_reduce = l.overlap_param_gather = false;
+    const TrainingEstimate e = estimate_training(m, {.seq = 128}, l, d, sys, {});
+    EXPECT_TRUE(e.feasible) << e.reason;
+    return e;
+  };
+  const double grads = 14211072.0, states = 42633216.0, params = 2 * 3552768.0;
+  const TrainingEstimate z0 = at(0, 2, 2), z1 = at(1, 2, 2);
+  // ZeRO-1 keeps 1/4 of the states, not 1/2.
+  EXPECT_DOUBLE_EQ(z0.memory_per_gpu_bytes - z1.memory_per_gpu_bytes, 0.75 * states);
+  EXPECT_NEAR(z1.optimizer_s, z0.optimizer_s / 4, 1e-15);
+  // Over 4 ranks: an all-reduce in log2(4) = 2 steps of 1 us each way and 2 x 3/4 S / B; a
+  // reduce-scatter and an all-gather 2 steps and 3/4 S / B each.
+  EXPECT_NEAR(z0.dp_comm_s, 4e-6 + 1.5 * grads / 100e9, 1e-15);
+  EXPECT_NEAR(z1.dp_comm_s, (2e-6 + 0.75 * grads / 100e9) + (2e-6 + 0.75 * params / 100e9), 1e-15);
+  // With no data parallelism the CP ranks still all-reduce their gradients: 2 ranks, one step
+  // each way and S / B.
+  EXPECT_NEAR(at(0, 1, 2).dp_comm_s, 2e-6 + grads / 100e9, 1e-15);
+}
+
 TEST(TrainingTest, MoeWithDenseLeadingLayersProfilesItsHeaviestLayers) {
   // DeepSeek-V3 (3 dense layers, then 58 MoE): a one-layer stage is one MoE layer, whatever
   // stage holds the dense ones, and the model FLOPs are the real model's (its graph's own).
