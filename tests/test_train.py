@@ -188,6 +188,7 @@ def test_precision_modes_for_a_built_step():
     prefill = run_cli("simulate", "--model", "llama-3-8b", "--precision", "fp8-mixed")
     assert prefill.returncode == 2 and "training step" in prefill.stderr
 
+
 def _train_json(*args: str) -> dict:
     result = run_cli("train", "--model", "llama-3-8b", "--system", "dgx_h100", *args, "--json")
     assert result.returncode == 0, result.stderr
@@ -215,3 +216,20 @@ def test_context_parallel_ranks_share_the_optimizer_shards():
     assert cp.returncode == 0, cp.stderr
     assert json.loads(cp.stdout)["breakdown_s"]["dp_comm_exposed"] > 0
 
+
+def test_selective_recompute_checkpoints_the_core_attention_in_train_and_plan():
+    # Llama-3-8B, fp8 GEMMs, seq 2,048, one sequence per rank: selective recomputation makes the
+    # attention output (the output projection keeps its e4m3 copy) and FlashAttention's
+    # log-sum-exp again in the backward instead of keeping them: per layer 2 x 2,048 x 4,096 B
+    # + 4 x 32 heads x 2,048 B = 17,039,360 B, 545,259,520 B over 32 layers.
+    flags = ["--gpus", "64", "--global-batch", "64", "--seq", "2048", "--precision", "fp8-mixed"]
+    none = _train_json(*flags, "--dp", "64", "--recompute", "none")
+    selective = _train_json(*flags, "--dp", "64", "--recompute", "selective")
+    assert none["memory_per_gpu_bytes"] - selective["memory_per_gpu_bytes"] == 545_259_520
+    assert selective["breakdown_s"]["compute"] > none["breakdown_s"]["compute"]  # the kernel runs again
+    plan = run_cli("plan", "--model", "llama-3-8b", "--system", "dgx_h100", *flags, "--tp", "1", "--pp", "1",
+                   "--cp", "1", "--microbatch", "1", "--zero", "1", "--recompute", "none,selective", "--json")
+    assert plan.returncode == 0, plan.stderr
+    d = json.loads(plan.stdout)
+    memory = {c["layout"]["recompute"]: c["memory_per_gpu_bytes"] for c in d["best"] + d["best_infeasible"]}
+    assert memory == {"none": none["memory_per_gpu_bytes"], "selective": selective["memory_per_gpu_bytes"]}
