@@ -26,8 +26,8 @@ DEVICE = "<device file>"
 
 REFUSED = [
     # train: a layout without data, pipeline or sequence parallelism, a dense model, the roofline.
-    (TRAIN + ["--gpus", "8", "--tp", "8", "--zero", "3"], "with --dp 1 there is nothing to shard"),
-    (TRAIN + ["--gpus", "8", "--tp", "8", "--no-overlap"], "exposes the data-parallel communication; with --dp 1 there is none"),
+    (TRAIN + ["--gpus", "8", "--tp", "8", "--zero", "3"], "with --dp 1 and --cp 1 there is nothing to shard"),
+    (TRAIN + ["--gpus", "8", "--tp", "8", "--no-overlap"], "context-parallel ranks); with --dp 1 and --cp 1 there is none"),
     (TRAIN + ["--gpus", "8", "--tp", "8", "--schedule", "gpipe"], "with --pp 1 there is no pipeline"),
     (TRAIN + ["--gpus", "8", "--tp", "8", "--no-tp-overlap"], "it needs --tp above 1 and --sp"),
     (TRAIN + ["--gpus", "8", "--dp", "8", "--seq", "1024", "--expert-imbalance", "2"],

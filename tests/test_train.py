@@ -95,8 +95,12 @@ def test_recompute_policies_from_the_command_line():
     assert full["model_info"]["recompute"] == "full"
     # GPT-2's config has dropout 0.1 (resid_pdrop, embd_pdrop, attn_pdrop): masks are kept for backward.
     assert none["model_info"]["dropout"] == {"hidden": 0.1, "embedding": 0.1, "attention": 0.1}
-    # FlashAttention already recomputes the attention core: selective keeps what none keeps.
-    assert selective["peak_memory_bytes"] == none["peak_memory_bytes"]
+    # Selective checkpoints the core attention as Megatron-LM does: FlashAttention keeps no scores,
+    # so what it saves is the fp32 log-sum-exp, made again in the backward with the kernel:
+    # 12 layers x 8 sequences x 12 heads x 1,024 positions x 4 bytes = 4,718,592 bytes, and more
+    # backward time.
+    assert none["peak_memory_bytes"] - selective["peak_memory_bytes"] == 4_718_592
+    assert selective["pass_time_s"]["backward"] > none["pass_time_s"]["backward"]
     # Korthikanti's 34 sbh bytes per layer are 16 sbh 2-byte values and two 1-byte dropout masks;
     # GPT-2 runs in fp32, so a layer keeps 16 * 4 + 2 = 66 sbh bytes, and with full recompute its
     # input, 4 sbh bytes. Over 12 layers with sbh = 1024 * 8 * 768 the peak (in the loss's
@@ -183,3 +187,49 @@ def test_precision_modes_for_a_built_step():
     assert both.returncode == 2 and "not both" in both.stderr
     prefill = run_cli("simulate", "--model", "llama-3-8b", "--precision", "fp8-mixed")
     assert prefill.returncode == 2 and "training step" in prefill.stderr
+
+
+def _train_json(*args: str) -> dict:
+    result = run_cli("train", "--model", "llama-3-8b", "--system", "dgx_h100", *args, "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_context_parallel_ranks_share_the_optimizer_shards():
+    # Llama-3-8B on 64 H100s with ZeRO-1, 4,096 tokens per rank: CP 1 x DP 64 at seq 4,096 and
+    # CP 8 x DP 8 at seq 32,768. Megatron-LM's distributed optimizer shards over the data- and
+    # context-parallel ranks together, 64 in both, so beside the activations each GPU holds the
+    # bf16 weights (2 B), the fp32 gradients (4 B) and 1/64 of the fp32 master weights and Adam
+    # moments (12 B) of the 8,030,261,248 parameters, and the 512 MiB runtime reserve:
+    # 16,060,522,496 + 32,121,044,992 + 1,505,673,984 + 536,870,912 = 50,224,112,384 bytes.
+    # The activations of 4,096 tokens are the same too (K and V are gathered again in the
+    # backward, not kept whole).
+    one = _train_json("--gpus", "64", "--dp", "64", "--global-batch", "64", "--seq", "4096")
+    eight = _train_json("--gpus", "64", "--cp", "8", "--dp", "8", "--global-batch", "8", "--seq", "32768")
+    for d in (one, eight):
+        assert d["memory_per_gpu_bytes"] - d["activation_bytes"] == 50_224_112_384
+    assert eight["activation_bytes"] == one["activation_bytes"]
+    # With no data parallelism the CP ranks still reduce their gradients (and ZeRO has them to
+    # shard over): GPT-2 on CP 2, the all-reduce exposed.
+    cp = run_cli("train", "--model", "gpt2", "--system", "dgx_h100", "--gpus", "2", "--cp", "2", "--global-batch", "1",
+                 "--seq", "1024", "--zero", "0", "--no-overlap", "--json")
+    assert cp.returncode == 0, cp.stderr
+    assert json.loads(cp.stdout)["breakdown_s"]["dp_comm_exposed"] > 0
+
+
+def test_selective_recompute_checkpoints_the_core_attention_in_train_and_plan():
+    # Llama-3-8B, fp8 GEMMs, seq 2,048, one sequence per rank: selective recomputation makes the
+    # attention output (the output projection keeps its e4m3 copy) and FlashAttention's
+    # log-sum-exp again in the backward instead of keeping them: per layer 2 x 2,048 x 4,096 B
+    # + 4 x 32 heads x 2,048 B = 17,039,360 B, 545,259,520 B over 32 layers.
+    flags = ["--gpus", "64", "--global-batch", "64", "--seq", "2048", "--precision", "fp8-mixed"]
+    none = _train_json(*flags, "--dp", "64", "--recompute", "none")
+    selective = _train_json(*flags, "--dp", "64", "--recompute", "selective")
+    assert none["memory_per_gpu_bytes"] - selective["memory_per_gpu_bytes"] == 545_259_520
+    assert selective["breakdown_s"]["compute"] > none["breakdown_s"]["compute"]  # the kernel runs again
+    plan = run_cli("plan", "--model", "llama-3-8b", "--system", "dgx_h100", *flags, "--tp", "1", "--pp", "1",
+                   "--cp", "1", "--microbatch", "1", "--zero", "1", "--recompute", "none,selective", "--json")
+    assert plan.returncode == 0, plan.stderr
+    d = json.loads(plan.stdout)
+    memory = {c["layout"]["recompute"]: c["memory_per_gpu_bytes"] for c in d["best"] + d["best_infeasible"]}
+    assert memory == {"none": none["memory_per_gpu_bytes"], "selective": selective["memory_per_gpu_bytes"]}

@@ -39,11 +39,12 @@ enum class KernelStyle : uint8_t { fused, hf_eager };
 
 // Activation recomputation in a training step (Korthikanti et al. 2022, "Reducing Activation
 // Recomputation in Large Transformer Models"): none keeps every value the backward reads;
-// selective recomputes the unfused attention core (QK^T, softmax, dropout, attention over V;
-// BuildOptions::eager_attention), which a fused FlashAttention kernel already does in its
-// backward (it saves only q, k, v, the output and the log-sum-exp), so with it selective keeps
-// what none keeps; full keeps each layer's input and runs the layer's forward again in the
-// backward.
+// selective checkpoints each layer's core attention as Megatron-LM's --recompute-granularity
+// selective does: its inputs q, k and v stay, and what it alone keeps for its backward (the
+// unfused core's scores and probabilities; a FlashAttention kernel's log-sum-exp, its output
+// where the next GEMM keeps an fp8 copy instead; the K and V gathered under context
+// parallelism) is made again by running it once more in the backward; full keeps each layer's
+// input and runs the layer's forward again in the backward.
 enum class Recompute : uint8_t { none, selective, full };
 
 // How MoE experts run: one grouped GEMM over all experts (torch._grouped_mm, CUTLASS grouped

@@ -4,8 +4,9 @@
 // A stage profile is one micro-batch through one pipeline stage on one rank (TP/SP/CP/EP
 // shapes), simulated on the device with its TP/CP/EP collectives timed on the system. It is
 // built from two model-builder graphs, of one and two of the model's heaviest layers (an MoE
-// model's dense layers counted as MoE ones) with the embedding, the LM head and the loss, and is
-// linear in the layers: every time and byte count of a stage of n layers is
+// model's dense layers counted as MoE ones) with the embedding, the LM head and the loss (and,
+// for their bytes only, two without the final norm and the head: a stage before the last), and
+// is linear in the layers: every time and byte count of a stage of n layers is
 // v(1) + (n - 1) (v(2) - v(1)). Model FLOPs (for MFU) are the real model's. The step's heaviest stage holds
 // v ceil(layers / (pp v)) layers (v virtual stages; Megatron-LM gives uneven splits' spare
 // layers to some stages and the step waits for them) plus the embedding and the head.
@@ -21,8 +22,10 @@
 //              in flight);
 //   pp comm    the pipeline's fill and drain: 2 (pp - 1) v activation sends of one micro-batch
 //              between neighbouring stages (the steady state overlaps them);
-//   dp comm    this rank's gradients and parameters over the data-parallel group, exposed only
-//              where the framework cannot hide them behind compute:
+//   dp comm    this rank's gradients and parameters over the data-parallel x context-parallel
+//              group (every CP rank holds gradients of its own tokens; Megatron-LM reduces and
+//              shards over it, torchtitan's FSDP2 over dp_shard x cp), exposed only where the
+//              framework cannot hide them behind compute:
 //                ZeRO-0  all-reduce of the gradients once per step, overlapped with the last
 //                        micro-batch's backward (DDP / Megatron gradient buckets);
 //                ZeRO-1  Megatron's distributed optimizer: reduce-scatter of the gradients once
@@ -35,13 +38,15 @@
 //                        gradients, each layer's collective prefetched behind the previous
 //                        layer's compute (the first gather and the last reduce-scatter of a pass
 //                        stay exposed; Zhao et al. 2023, "PyTorch FSDP");
-//   optimizer  the fused optimizer over this rank's parameters (ZeRO >= 1: its 1/dp shard).
-// Memory per GPU: parameters (ZeRO-3: 1/dp, plus two layers gathered) and their fp8 copies,
-// gradients (ZeRO >= 2:
-// 1/dp, plus a layer's unsharded), optimizer states (ZeRO >= 1: 1/dp), the activations each
-// micro-batch saves for its backward times the micro-batches in flight on the first stage (1F1B:
-// min(m, pp); interleaved: pp + (pp - 1) / v of them, Korthikanti et al. 2022), the working
-// memory of one backward, and the runtime reserve.
+//   optimizer  the fused optimizer over this rank's parameters (ZeRO >= 1: its 1/(dp cp) shard).
+// Memory per GPU, of the pipeline stage that needs the most (the first or the last): parameters
+// (ZeRO-3: 1/(dp cp), plus two layers gathered) and their fp8 copies, gradients (ZeRO >= 2:
+// 1/(dp cp), plus a layer's unsharded), optimizer states (ZeRO >= 1: 1/(dp cp)), the embedding's
+// on the first stage and the head's on the last; the activations of the model chunks in flight
+// on that stage as Megatron-LM's schedules run them (1F1B: min(pp - r, m) on stage r;
+// interleaved with v chunks of 1/v of the layers: min(2 (pp - r - 1) + (v - 1) pp + 1, m v);
+// GPipe: m): one of them at its own liveness peak (the head's on the last stage), the others
+// holding what they saved for their backward; and the runtime reserve.
 #pragma once
 
 #include <cstdint>
@@ -95,7 +100,7 @@ struct TrainingEstimate {
   double tflops_per_gpu = 0.0;  // model FLOP/s per GPU, in TFLOP/s
   double mfu = 0.0;
   double memory_per_gpu_bytes = 0.0;
-  double activation_bytes = 0.0;  // of memory_per_gpu_bytes: saved activations in flight + working
+  double activation_bytes = 0.0;  // of memory_per_gpu_bytes: the activations of the chunks in flight
   bool fits = false;
 };
 
@@ -116,7 +121,21 @@ struct StageProfile {
   PerLayer parameter_bytes, gradient_bytes, state_bytes;
   PerLayer saved_bytes;    // activations live at the end of the forward (kept for the backward)
   PerLayer weight_copy_bytes;  // low-precision weight copies the backward keeps (fp8 GEMMs)
-  PerLayer working_bytes;  // what the peak holds beyond the resident, gradients and saved bytes
+  // The most activations one micro-batch holds at once over its forward, loss and backward
+  // (neither weight copies nor parameter gradients).
+  PerLayer peak_activation_bytes;
+  // The parts of the stage that are not its layers, for the pipeline stages that hold them: the
+  // embedding's parameters, gradients and optimizer states (the first stage's), the final
+  // norm's, head's and loss's (the last stage's), the saved activations the nodes before the
+  // first layer wrote (the stage's input) and after the last (the head's and the loss's), and
+  // the activation peak of a stage without the head (the stages before the last).
+  struct Part {
+    double parameter_bytes = 0.0, gradient_bytes = 0.0, state_bytes = 0.0;
+  };
+  Part embedding, head;
+  double input_saved_bytes = 0.0;
+  double head_saved_bytes = 0.0;
+  PerLayer body_peak_activation_bytes;
   double model_flops = 0.0;  // the whole model's, one micro-batch (SimulationResult::model_flops)
   double reference_peak_flops_per_s = 0.0;
 };

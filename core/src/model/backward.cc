@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -379,8 +380,11 @@ class Backward {
   // Engine's LayerNormLinear do (Korthikanti et al. 2022, sec. 4.2.2: the all-gather is repeated
   // in the backward so only the 1/tp shard is kept), so the gathered copy dies with its forward.
   // An fp8 GEMM's input is the cast of the gathered tensor: the shard is gathered and cast again.
-  // One gather per gathered tensor serves all its GEMMs (q, k and v; gate and up).
-  TensorId regathered(TensorId a) {
+  // One gather per gathered tensor serves all its GEMMs (q, k and v; gate and up). Under context
+  // parallelism attention's K and V are gathered again the same way (`group` "cp"): Megatron-LM
+  // keeps only this rank's chunk of K and V and gathers them again in the backward
+  // (docs/source/api-guide/context_parallel.rst).
+  TensorId regathered(TensorId a, const char* group_name = "tp") {
     TensorId gathered = a;
     bool cast = false;
     NodeId p = producer_[storage(gathered)];
@@ -393,7 +397,7 @@ class Backward {
     const Node gather = g_.node(p);
     const AttrValue* group = gather.attr("group");
     const std::string* name = group != nullptr ? std::get_if<std::string>(group) : nullptr;
-    if (name == nullptr || *name != "tp") return a;
+    if (name == nullptr || *name != group_name) return a;
     const auto key = std::make_pair(storage(a), cast);
     auto it = regathered_.find(key);
     if (it == regathered_.end()) {
@@ -460,11 +464,13 @@ class Backward {
     }
   }
 
-  // FlashAttention's backward reads q, k, v, the output and its logsumexp (the forward's second
-  // output, when it has one) and writes dq, dk, dv.
+  // FlashAttention's backward reads q, k, v (K and V gathered again under context parallelism),
+  // the output and its logsumexp (the forward's second output, when it has one) and writes dq,
+  // dk, dv.
   void attention(const std::vector<TensorId>& dys) {
     const Node& n = current_;
-    std::vector<TensorId> inputs = {dys[0], n.inputs[0], n.inputs[1], n.inputs[2], n.outputs[0]};
+    std::vector<TensorId> inputs = {dys[0], n.inputs[0], regathered(n.inputs[1], "cp"),
+                                    regathered(n.inputs[2], "cp"), n.outputs[0]};
     if (n.outputs.size() > 1) inputs.push_back(n.outputs[1]);
     std::vector<TensorId> outs;
     std::vector<TensorId> targets;
@@ -567,11 +573,13 @@ void recompute_regions(Graph& graph, const std::vector<std::vector<NodeId>>& reg
     }
   }
   std::vector<int> region_of(nodes.size(), -1);
+  std::vector<std::set<std::string>> modules(regions.size());
   for (size_t r = 0; r < regions.size(); ++r) {
     for (NodeId i : regions[r]) {
       ACCELSIM_CHECK(i >= 0 && i < node_count && nodes[i].pass == Pass::forward,
                      "a recompute region holds forward nodes only");
       region_of[i] = static_cast<int>(r);
+      modules[r].insert(nodes[i].module_path);
     }
   }
   for (size_t st = 0; st < storages.size(); ++st) {
@@ -579,22 +587,30 @@ void recompute_regions(Graph& graph, const std::vector<std::vector<NodeId>>& reg
       owner[st] = region_of[first_writer[st]];
     }
   }
-  // A value the forward reads outside its region is the region's output, which a checkpoint
-  // keeps (as torch.utils.checkpoint keeps its function's outputs): not recomputed.
+  // A value the forward reads outside its region is the region's output. torch.utils.checkpoint
+  // (and Megatron-LM's CheckpointFunction) returns it to the ops after the region, which keep it
+  // if their own backward needs it; the region's backward reads the value its recomputation
+  // writes. So the region's backward nodes (those of its modules) read the recomputed output and
+  // every other backward node the forward's.
+  std::vector<char> escapes(storages.size(), 0);
   for (NodeId i = 0; i < node_count; ++i) {
     if (nodes[i].pass != Pass::forward) continue;
     for (TensorId t : nodes[i].inputs) {
       const StorageId st = tensors[t].storage;
-      if (owner[st] >= 0 && owner[st] != region_of[i]) owner[st] = -1;
+      if (owner[st] >= 0 && owner[st] != region_of[i]) escapes[st] = 1;
     }
   }
+  auto reads_recomputed = [&](NodeId i, StorageId st) {
+    const int r = owner[st];
+    return r >= 0 && (!escapes[st] || modules[r].count(nodes[i].module_path) > 0);
+  };
   // Where each region is recomputed: before the first non-forward node reading its values.
   std::vector<NodeId> at(regions.size(), kNoNode);
   for (NodeId i = 0; i < node_count; ++i) {
     if (nodes[i].pass == Pass::forward) continue;
     for (TensorId t : nodes[i].inputs) {
-      const int r = owner[tensors[t].storage];
-      if (r >= 0 && at[r] == kNoNode) at[r] = i;
+      const StorageId st = tensors[t].storage;
+      if (reads_recomputed(i, st) && at[owner[st]] == kNoNode) at[owner[st]] = i;
     }
   }
   std::vector<std::vector<int>> starting(nodes.size());
@@ -626,10 +642,18 @@ void recompute_regions(Graph& graph, const std::vector<std::vector<NodeId>>& reg
     copy[t] = out.add_tensor(std::move(m));
   }
   std::vector<char> active(regions.size(), 0);
-  auto mapped = [&](std::vector<TensorId> ids) {
+  // A recomputed node of region r writes and reads its region's copies; a backward node reads
+  // the copies of the regions recomputed so far where reads_recomputed says so.
+  auto in_region = [&](std::vector<TensorId> ids, int r) {
     for (TensorId& t : ids) {
-      const int r = owner[tensors[t].storage];
-      if (r >= 0 && active[r]) t = copy[t];
+      if (owner[tensors[t].storage] == r) t = copy[t];
+    }
+    return ids;
+  };
+  auto in_backward = [&](std::vector<TensorId> ids, NodeId i) {
+    for (TensorId& t : ids) {
+      const StorageId st = tensors[t].storage;
+      if (reads_recomputed(i, st) && active[owner[st]]) t = copy[t];
     }
     return ids;
   };
@@ -639,8 +663,8 @@ void recompute_regions(Graph& graph, const std::vector<std::vector<NodeId>>& reg
       active[r] = 1;
       for (NodeId j : regions[r]) {
         Node n = nodes[j];
-        n.inputs = mapped(std::move(n.inputs));
-        n.outputs = mapped(std::move(n.outputs));
+        n.inputs = in_region(std::move(n.inputs), r);
+        n.outputs = in_region(std::move(n.outputs), r);
         n.pass = Pass::backward;
         n.attrs.push_back({"recompute", true});
         out.add_node(std::move(n));
@@ -648,8 +672,8 @@ void recompute_regions(Graph& graph, const std::vector<std::vector<NodeId>>& reg
     }
     Node n = nodes[i];
     if (n.pass != Pass::forward) {
-      n.inputs = mapped(std::move(n.inputs));
-      n.outputs = mapped(std::move(n.outputs));
+      n.inputs = in_backward(std::move(n.inputs), i);
+      n.outputs = in_backward(std::move(n.outputs), i);
     }
     new_index[i] = out.add_node(std::move(n));
   }

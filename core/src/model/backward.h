@@ -37,12 +37,14 @@ std::vector<TensorId> append_backward(Graph& graph, TensorId loss, const Backwar
 
 // Activation recomputation (torch.utils.checkpoint, Megatron-LM's recompute): each region, a
 // list of forward node ids, is run again in the backward, just before the first backward node
-// that reads a value the region produced, and from there on every backward read of such a
-// value reads the recomputed one. The region's own outputs are then needed only by the
-// forward (and by backward nodes before that point), so liveness frees them early; what stays
-// alive into the backward is what the region reads from outside (its checkpointed inputs). The
-// recomputed nodes are tagged Pass::backward with the attribute recompute = true. A region none
-// of whose values the backward reads is left alone.
+// that reads a value the region produced, and from there on the backward reads the recomputed
+// values. A value the forward reads after the region (the region's output) is the exception: the
+// backward nodes of the region's own modules read the recomputed one, every other backward node
+// the forward's (as autograd's saved tensors of the ops after a checkpoint hold it). Values the
+// backward reads only through the region die with the forward; what stays alive into the
+// backward is what the region reads from outside (its checkpointed inputs) and the outputs the
+// ops after it keep. The recomputed nodes are tagged Pass::backward with the attribute
+// recompute = true. A region none of whose values the backward reads is left alone.
 void recompute_regions(Graph& graph, const std::vector<std::vector<NodeId>>& regions);
 
 // Inserts `node` before the graph's first node (node ids shift by one; recorded releases follow).

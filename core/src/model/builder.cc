@@ -666,8 +666,20 @@ class Builder {
   // 2cp-1-r of 2cp, "zigzag", which balances the causal work; the representative rank is r = 0);
   // decode attends over this rank's share of the cache and merges the partial outputs.
   // `gathered`: the keys and values already span the whole sequence (MLA gathers its latent).
+  // Its nodes (the context-parallel gathers, the attention kernels or the unfused core) carry
+  // the module path "<attention>.core": selective recomputation's region, the core attention
+  // Megatron-LM checkpoints with --recompute-granularity selective.
   TensorId attend(TensorId q, TensorId keys, TensorId values, std::vector<Attr> attrs,
                   bool gathered = false) {
+    const std::string module = e_.module;
+    e_.module = module + ".core";
+    TensorId o = attend_core(q, keys, values, std::move(attrs), gathered);
+    e_.module = module;
+    return o;
+  }
+
+  TensorId attend_core(TensorId q, TensorId keys, TensorId values, std::vector<Attr> attrs,
+                       bool gathered) {
     const int64_t heads = e_.shape(q)[1];
     const int64_t d = e_.shape(q)[3];
     const int64_t dv = e_.shape(values)[3];
@@ -726,8 +738,8 @@ class Builder {
   // projection. The scores, probabilities and dropout output are [b * heads, sq, sk] tensors;
   // the backward keeps the probabilities, the dropout mask and output, Q, K and V. Masks and
   // sliding windows are applied inside the softmax (the full sq x sk product is computed); GQA
-  // reads shared K/V heads without copying them. Nodes carry the module path "<attention>.core"
-  // (selective recomputation's region).
+  // reads shared K/V heads without copying them. Its nodes are attend()'s, with the module path
+  // "<attention>.core" (selective recomputation's region).
   // The attrs of an eager core's GEMM `gemm` ("qk" or "pv"): the query-key pairs its mask allows,
   // as the fused op's `attention` attrs give them (is_causal, window_size, query_offset), so that
   // model FLOPs count the same pairs whichever way attention runs (op_catalog.h).
@@ -743,8 +755,6 @@ class Builder {
 
   TensorId eager_core(const std::vector<TensorId>& qkv, const Shape& out,
                       const std::vector<Attr>& attention) {
-    const std::string module = e_.module;
-    e_.module = module + ".core";
     const Shape& q = e_.shape(qkv[0]);
     const int64_t b = q[0], h = q[1], sq = q[2], d = q[3];
     const int64_t sk = e_.shape(qkv[1])[2], dv = out[3];
@@ -758,7 +768,6 @@ class Builder {
                          masked_gemm_attrs(attention, "pv"));
     TensorId o = e_.op("clone", {e_.view(ctx, {b, sq, h, dv}, {h * sq * dv, dv, sq * dv, 1})},
                        {b, sq, h, dv}, dt_);
-    e_.module = module;
     return e_.view(o, {b, h, sq, dv}, {sq * h * dv, dv, h * dv, 1});
   }
 
@@ -768,8 +777,6 @@ class Builder {
   // contiguous copy.
   TensorId gptj_core(const std::vector<TensorId>& qkv, const Shape& out,
                      const std::vector<Attr>& attention) {
-    const std::string module = e_.module;
-    e_.module = module + ".core";
     const Shape& qs = e_.shape(qkv[0]);
     const int64_t b = qs[0], h = qs[1], sq = qs[2], d = qs[3];
     const int64_t sk = e_.shape(qkv[1])[2], dv = out[3];
@@ -795,7 +802,6 @@ class Builder {
                          masked_gemm_attrs(attention, "pv"));
     TensorId o = e_.op("clone", {e_.view(ctx, {b, sq, h, dv}, {h * sq * dv, dv, sq * dv, 1})},
                        {b, sq, h, dv}, dt_);
-    e_.module = module;
     return e_.view(o, {b, h, sq, dv}, {sq * h * dv, dv, h * dv, 1});
   }
 
@@ -1288,8 +1294,10 @@ class Builder {
         graph_, loss, {.parameter_grad_dtype = grad_dtype, .all_reduce_grad_of = column_inputs_});
     if (o_.recompute != Recompute::none) {
       // Full: each transformer layer is one checkpoint, its input stays and its forward runs
-      // again. Selective: each layer's unfused attention core (FlashAttention has none: its
-      // backward recomputes the core itself).
+      // again. Selective: each layer's core attention (attend(): the context-parallel K/V
+      // gathers and the attention kernel, or the unfused core), as Megatron-LM's
+      // --recompute-granularity selective checkpoints it (megatron/core/transformer/attention.py,
+      // _checkpointed_attention_forward): q, k and v stay, the kernel runs again in the backward.
       std::vector<std::vector<NodeId>> layers(static_cast<size_t>(m_.num_layers));
       const std::string prefix = "model.layers.";
       const std::string core = ".core";

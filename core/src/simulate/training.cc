@@ -74,44 +74,56 @@ Placement place(const ParallelLayout& l, const SystemSpec& system) {
 // One graph's figures, for the linear stage profile.
 struct Sample {
   double forward_s = 0, backward_s = 0, communication_s = 0, optimizer_s = 0, once_per_step_s = 0;
-  double parameter_bytes = 0, gradient_bytes = 0, state_bytes = 0, saved_bytes = 0, working_bytes = 0;
+  double parameter_bytes = 0, gradient_bytes = 0, state_bytes = 0, saved_bytes = 0, peak_activation_bytes = 0;
   double weight_copy_bytes = 0;
+  // Of saved_bytes: what the nodes before the first layer (the embedding) and after the last
+  // (the final norm, the head and the loss) wrote.
+  double embedding_saved_bytes = 0, head_saved_bytes = 0;
   double model_flops = 0, reference = 0;
 };
 
+// The figures of a stage of `layers` of `model`'s layers; `timed`: simulated on the device (the
+// times and model FLOPs), otherwise only its bytes.
 Sample sample_stage(const ModelSpec& model, int64_t layers, const BuildOptions& b,
-                    const DeviceSpec& device, const SimulateOptions& o) {
+                    const DeviceSpec& device, const SimulateOptions& o, bool timed = true) {
   ModelSpec stage = model;
   stage.num_layers = layers;
   const Graph g = build_graph(stage, b);
-  const SimulationResult r = simulate(g, device, o);
   Sample s;
-  s.forward_s = r.forward_time_s;
-  s.backward_s = r.backward_time_s;
-  s.communication_s = r.communication_time_s - r.overlapped_communication_s;  // exposed
-  s.once_per_step_s = r.once_per_step_time_s;
-  s.optimizer_s = r.optimizer_time_s;
+  if (timed) {
+    const SimulationResult r = simulate(g, device, o);
+    s.forward_s = r.forward_time_s;
+    s.backward_s = r.backward_time_s;
+    s.communication_s = r.communication_time_s - r.overlapped_communication_s;  // exposed
+    s.once_per_step_s = r.once_per_step_time_s;
+    s.optimizer_s = r.optimizer_time_s;
+    s.model_flops = r.model_flops;
+    s.reference = r.reference_peak_flops_per_s;
+  }
   for (const Storage& st : g.storages()) {
     const auto bytes = static_cast<double>(st.size_bytes);
     if (st.kind == StorageKind::parameter) s.parameter_bytes += bytes;
     if (st.kind == StorageKind::gradient) s.gradient_bytes += bytes;
     if (st.kind == StorageKind::optimizer_state) s.state_bytes += bytes;
   }
-  const MemoryProfile& mem = r.memory;
   const auto nodes = g.nodes();
   const auto storages = g.storages();
   const auto node_count = static_cast<NodeId>(nodes.size());
-  NodeId last_forward = kNoNode;
+  NodeId last_forward = kNoNode, first_layer = kNoNode, last_layer = kNoNode;
   for (NodeId n = 0; n < node_count; ++n) {
-    if (nodes[n].pass == Pass::forward) last_forward = n;
+    if (nodes[n].pass != Pass::forward) continue;
+    last_forward = n;
+    if (nodes[n].module_path.rfind("model.layers.", 0) == 0) {
+      if (first_layer == kNoNode) first_layer = n;
+      last_layer = n;
+    }
   }
   // Weight casts (fp8 GEMMs) are a copy of the weights: Transformer Engine casts them on a
   // step's first micro-batch and keeps them for the rest, so they are held once (the forward's
-  // casts: weight_copy_bytes), not per micro-batch in flight, and are neither saved nor working
-  // bytes. Which of them the graph holds where depends on the recompute policy: without it the
-  // forward keeps them for the backward's data gradients; under full recompute the forward frees
-  // them and the backward casts each layer's again. So the casts live at the end of the forward
-  // and at the peak are found from their lifetimes, as the liveness analysis (memory.h) has them.
+  // casts: weight_copy_bytes), not per micro-batch in flight, and are not activations. (Which of
+  // them the graph holds where depends on the recompute policy: without it the forward keeps
+  // them for the backward's data gradients; under full recompute the forward frees them and the
+  // backward casts each layer's again.)
   std::vector<char> is_copy(storages.size(), 0);
   for (NodeId n = 0; n < node_count; ++n) {
     const Node& node = nodes[n];
@@ -121,40 +133,48 @@ Sample sample_stage(const ModelSpec& model, int64_t layers, const BuildOptions& 
     if (!is_copy[st] && n <= last_forward) s.weight_copy_bytes += static_cast<double>(storages[st].size_bytes);
     is_copy[st] = 1;
   }
-  std::vector<NodeId> first(storages.size(), kNoNode), last(storages.size(), kNoNode);
+  // Each storage's lifetime as the liveness analysis has it (memory.h): from the first node that
+  // touches it to the last, under the recorded policy at least to its recorded release, a graph
+  // output's to the end.
+  std::vector<NodeId> first(storages.size(), kNoNode), end(storages.size(), kNoNode);
   for (NodeId n = 0; n < node_count; ++n) {
     for (const auto* list : {&nodes[n].inputs, &nodes[n].outputs}) {
       for (TensorId t : *list) {
         const StorageId st = g.tensor(t).storage;
-        if (!is_copy[st]) continue;
         if (first[st] == kNoNode) first[st] = n;
-        last[st] = n;
+        end[st] = n;
       }
     }
   }
-  for (TensorId t : g.outputs()) {
-    if (is_copy[g.tensor(t).storage]) last[g.tensor(t).storage] = node_count;
-  }
-  double copies_after_forward = 0.0, copies_at_peak = 0.0;
   for (size_t st = 0; st < storages.size(); ++st) {
-    if (!is_copy[st] || first[st] == kNoNode) continue;
-    NodeId end = last[st];
-    if (o.release_policy == ReleasePolicy::recorded && storages[st].released_after != kNoNode) {
-      end = std::max(end, std::min(storages[st].released_after, node_count - 1));
+    if (o.release_policy == ReleasePolicy::recorded && first[st] != kNoNode &&
+        storages[st].released_after != kNoNode) {
+      end[st] = std::max(end[st], std::min(storages[st].released_after, node_count - 1));
     }
+  }
+  for (TensorId t : g.outputs()) end[g.tensor(t).storage] = node_count - 1;
+  // The activations: saved, those live at the end of the forward, by the part of the model that
+  // wrote them (before the first layer: the embedding; after the last: the final norm, the head
+  // and the loss); and the most one micro-batch holds at once, over every node of its forward
+  // and backward. The weight casts are not among them (held once, above); nor are the gradients,
+  // which Megatron-LM keeps in a buffer for the whole step (counted apart).
+  std::vector<double> born(static_cast<size_t>(node_count) + 1, 0.0), dead(static_cast<size_t>(node_count) + 1, 0.0);
+  for (size_t st = 0; st < storages.size(); ++st) {
+    if (first[st] == kNoNode || is_copy[st] || storages[st].kind != StorageKind::activation) continue;
     const auto bytes = static_cast<double>(storages[st].size_bytes);
-    if (first[st] <= last_forward && end > last_forward) copies_after_forward += bytes;
-    if (first[st] <= mem.peak_node && mem.peak_node <= end) copies_at_peak += bytes;
+    born[static_cast<size_t>(first[st])] += bytes;
+    dead[static_cast<size_t>(end[st])] += bytes;
+    if (last_forward == kNoNode || first[st] > last_forward || end[st] <= last_forward) continue;
+    s.saved_bytes += bytes;
+    if (first_layer == kNoNode || first[st] < first_layer) s.embedding_saved_bytes += bytes;
+    if (last_layer != kNoNode && first[st] > last_layer) s.head_saved_bytes += bytes;
   }
-  if (last_forward != kNoNode) {
-    s.saved_bytes = static_cast<double>(mem.live_bytes_after[last_forward] - mem.resident_bytes) -
-                    copies_after_forward;
+  double live = 0.0;
+  for (size_t n = 0; n < static_cast<size_t>(node_count); ++n) {
+    live += born[n];
+    s.peak_activation_bytes = std::max(s.peak_activation_bytes, live);
+    live -= dead[n];
   }
-  s.working_bytes = std::max(0.0, static_cast<double>(mem.peak_bytes - mem.resident_bytes -
-                                                      mem.peak_gradient_bytes) -
-                                      copies_at_peak - s.saved_bytes);
-  s.model_flops = r.model_flops;
-  s.reference = r.reference_peak_flops_per_s;
   return s;
 }
 
@@ -217,11 +237,18 @@ StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
     heavy.moe.first_dense_layers = 0;
     heavy.moe.sparse_step = 1;
   }
-  Sample s0, s1;
+  // The body: the same layers without the final norm, the head and the pooler, a stage before
+  // the last (its loss stands for the next stage's gradient); only its bytes are needed.
+  ModelSpec body = heavy;
+  body.final_norm = body.lm_head = body.pooler = false;
+  const bool headless = !heavy.final_norm && !heavy.lm_head && !heavy.pooler;
+  Sample s0, s1, b0, b1;
   double whole_flops = 0.0;
   try {
     s0 = sample_stage(heavy, 1, b, device, o);
     s1 = model.num_layers > 1 ? sample_stage(heavy, 2, b, device, o) : s0;
+    b0 = headless ? s0 : sample_stage(body, 1, b, device, o, /*timed=*/false);
+    b1 = headless ? s1 : model.num_layers > 1 ? sample_stage(body, 2, b, device, o, false) : b0;
     // The model FLOPs of the real model: its leading layers through the first MoE layer, then
     // one more layer at a time.
     whole_flops = s0.model_flops + static_cast<double>(model.num_layers - 1) * (s1.model_flops - s0.model_flops);
@@ -248,7 +275,16 @@ StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
   p.state_bytes = line(s0.state_bytes, s1.state_bytes);
   p.saved_bytes = line(s0.saved_bytes, s1.saved_bytes);
   p.weight_copy_bytes = line(s0.weight_copy_bytes, s1.weight_copy_bytes);
-  p.working_bytes = line(s0.working_bytes, s1.working_bytes);
+  p.peak_activation_bytes = line(s0.peak_activation_bytes, s1.peak_activation_bytes);
+  p.body_peak_activation_bytes = line(b0.peak_activation_bytes, b1.peak_activation_bytes);
+  p.embedding = {.parameter_bytes = b0.parameter_bytes - p.parameter_bytes.per_layer,
+                 .gradient_bytes = b0.gradient_bytes - p.gradient_bytes.per_layer,
+                 .state_bytes = b0.state_bytes - p.state_bytes.per_layer};
+  p.head = {.parameter_bytes = s0.parameter_bytes - b0.parameter_bytes,
+            .gradient_bytes = s0.gradient_bytes - b0.gradient_bytes,
+            .state_bytes = s0.state_bytes - b0.state_bytes};
+  p.input_saved_bytes = s0.embedding_saved_bytes;
+  p.head_saved_bytes = s0.head_saved_bytes;
   p.model_flops = whole_flops;
   p.reference_peak_flops_per_s = s0.reference;
   p.feasible = true;
@@ -316,17 +352,46 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
     e.pp_comm_s = 2.0 * static_cast<double>(l.pp - 1) * static_cast<double>(v) * p2p.time_s;
   }
 
-  // This rank's parameters, gradients and optimizer states, and what data parallelism moves.
-  const double params = p.parameter_bytes.at(n), grads = p.gradient_bytes.at(n);
-  const double states = p.state_bytes.at(n);
+  // This rank's parameters, gradients and optimizer states on the pipeline's first stage (the
+  // embedding's) and last stage (the head's; with tied embeddings and pp > 1 a copy of the
+  // embedding too, the last stage's output layer weight that Megatron-LM keeps in step with the
+  // first stage's: megatron/core/models/gpt/gpt_model.py, shared_embedding_or_output_weight);
+  // with one stage, both.
+  const auto layers = static_cast<double>(n);
+  const bool tied_copy = l.pp > 1 && model.tied_embeddings;
+  struct StageState {
+    double params, grads, states;
+  };
+  auto stage_state = [&](bool first, bool last) {
+    StageState st{p.parameter_bytes.per_layer * layers, p.gradient_bytes.per_layer * layers,
+                  p.state_bytes.per_layer * layers};
+    for (const auto& [holds, part] : {std::pair{first || (last && tied_copy), p.embedding}, std::pair{last, p.head}}) {
+      if (!holds) continue;
+      st.params += part.parameter_bytes;
+      st.grads += part.gradient_bytes;
+      st.states += part.state_bytes;
+    }
+    return st;
+  };
+  const StageState first_state = stage_state(true, l.pp == 1), last_state = stage_state(l.pp == 1, true);
+  const double params = std::max(first_state.params, last_state.params);
+  const double grads = std::max(first_state.grads, last_state.grads);
   const double layer_params = p.parameter_bytes.per_layer, layer_grads = p.gradient_bytes.per_layer;
   const auto dp = static_cast<double>(l.dp);
-  if (l.dp > 1) {
-    const int64_t dp_per_domain =
-        std::max<int64_t>(1, placed.groups[2].ranks_per_domain * placed.groups[3].ranks_per_domain);
+  // The distributed optimizer and FSDP shard over, and the gradients are reduced over, the data-
+  // parallel ranks together with the context-parallel ones (every CP rank computes gradients of
+  // its own tokens): Megatron-LM puts the dense parameters' gradient buffers on the data-parallel
+  // group with context parallelism (megatron/core/distributed/distributed_data_parallel.py,
+  // intra_dp_cp_group), torchtitan shards FSDP2 over the flattened dp_shard x cp mesh
+  // (torchtitan/distributed/parallel_dims.py, dp_shard_cp).
+  const int64_t shard_ranks = l.dp * l.cp;
+  const auto shard = static_cast<double>(shard_ranks);
+  if (shard_ranks > 1) {
+    const int64_t shard_per_domain = std::max<int64_t>(
+        1, placed.groups[1].ranks_per_domain * placed.groups[2].ranks_per_domain * placed.groups[3].ranks_per_domain);
     auto collective = [&](CollectiveKind kind, double bytes) {
-      return estimate_collective({.kind = kind, .bytes = bytes, .ranks = l.dp,
-                                  .ranks_per_domain = dp_per_domain}, system).time_s;
+      return estimate_collective({.kind = kind, .bytes = bytes, .ranks = shard_ranks,
+                                  .ranks_per_domain = shard_per_domain}, system).time_s;
     };
     const double hide_bwd = l.overlap_grad_reduce ? e.backward_s : 0.0;
     const double hide_fwd = l.overlap_param_gather ? e.forward_s : 0.0;
@@ -347,7 +412,7 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
       e.dp_comm_s = md * per;
     }
   }
-  e.optimizer_s = p.optimizer_s.at(n) / (l.zero >= 1 ? dp : 1.0);
+  e.optimizer_s = p.optimizer_s.at(n) / (l.zero >= 1 ? shard : 1.0);
   e.step_s = e.compute_s + e.bubble_s + e.pp_comm_s + e.dp_comm_s + e.optimizer_s;
 
   const double tokens = static_cast<double>(l.global_batch) * static_cast<double>(base.seq);
@@ -358,21 +423,50 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   e.tflops_per_gpu = e.model_flops / e.step_s / static_cast<double>(l.gpus()) / 1e12;
   if (p.reference_peak_flops_per_s > 0) e.mfu = e.tflops_per_gpu * 1e12 / p.reference_peak_flops_per_s;
 
-  // Memory of the first stage, which keeps the most micro-batches in flight: the layers' saved
-  // activations for each, the embedding's and head's once, one backward's working memory.
-  double in_flight = static_cast<double>(l.gpipe ? m : std::min(m, l.pp));
-  if (v > 1) {
-    in_flight = std::min(static_cast<double>(m * v), static_cast<double>(l.pp * v + l.pp - 1)) /
-                static_cast<double>(v);
-  }
-  const double saved_layers = p.saved_bytes.per_layer * static_cast<double>(n);
-  const double saved_rest = std::max(0.0, p.saved_bytes.at(n) - saved_layers);
-  e.activation_bytes = saved_layers * in_flight + saved_rest + std::max(0.0, p.working_bytes.at(n));
-  const double param_mem = l.zero >= 3 ? params / dp + 2.0 * layer_params : params;
-  const double grad_mem = l.zero >= 2 ? grads / dp + layer_grads : grads;
-  const double state_mem = l.zero >= 1 ? states / dp : states;
-  e.memory_per_gpu_bytes = param_mem + grad_mem + state_mem + p.weight_copy_bytes.at(n) +
-                           e.activation_bytes + device.runtime_reserved_bytes;
+  // Memory per GPU, of the pipeline stage that needs the most. A stage keeps the saved
+  // activations of each model chunk it has run forward and not yet backward, as Megatron-LM's
+  // schedules run them (megatron/core/pipeline_parallel/schedules.py, get_pp_rank_microbatches):
+  // 1F1B runs pp - r - 1 warm-up forwards on stage r, interleaved 1F1B with v chunks
+  // 2 (pp - r - 1) + (v - 1) pp (micro-batch groups of pp), both capped by the chunks of the step
+  // (m v), then one more forward before each backward, so min(warm-up + 1, m v) chunks are in
+  // flight: pp on the first stage and 1 on the last for 1F1B. GPipe runs all m forwards first.
+  // At the peak one of them runs its backward, holding what its own liveness peak holds, while
+  // the others keep their saved activations: a chunk keeps its input (the embedding writes it on
+  // the first stage, the previous stage sends it on the others) and not its output, which
+  // Megatron-LM frees once sent (deallocate_output_tensor; megatron/training/arguments.py turns
+  // deallocate_pipeline_outputs on), so it keeps as much as its layers
+  // keep with their outputs counted (the profile's saved bytes per layer); on the last stage a
+  // chunk with the head also keeps its output (the final norm's input), and what the head and
+  // the loss keep, for the one micro-batch between its loss and its backward (all m under
+  // GPipe). The middle stages hold fewer chunks than the first and no more state.
+  const auto per_chunk_layers = static_cast<double>(per_chunk);
+  auto chunks_in_flight = [&](int64_t stage) -> int64_t {
+    if (l.pp == 1) return 1;
+    if (l.gpipe) return m;
+    const int64_t warmup = v == 1 ? l.pp - stage - 1 : 2 * (l.pp - stage - 1) + (v - 1) * l.pp;
+    return std::min(warmup + 1, m * v);
+  };
+  const double param_shard = l.zero >= 3 ? shard : 1.0, grad_shard = l.zero >= 2 ? shard : 1.0;
+  const double state_shard = l.zero >= 1 ? shard : 1.0;
+  const double chunk_saved = p.saved_bytes.per_layer * per_chunk_layers;
+  const double head_chunk_saved = chunk_saved + p.input_saved_bytes + p.head_saved_bytes;
+  auto stage_memory = [&](int64_t stage, double& activation) {
+    const bool first = stage == 0, last = stage == l.pp - 1;
+    const StageState st = stage_state(first, last);
+    const auto others = static_cast<double>(chunks_in_flight(stage) - 1);
+    // The chunk whose backward runs holds its own peak: the head's on the last stage (its
+    // backward starts at the loss), a chunk without the head elsewhere.
+    const double own = last ? p.peak_activation_bytes.at(per_chunk) : p.body_peak_activation_bytes.at(per_chunk);
+    activation = others * (last && l.gpipe ? head_chunk_saved : chunk_saved) + std::max(0.0, own);
+    return st.params / param_shard + (l.zero >= 3 ? 2.0 * layer_params : 0.0) + st.grads / grad_shard +
+           (l.zero >= 2 ? layer_grads : 0.0) + st.states / state_shard + p.weight_copy_bytes.at(n) + activation;
+  };
+  double first_activation = 0.0, last_activation = 0.0;
+  const double first_memory = stage_memory(0, first_activation);
+  const double last_memory = stage_memory(l.pp - 1, last_activation);
+  const bool first_peaks = first_memory >= last_memory;
+  e.activation_bytes = first_peaks ? first_activation : last_activation;
+  e.memory_per_gpu_bytes = (first_peaks ? first_memory : last_memory) + device.runtime_reserved_bytes;
   require_physical(e);
   e.fits = e.memory_per_gpu_bytes <= device.memory_bytes;
   e.feasible = e.fits;
@@ -525,7 +619,7 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
                        .global_batch = space.global_batch, .virtual_stages = v, .zero = zero,
                        .order = space.orders[o.order]};
     if (l.dp % o.ep != 0) return "ep does not divide dp";
-    if (zero > 0 && l.dp == 1) return "ZeRO with dp = 1 is ZeRO-0";
+    if (zero > 0 && l.dp * l.cp == 1) return "ZeRO with dp x cp = 1 is ZeRO-0";
     if (v > 1 && pp == 1) return "virtual stages need pp > 1";
     if (model.num_layers < pp * v) return "fewer layers than pp x virtual stages";
     if (space.global_batch % (l.dp * o.mb) != 0) return "global batch not a multiple of dp x micro-batch";

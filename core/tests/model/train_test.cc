@@ -216,16 +216,17 @@ TEST(TrainTest, ActivationMemoryPerLayerMatchesKorthikanti) {
   // (2sbh), the projection's input (2sbh) and the dropout mask (sbh); the MLP its two inputs
   // (2sbh, 8sbh), the GELU input (8sbh) and the dropout mask (sbh); the two LayerNorms their
   // inputs (4sbh): 34sbh, plus 5as^2b for the unfused attention core, which FlashAttention does
-  // not keep (its backward recomputes the core: Korthikanti's "selective" recompute). Beyond the
-  // formula, small fp32 statistics: each LayerNorm's mean and rstd (2 x 2 x 4 bytes x sb) and the
-  // attention's log-sum-exp (4 bytes x abs).
+  // not keep (its backward recomputes the scores). Beyond the formula, small fp32 statistics:
+  // each LayerNorm's mean and rstd (2 x 2 x 4 bytes x sb) and the attention's log-sum-exp
+  // (4 bytes x abs), which selective recomputation makes again in the backward with the rest of
+  // the core attention.
   const int64_t sbh = 128 * 2 * 256;
   const int64_t statistics = 2 * 2 * 4 * 128 * 2 + 4 * 8 * 2 * 128;
   const int64_t none = saved_activations(3, Recompute::none) - saved_activations(2, Recompute::none);
   EXPECT_EQ(none, 34 * sbh + statistics);
   const int64_t selective =
       saved_activations(3, Recompute::selective) - saved_activations(2, Recompute::selective);
-  EXPECT_EQ(selective, 34 * sbh + statistics);
+  EXPECT_EQ(selective, 34 * sbh + 2 * 2 * 4 * 128 * 2);
   // Full recompute keeps each layer's input only: 2sbh.
   const int64_t full = saved_activations(3, Recompute::full) - saved_activations(2, Recompute::full);
   EXPECT_EQ(full, 2 * sbh);
@@ -256,6 +257,71 @@ TEST(TrainTest, UnfusedAttentionCoreAddsKorthikantisQuadraticTerm) {
   EXPECT_EQ(per_layer(Recompute::none), 34 * sbh + 5 * as2b + norms);
   EXPECT_EQ(per_layer(Recompute::selective), 34 * sbh + norms);
   EXPECT_EQ(per_layer(Recompute::full), 2 * sbh);
+}
+
+TEST(TrainTest, SelectiveRecomputeChecksTheCoreAttentionOnEveryPath) {
+  // Megatron-LM's selective recomputation checkpoints the core attention: q, k and v stay, the
+  // attention kernel runs again in the backward, and what only the core kept for its backward
+  // is made again there. With FlashAttention that is the log-sum-exp, and under fp8 GEMMs the
+  // attention output too (the output projection keeps its e4m3 copy). Per layer, on the
+  // GPT-3-style block (s = 128, b = 2, h = 256, a = 8, sbh = 65,536; LayerNorm statistics
+  // 2 x 2 x 4 x sb = 4,096 bytes, log-sum-exp 4 x abs = 8,192):
+  //   16-bit, TP 1:        none 34sbh + 4,096 + 8,192, selective 34sbh + 4,096;
+  //   TP 2 with SP:        half of each;
+  //   CP 2 (64 tokens):    half of each; the K and V gathered over the sequence are not kept
+  //                        (every policy gathers them again in the backward, as Megatron-LM's
+  //                        context parallelism does), only this rank's chunk;
+  //   fp8 GEMMs:           none 29sbh + 12h^2 + 12,288 (Fp8GemmsKeepOneByteCopiesForBackward),
+  //                        selective 27sbh + 12h^2 + 4,096;
+  // and full keeps each layer's input: 2sbh, sbh with SP or CP 2, 2sbh with fp8 (the weight
+  // casts are made again in the backward).
+  const int64_t sbh = 128 * 2 * 256, norms = 2 * 2 * 4 * 128 * 2, lse = 4 * 8 * 2 * 128;
+  const int64_t casts = 12 * 256 * 256;
+  auto per_layer = [](Recompute r, BuildOptions o) {
+    o.phase = Phase::train;
+    o.batch = 2;
+    o.seq = 128;
+    o.optimizer = Optimizer::none;
+    o.recompute = r;
+    auto saved = [&](int64_t layers) {
+      const Graph g = build_graph(gpt3_style(layers), o);
+      const MemoryProfile p = compute_memory_profile(g);
+      for (NodeId i = 0; i < static_cast<NodeId>(g.nodes().size()); ++i) {
+        if (g.node(i).op == "nll_loss_forward") return p.live_bytes_after[i] - p.resident_bytes;
+      }
+      return int64_t{-1};
+    };
+    return saved(3) - saved(2);
+  };
+  const BuildOptions plain, sp{.tensor_parallel = 2, .sequence_parallel = true}, cp{.context_parallel = 2};
+  const BuildOptions fp8{.fp8_gemms = true};
+  EXPECT_EQ(per_layer(Recompute::none, plain), 34 * sbh + norms + lse);
+  EXPECT_EQ(per_layer(Recompute::selective, plain), 34 * sbh + norms);
+  EXPECT_EQ(per_layer(Recompute::full, plain), 2 * sbh);
+  EXPECT_EQ(per_layer(Recompute::none, sp), (34 * sbh + norms + lse) / 2);
+  EXPECT_EQ(per_layer(Recompute::selective, sp), (34 * sbh + norms) / 2);
+  EXPECT_EQ(per_layer(Recompute::full, sp), sbh);
+  EXPECT_EQ(per_layer(Recompute::none, cp), (34 * sbh + norms + lse) / 2);
+  EXPECT_EQ(per_layer(Recompute::selective, cp), (34 * sbh + norms) / 2);
+  EXPECT_EQ(per_layer(Recompute::full, cp), sbh);
+  EXPECT_EQ(per_layer(Recompute::none, fp8), 29 * sbh + casts + norms + lse);
+  EXPECT_EQ(per_layer(Recompute::selective, fp8), 27 * sbh + casts + norms);
+  EXPECT_EQ(per_layer(Recompute::full, fp8), 2 * sbh);
+  // The attention kernel runs again in the backward, once per layer and query chunk (CP's
+  // zigzag gives a rank two), and under CP its K and V are gathered again, once more when the
+  // core is recomputed.
+  auto nodes = [](Recompute r, BuildOptions o, const std::string& op) {
+    o.phase = Phase::train;
+    o.seq = 128;
+    o.optimizer = Optimizer::none;
+    o.recompute = r;
+    return count(build_graph(gpt3_style(2), o), op, Pass::backward);
+  };
+  EXPECT_EQ(nodes(Recompute::none, plain, "accel_sim::attention"), 0);
+  EXPECT_EQ(nodes(Recompute::selective, plain, "accel_sim::attention"), 2);
+  EXPECT_EQ(nodes(Recompute::selective, cp, "accel_sim::attention"), 4);
+  EXPECT_EQ(nodes(Recompute::none, cp, "accel_sim::all_gather"), 2 * 2);
+  EXPECT_EQ(nodes(Recompute::selective, cp, "accel_sim::all_gather"), 2 * 4);
 }
 
 TEST(TrainTest, GradientsKeptBetweenStepsAreLiveFromTheFirstOp) {

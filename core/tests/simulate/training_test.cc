@@ -160,8 +160,10 @@ TEST(TrainingTest, ZeroStagesShardStatesGradientsAndParameters) {
 }
 
 TEST(TrainingTest, InterleavingKeepsMoreMicroBatchesInFlight) {
-  // 8 layers on 2 stages, 8 micro-batches: 1F1B keeps pp = 2 in flight on the first stage;
-  // interleaving over 2 chunks keeps pp + (pp - 1) / v = 2.5 (Korthikanti et al. 2022).
+  // 8 layers on 2 stages, 8 micro-batches: 1F1B keeps pp = 2 micro-batches of 4 layers in flight
+  // on the first stage; interleaving over 2 chunks of 2 layers keeps
+  // 2 (pp - 1) + (v - 1) pp + 1 = 5 chunks (Megatron-LM's warm-up plus one), 2 more layers'
+  // saved activations (pp + (pp - 1) / v = 2.5 stages' worth, Korthikanti et al. 2022).
   const ModelSpec m = testing::small_gpt(8);
   const DeviceSpec d = testing::round_device();
   const SystemSpec sys = round_system();
@@ -312,19 +314,85 @@ TEST(TrainingTest, OverlappedTpCommAndCachedWeightCastsCountAsTheStageSaysThey) 
 }
 
 TEST(TrainingTest, GpipeKeepsEveryMicroBatchInFlight) {
-  // 8 layers on 2 stages, 8 micro-batches: GPipe runs every forward before any backward, so the
-  // first stage holds all 8 micro-batches' saved activations where 1F1B holds 2; the time is
-  // the same (the same bubble, Huang et al. 2019).
+  // 8 layers on 2 stages: GPipe runs every forward before any backward, so each stage holds all
+  // m micro-batches' saved activations, and the last stage, which the head makes the heaviest,
+  // also keeps each one's head and loss (their loss is computed in the forward). By hand, bf16,
+  // s = 128, b = 1, h = 256 (sbh = 32,768), 8 heads, no dropout:
+  //   a layer: Korthikanti's 34sbh less the two dropout masks, 32sbh = 1,048,576, and the fp32
+  //     statistics of two LayerNorms (2 x 2 x 4 x 128 = 2,048) and of attention (the
+  //     log-sum-exp, 4 x 8 x 128 = 4,096): 1,054,720;
+  //   the stage's input (the embedding's output, kept by the first LayerNorm): 2sbh = 65,536;
+  //   the head: the final LayerNorm's statistics (1,024), the LM head's input (65,536), the
+  //     log-softmax's fp32 output [128, 1,024] (524,288) and the loss and its token count (8):
+  //     590,856.
+  // So 4 more micro-batches keep 4 x (4 x 1,054,720 + 65,536 + 590,856) = 19,501,088 bytes more
+  // on the last stage; 1F1B's step takes the same time (the same bubble, Huang et al. 2019).
   const ModelSpec m = testing::small_gpt(8);
   const DeviceSpec d = testing::round_device();
   const SystemSpec sys = round_system();
-  const TrainingEstimate f1b = estimate_training(m, {.seq = 128}, {.pp = 2, .global_batch = 8}, d, sys, {});
-  const TrainingEstimate gpipe =
+  const TrainingEstimate four =
+      estimate_training(m, {.seq = 128}, {.pp = 2, .global_batch = 4, .gpipe = true}, d, sys, {});
+  const TrainingEstimate eight =
       estimate_training(m, {.seq = 128}, {.pp = 2, .global_batch = 8, .gpipe = true}, d, sys, {});
-  const StageProfile p = profile_stage(m, {.seq = 128}, {.pp = 2, .global_batch = 8},
-                                       {{.name = "tp"}, {.name = "cp"}, {.name = "ep"}}, d, sys, {});
-  EXPECT_NEAR(gpipe.activation_bytes - f1b.activation_bytes, (8 - 2) * 4 * p.saved_bytes.per_layer, 1.0);
-  EXPECT_DOUBLE_EQ(gpipe.step_s, f1b.step_s);
+  ASSERT_TRUE(four.feasible && eight.feasible);
+  EXPECT_DOUBLE_EQ(eight.memory_per_gpu_bytes - four.memory_per_gpu_bytes, 19501088.0);
+  EXPECT_DOUBLE_EQ(eight.activation_bytes - four.activation_bytes, 19501088.0);
+  const TrainingEstimate f1b = estimate_training(m, {.seq = 128}, {.pp = 2, .global_batch = 8}, d, sys, {});
+  EXPECT_DOUBLE_EQ(eight.step_s, f1b.step_s);
+  EXPECT_GT(eight.activation_bytes, f1b.activation_bytes + 6 * 4 * 1054720.0);
+}
+
+TEST(TrainingTest, FirstStageHoldsTheEmbeddingAndTheLastStageTheHead) {
+  // 8 layers on 4 stages, 8 micro-batches, untied embeddings: the first stage, with pp = 4
+  // micro-batches (1F1B) or 2 (pp - 1) + (v - 1) pp + 1 = 11 chunks (interleaved, v = 2) in
+  // flight, needs the most, and it holds the embedding but neither the LM head nor what the
+  // head and the loss keep. Doubling the vocabulary (1,024 to 2,048 rows of 256) so adds only
+  // the embedding's 1,024 x 256 more parameters in bf16, their fp32 gradients and fp32 master
+  // weights and Adam moments: 18 bytes each, 4,718,592 bytes.
+  const DeviceSpec d = testing::round_device();
+  const SystemSpec sys = round_system();
+  auto memory = [&](int64_t vocab, int64_t v) {
+    ModelSpec m = testing::small_gpt(8);
+    m.tied_embeddings = false;
+    m.vocab_size = vocab;
+    const TrainingEstimate e =
+        estimate_training(m, {.seq = 128}, {.pp = 4, .global_batch = 8, .virtual_stages = v}, d, sys, {});
+    EXPECT_TRUE(e.feasible) << e.reason;
+    return e.memory_per_gpu_bytes;
+  };
+  EXPECT_DOUBLE_EQ(memory(2048, 1) - memory(1024, 1), 4718592.0);
+  EXPECT_DOUBLE_EQ(memory(2048, 2) - memory(1024, 2), 4718592.0);
+}
+
+TEST(TrainingTest, ShardingSpansTheDataAndContextParallelRanks) {
+  // CP 2 x DP 2 in one domain: the distributed optimizer shards the states over all 4 ranks and
+  // the gradients are reduced over them (each CP rank holds its own tokens' gradients), as
+  // Megatron-LM's data-parallel group with context parallelism does. The small GPT's 3,552,768
+  // parameters (4 layers of 789,760: QKV 196,608 + 768, output 65,536 + 256, MLP 2 x 262,144 +
+  // 1,024 + 256, two LayerNorms 1,024; token and position tables 262,144 and 131,072; the final
+  // LayerNorm 512) have 14,211,072 bytes of fp32 gradients and 42,633,216 of fp32 states.
+  const ModelSpec m = testing::small_gpt(4);
+  const DeviceSpec d = testing::round_device();
+  const SystemSpec sys = round_system();
+  auto at = [&](int zero, int64_t dp, int64_t cp) {
+    ParallelLayout l{.dp = dp, .cp = cp, .micro_batch = 1, .global_batch = 4, .zero = zero};
+    l.overlap_grad_reduce = l.overlap_param_gather = false;
+    const TrainingEstimate e = estimate_training(m, {.seq = 128}, l, d, sys, {});
+    EXPECT_TRUE(e.feasible) << e.reason;
+    return e;
+  };
+  const double grads = 14211072.0, states = 42633216.0, params = 2 * 3552768.0;
+  const TrainingEstimate z0 = at(0, 2, 2), z1 = at(1, 2, 2);
+  // ZeRO-1 keeps 1/4 of the states, not 1/2.
+  EXPECT_DOUBLE_EQ(z0.memory_per_gpu_bytes - z1.memory_per_gpu_bytes, 0.75 * states);
+  EXPECT_NEAR(z1.optimizer_s, z0.optimizer_s / 4, 1e-15);
+  // Over 4 ranks: an all-reduce in log2(4) = 2 steps of 1 us each way and 2 x 3/4 S / B; a
+  // reduce-scatter and an all-gather 2 steps and 3/4 S / B each.
+  EXPECT_NEAR(z0.dp_comm_s, 4e-6 + 1.5 * grads / 100e9, 1e-15);
+  EXPECT_NEAR(z1.dp_comm_s, (2e-6 + 0.75 * grads / 100e9) + (2e-6 + 0.75 * params / 100e9), 1e-15);
+  // With no data parallelism the CP ranks still all-reduce their gradients: 2 ranks, one step
+  // each way and S / B.
+  EXPECT_NEAR(at(0, 1, 2).dp_comm_s, 2e-6 + grads / 100e9, 1e-15);
 }
 
 TEST(TrainingTest, MoeWithDenseLeadingLayersProfilesItsHeaviestLayers) {
@@ -359,7 +427,7 @@ TEST(TrainingTest, Fp8WeightCastsUnderFullRecomputeAreNotSubtractedFromSavedActi
   ASSERT_TRUE(p.feasible) << p.reason;
   EXPECT_DOUBLE_EQ(p.saved_bytes.per_layer, 65536.0);
   EXPECT_DOUBLE_EQ(p.weight_copy_bytes.per_layer, 786432.0);
-  EXPECT_GE(p.working_bytes.at(2), 0.0);
+  EXPECT_GE(p.peak_activation_bytes.at(2), 0.0);
   const TrainingEstimate e = estimate_training(m, base, l, d, sys, {});
   // 2 layers on the first stage x 2 micro-batches in flight keep at least 4 layer inputs.
   EXPECT_GE(e.activation_bytes, 4 * 65536.0);

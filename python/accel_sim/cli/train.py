@@ -159,11 +159,13 @@ def _refuse_layout_flags(args: argparse.Namespace) -> None:
     """Refuses typed flags `train`'s layout cannot honour (accel_sim.cli.flags)."""
     from accel_sim.cli.flags import refuse
 
-    if args.dp == 1:
+    if args.dp * args.cp == 1:
         if args.zero > 0:
             refuse(args, ("zero",), f"{args.zero} shards optimizer states, gradients or parameters over the "
-                   "data-parallel ranks; with --dp 1 there is nothing to shard (ZeRO with dp = 1 is ZeRO-0)")
-        refuse(args, ("no_overlap",), "exposes the data-parallel communication; with --dp 1 there is none")
+                   "data- and context-parallel ranks; with --dp 1 and --cp 1 there is nothing to shard "
+                   "(ZeRO with dp x cp = 1 is ZeRO-0)")
+        refuse(args, ("no_overlap",), "exposes the data-parallel communication (over the data- and "
+               "context-parallel ranks); with --dp 1 and --cp 1 there is none")
     if args.pp == 1 and args.schedule == "gpipe":
         refuse(args, ("schedule",), "gpipe is a pipeline schedule; with --pp 1 there is no pipeline")
     if not (args.tp > 1 and args.sp):
