@@ -199,8 +199,8 @@ def test_a_length_beyond_int64_in_a_trace_is_one_line(tmp_path):
 @pytest.mark.parametrize("flag,value,words", [
     ("--input-len", "3000000000", "a length is 1 to 2,147,483,647 tokens"),  # drawn as int32: it wrapped
     ("--output-len", "uniform:1:4294967297", "a length is 1 to 2,147,483,647 tokens"),
-    ("--input-len", "lognormal:nan:1", "MU must be finite"),
-    ("--input-len", "lognormal:5:inf:1:100", "SIGMA must be finite"),
+    ("--input-len", "lognormal:nan:1", "MU: 'nan' is not a finite number"),
+    ("--input-len", "lognormal:5:inf:1:100", "SIGMA: 'inf' is not a finite number"),
     ("--input-len", "lognormal:5:-1:1:100", "SIGMA must be at least 0"),
     ("--slo-ttft-p99", "0", "a duration must be finite and above 0"),  # 0 meant no target
     ("--slo-tpot-p99", "1e400s", "a duration must be finite and above 0"),

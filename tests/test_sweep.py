@@ -69,7 +69,7 @@ def test_vary_specs(text: str, name: str, values: list[float]):
     (["--vary", "batch=0,1"], "batch must be at least 1"),
     (["--vary", "memory_bandwidth_gbs=0:100:3"], "must be positive"),
     (["--vary", "peak_tflops=-1:10:3:log"], "a log range needs positive ends"),
-    (["--vary", "memory_bandwidth_gbs=1,abc"], "'abc' is not a number"),
+    (["--vary", "memory_bandwidth_gbs=1,abc"], "'abc' is not a finite number"),
     (["--vary", "batch=1,2", "--vary", "seq=1,2"], "give --vary once"),
     (["--vary", "seq=128,256", "--phase", "decode"], "vary context"),
     (["--vary", "context=128,256"], "context is the cached tokens of a decode step"),

@@ -17,12 +17,12 @@ core's result); this module only converts the user's units (GB/s, TFLOP/s) to th
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from accel_sim import _core
 from accel_sim.errors import UsageError
+from accel_sim.io import fields
 
 _GIB = 1024.0**3
 _INT64_MAX = 2**63 - 1  # the builder's batch, sequence and parallel degrees are int64_t
@@ -91,16 +91,6 @@ def parameter(name: str) -> Parameter:
     return PARAMETERS[name]
 
 
-def _number(text: str, spec: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise UsageError(f"--vary {spec}: '{text}' is not a number") from None
-    if not math.isfinite(value):
-        raise UsageError(f"--vary {spec}: '{text}' is not a finite number")
-    return value
-
-
 def parse_vary(text: str) -> tuple[str, list[float]]:
     """'NAME=SPEC' -> (name, values). SPEC: start:stop:n (n evenly spaced values, both ends
     included), start:stop:n:log (geometric), or a comma-separated list."""
@@ -114,7 +104,7 @@ def parse_vary(text: str) -> tuple[str, list[float]]:
         log = len(parts) == 4 and parts[3] == "log"
         if len(parts) not in (3, 4) or (len(parts) == 4 and not log):
             raise UsageError(f"--vary {text}: a range is start:stop:n or start:stop:n:log")
-        start, stop = _number(parts[0], text), _number(parts[1], text)
+        start, stop = fields.finite_text(parts[0], f"--vary {text}"), fields.finite_text(parts[1], f"--vary {text}")
         try:
             n = int(parts[2])
         except ValueError:
@@ -133,7 +123,7 @@ def parse_vary(text: str) -> tuple[str, list[float]]:
         values[-1] = stop
         values = [float(f"{v:.12g}") for v in values]  # 2000:8000:7 reads 3000, not 2999.9999999999995
     else:
-        values = [_number(v.strip(), text) for v in spec.split(",") if v.strip()]
+        values = [fields.finite_text(v.strip(), f"--vary {text}") for v in spec.split(",") if v.strip()]
         if not values:
             raise UsageError(f"--vary {text}: no values")
         if len(values) > MAX_VARY_VALUES:

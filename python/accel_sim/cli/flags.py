@@ -141,6 +141,8 @@ COUNT = _integer(1, INT64_MAX, "a whole number from 1 to 2^63 - 1")
 WHOLE = _integer(0, INT64_MAX, "a whole number from 0 to 2^63 - 1")
 # A random seed: the core's uint64_t, within the int64 every number of the command line fits (check_numbers).
 SEED = _integer(0, INT64_MAX, "a seed from 0 to 2^63 - 1")
+# A time limit in seconds, at least 0 (0 means none).
+SECONDS = _real(lambda v: v >= 0, "a finite number of seconds, at least 0")
 # A finite number above 0 (a rate, a clock, a size).
 POSITIVE = _real(lambda v: v > 0, "a finite number above 0")
 # A finite factor of at least 1 (the busiest over the mean).

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from accel_sim.cli.flags import SECONDS
 from accel_sim.cli.progress import StatusTicker, eta_text
 from accel_sim.errors import UsageError
 
@@ -26,19 +27,9 @@ STATUS_AFTER_ENV = "ACCEL_SIM_STATUS_AFTER_S"
 DEFAULT_STATUS_AFTER_S = 3.0
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds (got {text!r})") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite, non-negative number of seconds (got {text!r})")
-    return value
-
-
 def add_timeout_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--timeout", type=_seconds, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+        "--timeout", **SECONDS, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
         help="with a script: seconds its import, get_model() and capture may take (fit: each capture) before "
              f"the command stops with exit status 2, naming the phase it was in (default: {DEFAULT_TIMEOUT_S:g}; "
              "0: no limit)")

@@ -12,6 +12,7 @@ from typing import Any
 
 from accel_sim.cli.flags import CLOCK_MHZ, COUNT, FRACTION, POSITIVE, RESERVE_FRACTION, SEED, counts_up_to
 from accel_sim.cli.progress import Progress
+from accel_sim.io import fields
 from accel_sim.report.json_report import SCHEMA_VERSION
 
 SCHEDULERS = ("vllm", "sarathi", "orca", "static")
@@ -66,13 +67,7 @@ def parse_length(text: str, what: str) -> Any:
         return value
 
     def real(part: str, name: str) -> float:
-        try:
-            value = float(part)
-        except ValueError:
-            raise UsageError(f"--{what} {text!r}: {name} {part!r} is not a number ({form})") from None
-        if not math.isfinite(value):
-            raise UsageError(f"--{what} {text!r}: {name} must be finite, got {part}")
-        return value
+        return fields.finite_text(part, f"--{what} {text!r}: {name}")
 
     if len(parts) == 1:
         spec.kind, spec.value = _core.LengthDistribution.fixed, length(parts[0])

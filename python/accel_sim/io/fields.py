@@ -76,6 +76,18 @@ def number(value: Any, where: str, key: str, *, minimum: float | None = None, ma
     return float(value)
 
 
+def finite_text(text: str, where: str) -> float:
+    """A finite number written as text (a flag's value, a part of a spec); `where` leads the
+    error: "--vary batch=1,x: 'x' is not a finite number"."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise UsageError(f"{where}: {text!r} is not a finite number")
+    return value
+
+
 def integer(value: Any, where: str, key: str, *, minimum: int = 0, maximum: int = COUNT_MAX) -> int:
     """An integer (a float with an integral value is accepted, as YAML and JSON writers produce
     them) in [minimum, maximum]."""
