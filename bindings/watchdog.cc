@@ -27,8 +27,7 @@ namespace {
 class ExitWatchdog {
  public:
   ExitWatchdog(double seconds, std::string message) : message_(std::move(message)) {
-    ACCELSIM_CHECK(std::isfinite(seconds) && seconds > 0,
-                   "a watchdog's deadline must be a finite, positive number of seconds");
+    require_in_range("a watchdog", "its deadline in seconds", seconds, kPositive);
     deadline_ = std::chrono::steady_clock::now() +
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                     std::chrono::duration<double>(seconds));

@@ -12,33 +12,25 @@ namespace accelsim {
 
 void SystemSpec::validate() const {
   const std::string who = "system '" + id + "'";
-  const std::pair<const char*, double> numbers[] = {
-      {"scaleup.bandwidth_bytes_per_s", scaleup.bandwidth_bytes_per_s},
+  ACCELSIM_CHECK(gpus_per_node > 0, who + ": gpus_per_node must be positive");
+  ACCELSIM_CHECK(scaleup_domain > 0, who + ": the scale-up domain size must be positive");
+  const std::pair<const char*, double> non_negative[] = {
       {"scaleup.latency_s", scaleup.latency_s},
-      {"scaleup.efficiency", scaleup.efficiency},
       {"scaleout.bandwidth_bytes_per_s", scaleout.bandwidth_bytes_per_s},
       {"scaleout.latency_s", scaleout.latency_s},
-      {"scaleout.efficiency", scaleout.efficiency},
-      {"nvls_efficiency", nvls_efficiency},
       {"nics_per_gpu", nics_per_gpu},
       {"launch_s", launch_s},
   };
-  for (const auto& [field, value] : numbers) {
-    ACCELSIM_CHECK(std::isfinite(value), who + ": " + field + " must be finite (got " + std::to_string(value) + ")");
+  for (const auto& [field, value] : non_negative) require_in_range(who, field, value, kNonNegative);
+  require_in_range(who, "scaleup.bandwidth_bytes_per_s", scaleup.bandwidth_bytes_per_s, kPositive);
+  require_in_range(who, "scaleup.efficiency", scaleup.efficiency, kPositiveFraction);
+  require_in_range(who, "scaleout.efficiency", scaleout.efficiency, kPositiveFraction);
+  // Unused without in-network reduction, where 0 may stand for "none".
+  if (in_network_reduction) {
+    require_in_range(who, "nvls_efficiency (in-network reduction is on)", nvls_efficiency, kPositiveFraction);
+  } else {
+    require_in_range(who, "nvls_efficiency", nvls_efficiency, kFraction);
   }
-  ACCELSIM_CHECK(gpus_per_node > 0, who + ": gpus_per_node must be positive");
-  ACCELSIM_CHECK(scaleup_domain > 0, who + ": the scale-up domain size must be positive");
-  ACCELSIM_CHECK(scaleup.bandwidth_bytes_per_s > 0, who + ": the scale-up bandwidth must be positive");
-  ACCELSIM_CHECK(scaleup.latency_s >= 0 && scaleout.latency_s >= 0 && launch_s >= 0,
-                 who + ": latencies must not be negative");
-  for (double e : {scaleup.efficiency, scaleout.efficiency}) {
-    ACCELSIM_CHECK(e > 0 && e <= 1, who + ": collective efficiencies must be in (0, 1]");
-  }
-  ACCELSIM_CHECK(!in_network_reduction || (nvls_efficiency > 0 && nvls_efficiency <= 1),
-                 who + ": in-network reduction needs an nvls efficiency in (0, 1]");
-  ACCELSIM_CHECK(nvls_efficiency >= 0 && nvls_efficiency <= 1, who + ": nvls_efficiency must be in [0, 1]");
-  ACCELSIM_CHECK(nics_per_gpu >= 0 && scaleout.bandwidth_bytes_per_s >= 0,
-                 who + ": the scale-out NICs must not be negative");
 }
 
 std::string_view collective_kind_name(CollectiveKind kind) {
@@ -80,8 +72,7 @@ std::pair<std::vector<CommGroup>, int64_t> place_groups(
 }
 
 SystemSpec with_scaleup_bandwidth(const SystemSpec& system, double bytes_per_s) {
-  ACCELSIM_CHECK(std::isfinite(bytes_per_s) && bytes_per_s > 0,
-                 "system '" + system.id + "': the scale-up bandwidth must be positive");
+  require_in_range("system '" + system.id + "'", "the scale-up bandwidth", bytes_per_s, kPositive);
   SystemSpec s = system;
   s.scaleup.bandwidth_bytes_per_s = bytes_per_s;
   return s;
@@ -138,7 +129,7 @@ double flat_time(CollectiveKind kind, CollectiveAlgorithm algo, double s, double
 
 CollectiveEstimate estimate_collective(const CollectiveQuery& q, const SystemSpec& sys) {
   sys.validate();
-  ACCELSIM_CHECK(std::isfinite(q.bytes) && q.bytes >= 0, "a collective's size must be finite and not negative");
+  require_in_range("a collective", "its size in bytes", q.bytes, kNonNegative);
   ACCELSIM_CHECK(q.ranks >= 1, "a collective needs at least one rank");
   const int64_t per_domain =
       q.ranks_per_domain > 0 ? q.ranks_per_domain

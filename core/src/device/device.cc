@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <initializer_list>
-#include <sstream>
 #include <string>
 #include <utility>
 
@@ -103,58 +102,43 @@ void DeviceSpec::validate() const {
   const std::string who = "device '" + (id.empty() ? name : id) + "'";
   // Every number must be finite: an infinite or NaN constant would turn into infinite or NaN
   // times, rates and energies instead of an error.
-  auto finite = [&](const char* field, double value) {
-    if (!std::isfinite(value)) {
-      std::ostringstream got;
-      got << value;
-      throw ConfigError(who + ": " + field + " must be finite (got " + got.str() + ")");
-    }
-  };
-  auto at_least_zero = [&](const char* field, double value) {
-    finite(field, value);
-    ACCELSIM_CHECK(value >= 0, who + ": " + field + " must not be negative");
-  };
-  finite("memory capacity", memory_bytes);
-  ACCELSIM_CHECK(memory_bytes > 0, who + ": memory capacity must be positive");
-  finite("memory bandwidth", memory_bandwidth_bytes_per_s);
-  ACCELSIM_CHECK(memory_bandwidth_bytes_per_s > 0, who + ": memory bandwidth must be positive");
+  require_in_range(who, "memory capacity", memory_bytes, kPositive);
+  require_in_range(who, "memory bandwidth", memory_bandwidth_bytes_per_s, kPositive);
   const std::pair<const char*, double> rates[] = {
-      {"fp64", fp64_flops_per_s},          {"fp64_matrix", fp64_matrix_flops_per_s},
-      {"fp32", fp32_flops_per_s},          {"fp32_matrix", fp32_matrix_flops_per_s},
-      {"tf32", tf32_matrix_flops_per_s},   {"fp16", fp16_matrix_flops_per_s},
-      {"bf16", bf16_matrix_flops_per_s},   {"fp8", fp8_matrix_flops_per_s},
-      {"int8", int8_matrix_ops_per_s},
+      {"peak rate fp64", fp64_flops_per_s},          {"peak rate fp64_matrix", fp64_matrix_flops_per_s},
+      {"peak rate fp32", fp32_flops_per_s},          {"peak rate fp32_matrix", fp32_matrix_flops_per_s},
+      {"peak rate tf32", tf32_matrix_flops_per_s},   {"peak rate fp16", fp16_matrix_flops_per_s},
+      {"peak rate bf16", bf16_matrix_flops_per_s},   {"peak rate fp8", fp8_matrix_flops_per_s},
+      {"peak rate int8", int8_matrix_ops_per_s},
   };
   bool any = false;
   for (const auto& [field, value] : rates) {
-    if (!std::isfinite(value)) {
-      std::ostringstream got;
-      got << value;
-      throw ConfigError(who + ": peak rate " + field + " must be finite (got " + got.str() + ")");
-    }
-    ACCELSIM_CHECK(value >= 0, who + ": peak rate " + field + " is negative");
+    require_in_range(who, field, value, kNonNegative);
     any = any || value > 0;
   }
   ACCELSIM_CHECK(any, who + ": needs at least one positive peak rate");
-  at_least_zero("launch overhead", kernel_launch_overhead_s);
-  at_least_zero("price", price_usd_per_hour);
-  at_least_zero("runtime_reserved_bytes", runtime_reserved_bytes);
   ACCELSIM_CHECK(num_compute_units >= 0, who + ": num_compute_units must not be negative");
-  at_least_zero("clock_hz", clock_hz);
-  at_least_zero("l2_cache_bytes", l2_cache_bytes);
-  at_least_zero("tdp_w", tdp_w);
   // The kernel model's constants: efficiencies are fractions of a peak, in (0, 1]; those whose 0
-  // means "as another efficiency" may be 0. Times are non-negative.
+  // means "as another efficiency" (or unset) may be 0. Times are non-negative.
+  const std::pair<const char*, double> non_negative[] = {
+      {"launch overhead", kernel_launch_overhead_s},
+      {"price", price_usd_per_hour},
+      {"runtime_reserved_bytes", runtime_reserved_bytes},
+      {"clock_hz", clock_hz},
+      {"l2_cache_bytes", l2_cache_bytes},
+      {"tdp_w", tdp_w},
+      {"kernel.gemm_tile_overhead_s", kernel.gemm_tile_overhead_s},
+      {"kernel.kernel_floor_s", kernel.kernel_floor_s},
+      {"kernel.stream_floor_s", kernel.stream_floor_s},
+  };
+  for (const auto& [field, value] : non_negative) require_in_range(who, field, value, kNonNegative);
   const std::pair<const char*, double> efficiencies[] = {
       {"kernel.matmul_efficiency", kernel.matmul_efficiency},
       {"kernel.attention_efficiency", kernel.attention_efficiency},
       {"kernel.attention_backward_efficiency", kernel.attention_backward_efficiency},
       {"kernel.memory_efficiency", kernel.memory_efficiency},
   };
-  for (const auto& [field, value] : efficiencies) {
-    finite(field, value);
-    ACCELSIM_CHECK(value > 0 && value <= 1, who + ": " + field + " must be in (0, 1]");
-  }
+  for (const auto& [field, value] : efficiencies) require_in_range(who, field, value, kPositiveFraction);
   const std::pair<const char*, double> optional_efficiencies[] = {
       {"kernel.fp8_matmul_efficiency", kernel.fp8_matmul_efficiency},
       {"kernel.flash3_efficiency", kernel.flash3_efficiency},
@@ -162,13 +146,7 @@ void DeviceSpec::validate() const {
       {"kernel.fp8_attention_efficiency", kernel.fp8_attention_efficiency},
       {"kernel.gemm_memory_efficiency", kernel.gemm_memory_efficiency},
   };
-  for (const auto& [field, value] : optional_efficiencies) {
-    finite(field, value);
-    ACCELSIM_CHECK(value >= 0 && value <= 1, who + ": " + field + " must be in (0, 1] (0: unset)");
-  }
-  at_least_zero("kernel.gemm_tile_overhead_s", kernel.gemm_tile_overhead_s);
-  at_least_zero("kernel.kernel_floor_s", kernel.kernel_floor_s);
-  at_least_zero("kernel.stream_floor_s", kernel.stream_floor_s);
+  for (const auto& [field, value] : optional_efficiencies) require_in_range(who, field, value, kFraction);
 }
 
 PeakRate peak_rate(const DeviceSpec& d, DType dtype, bool matrix_op, bool allow_tf32) {
@@ -233,11 +211,7 @@ DeviceSpec with_device_parameter(const DeviceSpec& device, DeviceParameter param
                                  DType matmul_dtype, bool allow_tf32) {
   const std::string who = "device '" + (device.id.empty() ? device.name : device.id) + "'";
   const std::string what(device_parameter_name(parameter));
-  if (!(std::isfinite(value) && value > 0)) {
-    std::ostringstream got;
-    got << value;
-    throw ConfigError(who + ": " + what + " must be positive (got " + got.str() + ")");
-  }
+  require_in_range(who, what, value, kPositive);
   DeviceSpec d = device;
   switch (parameter) {
     case DeviceParameter::peak_flops_per_s: {

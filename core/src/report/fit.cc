@@ -12,8 +12,7 @@ namespace accelsim {
 FitResult largest_fitting(const std::function<int64_t(int64_t)>& peak_at, double capacity_bytes,
                           int64_t max_value) {
   ACCELSIM_CHECK(max_value >= 1, "the search limit must be at least 1");
-  ACCELSIM_CHECK(std::isfinite(capacity_bytes) && capacity_bytes >= 0,
-                 "the capacity to fit must be finite and not negative");
+  require_in_range("", "the capacity to fit", capacity_bytes, kNonNegative);
   std::map<int64_t, int64_t> seen;
   bool monotone = true;
   auto peak = [&](int64_t v) {

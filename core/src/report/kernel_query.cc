@@ -79,8 +79,8 @@ std::vector<OpCount> counts_of(const KernelQuery& q) {
       break;
     }
     case KernelKind::memory: {
-      ACCELSIM_CHECK(std::isfinite(q.bytes) && std::isfinite(q.elements) && q.elements >= 0,
-                     "a memory-bound kernel's bytes and elements must be finite, its elements not negative");
+      require_in_range("a memory-bound kernel", "bytes", q.bytes, kNonNegative);
+      require_in_range("a memory-bound kernel", "elements", q.elements, kNonNegative);
       double bytes = q.bytes;
       if (bytes <= 0) {
         ACCELSIM_CHECK(q.elements > 0, "a memory-bound kernel needs its elements (or bytes)");

@@ -9,12 +9,10 @@ namespace accelsim {
 MetricCheck check_metric(const std::string& metric, double baseline, double current,
                          double max_increase_fraction) {
   // A NaN or infinite figure would compare as "not exceeded" and pass any check.
-  ACCELSIM_CHECK(std::isfinite(baseline) && std::isfinite(current),
-                 "metric '" + metric + "' must be a finite number");
-  ACCELSIM_CHECK(baseline >= 0 && current >= 0,
-                 "metric '" + metric + "' must not be negative");
-  ACCELSIM_CHECK(std::isfinite(max_increase_fraction) && max_increase_fraction >= 0,
-                 "allowed increase for '" + metric + "' must be finite and not negative");
+  const std::string who = "metric '" + metric + "'";
+  require_in_range(who, "baseline", baseline, kNonNegative);
+  require_in_range(who, "current value", current, kNonNegative);
+  require_in_range(who, "allowed increase", max_increase_fraction, kNonNegative);
   MetricCheck c{.metric = metric,
                 .baseline = baseline,
                 .current = current,

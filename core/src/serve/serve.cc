@@ -870,15 +870,13 @@ void check(const ServeConfig& c) {
   ACCELSIM_CHECK(c.scheduler.max_seqs >= 1, "max sequences per batch must be at least 1");
   ACCELSIM_CHECK(c.scheduler.max_batched_tokens >= 1, "max batched tokens must be at least 1");
   ACCELSIM_CHECK(c.scheduler.chunk >= 1, "the chunk (token budget per step) must be at least 1");
-  ACCELSIM_CHECK(c.scheduler.watermark >= 0 && c.scheduler.watermark < 1, "the watermark must be in [0, 1)");
+  require_in_range("", "the watermark", c.scheduler.watermark, {.lo = 0.0, .hi = 1.0, .hi_open = true});
   ACCELSIM_CHECK(c.prefill_replicas >= 0 && (c.prefill_replicas == 0 || c.prefill_replicas < c.replicas),
                  "disaggregation needs at least one prefill and one decode replica");
-  ACCELSIM_CHECK(std::isfinite(c.kv_transfer_bytes_per_s) && c.kv_transfer_bytes_per_s >= 0,
-                 "the KV transfer bandwidth must be finite and not negative");
+  require_in_range("", "the KV transfer bandwidth", c.kv_transfer_bytes_per_s, kNonNegative);
   // An infinite SLO is no target; NaN fails the comparison.
   ACCELSIM_CHECK(c.slo_ttft_s >= 0 && c.slo_tpot_s >= 0, "SLO targets must not be negative");
-  ACCELSIM_CHECK(std::isfinite(c.price_usd_per_gpu_hour) && c.price_usd_per_gpu_hour >= 0,
-                 "the price per GPU-hour must be finite and not negative");
+  require_in_range("", "the price per GPU-hour", c.price_usd_per_gpu_hour, kNonNegative);
 }
 
 // simulate_serving()'s promise (physical_range.h): every figure finite and not negative; a

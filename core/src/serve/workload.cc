@@ -76,8 +76,8 @@ void check_length(const LengthSpec& l, const char* what) {
     case LengthDistribution::lognormal:
       ACCELSIM_CHECK(l.min >= 1 && l.min <= l.max && l.max <= kMax,
                      w + " length range must satisfy 1 <= min <= max < 2^31");
-      ACCELSIM_CHECK(std::isfinite(l.mu), w + " length mu must be finite");
-      ACCELSIM_CHECK(std::isfinite(l.sigma) && l.sigma >= 0.0, w + " length sigma must be finite and >= 0");
+      require_in_range("", w + " length mu", l.mu);
+      require_in_range("", w + " length sigma", l.sigma, kNonNegative);
       break;
   }
 }
@@ -104,8 +104,7 @@ std::vector<double> arrivals(const WorkloadSpec& spec, int64_t n, Rng& rng) {
   std::vector<double> t(static_cast<size_t>(n), 0.0);
   ACCELSIM_CHECK(!std::isnan(spec.qps), "the arrival rate (qps) must be a number");
   if (!(spec.qps > 0.0) || std::isinf(spec.qps)) return t;
-  ACCELSIM_CHECK(std::isfinite(spec.burstiness) && spec.burstiness > 0.0,
-                 "burstiness (the gaps' coefficient of variation) must be positive and finite");
+  require_in_range("", "burstiness (the gaps' coefficient of variation)", spec.burstiness, kPositive);
   const double mean_gap = 1.0 / spec.qps;
   // Gamma gaps with coefficient of variation cv: shape 1 / cv^2, scale mean * cv^2.
   const double shape = 1.0 / (spec.burstiness * spec.burstiness);
@@ -160,11 +159,11 @@ Workload workload_from_arrays(const std::vector<double>& arrival_s, const std::v
   const std::vector<double> t = arrival_s.empty() ? arrivals(spec, static_cast<int64_t>(n), rng) : arrival_s;
   w.requests.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    const std::string at = "request " + std::to_string(i + 1) + ": ";
-    ACCELSIM_CHECK(input_len[i] >= 1 && input_len[i] <= kMax, at + "input length must be in [1, 2^31)");
-    ACCELSIM_CHECK(output_len[i] >= 1 && output_len[i] <= kMax, at + "output length must be in [1, 2^31)");
-    ACCELSIM_CHECK(std::isfinite(t[i]) && t[i] >= 0.0, at + "arrival time must be finite and >= 0");
-    ACCELSIM_CHECK(i == 0 || t[i] >= t[i - 1], at + "arrival times must not decrease");
+    const std::string who = "request " + std::to_string(i + 1);
+    ACCELSIM_CHECK(input_len[i] >= 1 && input_len[i] <= kMax, who + ": input length must be in [1, 2^31)");
+    ACCELSIM_CHECK(output_len[i] >= 1 && output_len[i] <= kMax, who + ": output length must be in [1, 2^31)");
+    require_in_range(who, "arrival time", t[i], kNonNegative);
+    ACCELSIM_CHECK(i == 0 || t[i] >= t[i - 1], who + ": arrival times must not decrease");
     Request& r = w.requests[i];
     r.arrival_s = t[i];
     r.input_len = static_cast<int32_t>(input_len[i]);
@@ -174,11 +173,11 @@ Workload workload_from_arrays(const std::vector<double>& arrival_s, const std::v
       r.hash_end = hash_offsets[i + 1];
       ACCELSIM_CHECK(0 <= r.hash_begin && r.hash_begin <= r.hash_end &&
                          r.hash_end <= static_cast<int64_t>(hashes.size()),
-                     at + "hash offsets out of range");
+                     who + ": hash offsets out of range");
     }
   }
   if (!arrival_s.empty() && rescale_to_qps) {
-    ACCELSIM_CHECK(spec.qps > 0 && std::isfinite(spec.qps), "rescaling a trace needs a positive, finite rate");
+    require_in_range("", "the rate a trace is rescaled to (qps)", spec.qps, kPositive);
     const double t0 = t.front();
     const double span = t.back() - t0;
     if (n > 1 && span > 0) {

@@ -1,16 +1,15 @@
 #include "accelsim/physical_range.h"
 
-#include <sstream>
+#include <string>
 
 #include "accelsim/error.h"
 
 namespace accelsim {
 
 void throw_out_of_physical_range(std::string_view where, std::string_view figure, double value) {
-  std::ostringstream message;
-  message << where << ": " << figure << (std::isfinite(value) ? " is negative (" : " is not finite (") << value
-          << "); an input is out of physical range";
-  throw PhysicalRangeError(message.str());
+  throw PhysicalRangeError(std::string(where) + ": " + std::string(figure) +
+                           (std::isfinite(value) ? " is negative (" : " is not finite (") + number_text(value) +
+                           "); an input is out of physical range");
 }
 
 }  // namespace accelsim

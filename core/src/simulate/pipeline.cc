@@ -55,12 +55,6 @@ std::vector<Pass> interleaved(int64_t stages, int64_t v, int64_t stage, int64_t 
   return passes;
 }
 
-void check_time(double t, const char* name) {
-  ACCELSIM_CHECK(std::isfinite(t) && t >= 0.0,
-                 std::string("pipeline schedule: ") + name + " must be a finite time >= 0, got " +
-                     std::to_string(t));
-}
-
 }  // namespace
 
 PipelineSchedule schedule_pipeline(int64_t stages, int64_t virtual_stages, int64_t micro_batches,
@@ -69,9 +63,9 @@ PipelineSchedule schedule_pipeline(int64_t stages, int64_t virtual_stages, int64
   ACCELSIM_CHECK(pp >= 1 && v >= 1 && m >= 1,
                  "pipeline schedule: stages, virtual stages and micro-batches must be at least 1, got " +
                      std::to_string(pp) + ", " + std::to_string(v) + ", " + std::to_string(m));
-  check_time(forward_s, "forward_s");
-  check_time(backward_s, "backward_s");
-  check_time(p2p_s, "p2p_s");
+  require_in_range("pipeline schedule", "forward_s", forward_s, kNonNegative);
+  require_in_range("pipeline schedule", "backward_s", backward_s, kNonNegative);
+  require_in_range("pipeline schedule", "p2p_s", p2p_s, kNonNegative);
   ACCELSIM_CHECK(v == 1 || m % pp == 0,
                  "interleaved 1F1B needs the micro-batches (" + std::to_string(m) +
                      ") to be a multiple of the pipeline stages (" + std::to_string(pp) + ")");

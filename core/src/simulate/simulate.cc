@@ -420,8 +420,7 @@ void require_physical(const Graph& graph, const SimulationResult& r, bool ops_in
 
 void SimulateOptions::validate() const {
   ACCELSIM_CHECK(micro_batches >= 1, "micro_batches must be at least 1");
-  ACCELSIM_CHECK(std::isfinite(cost.clock_hz) && cost.clock_hz >= 0,
-                 "the clock override (clock_hz) must be finite and not negative (0: the device's)");
+  require_in_range("", "the clock override (clock_hz; 0: the device's)", cost.clock_hz, kNonNegative);
   if (system.has_value()) system->validate();
   for (const CommGroup& g : groups) {
     ACCELSIM_CHECK(g.size >= 1 && g.ranks_per_domain >= 0,

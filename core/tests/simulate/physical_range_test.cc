@@ -53,17 +53,17 @@ TEST(PhysicalRangeTest, DeviceValidationRejectsNonFiniteAndUnphysicalNumbersNami
   rejects([](DeviceSpec& x) { x.kernel_launch_overhead_s = kInf; },
           "device 'round': launch overhead must be finite (got inf)");
   rejects([](DeviceSpec& x) { x.runtime_reserved_bytes = -1; },
-          "device 'round': runtime_reserved_bytes must not be negative");
+          "device 'round': runtime_reserved_bytes must not be negative (got -1)");
   rejects([](DeviceSpec& x) { x.tdp_w = kNaN; }, "device 'round': tdp_w must be finite (got nan)");
-  rejects([](DeviceSpec& x) { x.clock_hz = -1e9; }, "device 'round': clock_hz must not be negative");
+  rejects([](DeviceSpec& x) { x.clock_hz = -1e9; }, "device 'round': clock_hz must not be negative (got -1e+09)");
   rejects([](DeviceSpec& x) { x.kernel.matmul_efficiency = 1.5; },
-          "device 'round': kernel.matmul_efficiency must be in (0, 1]");
+          "device 'round': kernel.matmul_efficiency must be in (0, 1] (got 1.5)");
   rejects([](DeviceSpec& x) { x.kernel.memory_efficiency = 0; },
-          "device 'round': kernel.memory_efficiency must be in (0, 1]");
+          "device 'round': kernel.memory_efficiency must be in (0, 1] (got 0)");
   rejects([](DeviceSpec& x) { x.kernel.fp8_matmul_efficiency = -0.5; },
-          "device 'round': kernel.fp8_matmul_efficiency must be in (0, 1] (0: unset)");
+          "device 'round': kernel.fp8_matmul_efficiency must be in [0, 1] (got -0.5)");
   rejects([](DeviceSpec& x) { x.kernel.stream_floor_s = -1e-6; },
-          "device 'round': kernel.stream_floor_s must not be negative");
+          "device 'round': kernel.stream_floor_s must not be negative (got -1e-06)");
   // An infinite kernel floor used to reach the simulation and come out as an infinite latency.
   DeviceSpec floor = d;
   floor.kernel.kernel_floor_s = kInf;
@@ -101,7 +101,7 @@ TEST(PhysicalRangeTest, SystemModelAndOptionValidationRejectNonFiniteNumbers) {
   SimulateOptions o;
   o.cost.clock_hz = kInf;
   EXPECT_EQ(error_of([&] { o.validate(); }),
-            "the clock override (clock_hz) must be finite and not negative (0: the device's)");
+            "the clock override (clock_hz; 0: the device's) must be finite (got inf)");
   o = SimulateOptions{};
   o.system = slow;
   EXPECT_THROW(simulate(build_graph(testing::small_gpt(2), {.seq = 16}), testing::round_device(), o), ConfigError);
@@ -168,7 +168,7 @@ TEST(PhysicalRangeTest, ServingInputsMustBeFinite) {
   IterationModel costs(testing::small_gpt(2), testing::round_device(), ReplicaConfig{});
   Workload w = generate_workload({.requests = 4, .qps = 1.0, .input = {.value = 8}, .output = {.value = 4}});
   EXPECT_EQ(error_of([&] { simulate_serving(costs, w, c); }),
-            "the KV transfer bandwidth must be finite and not negative");
+            "the KV transfer bandwidth must be finite (got inf)");
   ServeConfig priced;
   priced.price_usd_per_gpu_hour = kNaN;
   EXPECT_THROW(simulate_serving(costs, w, priced), ConfigError);
@@ -184,6 +184,25 @@ TEST(PhysicalRangeTest, ServingInputsMustBeFinite) {
   const ServeResult r = simulate_serving(costs, w, ServeConfig{});
   EXPECT_EQ(r.completed, 4);
   EXPECT_TRUE(std::isfinite(r.makespan_s) && r.makespan_s > 0);
+}
+
+TEST(PhysicalRangeTest, TheInputCheckNamesTheFieldTheRangeAndTheValue) {
+  EXPECT_EQ(error_of([] { require_in_range("device 'x'", "tdp_w", kNaN, kNonNegative); }),
+            "device 'x': tdp_w must be finite (got nan)");
+  EXPECT_EQ(error_of([] { require_in_range("device 'x'", "tdp_w", -kInf); }), "device 'x': tdp_w must be finite (got -inf)");
+  EXPECT_EQ(error_of([] { require_in_range("device 'x'", "tdp_w", -3.0, kNonNegative); }),
+            "device 'x': tdp_w must not be negative (got -3)");
+  EXPECT_EQ(error_of([] { require_in_range("", "the rate", 0.0, kPositive); }), "the rate must be positive (got 0)");
+  EXPECT_EQ(error_of([] { require_in_range("s", "e", 1.25, kPositiveFraction); }), "s: e must be in (0, 1] (got 1.25)");
+  EXPECT_EQ(error_of([] { require_in_range("s", "w", 1.0, {.lo = 0.0, .hi = 1.0, .hi_open = true}); }),
+            "s: w must be in [0, 1) (got 1)");
+  EXPECT_EQ(error_of([] { require_in_range("s", "n", 0.5, {.lo = 1.0}); }), "s: n must be at least 1 (got 0.5)");
+  EXPECT_EQ(error_of([] { require_in_range("s", "n", 2e6, {.hi = 1e6}); }), "s: n must be at most 1e+06 (got 2e+06)");
+  // The ends themselves: in unless open.
+  EXPECT_NO_THROW(require_in_range("s", "e", 1.0, kPositiveFraction));
+  EXPECT_NO_THROW(require_in_range("s", "e", 0.0, kFraction));
+  EXPECT_NO_THROW(require_in_range("s", "x", -1e300));
+  EXPECT_THROW(require_in_range("s", "e", 0.0, kPositiveFraction), ConfigError);
 }
 
 TEST(PhysicalRangeTest, TheCheckNamesWhereAndWhat) {
