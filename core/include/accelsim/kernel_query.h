@@ -92,6 +92,7 @@ struct ClassErrors {
 
 // The error band of a simulated latency as a fraction: the op classes' errors weighted by the
 // time each class takes in `result` (errors of one class are taken to add up, not to cancel).
+// Throws ConfigError when an error is negative or not finite.
 double latency_error_band(const SimulationResult& result, const ClassErrors& errors);
 
 }  // namespace accelsim

@@ -281,6 +281,10 @@ KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
 }
 
 double latency_error_band(const SimulationResult& result, const ClassErrors& errors) {
+  // A weighted mean of these over simulate()'s finite times: finite and not negative when they are.
+  require_in_range("latency_error_band", "errors.gemm", errors.gemm, kNonNegative);
+  require_in_range("latency_error_band", "errors.attention", errors.attention, kNonNegative);
+  require_in_range("latency_error_band", "errors.memory", errors.memory, kNonNegative);
   double weighted = 0, total = 0;
   for (const OpResult& op : result.ops) {
     const OpClass c = op.count.op_class;
@@ -292,9 +296,7 @@ double latency_error_band(const SimulationResult& result, const ClassErrors& err
     weighted += t * e;
     total += t;
   }
-  const double band = total > 0 ? weighted / total : 0.0;
-  require_non_negative("latency_error_band", "the band", band);
-  return band;
+  return total > 0 ? weighted / total : 0.0;
 }
 
 }  // namespace accelsim

@@ -5,7 +5,6 @@
 #include <string>
 
 #include "accelsim/error.h"
-#include "accelsim/physical_range.h"
 #include "accelsim/op_catalog.h"
 #include "accelsim/serve.h"
 
@@ -145,13 +144,6 @@ IterationModel::IterationModel(const ModelSpec& model, const DeviceSpec& device,
   BuildOptions kv = step_options(replica_, 1, 0, Phase::decode);
   memory_.kv_bytes_per_token = static_cast<double>(step_kv_cache_bytes(model_, kv)) / static_cast<double>(replica_.pp);
   memory_.kv_bytes = std::max(0.0, memory_.usable_bytes - memory_.weight_bytes - memory_.activation_bytes);
-  const std::pair<const char*, double> figures[] = {
-      {"memory.weight_bytes", memory_.weight_bytes},
-      {"memory.activation_bytes", memory_.activation_bytes},
-      {"memory.kv_bytes", memory_.kv_bytes},
-      {"memory.kv_bytes_per_token", memory_.kv_bytes_per_token},
-  };
-  for (const auto& [figure, value] : figures) require_non_negative("the serving replica", figure, value);
   const double per_block = memory_.kv_bytes_per_token * static_cast<double>(replica_.block_size);
   const auto blocks = static_cast<int64_t>(std::floor(memory_.kv_bytes / per_block));
   memory_.kv_blocks = blocks / replica_.pp;  // the virtual engines split the GPU's blocks

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "accelsim/cost_model.h"
 #include "accelsim/error.h"
@@ -251,6 +252,14 @@ TEST(KernelModelTest, LatencyBandWeighsEachClassErrorByItsTime) {
   add(OpClass::communication, 5.0);
   EXPECT_NEAR(latency_error_band(r, {.gemm = 0.1, .attention = 0.2, .memory = 0.3}), 0.16, 1e-12);
   EXPECT_EQ(latency_error_band(SimulationResult{}, {}), 0.0);
+  // An error is a size: a negative or infinite one is refused, naming it.
+  try {
+    latency_error_band(r, {.gemm = 0.1, .attention = -0.2, .memory = 0.3});
+    ADD_FAILURE() << "a negative error was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "latency_error_band: errors.attention must not be negative (got -0.2)");
+  }
+  EXPECT_THROW(latency_error_band(r, {.gemm = std::numeric_limits<double>::infinity()}), ConfigError);
 }
 
 }  // namespace
