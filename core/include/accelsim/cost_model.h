@@ -59,6 +59,16 @@ struct OpCost {
   bool peak_fallback = false;  // the device had no rate for this op's unit
 };
 
+// Every figure of `c` by name, as for_each_figure(OpCount) (op_catalog.h).
+template <typename F>
+void for_each_figure(const OpCost& c, F&& f) {
+  f("time_s", c.time_s);
+  f("compute_time_s", c.compute_time_s);
+  f("memory_time_s", c.memory_time_s);
+  f("launch_overhead_s", c.launch_overhead_s);
+  f("peak_flops_per_s", c.peak_flops_per_s);
+}
+
 class CostModel {
  public:
   virtual ~CostModel() = default;

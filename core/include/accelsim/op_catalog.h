@@ -80,6 +80,17 @@ struct OpCount {
   double useful_flops() const { return flops - masked_flops; }
 };
 
+// Every figure of `c` by name, f("flops", c.flops), ...: the checks that must see them all
+// (simulate()'s, physical_range.h) walk this list, so a new figure goes here too.
+template <typename F>
+void for_each_figure(const OpCount& c, F&& f) {
+  f("flops", c.flops);
+  f("masked_flops", c.masked_flops);
+  f("bytes_read", c.bytes_read);
+  f("bytes_written", c.bytes_written);
+  f("communication_bytes", c.communication_bytes);
+}
+
 // Counts one node of `graph`. Never throws for an unknown op; throws ConfigError when a known
 // op has the wrong number or rank of tensors.
 OpCount count_op(const Graph& graph, const Node& node);

@@ -253,12 +253,31 @@ struct Percentiles {
   double mean = 0.0, p50 = 0.0, p90 = 0.0, p99 = 0.0, max = 0.0;
 };
 
+// Every figure of `p` by name, f("mean", p.mean), ...: the check of simulate_serving()'s result
+// walks these lists (this and those below), so a new figure goes here too.
+static_assert(sizeof(Percentiles) == 5 * sizeof(double), "a new figure of Percentiles goes into for_each_figure");
+template <typename F>
+void for_each_figure(const Percentiles& p, F&& f) {
+  f("mean", p.mean);
+  f("p50", p.p50);
+  f("p90", p.p90);
+  f("p99", p.p99);
+  f("max", p.max);
+}
+
 struct StepRecord {
   int32_t engine = 0;
   double start_s = 0.0, end_s = 0.0;
   int32_t prefill_tokens = 0, prefill_seqs = 0, decode_seqs = 0;
   double kv_utilization = 0.0;  // after the step
 };
+
+template <typename F>
+void for_each_figure(const StepRecord& s, F&& f) {
+  f("start_s", s.start_s);
+  f("end_s", s.end_s);
+  f("kv_utilization", s.kv_utilization);
+}
 
 // One bin of the run's timeline, (start_s, t_s]: the bins tile the run from the first arrival to
 // the last event. Each figure is over all engines: its time-weighted mean over the bin and the most
@@ -274,6 +293,19 @@ struct TimelinePoint {
   double waiting_max = 0.0;
   double running_max = 0.0;
 };
+
+static_assert(sizeof(TimelinePoint) == 8 * sizeof(double), "a new figure of TimelinePoint goes into for_each_figure");
+template <typename F>
+void for_each_figure(const TimelinePoint& t, F&& f) {
+  f("start_s", t.start_s);
+  f("t_s", t.t_s);
+  f("kv_utilization", t.kv_utilization);
+  f("waiting", t.waiting);
+  f("running", t.running);
+  f("kv_utilization_max", t.kv_utilization_max);
+  f("waiting_max", t.waiting_max);
+  f("running_max", t.running_max);
+}
 
 struct ServeResult {
   int64_t requests = 0;
@@ -303,6 +335,37 @@ struct ServeResult {
   std::vector<double> request_ttft_s, request_e2e_s;
 };
 
+// Every figure of `r` by name: f(name, value) with value a double, a Percentiles, a vector of
+// TimelinePoint or StepRecord, or a vector of per-request times (NaN: not completed).
+template <typename F>
+void for_each_figure(const ServeResult& r, F&& f) {
+  f("makespan_s", r.makespan_s);
+  f("ttft", r.ttft);
+  f("tpot", r.tpot);
+  f("itl", r.itl);
+  f("e2e", r.e2e);
+  f("queueing", r.queueing);
+  f("requests_per_s", r.requests_per_s);
+  f("output_tokens_per_s", r.output_tokens_per_s);
+  f("output_tokens_per_s_per_gpu", r.output_tokens_per_s_per_gpu);
+  f("total_tokens_per_s", r.total_tokens_per_s);
+  f("goodput_requests_per_s", r.goodput_requests_per_s);
+  f("slo_attainment", r.slo_attainment);
+  f("prefix_hit_rate", r.prefix_hit_rate);
+  f("mean_batch_size", r.mean_batch_size);
+  f("kv_utilization_mean", r.kv_utilization_mean);
+  f("kv_utilization_max", r.kv_utilization_max);
+  f("waiting_mean", r.waiting_mean);
+  f("waiting_max", r.waiting_max);
+  f("busy_fraction", r.busy_fraction);
+  f("cost_per_million_output_tokens_usd", r.cost_per_million_output_tokens_usd);
+  f("cost_per_million_total_tokens_usd", r.cost_per_million_total_tokens_usd);
+  f("timeline", r.timeline);
+  f("steps_recorded", r.steps_recorded);
+  f("request_ttft_s", r.request_ttft_s);
+  f("request_e2e_s", r.request_e2e_s);
+}
+
 // REQUIRES: replicas >= 1, max_seqs >= 1, max_batched_tokens >= 1, chunk >= 1, 0 <= watermark < 1;
 // prefill_replicas < replicas; a finite, non-negative KV transfer bandwidth and price; SLOs not
 // negative. Throws ConfigError otherwise. Every figure of the result is finite and not negative
@@ -323,6 +386,14 @@ struct MaxQpsResult {
   double qps_per_replica = 0.0;
   double qps_per_gpu = 0.0;
 };
+
+// The search's own figures by name (the run at the maximum: for_each_figure(ServeResult)).
+template <typename F>
+void for_each_figure(const MaxQpsResult& m, F&& f) {
+  f("qps", m.qps);
+  f("qps_per_replica", m.qps_per_replica);
+  f("qps_per_gpu", m.qps_per_gpu);
+}
 MaxQpsResult find_max_qps(IterationModel& costs, const WorkloadSpec& spec, const ServeConfig& config,
                           const std::function<void(int64_t, int64_t)>& progress = {});
 

@@ -98,6 +98,17 @@ struct OpResult {
   double overlapped_s = 0.0;
 };
 
+// Every figure of `op` by name, its count's and cost's first (for_each_figure(OpCount), op_catalog.h).
+template <typename F>
+void for_each_figure(const OpResult& op, F&& f) {
+  for_each_figure(op.count, f);
+  for_each_figure(op.cost, f);
+  f("start_s", op.start_s);
+  f("end_s", op.end_s);
+  f("energy_j", op.energy_j);
+  f("overlapped_s", op.overlapped_s);
+}
+
 // An op the catalogue does not know: how often it ran and the time it was charged.
 struct UncoveredOp {
   std::string op;
@@ -175,6 +186,33 @@ struct SimulationResult {
   std::vector<OpResult> ops;  // one per node, in execution order
   std::vector<UncoveredOp> uncovered_ops;
 };
+
+// The run's own figures by name, f("latency_s", r.latency_s), ... (each op's: for_each_figure(
+// OpResult)); simulate()'s check walks this list, so a new figure goes here too.
+template <typename F>
+void for_each_figure(const SimulationResult& r, F&& f) {
+  f("latency_s", r.latency_s);
+  f("total_flops", r.total_flops);
+  f("total_bytes", r.total_bytes);
+  f("compute_bound_time_s", r.compute_bound_time_s);
+  f("memory_bound_time_s", r.memory_bound_time_s);
+  f("launch_overhead_time_s", r.launch_overhead_time_s);
+  f("forward_time_s", r.forward_time_s);
+  f("backward_time_s", r.backward_time_s);
+  f("optimizer_time_s", r.optimizer_time_s);
+  f("communication_bytes", r.communication_bytes);
+  f("communication_time_s", r.communication_time_s);
+  f("overlapped_communication_s", r.overlapped_communication_s);
+  f("once_per_step_time_s", r.once_per_step_time_s);
+  f("compute_utilization", r.compute_utilization);
+  f("bandwidth_utilization", r.bandwidth_utilization);
+  f("reference_peak_flops_per_s", r.reference_peak_flops_per_s);
+  f("model_flops", r.model_flops);
+  f("model_flops_utilization", r.model_flops_utilization);
+  f("energy_j", r.energy_j);
+  f("memory_capacity_bytes", r.memory_capacity_bytes);
+  f("required_bytes", r.required_bytes);
+}
 
 // REQUIRES: device.validate() and options.validate() pass (checked; throws ConfigError
 // otherwise). Every figure of the result is finite and every byte count non-negative: a result

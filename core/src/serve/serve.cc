@@ -7,6 +7,7 @@
 #include <queue>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 
 #include "accelsim/error.h"
@@ -883,52 +884,33 @@ void check(const ServeConfig& c) {
 // request's TTFT and end-to-end time are NaN only when it did not complete.
 void require_physical(const ServeResult& r) {
   constexpr const char* kWhere = "the serving simulation";
-  const std::pair<const char*, double> figures[] = {
-      {"makespan_s", r.makespan_s},
-      {"requests_per_s", r.requests_per_s},
-      {"output_tokens_per_s", r.output_tokens_per_s},
-      {"output_tokens_per_s_per_gpu", r.output_tokens_per_s_per_gpu},
-      {"total_tokens_per_s", r.total_tokens_per_s},
-      {"goodput_requests_per_s", r.goodput_requests_per_s},
-      {"slo_attainment", r.slo_attainment},
-      {"prefix_hit_rate", r.prefix_hit_rate},
-      {"mean_batch_size", r.mean_batch_size},
-      {"kv_utilization_mean", r.kv_utilization_mean},
-      {"kv_utilization_max", r.kv_utilization_max},
-      {"waiting_mean", r.waiting_mean},
-      {"waiting_max", r.waiting_max},
-      {"busy_fraction", r.busy_fraction},
-      {"cost_per_million_output_tokens_usd", r.cost_per_million_output_tokens_usd},
-      {"cost_per_million_total_tokens_usd", r.cost_per_million_total_tokens_usd},
+  // A figure inside a percentile set, a timeline bin or a recorded step: "timeline.waiting_max".
+  auto require_each = [&](const char* set, const auto& item) {
+    for_each_figure(item, [&](const char* figure, double value) {
+      if (!(std::isfinite(value) && value >= 0.0)) {
+        throw_out_of_physical_range(kWhere, std::string(set) + "." + figure, value);
+      }
+    });
   };
-  for (const auto& [figure, value] : figures) require_non_negative(kWhere, figure, value);
-  const std::pair<const char*, const Percentiles*> percentiles[] = {
-      {"ttft", &r.ttft}, {"tpot", &r.tpot}, {"itl", &r.itl}, {"e2e", &r.e2e}, {"queueing", &r.queueing}};
-  for (const auto& [name, p] : percentiles) {
-    for (double v : {p->mean, p->p50, p->p90, p->p99, p->max}) {
-      require_non_negative(kWhere, std::string(name) + " percentiles", v);
+  for_each_figure(r, [&](const char* figure, const auto& value) {
+    using Figure = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<Figure, double>) {
+      require_non_negative(kWhere, figure, value);
+    } else if constexpr (std::is_same_v<Figure, Percentiles>) {
+      require_each(figure, value);
+    } else if constexpr (std::is_same_v<Figure, std::vector<double>>) {
+      for (double v : value) {
+        if (!std::isnan(v)) require_non_negative(kWhere, figure, v);
+      }
+    } else {
+      for (const auto& item : value) require_each(figure, item);
     }
-  }
-  for (const TimelinePoint& t : r.timeline) {
-    for (double v : {t.t_s, t.kv_utilization, t.waiting, t.running}) require_non_negative(kWhere, "the timeline", v);
-  }
-  for (const StepRecord& step : r.steps_recorded) {
-    for (double v : {step.start_s, step.end_s, step.kv_utilization}) {
-      require_non_negative(kWhere, "a recorded step", v);
-    }
-  }
-  for (const auto* times : {&r.request_ttft_s, &r.request_e2e_s}) {
-    for (double v : *times) {
-      if (!std::isnan(v)) require_non_negative(kWhere, "a request's time", v);
-    }
-  }
+  });
 }
 
 // find_max_qps()'s promise: its rates finite and not negative (its run was checked when it ran).
 void require_physical(const MaxQpsResult& found) {
-  require_non_negative("find_max_qps", "qps", found.qps);
-  require_non_negative("find_max_qps", "qps_per_replica", found.qps_per_replica);
-  require_non_negative("find_max_qps", "qps_per_gpu", found.qps_per_gpu);
+  for_each_figure(found, [](const char* figure, double value) { require_non_negative("find_max_qps", figure, value); });
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 #include "accelsim/simulate.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 #include <cmath>
 #include <limits>
@@ -325,78 +324,29 @@ bool is_tp_overlappable(const Node& node) {
   return name != nullptr && *name == "tp";
 }
 
-// A cheap screen of the ops' figures, run in simulate()'s main loop while each op is at hand:
-// the sign bits of every time, count, rate and byte count OR-ed together (any negative one sets
-// it; -0.0 too, which only costs a closer look), and the figures the totals do not sum added
-// into one probe (an infinite or NaN one makes it so; those the totals sum make their total so).
-// Only when the screen trips are the ops checked one by one, to name the figure.
-struct OpScreen {
-  uint64_t signs = 0;
-  double probe = 0.0;
-
-  void add(const OpResult& op) {
-    const OpCount& c = op.count;
-    const OpCost& k = op.cost;
-    signs |= std::bit_cast<uint64_t>(c.flops) | std::bit_cast<uint64_t>(c.bytes_read) |
-             std::bit_cast<uint64_t>(c.bytes_written) | std::bit_cast<uint64_t>(c.communication_bytes) |
-             std::bit_cast<uint64_t>(k.time_s) | std::bit_cast<uint64_t>(k.compute_time_s) |
-             std::bit_cast<uint64_t>(k.memory_time_s) | std::bit_cast<uint64_t>(k.launch_overhead_s) |
-             std::bit_cast<uint64_t>(k.peak_flops_per_s) | std::bit_cast<uint64_t>(op.energy_j) |
-             std::bit_cast<uint64_t>(op.overlapped_s);
-    probe += c.communication_bytes + k.compute_time_s + k.memory_time_s + k.peak_flops_per_s + op.overlapped_s;
-  }
-  bool passed() const { return (signs >> 63) == 0 && std::isfinite(probe); }
-};
+bool in_physical_range(double value) { return std::isfinite(value) && value >= 0.0; }
 
 // simulate()'s promise (physical_range.h): every figure of `r` finite, every time, count, rate
-// and byte count non-negative. `ops_in_range`: the OpScreen of every op passed; only when it did
-// not are the ops looked at again, to name the figure. The totals one by one.
-void require_physical(const Graph& graph, const SimulationResult& r, bool ops_in_range) {
+// and byte count non-negative. Each op's time (so its start and end), FLOPs, bytes, launch
+// overhead, energy, collective bytes and hidden time feed a total, and `unsummed` adds up the
+// op figures no total holds (compute and memory times, peak rate, masked FLOPs), so the totals
+// and `unsummed` are the check; only when one is out of range are the ops looked at, to name the
+// op. (An op's figure cannot be negative where its inputs validated: they are sums, products,
+// quotients and maxima of non-negative numbers, and a collective hides at most its own time.)
+void require_physical(const Graph& graph, const SimulationResult& r, double unsummed) {
   constexpr const char* kWhere = "simulate";
-  if (!ops_in_range) {
-    for (const OpResult& op : r.ops) {
-      const std::string where = std::string(kWhere) + ": op #" + std::to_string(op.node) + " (" +
-                                graph.node(op.node).op + ")";
-      const std::pair<const char*, double> figures[] = {
-          {"flops", op.count.flops},
-          {"bytes_read", op.count.bytes_read},
-          {"bytes_written", op.count.bytes_written},
-          {"communication_bytes", op.count.communication_bytes},
-          {"time_s", op.cost.time_s},
-          {"compute_time_s", op.cost.compute_time_s},
-          {"memory_time_s", op.cost.memory_time_s},
-          {"launch_overhead_s", op.cost.launch_overhead_s},
-          {"peak_flops_per_s", op.cost.peak_flops_per_s},
-          {"energy_j", op.energy_j},
-          {"overlapped_s", op.overlapped_s},
-      };
-      for (const auto& [figure, value] : figures) require_non_negative(where, figure, value);
-    }
+  bool in_range = std::isfinite(unsummed);
+  for_each_figure(r, [&](const char*, double value) { in_range = in_range && in_physical_range(value); });
+  if (in_range) return;
+  for (const OpResult& op : r.ops) {
+    for_each_figure(op, [&](const char* figure, double value) {
+      if (in_physical_range(value)) return;
+      throw_out_of_physical_range(std::string(kWhere) + ": op #" + std::to_string(op.node) + " (" +
+                                      graph.node(op.node).op + ")",
+                                  figure, value);
+    });
   }
-  const std::pair<const char*, double> totals[] = {
-      {"latency_s", r.latency_s},
-      {"total_flops", r.total_flops},
-      {"total_bytes", r.total_bytes},
-      {"compute_bound_time_s", r.compute_bound_time_s},
-      {"memory_bound_time_s", r.memory_bound_time_s},
-      {"launch_overhead_time_s", r.launch_overhead_time_s},
-      {"forward_time_s", r.forward_time_s},
-      {"backward_time_s", r.backward_time_s},
-      {"optimizer_time_s", r.optimizer_time_s},
-      {"communication_bytes", r.communication_bytes},
-      {"communication_time_s", r.communication_time_s},
-      {"overlapped_communication_s", r.overlapped_communication_s},
-      {"once_per_step_time_s", r.once_per_step_time_s},
-      {"compute_utilization", r.compute_utilization},
-      {"bandwidth_utilization", r.bandwidth_utilization},
-      {"reference_peak_flops_per_s", r.reference_peak_flops_per_s},
-      {"model_flops", r.model_flops},
-      {"model_flops_utilization", r.model_flops_utilization},
-      {"energy_j", r.energy_j},
-      {"memory_capacity_bytes", r.memory_capacity_bytes},
-      {"required_bytes", r.required_bytes},
-  };
-  for (const auto& [figure, value] : totals) require_non_negative(kWhere, figure, value);
+  for_each_figure(r, [&](const char* figure, double value) { require_non_negative(kWhere, figure, value); });
 }
 
 }  // namespace
@@ -468,11 +418,11 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
   bool has_backward = false;
   const double micro = static_cast<double>(options.micro_batches);
   double step_s = 0.0;  // every micro-batch's forward and backward, then the optimizer
-  OpScreen screen;
+  double unsummed = 0.0;  // the op figures no total holds (require_physical)
   for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
     OpResult& op = r.ops[n];
     op.energy_j = op_energy(op.count, op.cost, device);
-    screen.add(op);
+    unsummed += op.cost.compute_time_s + op.cost.memory_time_s + op.cost.peak_flops_per_s + op.count.masked_flops;
     // Forward and backward ops run once per micro-batch (gradient accumulation).
     const double times = once[n] ? 1.0 : micro;
     r.energy_j += times * op.energy_j;
@@ -546,7 +496,7 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
   r.memory_capacity_bytes = device.memory_bytes;
   r.required_bytes = static_cast<double>(r.memory.peak_segment_bytes) + device.runtime_reserved_bytes;
   r.fits = r.required_bytes <= device.memory_bytes;
-  require_physical(graph, r, screen.passed());
+  require_physical(graph, r, unsummed);
   return r;
 }
 

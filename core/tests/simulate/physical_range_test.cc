@@ -7,6 +7,8 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "accelsim/builder.h"
 #include "accelsim/collective.h"
@@ -203,6 +205,44 @@ TEST(PhysicalRangeTest, TheInputCheckNamesTheFieldTheRangeAndTheValue) {
   EXPECT_NO_THROW(require_in_range("s", "e", 0.0, kFraction));
   EXPECT_NO_THROW(require_in_range("s", "x", -1e300));
   EXPECT_THROW(require_in_range("s", "e", 0.0, kPositiveFraction), ConfigError);
+}
+
+// The values for_each_figure visits, in order.
+template <typename T>
+std::vector<double> figures_of(const T& value) {
+  std::vector<double> seen;
+  for_each_figure(value, [&](const char*, double v) { seen.push_back(v); });
+  return seen;
+}
+
+TEST(PhysicalRangeTest, TheChecksSeeEveryFigureOfAResult) {
+  // Each double given its own value: the list of each struct holds every one once.
+  OpResult op;
+  op.count = {.flops = 1, .masked_flops = 2, .bytes_read = 3, .bytes_written = 4, .communication_bytes = 5};
+  op.cost = {.time_s = 6, .compute_time_s = 7, .memory_time_s = 8, .launch_overhead_s = 9, .peak_flops_per_s = 10};
+  op.start_s = 11;
+  op.end_s = 12;
+  op.energy_j = 13;
+  op.overlapped_s = 14;
+  EXPECT_EQ(figures_of(op), (std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}));
+  const TimelinePoint bin{.start_s = 1, .t_s = 2, .kv_utilization = 3, .waiting = 4, .running = 5,
+                          .kv_utilization_max = 6, .waiting_max = 7, .running_max = 8};
+  EXPECT_EQ(figures_of(bin), (std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8}));
+  const StepRecord step{.start_s = 1, .end_s = 2, .kv_utilization = 3};
+  EXPECT_EQ(figures_of(step), (std::vector<double>{1, 2, 3}));
+  EXPECT_EQ(figures_of(Percentiles{1, 2, 3, 4, 5}), (std::vector<double>{1, 2, 3, 4, 5}));
+  // A serving run's list holds its timeline, so the check reaches every figure of every bin.
+  ServeResult r;
+  r.timeline.push_back({.t_s = 1, .waiting_max = kInf});
+  int timelines = 0;
+  for_each_figure(r, [&](const char* figure, const auto& value) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::vector<TimelinePoint>>) {
+      EXPECT_STREQ(figure, "timeline");
+      EXPECT_EQ(figures_of(value.front())[6], kInf);
+      ++timelines;
+    }
+  });
+  EXPECT_EQ(timelines, 1);
 }
 
 TEST(PhysicalRangeTest, TheCheckNamesWhereAndWhat) {
