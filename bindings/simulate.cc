@@ -141,7 +141,6 @@ void bind_simulate(nb::module_& m) {
       .def_ro("memory_capacity_bytes", &SimulationResult::memory_capacity_bytes)
       .def_ro("required_bytes", &SimulationResult::required_bytes)
       .def_ro("fits", &SimulationResult::fits)
-      .def_ro("used_peak_fallback", &SimulationResult::used_peak_fallback)
       .def_ro("substitutions", &SimulationResult::substitutions)
       .def_ro("narrower_precision", &SimulationResult::narrower_precision)
       .def_ro("ops", &SimulationResult::ops)

@@ -57,6 +57,10 @@ struct OpCost {
   double peak_flops_per_s = 0.0;  // the peak used for compute_time_s
   Bound bound = Bound::none;
   bool peak_fallback = false;  // the device had no rate for this op's unit
+  // The unit whose rate it ran at, and whether that unit's format does not hold the op's dtype
+  // (PeakRate::unit, PeakRate::narrower).
+  std::string_view peak_unit;
+  bool peak_narrower = false;
 };
 
 // Every figure of `c` by name, as for_each_figure(OpCount) (op_catalog.h).

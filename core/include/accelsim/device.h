@@ -95,7 +95,7 @@ struct DeviceSpec {
 // The peak rate an op of `dtype` runs at, and whether it had to fall back to another unit.
 struct PeakRate {
   double flops_per_s = 0.0;
-  std::string unit;       // "bf16_matrix", "fp32", "tf32_matrix", ...
+  std::string_view unit;  // "bf16_matrix", "fp32", "tf32_matrix", ... (a name that lives forever)
   bool fallback = false;  // true when the device has no rate for the requested unit
   // A matrix op fell back to a unit whose format cannot hold the dtype's values (fewer
   // mantissa bits or a smaller exponent range: fp32 on bf16 tensor cores, as a TPU's MXU runs

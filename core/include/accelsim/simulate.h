@@ -178,8 +178,9 @@ struct SimulationResult {
   // (MemoryProfile::peak_segment_bytes) plus the runtime's reserve (DeviceSpec).
   double required_bytes = 0.0;
   bool fits = true;
-  bool used_peak_fallback = false;
-  std::vector<UnitSubstitution> substitutions;  // by dtype and op kind, in order of appearance
+  // Empty unless some op ran at another unit's rate (OpCost::peak_fallback): by dtype and op
+  // kind, in order of appearance.
+  std::vector<UnitSubstitution> substitutions;
   // Some matrix op ran on a unit narrower than its dtype: the figures are not those of the
   // precision the graph asks for, so a comparison does not rank this run against others.
   bool narrower_precision = false;

@@ -142,6 +142,8 @@ OpCost KernelCostModel::cost(const OpCount& count, const DeviceSpec& device,
   const double tile_overhead = k.gemm_tile_overhead_s / clock_scale;
   c.peak_flops_per_s = peak.flops_per_s * clock_scale;
   c.peak_fallback = peak.fallback;
+  c.peak_unit = peak.unit;
+  c.peak_narrower = peak.narrower;
   c.memory_time_s = count.bytes() / bandwidth;
 
   double body = 0.0;

@@ -44,6 +44,8 @@ OpCost RooflineCostModel::cost(const OpCount& count, const DeviceSpec& device,
                                   options.allow_tf32);
   c.peak_flops_per_s = peak.flops_per_s;
   c.peak_fallback = peak.fallback;
+  c.peak_unit = peak.unit;
+  c.peak_narrower = peak.narrower;
   c.compute_time_s = peak.flops_per_s > 0 ? count.flops / peak.flops_per_s : 0.0;
   c.memory_time_s = count.bytes() / device.memory_bandwidth_bytes_per_s;
   c.bound = c.compute_time_s > c.memory_time_s ? Bound::compute : Bound::memory;

@@ -87,7 +87,6 @@ std::vector<Hint> advise(const Graph& graph, const SimulationResult& result,
   }
 
   double fusable_s = 0, matrix_s = 0, fp32_matrix_s = 0;
-  std::set<std::string> fallback_units;
   for (const OpResult& op : result.ops) {
     if (is_pointwise_like(op.count.op_class) && op.cost.bound == Bound::memory) {
       fusable_s += op.cost.time_s;
@@ -98,10 +97,6 @@ std::vector<Hint> advise(const Graph& graph, const SimulationResult& result,
           op.cost.peak_flops_per_s < device.tf32_matrix_flops_per_s) {
         fp32_matrix_s += op.cost.time_s;
       }
-    }
-    if (op.cost.peak_fallback) {
-      fallback_units.insert(std::string(dtype_name(op.count.compute_dtype)) +
-                            (uses_matrix_units(op.count.op_class) ? " matrix" : " vector"));
     }
   }
 
@@ -143,6 +138,10 @@ std::vector<Hint> advise(const Graph& graph, const SimulationResult& result,
   if (share(result.launch_overhead_time_s) >= kLaunchShare) {
     hints.push_back({HintKind::launch_bound, share(result.launch_overhead_time_s),
                      static_cast<double>(result.num_kernels), ""});
+  }
+  std::set<std::string> fallback_units;  // "bf16 matrix", "fp64 vector": sorted
+  for (const UnitSubstitution& u : result.substitutions) {
+    fallback_units.insert(std::string(dtype_name(u.dtype)) + (u.matrix ? " matrix" : " vector"));
   }
   if (!fallback_units.empty()) {
     std::string units;

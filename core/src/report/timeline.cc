@@ -142,7 +142,7 @@ RooflineChart roofline_chart(const Graph& graph, const SimulationResult& result,
                                     uses_matrix_units(op.count.op_class), cost.allow_tf32);
     units.emplace(peak.unit, peak.flops_per_s);
     chart.points.push_back({n, op.count.flops, bytes, op.cost.time_s, op.count.flops / bytes,
-                            op.count.flops / op.cost.time_s, peak.unit, op.cost.bound});
+                            op.count.flops / op.cost.time_s, std::string(peak.unit), op.cost.bound});
   }
   // The device's highest peak, so a chart always shows the top of the roof.
   const PeakRate top = peak_rate(device, DType::bf16, true, cost.allow_tf32);

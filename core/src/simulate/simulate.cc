@@ -455,20 +455,19 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
     if (op.cost.bound == Bound::compute) r.compute_bound_time_s += times * op.cost.time_s;
     if (op.cost.bound == Bound::memory) r.memory_bound_time_s += times * op.cost.time_s;
     if (op.cost.peak_fallback) {
-      r.used_peak_fallback = true;
       const bool matrix = uses_matrix_units(op.count.op_class);
-      const PeakRate used = peak_rate(device, op.count.compute_dtype, matrix, options.cost.allow_tf32);
       auto same = [&](const UnitSubstitution& u) {
         return u.dtype == op.count.compute_dtype && u.matrix == matrix;
       };
       auto it = std::find_if(r.substitutions.begin(), r.substitutions.end(), same);
       if (it == r.substitutions.end()) {
-        r.substitutions.push_back({op.count.compute_dtype, matrix, used.unit, used.narrower, 0, 0.0});
+        r.substitutions.push_back({op.count.compute_dtype, matrix, std::string(op.cost.peak_unit),
+                                   op.cost.peak_narrower, 0, 0.0});
         it = r.substitutions.end() - 1;
       }
       ++it->ops;
       it->time_s += op.cost.time_s;
-      r.narrower_precision = r.narrower_precision || used.narrower;
+      r.narrower_precision = r.narrower_precision || op.cost.peak_narrower;
     }
     if (!op.count.known) {
       auto [it, inserted] = uncovered_index.try_emplace(nodes[n].op, r.uncovered_ops.size());

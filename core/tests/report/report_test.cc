@@ -104,6 +104,39 @@ TEST(AdviceTest, CountsTheWorkEagerAttentionDoesOnMaskedPairs) {
   EXPECT_TRUE(has_masked_hint(eager_attention_graph(/*causal_masks=*/true)));
 }
 
+TEST(AdviceTest, NamesTheUnitsADeviceRanAtInsteadOfTheDtypes) {
+  // A chip on paper with only a bf16 matrix rate: the fp32 eager attention's two bmm run on it
+  // in a narrower format, its scale and softmax (vector ops) at the same rate, exactly.
+  DeviceSpec paper = testing::round_device();
+  paper.fp64_flops_per_s = paper.fp32_flops_per_s = paper.tf32_matrix_flops_per_s = 0;
+  paper.fp16_matrix_flops_per_s = 0;
+  const Graph g = eager_attention_graph();
+  const SimulationResult r = simulate(g, paper, {});
+  ASSERT_EQ(r.substitutions.size(), 2u);
+  EXPECT_EQ(r.substitutions[0].dtype, DType::fp32);
+  EXPECT_TRUE(r.substitutions[0].matrix);
+  EXPECT_EQ(r.substitutions[0].unit, "bf16_matrix");
+  EXPECT_TRUE(r.substitutions[0].narrower);
+  EXPECT_EQ(r.substitutions[0].ops, 2);
+  EXPECT_DOUBLE_EQ(r.substitutions[0].time_s, r.ops[0].cost.time_s + r.ops[3].cost.time_s);
+  EXPECT_FALSE(r.substitutions[1].matrix);
+  EXPECT_EQ(r.substitutions[1].unit, "bf16_matrix");
+  EXPECT_FALSE(r.substitutions[1].narrower);
+  EXPECT_EQ(r.substitutions[1].ops, 2);
+  EXPECT_TRUE(r.narrower_precision);
+  int fallback_hints = 0;
+  for (const Hint& h : advise(g, r, paper)) {
+    if (h.kind != HintKind::peak_fallback) continue;
+    ++fallback_hints;
+    EXPECT_EQ(h.subject, "fp32 matrix, fp32 vector");
+  }
+  EXPECT_EQ(fallback_hints, 1);
+  // The device's own units: nothing substituted, no hint.
+  const SimulationResult own = simulate(g, testing::round_device(), {});
+  EXPECT_TRUE(own.substitutions.empty());
+  for (const Hint& h : advise(g, own, testing::round_device())) EXPECT_NE(h.kind, HintKind::peak_fallback);
+}
+
 TEST(CompareTest, DominantBoundHoldsMostOfTheTime) {
   SimulationResult r;
   r.compute_bound_time_s = 2e-3;
