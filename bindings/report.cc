@@ -64,7 +64,8 @@ void bind_report(nb::module_& m) {
       .def_ro("speedup_vs_slowest", &DeviceVerdict::speedup_vs_slowest)
       .def_ro("overkill", &DeviceVerdict::overkill)
       .def_ro("overkill_reason", &DeviceVerdict::overkill_reason)
-      .def_ro("narrower_precision", &DeviceVerdict::narrower_precision);
+      .def_ro("narrower_precision", &DeviceVerdict::narrower_precision)
+      .def_ro("ranked", &DeviceVerdict::ranked);
   nb::class_<Comparison>(m, "Comparison")
       .def_ro("devices", &Comparison::devices)
       .def_ro("fastest_index", &Comparison::fastest_index)

@@ -54,11 +54,14 @@ struct DeviceVerdict {
   // SimulationResult::narrower_precision: the device ran some matrix ops in a narrower format
   // than the graph's dtype, so it is left out of fastest, best value and overkill.
   bool narrower_precision = false;
+  // Among the devices fastest, best value and overkill are chosen from: it fits and ran the
+  // graph's own precision (fits && !narrower_precision).
+  bool ranked = false;
 };
 
 struct Comparison {
   std::vector<DeviceVerdict> devices;
-  // Among devices that fit and ran the graph's own precision (no narrower_precision):
+  // Among the ranked devices (DeviceVerdict::ranked):
   int fastest_index = -1;     // the fastest; -1 if none
   int best_value_index = -1;  // the lowest cost per run among those with a price; -1 if none
 };

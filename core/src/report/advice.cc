@@ -184,10 +184,10 @@ Comparison compare_devices(const std::vector<SimulationResult>& results,
     v.cost_per_run_usd = r.latency_s * devices[i].price_usd_per_hour / 3600.0;
     v.speedup_vs_slowest = r.latency_s > 0 ? slowest / r.latency_s : 0.0;
     v.narrower_precision = r.narrower_precision;
-    c.devices.push_back(v);
-
     // Like with like: a device that ran the graph in a narrower format is not ranked.
-    if (!r.fits || r.narrower_precision) continue;
+    v.ranked = r.fits && !r.narrower_precision;
+    c.devices.push_back(v);
+    if (!v.ranked) continue;
     if (c.fastest_index < 0 || r.latency_s < results[c.fastest_index].latency_s) {
       c.fastest_index = static_cast<int>(i);
     }
@@ -200,11 +200,10 @@ Comparison compare_devices(const std::vector<SimulationResult>& results,
 
   // Overkill: another fitting device that is smaller (cheaper per hour when both prices are
   // known, otherwise less memory and a lower peak) runs within kOverkillSlack of the latency.
-  auto ranked = [&](size_t i) { return results[i].fits && !results[i].narrower_precision; };
   for (size_t i = 0; i < results.size(); ++i) {
-    if (!ranked(i)) continue;
+    if (!c.devices[i].ranked) continue;
     for (size_t j = 0; j < results.size(); ++j) {
-      if (j == i || !ranked(j)) continue;
+      if (j == i || !c.devices[j].ranked) continue;
       const DeviceSpec& a = devices[i];
       const DeviceSpec& b = devices[j];
       const bool priced = a.price_usd_per_hour > 0 && b.price_usd_per_hour > 0;

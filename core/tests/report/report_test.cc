@@ -169,6 +169,8 @@ TEST(CompareTest, FastestBestValueAndOverkill) {
   EXPECT_TRUE(c.devices[0].overkill);  // b is cheaper and only 20% slower
   EXPECT_EQ(c.devices[0].overkill_reason, "b");
   EXPECT_FALSE(c.devices[1].overkill);
+  EXPECT_TRUE(c.devices[0].ranked && c.devices[1].ranked);
+  EXPECT_FALSE(c.devices[2].ranked);  // out of memory
   EXPECT_THROW(compare_devices(results, {}), ConfigError);
 }
 
@@ -190,6 +192,8 @@ TEST(CompareTest, NarrowerPrecisionIsNotRanked) {
   EXPECT_EQ(c.best_value_index, 0);
   EXPECT_FALSE(c.devices[0].overkill);
   EXPECT_TRUE(c.devices[1].narrower_precision);
+  EXPECT_TRUE(c.devices[0].ranked);
+  EXPECT_FALSE(c.devices[1].ranked);
   EXPECT_DOUBLE_EQ(c.devices[1].speedup_vs_slowest, 5.0);  // still shown, not ranked
 }
 

@@ -354,8 +354,7 @@ def comparison_html(compare: Any) -> str:
     def row(label: str, values: list[tuple[str, float] | str]) -> None:
         rows.append([label] + values)
 
-    row("precision", [ran_as(r)[0] + (" (narrower: not ranked)" if v.narrower_precision else "")
-                      for r, v in zip(reports, c.devices)])
+    row("precision", [ran_as(r)[0] + (" (narrower)" if v.narrower_precision else "") for r, v in zip(reports, c.devices)])
     row("latency", [(f"{fmt_seconds(r.latency_s)} ± {r.latency_band[0] * 100:.0f}%", r.latency_s) for r in reports])
     row("speedup vs slowest", [(f"{v.speedup_vs_slowest:.2f}x", v.speedup_vs_slowest) for v in c.devices])
     row("peak memory", [(fmt_bytes(r.peak_memory_bytes), r.peak_memory_bytes) for r in reports])
@@ -366,7 +365,8 @@ def comparison_html(compare: Any) -> str:
     row("MFU", [f"{r.result.model_flops_utilization * 100:.1f}%" for r in reports])
     if any(r.tokens_per_s for r in reports):
         row("tokens/s", [(f"{r.tokens_per_s:,.0f}", r.tokens_per_s) if r.tokens_per_s else "-" for r in reports])
-    row("verdict", [("overkill: " + v.overkill_reason) if v.overkill else "" for v in c.devices])
+    row("verdict", [("overkill: " + v.overkill_reason) if v.overkill else "not ranked" if r.fits and not v.ranked else ""
+                    for r, v in zip(reports, c.devices)])
     fastest = reports[c.fastest_index].device.spec.name if c.fastest_index >= 0 else "-"
     best = reports[c.best_value_index].device.spec.name if c.best_value_index >= 0 else "-"
     side = html_table(["", *names], rows, [False] + [True] * len(names), cls="side-by-side")

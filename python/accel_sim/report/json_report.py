@@ -139,7 +139,7 @@ def comparison_to_dict(compare: Any, include_ops: bool = False) -> dict:
             "speedup_vs_slowest": verdict.speedup_vs_slowest,
             "overkill": verdict.overkill,
             "overkill_because": verdict.overkill_reason or None,
-            "ranked": verdict.fits and not verdict.narrower_precision,
+            "ranked": verdict.ranked,
         }
         devices.append(d)
     pick = lambda i: compare.reports[i].device.id if i >= 0 else None  # noqa: E731

@@ -234,7 +234,8 @@ def comparison_text(compare: Any) -> str:
         lines.append(f"  {note}")
     lines.append("")
     fastest, best = compare.fastest, compare.best_value
-    unranked = [r.device.id for r, v in zip(compare.reports, c.devices) if v.narrower_precision]
+    # Fit, yet not ranked: they ran the matrix ops in a narrower format (the core's verdict).
+    unranked = [r.device.id for r, v in zip(compare.reports, c.devices) if r.fits and not v.ranked]
     none = "none fits" + (" at the model's precision" if unranked else "")
     lines.append(f"  fastest:    {fastest.device.id} ({ms(fastest.latency_s)})" if fastest else f"  fastest:    {none}")
     if best is not None:
