@@ -79,7 +79,6 @@ void bind_simulate(nb::module_& m) {
       .def("__copy__", [](const SimulateOptions& o) { return SimulateOptions(o); })
       .def("__deepcopy__", [](const SimulateOptions& o, nb::handle) { return SimulateOptions(o); },
            nb::arg("memo"))
-      .def("validate", &SimulateOptions::validate)
       .def_rw("cost_model", &SimulateOptions::cost_model)
       .def_rw("cost", &SimulateOptions::cost)
       .def_rw("release_policy", &SimulateOptions::release_policy)
