@@ -138,7 +138,8 @@ void bind_model(nb::module_& m) {
       .def_rw("recompute", &BuildOptions::recompute)
       .def_rw("eager_attention", &BuildOptions::eager_attention)
       .def_rw("persistent_gradients", &BuildOptions::persistent_gradients)
-      .def_rw("fp8_gemms", &BuildOptions::fp8_gemms);
+      .def_rw("fp8_gemms", &BuildOptions::fp8_gemms)
+      .def_rw("fused_gated_activation", &BuildOptions::fused_gated_activation);
   m.def(
       "build_graph",
       [](const ModelSpec& model, const BuildOptions& options) {

@@ -95,6 +95,16 @@ struct BuildOptions {
   // Fused kernels only; excludes int4 weights.
   bool fp8_gemms = false;
 
+  // The gated FFN's activation(gate) * up as one kernel (op accel_sim::gated_activation) that
+  // keeps only gate and up for its backward and computes activation(gate) again there, as
+  // Megatron-Core's fused bias-SwiGLU and bias-GeGLU do (megatron/core/fusions/
+  // fused_bias_swiglu.py: SwiGLUFunction saves its input alone); off, the activation and the
+  // product are two ops and the product's backward keeps activation(gate) as well (autograd of
+  // F.silu(w1 x) * w3 x, as HF transformers and torchtitan's eager FeedForward run it): one
+  // [tokens, ffn] tensor more per layer. Dense, shared-expert and routed-expert FFNs alike.
+  // Fused kernels only.
+  bool fused_gated_activation = false;
+
   // Validates `model` and these options for it: throws ConfigError naming the option when the
   // options do not suit the model (build_graph's REQUIRES, divisibility by the parallel degrees)
   // or when a quantity of the step (a tensor's bytes, the KV cache, the parameters with their

@@ -320,6 +320,18 @@ class Backward {
           grad_op("_to_copy", {dy}, x[0]);
         }
       }
+    } else if (op == "accel_sim::gated_activation") {
+      // One kernel reads dy, gate and up, computes activation(gate) again and writes both
+      // gradients (Megatron-Core's SwiGLUFunction.backward).
+      std::vector<TensorId> outs;
+      std::vector<TensorId> targets;
+      for (size_t i = 0; i < 2; ++i) {
+        if (!in(i)) continue;
+        targets.push_back(x[i]);
+        outs.push_back(slot(x[i]));
+      }
+      emit("accel_sim::gated_activation_backward", {dy, x[0], x[1]}, outs, n.attrs);
+      for (size_t i = 0; i < targets.size(); ++i) commit(targets[i], outs[i]);
     } else if (op == "accel_sim::rotary_embedding") {
       // The inverse rotation: the same kernel with -sin.
       if (in(0)) grad_op("accel_sim::rotary_embedding", {dy, x[1]}, x[0]);

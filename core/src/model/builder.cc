@@ -874,9 +874,28 @@ class Builder {
     return out;
   }
 
-  TensorId activation(TensorId x) {
+  // activation(gate) * up (BuildOptions::fused_gated_activation: one kernel that keeps gate and
+  // up only). MoE experts are SwiGLU whatever the dense FFN's activation.
+  TensorId gated(TensorId gate, TensorId up, Activation kind) {
+    const Shape shape = e_.shape(gate);
+    if (o_.fused_gated_activation) {
+      const char* name = kind == Activation::silu   ? "silu"
+                         : kind == Activation::relu ? "relu"
+                         : kind == Activation::gelu ? "gelu"
+                                                    : "gelu_tanh";
+      return e_.op("accel_sim::gated_activation", {gate, up}, shape, dt_,
+                   {{"activation", std::string(name)}});
+    }
+    TensorId a = activation(gate, kind);
+    return e_.op("mul", {a, up}, shape, dt_);
+  }
+  TensorId gated(TensorId gate, TensorId up) { return gated(gate, up, m_.activation); }
+
+  TensorId activation(TensorId x) { return activation(x, m_.activation); }
+
+  TensorId activation(TensorId x, Activation kind) {
     const Shape shape = e_.shape(x);
-    switch (m_.activation) {
+    switch (kind) {
       case Activation::silu: return e_.op("silu", {x}, shape, dt_);
       case Activation::relu: return e_.op("relu", {x}, shape, dt_);
       case Activation::gelu: return e_.op("gelu", {x}, shape, dt_);
@@ -903,12 +922,10 @@ class Builder {
     if (m_.gated_ffn) {
       e_.module = p + ".gate_proj";
       TensorId gate = linear(x, r_.ffn, p + ".gate_proj", m_.ffn_bias);
-      e_.module = p + ".act_fn";
-      TensorId a = activation(gate);
       e_.module = p + ".up_proj";
       TensorId up = linear(x, r_.ffn, p + ".up_proj", m_.ffn_bias);
-      e_.module = p;
-      TensorId h = e_.op("mul", {a, up}, wide, dt_);
+      e_.module = p + ".act_fn";
+      TensorId h = gated(gate, up);
       e_.module = p + ".down_proj";
       return linear(h, m_.hidden_size, p + ".down_proj", m_.ffn_bias);
     }
@@ -1035,10 +1052,9 @@ class Builder {
       const std::string sp = p + ".shared_expert";
       e_.module = sp + ".gate_proj";
       TensorId gate = linear(x2, fs, sp + ".gate_proj", false);
-      TensorId a = e_.op("silu", {gate}, {t, fs}, dt_);
       e_.module = sp + ".up_proj";
       TensorId up = linear(x2, fs, sp + ".up_proj", false);
-      TensorId prod = e_.op("mul", {a, up}, {t, fs}, dt_);
+      TensorId prod = gated(gate, up, Activation::silu);
       e_.module = sp + ".down_proj";
       return linear(prod, h, sp + ".down_proj", false);
     };
@@ -1102,8 +1118,7 @@ class Builder {
       down = e_.parameter({local, h, fe}, m_.weight_dtype, p + ".experts.down_proj");
     }
     TensorId gu = experts_gemm(xs, gate_up, offsets, touched, gate_up_scales);
-    TensorId a = e_.op("silu", {e_.view(gu, {busiest, fe})}, {busiest, fe}, dt_);
-    TensorId hidden = e_.op("mul", {a, e_.view(gu, {busiest, fe})}, {busiest, fe}, dt_);
+    TensorId hidden = gated(e_.view(gu, {busiest, fe}), e_.view(gu, {busiest, fe}), Activation::silu);
     TensorId y = experts_gemm(hidden, down, offsets, touched, down_scales);
     if (ep > 1) y = collective("accel_sim::all_to_all", y, {rows, h}, "ep");
 
@@ -1450,6 +1465,9 @@ void BuildOptions::validate(const ModelSpec& model) const {
                  "expert parallelism needs a mixture-of-experts model");
   ACCELSIM_CHECK(!options.fp8_gemms || model.int4_group_size == 0,
                  "fp8 GEMMs and int4 weights exclude each other (model '" + model.name + "')");
+  ACCELSIM_CHECK(!options.fused_gated_activation || options.kernels == KernelStyle::fused,
+                 "a fused gated activation is modelled with fused kernels only (HF eager runs the "
+                 "activation and the product as two ops)");
   ACCELSIM_CHECK(!options.fp8_gemms || options.kernels == KernelStyle::fused,
                  "fp8 GEMMs are modelled with fused kernels only (HF eager has no fp8 path)");
   ACCELSIM_CHECK(options.kernels != KernelStyle::hf_eager || model.family != "falcon",

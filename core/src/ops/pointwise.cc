@@ -40,8 +40,10 @@ void add_pointwise_ops(OpTable& t) {
            "threshold_backward", "hardtanh_backward", "leaky_relu_backward", "elu_backward",
            "softplus_backward", "mish_backward", "hardswish_backward", "hardsigmoid_backward",
            "native_dropout_backward", "glu_backward", "log_sigmoid_backward",
-           // fused kernels the model builder emits: RoPE applied to q or k in one pass
-           "accel_sim::rotary_embedding"}) {
+           // fused kernels the model builder emits: RoPE applied to q or k in one pass; a gated
+           // FFN's activation(gate) * up and its backward (BuildOptions::fused_gated_activation)
+           "accel_sim::rotary_embedding", "accel_sim::gated_activation",
+           "accel_sim::gated_activation_backward"}) {
     t[op] = count_pointwise;
   }
 }

@@ -598,5 +598,57 @@ TEST(TrainTest, ExpertImbalanceLoadsTheBusiestRank) {
                ConfigError);
 }
 
+TEST(TrainTest, FusedGatedActivationKeepsGateAndUpOnly) {
+  // A Llama-style block (h = 256, FFN 704) and a MoE one (4 experts of 352, top-2), b = 2, s = 128:
+  // t = 256 tokens, bf16. Unfused, the product's backward keeps silu(gate) [t, 704] beside gate
+  // and up: 256 x 704 x 2 = 360,448 bytes per layer more than the fused kernel, which keeps gate
+  // and up only. The MoE layer routes 2t = 512 rows through [rows, 352]: 512 x 352 x 2 = 360,448
+  // bytes. The fused forward kernel reads gate and up and writes the product (3 x 360,448 bytes
+  // for the dense FFN); its backward reads dy, gate and up and writes two gradients (5 x).
+  ModelSpec dense{.name = "small-llama", .hidden_size = 256, .num_heads = 8, .num_kv_heads = 2,
+                  .head_dim = 32, .ffn_size = 704, .vocab_size = 1000,
+                  .max_position_embeddings = 512};
+  ModelSpec moe = dense;
+  moe.moe = MoeSpec{.num_experts = 4, .top_k = 2, .expert_ffn_size = 352, .normalize_top_k = true};
+  auto per_layer = [](ModelSpec m, bool fused) {
+    auto saved = [&](int64_t layers) {
+      m.num_layers = layers;
+      const Graph g = build_graph(m, {.phase = Phase::train, .batch = 2, .seq = 128,
+                                      .optimizer = Optimizer::none,
+                                      .fused_gated_activation = fused});
+      const MemoryProfile p = compute_memory_profile(g);
+      for (NodeId i = 0; i < static_cast<NodeId>(g.nodes().size()); ++i) {
+        if (g.node(i).op == "nll_loss_forward") return p.live_bytes_after[i] - p.resident_bytes;
+      }
+      return int64_t{-1};
+    };
+    return saved(3) - saved(2);
+  };
+  EXPECT_EQ(per_layer(dense, false) - per_layer(dense, true), 360448);
+  EXPECT_EQ(per_layer(moe, false) - per_layer(moe, true), 360448);
+
+  dense.num_layers = 1;
+  const Graph g = build_graph(dense, {.phase = Phase::train, .batch = 2, .seq = 128,
+                                      .optimizer = Optimizer::none,
+                                      .fused_gated_activation = true});
+  int forward = 0, backward = 0;
+  for (const Node& n : g.nodes()) {
+    EXPECT_NE(n.op, "silu") << "the fused FFN runs no separate activation";
+    if (n.op == "accel_sim::gated_activation") {
+      ++forward;
+      const OpCount c = count_op(g, n);
+      EXPECT_EQ(c.bytes_read + c.bytes_written, 3 * 360448);
+    } else if (n.op == "accel_sim::gated_activation_backward") {
+      ++backward;
+      const OpCount c = count_op(g, n);
+      EXPECT_EQ(c.bytes_read + c.bytes_written, 5 * 360448);
+    }
+  }
+  EXPECT_EQ(forward, 1);
+  EXPECT_EQ(backward, 1);
+  EXPECT_THROW(build_graph(dense, {.kernels = KernelStyle::hf_eager, .fused_gated_activation = true}),
+               ConfigError);
+}
+
 }  // namespace
 }  // namespace accelsim
