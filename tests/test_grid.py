@@ -85,12 +85,37 @@ def _json(capsys, *args: str) -> dict:
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: '1:1e19:3'}\n", "grid.yaml: grid.batch: batch: 10,000,000,000,000,000,000 is beyond"),
     ("command: plan\nfixed: {model: llama-3-8b, seq: 4096, global_batch: 64, system: dgx-h100}\n"
      "grid: {gpus: [99999999999999999999999]}\n", "grid.yaml: grid.gpus: gpus: expected integers up to 9,223,372,036,854,775,807"),
+    # Each flag's own range, as the command line holds it (accel_sim.cli.flags), at load, not per point.
+    ("command: train\nfixed: {model: llama-3-8b, system: dgx-h100, seq: 4096, global_batch: 64, gpus: 8}\n"
+     "grid: {tp: [0, 8]}\n", "grid.yaml: grid.tp: tp takes a whole number from 1 to 2^63 - 1 (got 0)"),
+    ("command: serve\nfixed: {model: llama3-8b, qps: 1}\ngrid: {watermark: [-5]}\n",
+     "grid.yaml: grid.watermark: watermark takes a fraction in [0, 1) (got -5.0)"),
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: [-3, 1]}\n",
+     "grid.yaml: grid.batch: batch takes a whole number from 1 to 2^63 - 1 (got -3)"),
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: '0:4:5'}\n",
+     "grid.yaml: grid.batch: batch takes a whole number from 1 to 2^63 - 1 (got 0)"),
+    ("command: simulate\nfixed: {target: model.py, timeout: -5}\ngrid: {batch: [1]}\n",
+     "grid.yaml: fixed.timeout: timeout takes a finite number of seconds, at least 0 (got -5.0)"),
+    ("command: simulate\nfixed: {model: gpt2, seq: 128}\ngrid: {clock_mhz: [1.0e-7, 1500.0]}\n",
+     "grid.yaml: grid.clock_mhz: clock_mhz must be in [0.001, 100000] (core clock (MHz))"),
 ], ids=lambda v: v if len(v) < 80 else v[:60] + "...")
 def test_bad_grid_files_name_the_file_and_key(tmp_path: Path, text: str, message: str):
     with pytest.raises(UsageError) as e:
         load_grid(_grid(tmp_path, text))
     assert message in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_a_clock_below_a_kilohertz_is_refused_by_the_grid_and_the_command_line(tmp_path: Path, capsys):
+    """A clock of 1e-7 MHz scales every kernel's time by 1.98e9 / 1e-1 (H100 SXM: 1,980 MHz): GPT-2's
+    prefill took 24,763,612 s, a figure no part reaches. Both refuse it as `train --clock-mhz` does."""
+    with pytest.raises(UsageError, match=r"grid.yaml: fixed.clock_mhz: clock_mhz must be in \[0.001, 100000\]"):
+        load_grid(_grid(tmp_path, "command: simulate\nfixed: {model: gpt2, seq: 128, clock_mhz: 1.0e-7}\n"
+                                  "grid: {batch: [1]}\n"))
+    with pytest.raises(SystemExit) as e:
+        main(["simulate", "--model", "gpt2", "--seq", "128", "--clock-mhz", "1e-7"])
+    assert e.value.code == 2
+    assert "expected a clock in MHz from 0.001 to 100,000, got 1e-07" in capsys.readouterr().err
 
 
 def test_bad_grid_exits_2_with_one_line(tmp_path: Path, capsys):

@@ -212,13 +212,19 @@ def _convert(command: str, name: str, value: Any, where: str) -> Any:
         what = "one value" if isinstance(value, (list, dict)) or value is None else "a number or a name"
         raise UsageError(f"{where}: {name} takes {what} (got {_describe(value)})")
     if name in _sweep_parameters(command):
+        from accel_sim.sweep import PARAMETERS
+
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise UsageError(f"{where}: {name} takes a positive number (got {value!r})")
         try:
             value = float(value)
         except OverflowError:
             raise UsageError(f"{where}: {name} takes a finite number (got one of {len(str(value))} digits)") from None
-        return _check_number(name, value, where)
+        _check_number(name, value, where)
+        PARAMETERS[name].check(value, where)   # the range a device or system file holds
+        if name in _actions(command):   # also a flag (clock_mhz): and the flag's own range
+            _check_range(_actions(command)[name], name, value, where)
+        return value
     action = _actions(command)[name]
     if action.nargs == 0:  # a switch (store_true)
         if not isinstance(value, bool):
@@ -249,7 +255,17 @@ def _convert(command: str, name: str, value: Any, where: str) -> Any:
         value = value[0]
     if action.choices is not None and value not in action.choices:
         raise UsageError(f"{where}: {name} must be one of {', '.join(map(str, action.choices))} (got {value!r})")
+    _check_range(action, name, value, where)
     return value
+
+
+def _check_range(action: argparse.Action, name: str, value: Any, where: str) -> None:
+    """The range the flag's action holds on the command line (accel_sim.cli.flags: COUNT,
+    POSITIVE, SECONDS, ...), as the command line words it."""
+    check = getattr(action, "check", None)
+    expected = check(value) if check is not None else None
+    if expected is not None:
+        raise UsageError(f"{where}: {name} takes {expected} (got {value!r})")
 
 
 def _is_int(text: str) -> bool:
@@ -632,9 +648,6 @@ def _simulate(grid: Grid, params: dict) -> dict:
         return _simulate_general(grid, params)
     spec, options, device, sim, phase, micro, base = lean
     shape = base | {k: v for k, v in params.items() if k in _WORKLOAD_SHAPE}
-    for flag, v in shape.items():
-        if v < (0 if flag == "context" else 1):
-            raise UsageError(f"{flag} must be {'non-negative' if flag == 'context' else 'at least 1'}")
     options.batch, options.seq, options.context = shape["batch"], shape["seq"], shape["context"]
     _GRAPHS.clear()
     try:
@@ -685,9 +698,6 @@ def _simulate_general(grid: Grid, params: dict) -> dict:
     args = _namespace(grid, params)
     if (args.target is None) == (args.model is None):
         raise UsageError("give either target (a graph file) or model (not both)")
-    for flag in ("batch", "seq", "context", "tp", "ep", "cp"):
-        if getattr(args, flag) < (0 if flag == "context" else 1):
-            raise UsageError(f"{flag} must be {'non-negative' if flag == 'context' else 'at least 1'}")
     common = {k: v for k, v in cli._common(args).items() if k in _simulate_keywords()}
     build = cli._model_build_args(args) if args.model is not None else None
     setup = SweepSetup(build=build, simulate=common, system=args.system, device=args.device,
