@@ -277,16 +277,75 @@ def test_the_lean_path_gives_the_rows_of_the_general_one(tmp_path: Path):
     what sweep.run_point reports for them."""
     import accel_sim.grid as G
 
-    grid = load_grid(_grid(tmp_path, "command: simulate\nfixed: {model: llama3-8b, seq: 256}\n"
-                                     "grid:\n  phase: [prefill, decode, train]\n  device: [a100, mi300x]\n"
-                                     "  batch: [1, 3]\n"))
-    lean = run_points(grid, range(len(grid)))
-    general = [{"point": i, **grid.point(i), **G._simulate_general(grid, grid.point(i))} for i in range(len(grid))]
-    for a, b in zip(lean, general):
-        for key in (n for n, _ in G.FIGURES["simulate"]):
-            assert a[key] == b[key], (a["point"], key)
-    # The shape not varied (seq 256) holds at every point, whatever the point before set.
-    assert lean[0]["tokens_per_s"] == pytest.approx(256 / lean[0]["latency_s"])
+    # A decode step takes context where prefill and training take seq: a grid of each.
+    for shape, phases in (("seq: 256", "[prefill, train]"), ("context: 256", "[decode]")):
+        grid = load_grid(_grid(tmp_path, f"command: simulate\nfixed: {{model: llama3-8b, {shape}}}\n"
+                                         f"grid:\n  phase: {phases}\n  device: [a100, mi300x]\n  batch: [1, 3]\n"))
+        lean = run_points(grid, range(len(grid)))
+        general = [{"point": i, **grid.point(i), **G._simulate_general(grid, grid.point(i))} for i in range(len(grid))]
+        assert all(row["error"] is None for row in lean)
+        for a, b in zip(lean, general):
+            for key in (n for n, _ in G.FIGURES["simulate"]):
+                assert a[key] == b[key], (a["point"], key)
+        if shape.startswith("seq"):   # the shape not varied holds at every point, whatever the point before set
+            assert lean[0]["tokens_per_s"] == pytest.approx(256 / lean[0]["latency_s"])
+
+
+def test_a_script_target_is_resized_to_each_points_batch(tmp_path: Path, capsys):
+    """batch on a script target resizes its example inputs as `simulate --batch` does: three rows
+    of three shapes, not three copies of the script's own (a Linear of 1024 x 1024 on batch 2)."""
+    script = tmp_path / "s1.py"
+    script.write_text("import torch\n\ndef get_model():\n"
+                      "    return torch.nn.Linear(1024, 1024), (torch.randn(2, 1024),)\n")
+    grid = load_grid(_grid(tmp_path, f"command: simulate\nfixed: {{target: {script}, device: h100}}\n"
+                                     "grid: {batch: [1, 4, 64]}\n"))
+    rows = run_points(grid, range(3))
+    assert [r["error"] for r in rows] == [None] * 3
+    # A GEMM of 2 x batch x 1024 x 1024 FLOPs: 64 sequences take longer than 1.
+    assert rows[0]["latency_s"] < rows[2]["latency_s"] and len({r["latency_s"] for r in rows}) == 3
+    d = _json(capsys, "simulate", str(script), "--batch", "4", "--device", "h100", "--json", "--no-ops")
+    assert rows[1]["latency_s"] == d["latency_s"]
+
+
+@pytest.mark.parametrize("text, message", [
+    # A decode step has no seq: every point would be the same row.
+    ("command: simulate\nfixed: {model: gpt2, phase: decode}\ngrid: {seq: [128, 256]}\n",
+     "grid.yaml: point 0 (seq 128): --seq applies to prefill and training"),
+    ("command: simulate\nfixed: {model: gpt2, seq: 128, cost_model: roofline}\ngrid: {clock_mhz: [1000, 1500]}\n",
+     "grid.yaml: point 0 (clock_mhz 1000.0): --clock-mhz applies to the kernel cost model"),
+    ("command: simulate\nfixed: {model: gpt2, seq: 128}\ngrid: {link_bandwidth_gbs: [100, 200]}\n",
+     "grid.yaml: point 0 (link_bandwidth_gbs 100.0): link_bandwidth_gbs varies the scale-up bandwidth of --system"),
+    ("command: simulate\nfixed: {model: gpt2, seq: 128}\ngrid: {grad_accum: [1, 4]}\n",
+     "grid.yaml: point 0 (grad_accum 1): --grad-accum applies to a training step"),
+    ("command: simulate\nfixed: {target: g.json}\ngrid: {batch: [1, 2]}\n",
+     "grid.yaml: point 0 (batch 1): --batch does not apply to the saved graph g.json"),
+    # Only the decode points give a seq they would not use: the first of them is named.
+    ("command: simulate\nfixed: {model: gpt2, seq: 128}\ngrid: {phase: [prefill, decode], batch: [1, 2]}\n",
+     "grid.yaml: point 2 (phase decode, batch 1): --seq applies to prefill and training"),
+    ("command: simulate\nfixed: {model: gpt2}\npoints: [{phase: prefill, seq: 128}, {phase: decode, seq: 128}]\n",
+     "grid.yaml: point 1 (phase decode, seq 128): --seq applies to prefill and training"),
+    ("command: train\nfixed: {model: llama-3-8b, system: dgx-h100, seq: 4096, global_batch: 64, gpus: 8, tp: 8}\n"
+     "grid: {zero: [1, 2]}\n", "grid.yaml: point 0 (zero 1): --zero 1 shards optimizer states"),
+    ("command: serve\nfixed: {model: llama3-8b, qps: 4}\ngrid: {burstiness: [1, 2]}\n",
+     "grid.yaml: point 0 (burstiness 1.0): --burstiness is the gaps' coefficient of variation of --arrival gamma"),
+    ("command: plan\nfixed: {model: llama-3-8b, seq: 4096, global_batch: 64, system: dgx-h100}\n"
+     "grid: {gpus: [8], train_tokens: [1T, 2T]}\n", "grid.yaml: grid: train_tokens chooses output"),
+], ids=lambda v: v if len(v) < 80 else v[:60] + "...")
+def test_flags_a_point_would_not_use_are_refused_when_the_grid_is_read(tmp_path: Path, text: str, message: str):
+    """The command line's refusals of a typed flag its run would not use hold for a grid's points:
+    a sweep along such a flag gave identical rows."""
+    with pytest.raises(UsageError) as e:
+        load_grid(_grid(tmp_path, text))
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_flags_a_points_model_would_not_use_fail_that_point(tmp_path: Path):
+    """What only the model tells (Llama-3-8B is dense) is refused per point, as `simulate` refuses
+    it once the model is read."""
+    grid = load_grid(_grid(tmp_path, "command: simulate\nfixed: {model: llama3-8b, seq: 128}\n"
+                                     "grid: {moe_impl: [grouped, sequential], device: [a100, h100]}\n"))
+    rows = run_points(grid, range(4))
+    assert {r["error"] for r in rows} == {"--moe-impl applies to mixture-of-experts models; llama-3-8b is dense"}
 
 
 def test_a_killed_command_line_sweep_resumes_where_it_stopped(tmp_path: Path):

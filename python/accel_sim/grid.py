@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import functools
 import hashlib
+import itertools
 import math
 import reprlib
 from collections.abc import Sequence as SequenceABC
@@ -40,7 +41,9 @@ INT64_MAX = 2**63 - 1  # the core's integers are int64
 COMMANDS = ("simulate", "train", "plan", "serve")
 
 # Flags that choose output, not the workload: the grid's output is `sweep --out`.
-_OUTPUT_FLAGS = {"json", "html", "trace", "trace_steps", "plot", "quiet", "help", "no_ops", "top", "debug", "threads"}
+# plan's train_tokens sets the days to train of its text report, which a row does not hold.
+_OUTPUT_FLAGS = {"json", "html", "trace", "trace_steps", "plot", "quiet", "help", "no_ops", "top", "debug", "threads",
+                 "train_tokens"}
 
 # The headline figures of each command, in column order, with their types.
 FIGURES: dict[str, tuple[tuple[str, str], ...]] = {
@@ -546,6 +549,7 @@ def load_grid(path: str | Path) -> Grid:
             listed.append(tuple(row))
     grid = Grid(str(path), command, hashlib.sha256(raw).hexdigest(), tuple(fixed), tuple(axes), tuple(listed))
     _check_required(grid, path)
+    _check_rules(grid, path)
     return grid
 
 
@@ -569,18 +573,106 @@ def _defaults(command: str) -> dict:
 
 
 def _namespace(grid: Grid, params: dict) -> argparse.Namespace:
+    """The command line of a point: its flags' values, each flag the grid gives recorded as typed
+    (so that the command refuses what it would not use, as it refuses a typed flag), and the
+    device parameters apart (`sweep_parameters`)."""
+    from accel_sim.cli.flags import mark_given
+
     values = dict(_defaults(grid.command))
     actions = _actions(grid.command)
-    sweep = {}
+    sweep, typed = {}, []
     for name, value in list(grid.fixed) + list(params.items()):
         if name in actions:
             values[actions[name].dest] = value
+            typed.append(actions[name].dest)
         else:
             sweep[name] = value
     values["quiet"] = True
     ns = argparse.Namespace(**values)
+    mark_given(ns, typed)
     ns.sweep_parameters = sweep
     return ns
+
+
+def _refuse_flags(command: str, args: argparse.Namespace) -> None:
+    """The command's own rules that refuse a flag from the flags' names and values alone (no file
+    read, no model loaded): a UsageError for a point that gives a flag its run would not use."""
+    if command == "simulate":
+        from accel_sim.cli import main as cli
+        from accel_sim.sweep import SweepSetup, check
+
+        cli._check_flags(args)
+        setup = SweepSetup(simulate={"cost_model": args.cost_model}, system=args.system)
+        for name in args.sweep_parameters:   # link_bandwidth_gbs needs a system
+            check(setup, name)
+    elif command == "train":
+        from accel_sim.cli.train import _refuse_layout_flags
+
+        _refuse_layout_flags(args)
+    elif command == "serve":
+        from accel_sim.cli.serve import _device_names, _refuse_inapplicable
+
+        _refuse_inapplicable(args, _device_names(args))
+
+
+# The most points whose flags are checked against the rules when a grid file is read (about 20 us
+# each); the others are checked as they run.
+MAX_CHECKED_AT_LOAD = 100_000
+
+
+def _rule_class(command: str, name: str, value: Any) -> Any:
+    """What the rules of _refuse_flags can tell apart of a value: a name, a switch or a choice is
+    itself; a count is 0, 1 or more (tp == 1, dp x cp == 1, disaggregate); a rate, a size or a
+    device parameter only whether it is given."""
+    action = _actions(command).get(name)
+    if action is None or action.choices is not None or action.type not in (int, float):
+        return value if action is not None else None
+    return min(value, 2) if action.type is int else None
+
+
+def _representatives(command: str, name: str, values: Sequence[Any]) -> list[tuple[int, Any]]:
+    """(index, value) of the first value of each rule class of an axis. A range is monotonic, so
+    its counts of 0 and 1 are among its three smallest values."""
+    n = len(values)
+    indices = sorted({i for i in (0, 1, 2, n - 3, n - 2, n - 1) if 0 <= i < n}) if isinstance(values, RangeValues) \
+        else range(n)
+    seen, out = set(), []
+    for i in indices:
+        c = _rule_class(command, name, values[i])
+        if c not in seen:
+            seen.add(c)
+            out.append((i, values[i]))
+    return out
+
+
+def _check_rules(grid: Grid, path: Path) -> None:
+    """Refuses a grid whose points give a flag their run would not use (_refuse_flags), naming the
+    first such point: one point of each combination of what the rules tell apart is checked, at
+    most MAX_CHECKED_AT_LOAD of them."""
+    if grid.listed:
+        seen, candidates = set(), []
+        for i, point in enumerate(grid.listed):
+            key = tuple((n, _rule_class(grid.command, n, v)) for n, v in point)
+            if key not in seen:
+                seen.add(key)
+                candidates.append((i, dict(point)))
+    else:
+        reps = [[(name, i, v) for i, v in _representatives(grid.command, name, values)] for name, values in grid.axes]
+        sizes = [len(values) for _, values in grid.axes]
+
+        def index(combo) -> int:
+            i = 0
+            for (_, k, _), size in zip(combo, sizes):
+                i = i * size + k
+            return i
+
+        candidates = ((index(c), {name: v for name, _, v in c}) for c in itertools.product(*reps))
+    for i, params in itertools.islice(candidates, MAX_CHECKED_AT_LOAD):
+        try:
+            _refuse_flags(grid.command, _namespace(grid, params))
+        except UsageError as e:
+            shown = ", ".join(f"{k} {v}" for k, v in params.items())
+            raise UsageError(f"{path}: point {i} ({shown}): {e}") from None
 
 
 def _one_line(err: BaseException) -> str:
@@ -634,13 +726,15 @@ _LEAN: dict[tuple, Any] = {}
 def _simulate(grid: Grid, params: dict) -> dict:
     """A point of a simulate grid. A builder graph on a named device with no device or system
     parameter varied takes the lean path: what the point shares with its neighbours (options,
-    device, the build options less the shape) is set up once, then the core builds and simulates
-    and the row is read off its result by sweep.figures, as `sweep` reads it (tests/test_grid.py
-    checks they agree); anything else goes through sweep.run_point."""
+    device, the build options less the shape, the flags' checks) is set up once, then the core
+    builds and simulates and the row is read off its result by sweep.figures, as `sweep` reads it
+    (tests/test_grid.py checks they agree); anything else goes through sweep.run_point."""
     from accel_sim import _core
     from accel_sim.sweep import figures
 
-    key = tuple((k, v) for k, v in params.items() if k not in _WORKLOAD_SHAPE)
+    # The shape's names belong to the key: the flags' checks depend on which of them are given.
+    key = (tuple((k, v) for k, v in params.items() if k not in _WORKLOAD_SHAPE),
+           tuple(k for k in params if k in _WORKLOAD_SHAPE))
     lean = _LEAN.get(key)
     if lean is None:
         lean = _LEAN[key] = _lean_context(grid, params)
@@ -662,8 +756,9 @@ def _simulate(grid: Grid, params: dict) -> dict:
 
 def _lean_context(grid: Grid, params: dict) -> Any:
     """(spec, build options, device spec, simulate options, phase, micro-batches, the shape given
-    outside the varied ones) shared by the
-    points that differ from `params` only in shape, or False where the lean path does not apply."""
+    outside the varied ones) shared by the points that differ from `params` only in the values of
+    their shape, once the flags are checked as `simulate` checks them; or False where the lean
+    path does not apply."""
     from accel_sim.api import _options, model_build_options
     from accel_sim.cli import main as cli
     from accel_sim.device import resolve_device
@@ -671,14 +766,11 @@ def _lean_context(grid: Grid, params: dict) -> Any:
     args = _namespace(grid, params)
     if args.sweep_parameters or args.system or args.model is None or args.target is not None:
         return False
+    _refuse_flags("simulate", args)
+    cli._check_devices(args)
     build = cli._model_build_args(args)
-    skey = (build["model"], build.get("dtype"), build.get("weight_dtype"), build.get("kv_dtype"))
-    if skey not in _SPECS:
-        from accel_sim.io.model_config import load_model_spec
-
-        _SPECS[skey] = load_model_spec(str(build["model"]), dtype=build.get("dtype"),
-                                       weight_dtype=build.get("weight_dtype"), kv_dtype=build.get("kv_dtype"))
-    spec, options = model_build_options(**(build | {"model": _SPECS[skey], "dtype": None, "weight_dtype": None,
+    cli._check_built(args, _model_graph(build).info)   # what the model is does not depend on its shape
+    spec, options = model_build_options(**(build | {"model": _spec(build), "dtype": None, "weight_dtype": None,
                                                      "kv_dtype": None}))
     common = {k: v for k, v in cli._common(args).items() if k in _simulate_keywords()}
     device = resolve_device(args.device, list(args.device_file)).spec
@@ -689,36 +781,69 @@ def _lean_context(grid: Grid, params: dict) -> Any:
     return spec, options, device, sim, build["phase"], sim.micro_batches, base
 
 
-def _simulate_general(grid: Grid, params: dict) -> dict:
-    from accel_sim.api import build_model_graph, load_target
-    from accel_sim.cli import main as cli
+def _spec(build: dict) -> Any:
+    """The model spec build_model_graph(**build) builds from, loaded once per model and dtypes."""
     from accel_sim.io.model_config import load_model_spec
+
+    key = (build["model"], build.get("dtype"), build.get("weight_dtype"), build.get("kv_dtype"))
+    if key not in _SPECS:
+        _SPECS[key] = load_model_spec(str(build["model"]), dtype=build.get("dtype"),
+                                      weight_dtype=build.get("weight_dtype"), kv_dtype=build.get("kv_dtype"))
+    return _SPECS[key]
+
+
+def _model_graph(build: dict) -> Any:
+    """build_model_graph(**build), the last one kept for the next point."""
+    from accel_sim.api import build_model_graph
+
+    key = tuple(sorted(build.items()))
+    graph = _GRAPHS.get(key)
+    if graph is None:
+        spec = _spec(build)
+        # The last graph goes before the next is built: one graph alive at a time keeps the
+        # allocator reusing the same memory (measured: about a fifth faster per point).
+        _GRAPHS.clear()
+        graph = _GRAPHS[key] = build_model_graph(**(build | {"model": spec, "dtype": None, "weight_dtype": None,
+                                                             "kv_dtype": None}))
+    return graph
+
+
+def _target_graph(args: argparse.Namespace) -> dict:
+    """The graph of a target, as `simulate` loads it: a script captured with its options (its
+    inputs resized to a given batch or seq) within `timeout` seconds, or a graph file read; the
+    last one kept for the next point."""
+    from accel_sim.api import load_target
+    from accel_sim.cli import main as cli
+
+    options = cli._script_options(args) if cli._target_kind(args) == "script" else {}
+    key = ("target", args.target, repr(sorted(options.items())))
+    graph = _GRAPHS.get(key)
+    if graph is None:
+        _GRAPHS.clear()
+        graph = _GRAPHS[key] = load_target(args.target, **options, timeout_s=args.timeout or None) if options \
+            else load_target(args.target)
+    return graph
+
+
+def _simulate_general(grid: Grid, params: dict) -> dict:
+    """A point through sweep.run_point, its flags checked and its graph built, captured or read as
+    `simulate` does (accel_sim.cli.main._load)."""
+    from accel_sim.cli import main as cli
     from accel_sim.sweep import SweepSetup, run_point
 
     args = _namespace(grid, params)
-    if (args.target is None) == (args.model is None):
-        raise UsageError("give either target (a graph file) or model (not both)")
+    _refuse_flags("simulate", args)
+    cli._check_devices(args)
     common = {k: v for k, v in cli._common(args).items() if k in _simulate_keywords()}
     build = cli._model_build_args(args) if args.model is not None else None
     setup = SweepSetup(build=build, simulate=common, system=args.system, device=args.device,
                        device_files=tuple(args.device_file))
     if build is not None:
-        key = tuple(sorted(build.items()))
-        graph = _GRAPHS.get(key)
-        if graph is None:
-            skey = (build["model"], build.get("dtype"), build.get("weight_dtype"), build.get("kv_dtype"))
-            if skey not in _SPECS:
-                _SPECS[skey] = load_model_spec(str(build["model"]), dtype=build.get("dtype"),
-                                               weight_dtype=build.get("weight_dtype"), kv_dtype=build.get("kv_dtype"))
-            # The last graph goes before the next is built: one graph alive at a time keeps the
-            # allocator reusing the same memory (measured: about a fifth faster per point).
-            _GRAPHS.clear()
-            graph = build_model_graph(**(build | {"model": _SPECS[skey], "dtype": None, "weight_dtype": None,
-                                                  "kv_dtype": None}))
-            _GRAPHS[key] = graph
+        graph = _model_graph(build)
+        cli._check_built(args, graph.info)
     else:
-        key = ("target", args.target)
-        graph = _GRAPHS.get(key) or _GRAPHS.setdefault(key, load_target(args.target, timeout_s=args.timeout or None))
+        graph = _target_graph(args)
+        cli._refuse_tf32_without_fp32(args, graph.get("metadata", {}).get("dtype", "fp32"))
     return run_point(setup, {"device": args.device, **args.sweep_parameters}, graph=graph)
 
 

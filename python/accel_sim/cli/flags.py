@@ -77,6 +77,16 @@ def given(args: argparse.Namespace, dest: str) -> bool:
     return dest in getattr(args, _GIVEN, ())
 
 
+def mark_given(args: argparse.Namespace, dests: Iterable[str]) -> None:
+    """Records `dests` as typed on `args`: a namespace built in code that stands for a command line
+    (a grid file's point) is refused what that command line would be."""
+    recorded = getattr(args, _GIVEN, None)
+    if recorded is None:
+        recorded = set()
+        setattr(args, _GIVEN, recorded)
+    recorded.update(dests)
+
+
 def flag(dest: str) -> str:
     return "--" + dest.replace("_", "-")
 

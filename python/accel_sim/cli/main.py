@@ -295,43 +295,71 @@ def _refuse_inapplicable(args: argparse.Namespace, kind: str) -> None:
         raise UsageError("give --precision, or --dtype / --no-master-weights, not both")
 
 
-def _load(args: argparse.Namespace) -> Any:
-    """The graph of the run (built, captured or read), after refusing the flags it would not use."""
-    from accel_sim.api import build_model_graph, load_target
-    from accel_sim.cli.flags import given
-    from accel_sim.cli.train import check_clock
-    from accel_sim.device import resolve_device
+def _check_flags(args: argparse.Namespace) -> str:
+    """The run's kind (_target_kind) once every flag it would not use or cannot honour is refused:
+    the rules that read the flags alone (a grid file's points are held to them when it is read)."""
     from accel_sim.errors import UsageError
 
     kind = _target_kind(args)
     _refuse_inapplicable(args, kind)
-    # Resolve devices before a possibly long capture so a typo fails at once.
-    names = args.devices.split(",") if getattr(args, "devices", None) else [getattr(args, "device", "h100")]
-    check_clock(args, [resolve_device(name.strip(), args.device_file).spec for name in names])
     if args.tf32 and (args.dtype in ("bf16", "fp16") or (args.precision or "fp32") != "fp32"):
         raise UsageError("--tf32 runs fp32 matmuls on TF32 tensor cores; this run's matmuls are 16-bit")
-    if kind == "model":
-        built = build_model_graph(**_model_build_args(args))
-        if given(args, "seq") and "image_tokens" in built.info:
-            raise UsageError(f"--seq does not apply to {built.info['model']}: an image model runs its image's "
-                             f"{built.info['image_tokens']} patch tokens (its config's image_size and patch_size)")
-        if given(args, "moe_impl") and "moe" not in built.info:
-            raise UsageError(f"--moe-impl applies to mixture-of-experts models; {built.info['model']} is dense")
-        _refuse_tf32_without_fp32(args, built.info["dtype"])
-        return built
-    precision = args.precision
-    if precision == "fp8-mixed":
+    if kind != "model" and args.precision == "fp8-mixed":
         raise UsageError("--precision fp8-mixed applies to --model (the builder's Transformer Engine-style fp8 GEMMs); "
                          "torch.autocast has no fp8 mode for a captured script")
+    return kind
+
+
+def _check_devices(args: argparse.Namespace) -> None:
+    """Resolves the run's devices (before a possibly long capture, so that a typo fails at once) and
+    refuses a --clock-mhz they cannot honour."""
+    from accel_sim.cli.train import check_clock
+    from accel_sim.device import resolve_device
+
+    names = args.devices.split(",") if getattr(args, "devices", None) else [getattr(args, "device", "h100")]
+    check_clock(args, [resolve_device(name.strip(), args.device_file).spec for name in names])
+
+
+def _check_built(args: argparse.Namespace, info: dict) -> None:
+    """Refuses the flags the model built (BuiltModel.info) does not use."""
+    from accel_sim.cli.flags import given
+    from accel_sim.errors import UsageError
+
+    if given(args, "seq") and "image_tokens" in info:
+        raise UsageError(f"--seq does not apply to {info['model']}: an image model runs its image's "
+                         f"{info['image_tokens']} patch tokens (its config's image_size and patch_size)")
+    if given(args, "moe_impl") and "moe" not in info:
+        raise UsageError(f"--moe-impl applies to mixture-of-experts models; {info['model']} is dense")
+    _refuse_tf32_without_fp32(args, info["dtype"])
+
+
+def _script_options(args: argparse.Namespace) -> dict:
+    """load_target's keywords for the capture of a script: its dtype, training step and the axes
+    --batch and --seq resize."""
+    from accel_sim.cli.flags import given
+
+    precision = args.precision
     mixed = precision if precision and precision.endswith("-mixed") else None
-    dtype = args.dtype or (precision if precision and not mixed else None)
-    resize = {axis: getattr(args, axis) for axis in ("batch", "seq") if given(args, axis)}
+    return dict(dtype=args.dtype or (precision if precision and not mixed else None), train=args.train,
+                optimizer=args.optimizer, autocast=mixed, accumulate=args.grad_accum > 1,
+                resize={axis: getattr(args, axis) for axis in ("batch", "seq") if given(args, axis)})
+
+
+def _load(args: argparse.Namespace) -> Any:
+    """The graph of the run (built, captured or read), after refusing the flags it would not use."""
+    from accel_sim.api import build_model_graph, load_target
+
+    kind = _check_flags(args)
+    _check_devices(args)
+    if kind == "model":
+        built = build_model_graph(**_model_build_args(args))
+        _check_built(args, built.info)
+        return built
     if kind == "graph":
         graph = load_target(args.target)
     else:
         with watch_script(args.target, args.timeout, args.quiet):
-            graph = load_target(args.target, dtype=dtype, train=args.train, optimizer=args.optimizer, autocast=mixed,
-                                accumulate=args.grad_accum > 1, resize=resize)
+            graph = load_target(args.target, **_script_options(args))
     _refuse_tf32_without_fp32(args, graph.get("metadata", {}).get("dtype", "fp32"))
     return graph
 
