@@ -89,6 +89,27 @@ def test_bad_sweeps_are_one_line_exit_2(args: list[str], message: str):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--batch", "4"], "--batch comes from the grid file (put it under fixed:)"),
+    (["--device", "a100"], "--device comes from the grid file (put it under fixed:)"),
+    (["--cost-model", "roofline"], "--cost-model comes from the grid file (put it under fixed:)"),
+    (["--devices", "a100,h100"], "--devices comes from the grid file (put it under fixed:)"),
+    (["--no-launch-overhead"], "--no-launch-overhead comes from the grid file (put it under fixed:)"),
+    (["--model", "gpt2"], "--model comes from the grid file (put it under fixed:)"),
+    (["model.py"], "the target model.py comes from the grid file (put it under fixed: as target)"),
+    (["--metric", "mfu"], "--metric picks what a one-parameter sweep's --plot draws"),
+])
+def test_a_grid_sweep_refuses_the_simulation_flags_it_would_drop(tmp_path: Path, args: list[str], message: str):
+    """`sweep --grid g.yaml --out x.csv --batch 4 --device a100` ran the grid's own values and
+    dropped the flags typed beside it."""
+    grid = tmp_path / "g.yaml"
+    grid.write_text("command: simulate\nfixed: {model: gpt2, seq: 128}\ngrid: {batch: [1, 2]}\n")
+    result = run_cli("sweep", "--grid", str(grid), "--out", str(tmp_path / "x.csv"), "--workers", "1", *args)
+    assert result.returncode == 2 and result.stderr.startswith("accel-sim: error: ") and message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "x.csv").exists()
+
+
 def test_workload_parameters_need_a_model(mlp_graph_file: Path):
     result = run_cli("sweep", str(mlp_graph_file), "--vary", "batch=1,2")
     assert result.returncode == 2
