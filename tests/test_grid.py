@@ -272,6 +272,38 @@ def test_train_plan_and_serve_rows(tmp_path: Path, capsys):
     assert rows[1]["completed"] == 100 and rows[0]["requests_per_s"] < rows[1]["requests_per_s"]
 
 
+def test_flags_that_take_lists_take_a_points_value(tmp_path: Path, capsys):
+    """A repeatable flag (device_file) and plan's comma lists (tp, pp, ...) take a point's one
+    value as the list of it: a device file was read as the files named by its letters, and a plan
+    grid varying tp failed every point with the binding's TypeError."""
+    import yaml
+
+    from accel_sim.io.device_file import builtin_device_files
+
+    stock = next(p for p in builtin_device_files() if p.stem == "h100_sxm")
+    data = yaml.safe_load(stock.read_text()) | {"id": "h100_96gib", "name": "H100 96 GiB", "aliases": [],
+                                                 "memory_gib": 96}
+    device_file = tmp_path / "h100_96gib.yaml"
+    device_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    train = load_grid(_grid(tmp_path, "command: train\nfixed: {model: llama-3-8b, system: dgx-h100, gpus: 8, dp: 8, "
+                                      f"global_batch: 8, seq: 4096, device: h100_96gib, device_file: {device_file}}}\n"
+                                      "grid: {recompute: [none, full]}\n"))
+    row = run_points(train, [0])[0]
+    d = _json(capsys, "train", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--dp", "8",
+              "--global-batch", "8", "--seq", "4096", "--device", "h100_96gib", "--device-file", str(device_file),
+              "--json")
+    # About 88 GB a GPU: over the stock part's 80 GiB, within the 96 GiB of the file's.
+    assert row["error"] is None and row["fits"] and row["memory_per_gpu_bytes"] == d["memory_per_gpu_bytes"]
+    plan = load_grid(_grid(tmp_path, "command: plan\nfixed: {model: llama-3-8b, seq: 4096, global_batch: 64, "
+                                     "system: dgx-h100, gpus: 8}\ngrid: {tp: [1, 2]}\n"))
+    rows = run_points(plan, [0, 1])
+    assert [r["error"] for r in rows] == [None, None]
+    assert rows[0]["best"].startswith("TP1 ") and rows[1]["best"].startswith("TP2 ")
+    p = _json(capsys, "plan", "--model", "llama-3-8b", "--seq", "4096", "--global-batch", "64", "--system", "dgx-h100",
+              "--gpus", "8", "--tp", "2", "--top", "1", "--threads", "1", "--json")
+    assert rows[1]["step_s"] == p["best"][0]["step_s"] and rows[1]["candidates"] == p["candidates"]
+
+
 def test_the_lean_path_gives_the_rows_of_the_general_one(tmp_path: Path):
     """Points without device or system parameters skip the report objects; their rows must be
     what sweep.run_point reports for them."""

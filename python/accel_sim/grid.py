@@ -580,10 +580,11 @@ def _namespace(grid: Grid, params: dict) -> argparse.Namespace:
 
     values = dict(_defaults(grid.command))
     actions = _actions(grid.command)
+    lists = _list_flags(grid.command)
     sweep, typed = {}, []
     for name, value in list(grid.fixed) + list(params.items()):
         if name in actions:
-            values[actions[name].dest] = value
+            values[actions[name].dest] = [value] if name in lists else value
             typed.append(actions[name].dest)
         else:
             sweep[name] = value
@@ -592,6 +593,24 @@ def _namespace(grid: Grid, params: dict) -> argparse.Namespace:
     mark_given(ns, typed)
     ns.sweep_parameters = sweep
     return ns
+
+
+@functools.lru_cache(maxsize=None)
+def _list_flags(command: str) -> frozenset[str]:
+    """The flags whose value on the command line is a list: repeatable (--device-file) or a comma
+    list (plan's --gpus, --tp, ...). A point gives one value; the command takes the list of it."""
+    out = set()
+    for name, action in _actions(command).items():
+        if isinstance(action, argparse._AppendAction):
+            out.add(name)
+        elif action.type not in (None, int, float) and action.nargs != 0:
+            try:
+                listed = isinstance(action.type("1"), list)
+            except (ValueError, TypeError, argparse.ArgumentTypeError):
+                listed = False
+            if listed:
+                out.add(name)
+    return frozenset(out)
 
 
 def _refuse_flags(command: str, args: argparse.Namespace) -> None:
@@ -862,7 +881,6 @@ def _plan(grid: Grid, params: dict) -> dict:
     from accel_sim.cli.plan import _short, plan_runs
 
     args = _namespace(grid, params)
-    args.gpus = [args.gpus] if isinstance(args.gpus, int) else args.gpus
     args.threads, args.top = 1, 1  # the sweep's workers share the cores; the best one is the row
     runs = plan_runs(args)
     if len(runs) != 1:
