@@ -304,6 +304,41 @@ def test_flags_that_take_lists_take_a_points_value(tmp_path: Path, capsys):
     assert rows[1]["step_s"] == p["best"][0]["step_s"] and rows[1]["candidates"] == p["candidates"]
 
 
+def test_a_grid_reads_its_system_and_device_files_once(tmp_path: Path, monkeypatch):
+    """A train grid on a system file whose device_overrides vary a device of a --device-file:
+    the files are parsed for the first point only (parsing them again was nine tenths of each
+    point's time), and a file changed between sweeps is read again."""
+    import yaml
+
+    from accel_sim.io.device_file import builtin_device_files
+
+    root = Path(__file__).resolve().parents[1] / "python" / "accel_sim" / "data"
+    device = yaml.safe_load(next(p for p in builtin_device_files() if p.stem == "h100_sxm").read_text())
+    device_file = tmp_path / "h100_big.yaml"
+    device_file.write_text(yaml.safe_dump(device | {"id": "h100_big", "name": "H100 big", "aliases": []}))
+    system = yaml.safe_load((root / "systems" / "dgx_h100.yaml").read_text())
+    system.update(id="dgx_big", name="DGX big", device="h100_big",
+                  device_overrides={"id": "h100_big_96gib", "name": "H100 big 96 GiB", "memory_gib": 96})
+    system["sources"]["device_overrides.memory_gib"] = "the part's datasheet"
+    system_file = tmp_path / "dgx_big.yaml"
+    system_file.write_text(yaml.safe_dump(system))
+    grid = load_grid(_grid(tmp_path, f"command: train\nfixed: {{model: llama-3-8b, system: {system_file}, "
+                                     f"device_file: {device_file}, seq: 4096, global_batch: 8, gpus: 8}}\n"
+                                     "points: [{tp: 1, dp: 8}, {tp: 2, dp: 4}, {tp: 4, dp: 2}, {tp: 8, dp: 1}]\n"))
+    first = run_points(grid, [0])[0]
+    assert first["error"] is None and first["fits"]   # about 88 GB a GPU, within 96 GiB
+    parsed = []
+    safe_load = yaml.safe_load
+    monkeypatch.setattr(yaml, "safe_load", lambda text: parsed.append(text) or safe_load(text))
+    rows = run_points(grid, range(4))
+    assert [r["error"] for r in rows] == [None] * 4 and rows[0] == first and parsed == []
+    # The variant with 60 GiB of its own: the same layout no longer fits, read from the new file.
+    system["device_overrides"]["memory_gib"] = 60
+    system_file.write_text(yaml.safe_dump(system))
+    again = run_points(grid, [0])[0]
+    assert len(parsed) == 2 and again["error"] is None and not again["fits"]   # the system file, its base device's
+
+
 def test_the_lean_path_gives_the_rows_of_the_general_one(tmp_path: Path):
     """Points without device or system parameters skip the report objects; their rows must be
     what sweep.run_point reports for them."""

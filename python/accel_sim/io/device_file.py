@@ -10,7 +10,7 @@ import importlib.resources
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import yaml
 
@@ -254,6 +254,20 @@ def read_yaml_file(p: Path, what: str) -> Any:
         raise UsageError(f"{p}: is not a {what} file (nested too deeply)") from None
     except ValueError as e:  # an integer of more digits than Python converts (4,300 by default)
         raise UsageError(f"{p}: is not a {what} file ({str(e).splitlines()[0][:120]})") from None
+
+
+def contents_key(paths: Sequence[str | Path]) -> tuple | None:
+    """A key that stays the same while the files at `paths` do (each path as given, the file it
+    reaches and its bytes): what was read from them may be kept under it. None where one cannot
+    be read (its reader then says why)."""
+    key = []
+    for path in paths:
+        p = Path(path)
+        try:
+            key.append((str(p), str(p.resolve()), p.read_bytes()))
+        except (OSError, RuntimeError):   # missing, unreadable, a symlink loop
+            return None
+    return tuple(key)
 
 
 def load_device_file(path: str | Path) -> DeviceEntry:
