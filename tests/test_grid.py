@@ -75,7 +75,10 @@ def _json(capsys, *args: str) -> dict:
      "grid.yaml:3: nested more than 16 levels deep"),
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: &a [*a]}\n", "grid.yaml: grid.batch: batch takes one value"),
     ("command: simulate\x00\n", "grid.yaml: not valid YAML (unacceptable character #x0000"),
-    ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: '1:3:5'}\n", "grid.yaml: grid.batch: values repeat"),  # 1 2 2 2 3
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: '1:3:5'}\n", "grid.yaml: grid.batch: the values repeat once rounded to whole numbers"),  # 1 2 2 2 3
+    # A list's numbers repeat as a range's do, once kept to 12 significant digits (sweep.refuse_repeats).
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {memory_bandwidth_gbs: [1000.0, 1000.00000000001]}\n",
+     "grid.yaml: grid.memory_bandwidth_gbs: the values repeat (kept to 12 significant digits); ask for fewer points"),
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {memory_bandwidth_gbs: '-1:10:3'}\n", "takes a positive number (got -1.0)"),
     # Beyond the core's int64: the file and the key, not the binding's "Invoked with types".
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: [9223372036854775808]}\n",

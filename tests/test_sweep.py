@@ -63,6 +63,9 @@ def test_vary_specs(text: str, name: str, values: list[float]):
     (["--vary", "batch=1:8:1"], "at least 2 points"),
     (["--vary", "batch=1.5,2"], "batch takes whole numbers"),
     (["--vary", "batch=1:4:10"], "repeat once rounded"),
+    # Repeats are refused for every parameter, as a grid file's range refuses them (sweep.RangeValues).
+    (["--vary", "memory_bandwidth_gbs=1000:1000.0000000001:3"], "the values repeat (kept to 12 significant digits)"),
+    (["--vary", "memory_bandwidth_gbs=2000,2000"], "the values repeat; ask for fewer points"),
     # The range's count is checked before its values are listed (this one used to fill the memory).
     (["--vary", "memory_bandwidth_gbs=1000:2000:1000000000000"],
      "a range of 1,000,000,000,000 values is more than the 100,000 a one-parameter sweep takes"),

@@ -21,7 +21,6 @@ import hashlib
 import itertools
 import math
 import reprlib
-from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -30,6 +29,7 @@ import yaml
 
 from accel_sim.errors import UsageError
 from accel_sim.grid_run import MAX_POINTS
+from accel_sim.sweep import RangeValues, parse_range, refuse_repeats
 
 # The largest grid file read. PyYAML builds Python objects node by node: 1 MiB of listed points
 # (33,000 of them) reads in 2.2 s with libyaml's parser, 5.6 s without (measured on the machine of
@@ -94,94 +94,12 @@ def _sweep_parameters(command: str) -> set[str]:
     return {n for n, p in PARAMETERS.items() if p.kind != "workload"} if command == "simulate" else set()
 
 
-@dataclass(frozen=True)
-class RangeValues(SequenceABC):
-    """The values of a range `start:stop:n[:log]`, as `sweep --vary` computes them (n evenly or
-    geometrically spaced, both ends included, kept to 12 significant digits; rounded to whole
-    numbers for a parameter that takes them), each computed from its index: a range of 10^7
-    values is four numbers, never a list."""
-
-    start: float
-    stop: float
-    n: int
-    log: bool
-    integer: bool
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self.n))]
-        if i < 0:
-            i += self.n
-        if not 0 <= i < self.n:
-            raise IndexError(i)
-        if i == self.n - 1:
-            v = self.stop
-        elif self.log:
-            v = self.start * (self.stop / self.start) ** (i / (self.n - 1))
-        else:
-            v = self.start + (self.stop - self.start) * i / (self.n - 1)
-        v = float(f"{v:.12g}")  # 2000:8000:7 reads 3000, not 2999.9999999999995
-        return round(v) if self.integer else v
-
-    def repeats(self) -> bool:
-        """Whether two values are equal (after the 12 digits and the rounding). The values are
-        monotonic, so only neighbours can be; the spacing settles it for any usual range, and
-        the rest are compared one neighbour at a time."""
-        a, b, n = self.start, self.stop, self.n
-        if a == b:
-            return True
-        big, small = max(abs(a), abs(b)), min(abs(a), abs(b))
-        # 12 significant digits move a value by at most 5e-12 of itself; 2e-11 leaves room for that
-        # on both neighbours and for the float arithmetic.
-        if self.log:
-            ratio = math.expm1(abs(math.log(b / a)) / (n - 1))   # neighbours differ by this fraction
-            if not self.integer and ratio > 2e-11:
-                return False
-            if self.integer and small * ratio > 1 + 2e-11 * big:   # more than 1 apart: they round apart
-                return False
-        else:
-            step = abs(b - a) / (n - 1)
-            if not self.integer and step > 2e-11 * big:
-                return False
-            if self.integer and step > 1 + 2e-11 * big:
-                return False
-            if (self.integer and a.is_integer() and b.is_integer() and (b - a) % (n - 1) == 0
-                    and abs(b - a) * n < 2**53 and big < 1e12):
-                return False   # whole steps between whole ends: every value exact
-            if self.integer and abs(b - a) == n - 1 and abs(a % 1 - 0.5) > 2e-11 * big + 1e-9:
-                return False   # steps of exactly 1 from an end off the halfway point: a + i rounds to round(a) + i
-        last = self[0]
-        for i in range(1, n):
-            value = self[i]
-            if value == last:
-                return True
-            last = value
-        return False
-
-
 def _range(text: str, where: str, integer: bool = False) -> RangeValues:
     """start:stop:n or start:stop:n:log, as `sweep --vary` reads them; n is checked against
     MAX_POINTS before anything is computed."""
-    parts = [p.strip() for p in text.split(":")]
-    log = len(parts) == 4 and parts[3] == "log"
-    if len(parts) not in (3, 4) or (len(parts) == 4 and not log):
-        raise UsageError(f"{where}: a range is start:stop:n or start:stop:n:log (got '{text}')")
-    try:
-        start, stop, n = float(parts[0]), float(parts[1]), int(parts[2])
-    except ValueError:
-        raise UsageError(f"{where}: a range is start:stop:n with numbers and a whole n (got '{text}')") from None
-    if n < 2 or not (math.isfinite(start) and math.isfinite(stop)):
-        raise UsageError(f"{where}: a range needs finite ends and at least 2 points (got '{text}')")
-    if n > MAX_POINTS:
-        raise UsageError(f"{where}: a range of {n:,} values is more than the {MAX_POINTS:,} points a sweep takes "
-                         f"(docs/formats/grid.md): split it into {math.ceil(n / MAX_POINTS):,} ranges of at most "
-                         f"{MAX_POINTS:,}, one grid file each")
-    if log and (start <= 0 or stop <= 0):
-        raise UsageError(f"{where}: a log range needs positive ends (got '{text}')")
-    return RangeValues(start, stop, n, log, integer)
+    return parse_range(text, where, integer=integer, most=MAX_POINTS,
+                       beyond=lambda n: f"points a sweep takes (docs/formats/grid.md): split it into "
+                                        f"{math.ceil(n / MAX_POINTS):,} ranges of at most {MAX_POINTS:,}, one grid file each")
 
 
 _SCALARS = (str, int, float)   # bool is an int
@@ -519,14 +437,11 @@ def load_grid(path: str | Path) -> Grid:
             if isinstance(values, RangeValues) and _numeric_range(command, key):
                 for end in (values[0], values[-1]):   # monotonic: the ends bound every value
                     _convert(command, key, end, where)
-                if values.repeats():
-                    raise UsageError(f"{where}: values repeat (a range's values are kept to 12 significant digits"
-                                     + (", rounded to whole numbers" if values.integer else "") + "): ask for fewer")
+                refuse_repeats(values, where)
                 axes.append((key, values))
                 continue
             converted = tuple(_convert(command, key, v, where) for v in values)
-            if len(set(map(repr, converted))) != len(converted):
-                raise UsageError(f"{where}: values repeat")
+            refuse_repeats(converted, where)
             axes.append((key, converted))
     else:
         if not isinstance(points_doc, list) or not points_doc:
