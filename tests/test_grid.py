@@ -61,12 +61,12 @@ def _json(capsys, *args: str) -> dict:
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: [2024-01-01]}\n", "grid.yaml: grid.batch: batch takes a number or a name (got a date"),
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: [true]}\n", "grid.yaml: grid.batch: batch takes whole numbers (got True)"),
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: ['1e3']}\n", "grid.yaml: grid.batch: batch takes whole numbers (got '1e3')"),
-    ("command: serve\nfixed: {model: llama3-8b}\ngrid: {qps: [abc]}\n", "grid.yaml: grid.qps: qps takes a number (got 'abc')"),
+    ("command: serve\nfixed: {model: llama3-8b}\ngrid: {qps: [abc]}\n", "grid.yaml: grid.qps: qps: 'abc' is not a finite number"),
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {memory_bandwidth_gbs: [.inf]}\n",
      "grid.yaml: grid.memory_bandwidth_gbs: memory_bandwidth_gbs takes a finite number (got inf)"),
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {memory_bandwidth_gbs: [.nan]}\n", "takes a positive number (got nan)"),
     ("command: serve\nfixed: {model: llama3-8b}\ngrid: {qps: [.nan]}\n", "grid.yaml: grid.qps: qps takes a finite number (got nan)"),
-    ("command: serve\nfixed: {model: llama3-8b}\ngrid: {qps: ['inf']}\n", "grid.yaml: grid.qps: qps takes a finite number (got inf)"),
+    ("command: serve\nfixed: {model: llama3-8b}\ngrid: {qps: ['inf']}\n", "grid.yaml: grid.qps: qps: 'inf' is not a finite number"),
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: [1], batch: [2]}\n", "grid.yaml:3: 'batch' is given twice"),
     ("command: simulate\ncommand: train\nfixed: {model: gpt2}\ngrid: {batch: [1]}\n", "grid.yaml:2: 'command' is given twice"),
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {grad-accum: [1], grad_accum: [2]}\n",
@@ -119,6 +119,20 @@ def test_a_clock_below_a_kilohertz_is_refused_by_the_grid_and_the_command_line(t
         main(["simulate", "--model", "gpt2", "--seq", "128", "--clock-mhz", "1e-7"])
     assert e.value.code == 2
     assert "expected a clock in MHz from 0.001 to 100,000, got 1e-07" in capsys.readouterr().err
+
+
+def test_numbers_yaml_reads_as_text_are_numbers_of_float_parameters(tmp_path: Path):
+    """YAML 1.1 reads 1e3 and 1.5e3 (an exponent without a sign) as text: a device parameter
+    refused them ("takes a positive number (got '1e3')"), where a float flag took them. Whole
+    numbers stay whole: batch '1e3' is refused (above)."""
+    grid = load_grid(_grid(tmp_path, "command: simulate\nfixed: {model: gpt2, seq: 128, clock_mhz: 1.5e3}\n"
+                                     "grid: {memory_bandwidth_gbs: [1e3, 2.5e3]}\n"))
+    assert dict(grid.fixed)["clock_mhz"] == 1500.0
+    assert grid.axes == (("memory_bandwidth_gbs", (1000.0, 2500.0)),)
+    grid = load_grid(_grid(tmp_path, "command: serve\nfixed: {model: llama3-8b}\ngrid: {qps: [1e1, 2.5e1]}\n"))
+    assert grid.axes == (("qps", (10.0, 25.0)),)
+    with pytest.raises(UsageError, match=r"grid.yaml: grid.memory_gb: memory_gb: '1e3x' is not a finite number$"):
+        load_grid(_grid(tmp_path, "command: simulate\nfixed: {model: gpt2}\ngrid: {memory_gb: [1e3x]}\n"))
 
 
 def test_bad_grid_exits_2_with_one_line(tmp_path: Path, capsys):

@@ -29,6 +29,7 @@ import yaml
 
 from accel_sim.errors import UsageError
 from accel_sim.grid_run import MAX_POINTS
+from accel_sim.io import fields
 from accel_sim.sweep import RangeValues, parse_range, refuse_repeats
 
 # The largest grid file read. PyYAML builds Python objects node by node: 1 MiB of listed points
@@ -135,6 +136,8 @@ def _convert(command: str, name: str, value: Any, where: str) -> Any:
     if name in _sweep_parameters(command):
         from accel_sim.sweep import PARAMETERS
 
+        if isinstance(value, str):   # YAML 1.1 reads 1e3 (no dot) as text
+            value = fields.finite_text(value, f"{where}: {name}")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise UsageError(f"{where}: {name} takes a positive number (got {value!r})")
         try:
@@ -157,8 +160,10 @@ def _convert(command: str, name: str, value: Any, where: str) -> Any:
         value = int(value)
     if action.type is int and (isinstance(value, (bool, float)) or isinstance(value, str) and not _is_int(value)):
         raise UsageError(f"{where}: {name} takes whole numbers (got {value!r})")
-    if action.type is float and (isinstance(value, bool) or isinstance(value, str) and not _is_float(value)):
+    if action.type is float and isinstance(value, bool):
         raise UsageError(f"{where}: {name} takes a number (got {value!r})")
+    if action.type is float and isinstance(value, str):   # YAML 1.1 reads 1e3 (no dot) as text
+        value = fields.finite_text(value, f"{where}: {name}")
     if action.type is not None and not isinstance(value, bool):
         try:
             value = action.type(value) if isinstance(value, str) else action.type(str(value)) \
@@ -192,14 +197,6 @@ def _check_range(action: argparse.Action, name: str, value: Any, where: str) -> 
 def _is_int(text: str) -> bool:
     try:
         int(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _is_float(text: str) -> bool:
-    try:
-        float(text)
     except ValueError:
         return False
     return True
