@@ -113,6 +113,27 @@ def test_a_grid_sweep_refuses_the_simulation_flags_it_would_drop(tmp_path: Path,
     assert not (tmp_path / "x.csv").exists()
 
 
+def test_device_parameters_are_held_to_the_bounds_the_file_readers_hold():
+    """A swept device or system value is held to the bounds of the device and system files and of
+    --clock-mhz, taken from their readers (a bound changed there changes here): a kibibyte to
+    10^6 GiB of memory, a kilobyte per second to a petabyte per second, a kiloFLOP/s to an
+    exaFLOP/s, a kilohertz to 100 GHz."""
+    from accel_sim.cli.flags import CLOCK_MHZ
+    from accel_sim.io import device_file, system_file
+    from accel_sim.sweep import PARAMETERS
+
+    bounds = {name: p.bounds for name, p in PARAMETERS.items() if p.bounds is not None}
+    assert bounds == {"peak_tflops": (device_file.PEAK_MIN_TFLOPS, device_file.PEAK_MAX_TFLOPS),
+                      "memory_bandwidth_gbs": device_file.BOUNDS["memory_bandwidth_gbs"][::2],
+                      "memory_gb": device_file.BOUNDS["memory_gib"][::2],
+                      "clock_mhz": device_file.CLOCK_MHZ_RANGE,
+                      "link_bandwidth_gbs": (system_file.MIN_GBS, system_file.MAX_GBS)}
+    assert bounds == {"peak_tflops": (1e-9, 1e6), "memory_bandwidth_gbs": (1e-6, 1e6), "memory_gb": (1024 / GIB, 1e6),
+                      "clock_mhz": (1e-3, 1e5), "link_bandwidth_gbs": (1e-6, 1e6)}
+    assert CLOCK_MHZ["check"](1e-3) is None and CLOCK_MHZ["check"](1e5) is None
+    assert CLOCK_MHZ["check"](0.9e-3) == CLOCK_MHZ["check"](1.1e5) == "a clock in MHz from 0.001 to 100,000"
+
+
 def test_workload_parameters_need_a_model(mlp_graph_file: Path):
     result = run_cli("sweep", str(mlp_graph_file), "--vary", "batch=1,2")
     assert result.returncode == 2

@@ -30,6 +30,7 @@ import yaml
 from accel_sim.errors import UsageError
 from accel_sim.grid_run import MAX_POINTS
 from accel_sim.io import fields
+from accel_sim.io.fields import INT64_MAX   # the core's integers are int64
 from accel_sim.sweep import RangeValues, parse_range, refuse_repeats
 
 # The largest grid file read. PyYAML builds Python objects node by node: 1 MiB of listed points
@@ -37,7 +38,6 @@ from accel_sim.sweep import RangeValues, parse_range, refuse_repeats
 # bench/RESULTS.md). A larger sweep is a product of ranges, or several files.
 MAX_FILE_BYTES = 1 << 20
 MAX_DEPTH = 16  # YAML nesting levels: a grid file needs four (file, section, axis or point, value)
-INT64_MAX = 2**63 - 1  # the core's integers are int64
 
 COMMANDS = ("simulate", "train", "plan", "serve")
 

@@ -24,10 +24,9 @@ from typing import Any, Callable, Sequence
 
 from accel_sim import _core
 from accel_sim.errors import UsageError
-from accel_sim.io import fields
+from accel_sim.io import device_file, fields, system_file
 
 _GIB = 1024.0**3
-_INT64_MAX = 2**63 - 1  # the builder's batch, sequence and parallel degrees are int64_t
 # The most values of one `--vary`: its rows are kept, printed and plotted, and computed on one
 # core, 0.56 ms a point for a Llama-3-8B decode step (bench/RESULTS.md): 100,000 are a minute. A
 # larger sweep is a grid file (`sweep --grid`, docs/formats/grid.md), run on every core.
@@ -47,7 +46,7 @@ class Parameter:
     core: Any = None  # _core.DeviceParameter for device parameters
     build_arg: str = ""  # build_model_graph's keyword for workload parameters
     # The range of a device or system value, in the parameter's unit: the bounds the device and
-    # system files hold (io/device_file.py, io/system_file.py), beyond any part.
+    # system files hold (io/device_file.py, io/system_file.py), beyond any part, taken from them.
     bounds: tuple[float, float] | None = None
 
     def check(self, value: float, where: str) -> None:
@@ -60,15 +59,19 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     # Device. The peak is the dense matrix peak of the run's matmul dtype; every other compute
     # rate of the part is scaled by the same factor (core: with_device_parameter).
     Parameter("peak_tflops", "device", "peak matmul TFLOP/s (dense, the run's dtype)", 1e12,
-              core=_core.DeviceParameter.peak_flops_per_s, bounds=(1e-9, 1e6)),
+              core=_core.DeviceParameter.peak_flops_per_s,
+              bounds=(device_file.PEAK_MIN_TFLOPS, device_file.PEAK_MAX_TFLOPS)),
     Parameter("memory_bandwidth_gbs", "device", "memory bandwidth (GB/s)", 1e9,
-              core=_core.DeviceParameter.memory_bandwidth_bytes_per_s, bounds=(1e-6, 1e6)),
+              core=_core.DeviceParameter.memory_bandwidth_bytes_per_s,
+              bounds=device_file.BOUNDS["memory_bandwidth_gbs"][::2]),
     # GiB, as HBM capacities are quoted and as accel_sim.Device(memory_gb=...) takes them.
     Parameter("memory_gb", "device", "memory capacity (GiB)", _GIB, core=_core.DeviceParameter.memory_bytes,
-              bounds=(2.0**-20, 1e6)),
-    Parameter("clock_mhz", "device", "core clock (MHz)", 1e6, core=_core.DeviceParameter.clock_hz, bounds=(1e-3, 1e5)),
+              bounds=device_file.BOUNDS["memory_gib"][::2]),
+    Parameter("clock_mhz", "device", "core clock (MHz)", 1e6, core=_core.DeviceParameter.clock_hz,
+              bounds=device_file.CLOCK_MHZ_RANGE),
     # System: the scale-up (NVLink-class) bandwidth per GPU and direction of --system.
-    Parameter("link_bandwidth_gbs", "system", "scale-up link bandwidth per GPU (GB/s)", 1e9, bounds=(1e-6, 1e6)),
+    Parameter("link_bandwidth_gbs", "system", "scale-up link bandwidth per GPU (GB/s)", 1e9,
+              bounds=(system_file.MIN_GBS, system_file.MAX_GBS)),
     # Workload: rebuilds the graph.
     Parameter("batch", "workload", "batch (sequences)", integer=True, build_arg="batch"),
     Parameter("seq", "workload", "sequence length (tokens)", integer=True, build_arg="seq"),
@@ -241,7 +244,7 @@ def parse_vary(text: str) -> tuple[str, list[float]]:
         if (minimum is not None and v < minimum) or (minimum is None and v <= 0):
             what = "non-negative" if name == "context" else "at least 1" if p.integer else "positive"
             raise UsageError(f"{where}: {name} must be {what} (got {v:g})")
-        if p.integer and v > _INT64_MAX:
+        if p.integer and v > fields.INT64_MAX:   # the builder's batch, sequence and degrees are int64_t
             raise UsageError(f"{where}: {name} must be at most 2^63 - 1, what the core's counts hold (got {v:g})")
         p.check(v, where)
     return name, values

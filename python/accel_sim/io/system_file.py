@@ -55,8 +55,10 @@ class SystemEntry:
 
 # Ranges of a system file's numbers, in its units. The upper bounds are far beyond any cluster
 # (a petabyte per second per link, a second of latency, ten million GPUs in one domain): they catch
-# values that are not a system's before they overflow the core's arithmetic.
-_MAX_GBS = 1e6
+# values that are not a system's before they overflow the core's arithmetic. `sweep --vary` and grid
+# files hold link_bandwidth_gbs to the bandwidth bounds (accel_sim/sweep.py).
+MIN_GBS = 1e-6   # a kilobyte per second
+MAX_GBS = 1e6
 _MAX_LATENCY_US = 1e6
 _MAX_GPUS = 10_000_000
 
@@ -71,7 +73,7 @@ def _rate(section: dict, key: str, where: str) -> float:
     """A bandwidth in GB/s: a kilobyte per second (1e-6) to a petabyte per second."""
     if key not in section:
         raise UsageError(f"{where}: missing '{key}'")
-    return fields.number(section[key], where, key, minimum=1e-6, maximum=_MAX_GBS)
+    return fields.number(section[key], where, key, minimum=MIN_GBS, maximum=MAX_GBS)
 
 
 def _latency(section: dict, key: str, where: str) -> float:
