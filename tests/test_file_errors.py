@@ -176,7 +176,7 @@ def test_graph_file_with_an_infinity(tmp_path, capsys):
 @pytest.mark.parametrize("argv,expected", [
     (["simulate", "--model", "gpt2", "--batch", str(2**70)],
      "argument --batch: expected a whole number from 1 to 2^63 - 1, got 1180591620717411303424"),
-    (["simulate", "--model", "gpt2", "--clock-mhz", "nan"], "argument --clock-mhz: expected a finite number above 0, got nan"),
+    (["simulate", "--model", "gpt2", "--clock-mhz", "nan"], "argument --clock-mhz: expected a clock in MHz from 0.001 to 100,000, got nan"),
     (["simulate", "--model", "gpt2", "--batch", "x"], "argument --batch: invalid int value: 'x'"),
 ])
 def test_command_line_numbers(capsys, argv, expected):

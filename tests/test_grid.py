@@ -61,12 +61,12 @@ def _json(capsys, *args: str) -> dict:
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: [2024-01-01]}\n", "grid.yaml: grid.batch: batch takes a number or a name (got a date"),
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: [true]}\n", "grid.yaml: grid.batch: batch takes whole numbers (got True)"),
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: ['1e3']}\n", "grid.yaml: grid.batch: batch takes whole numbers (got '1e3')"),
-    ("command: serve\nfixed: {model: llama3-8b}\ngrid: {qps: [abc]}\n", "grid.yaml: grid.qps: qps takes a number (got 'abc')"),
+    ("command: serve\nfixed: {model: llama3-8b}\ngrid: {qps: [abc]}\n", "grid.yaml: grid.qps: qps: 'abc' is not a finite number"),
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {memory_bandwidth_gbs: [.inf]}\n",
      "grid.yaml: grid.memory_bandwidth_gbs: memory_bandwidth_gbs takes a finite number (got inf)"),
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {memory_bandwidth_gbs: [.nan]}\n", "takes a positive number (got nan)"),
     ("command: serve\nfixed: {model: llama3-8b}\ngrid: {qps: [.nan]}\n", "grid.yaml: grid.qps: qps takes a finite number (got nan)"),
-    ("command: serve\nfixed: {model: llama3-8b}\ngrid: {qps: ['inf']}\n", "grid.yaml: grid.qps: qps takes a finite number (got inf)"),
+    ("command: serve\nfixed: {model: llama3-8b}\ngrid: {qps: ['inf']}\n", "grid.yaml: grid.qps: qps: 'inf' is not a finite number"),
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: [1], batch: [2]}\n", "grid.yaml:3: 'batch' is given twice"),
     ("command: simulate\ncommand: train\nfixed: {model: gpt2}\ngrid: {batch: [1]}\n", "grid.yaml:2: 'command' is given twice"),
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {grad-accum: [1], grad_accum: [2]}\n",
@@ -75,7 +75,10 @@ def _json(capsys, *args: str) -> dict:
      "grid.yaml:3: nested more than 16 levels deep"),
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: &a [*a]}\n", "grid.yaml: grid.batch: batch takes one value"),
     ("command: simulate\x00\n", "grid.yaml: not valid YAML (unacceptable character #x0000"),
-    ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: '1:3:5'}\n", "grid.yaml: grid.batch: values repeat"),  # 1 2 2 2 3
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: '1:3:5'}\n", "grid.yaml: grid.batch: the values repeat once rounded to whole numbers"),  # 1 2 2 2 3
+    # A list's numbers repeat as a range's do, once kept to 12 significant digits (sweep.refuse_repeats).
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {memory_bandwidth_gbs: [1000.0, 1000.00000000001]}\n",
+     "grid.yaml: grid.memory_bandwidth_gbs: the values repeat (kept to 12 significant digits); ask for fewer points"),
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {memory_bandwidth_gbs: '-1:10:3'}\n", "takes a positive number (got -1.0)"),
     # Beyond the core's int64: the file and the key, not the binding's "Invoked with types".
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: [9223372036854775808]}\n",
@@ -85,12 +88,51 @@ def _json(capsys, *args: str) -> dict:
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: '1:1e19:3'}\n", "grid.yaml: grid.batch: batch: 10,000,000,000,000,000,000 is beyond"),
     ("command: plan\nfixed: {model: llama-3-8b, seq: 4096, global_batch: 64, system: dgx-h100}\n"
      "grid: {gpus: [99999999999999999999999]}\n", "grid.yaml: grid.gpus: gpus: expected integers up to 9,223,372,036,854,775,807"),
+    # Each flag's own range, as the command line holds it (accel_sim.cli.flags), at load, not per point.
+    ("command: train\nfixed: {model: llama-3-8b, system: dgx-h100, seq: 4096, global_batch: 64, gpus: 8}\n"
+     "grid: {tp: [0, 8]}\n", "grid.yaml: grid.tp: tp takes a whole number from 1 to 2^63 - 1 (got 0)"),
+    ("command: serve\nfixed: {model: llama3-8b, qps: 1}\ngrid: {watermark: [-5]}\n",
+     "grid.yaml: grid.watermark: watermark takes a fraction in [0, 1) (got -5.0)"),
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: [-3, 1]}\n",
+     "grid.yaml: grid.batch: batch takes a whole number from 1 to 2^63 - 1 (got -3)"),
+    ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: '0:4:5'}\n",
+     "grid.yaml: grid.batch: batch takes a whole number from 1 to 2^63 - 1 (got 0)"),
+    ("command: simulate\nfixed: {target: model.py, timeout: -5}\ngrid: {batch: [1]}\n",
+     "grid.yaml: fixed.timeout: timeout takes a finite number of seconds, at least 0 (got -5.0)"),
+    ("command: simulate\nfixed: {model: gpt2, seq: 128}\ngrid: {clock_mhz: [1.0e-7, 1500.0]}\n",
+     "grid.yaml: grid.clock_mhz: clock_mhz must be in [0.001, 100000] (core clock (MHz))"),
 ], ids=lambda v: v if len(v) < 80 else v[:60] + "...")
 def test_bad_grid_files_name_the_file_and_key(tmp_path: Path, text: str, message: str):
     with pytest.raises(UsageError) as e:
         load_grid(_grid(tmp_path, text))
     assert message in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_a_clock_below_a_kilohertz_is_refused_by_the_grid_and_the_command_line(tmp_path: Path, capsys):
+    """A clock of 1e-7 MHz scales every kernel's time by 1.98e9 / 1e-1 (H100 SXM: 1,980 MHz): GPT-2's
+    prefill took 24,763,612 s, a figure no part reaches. Both refuse it as `train --clock-mhz` does."""
+    with pytest.raises(UsageError, match=r"grid.yaml: fixed.clock_mhz: clock_mhz must be in \[0.001, 100000\]"):
+        load_grid(_grid(tmp_path, "command: simulate\nfixed: {model: gpt2, seq: 128, clock_mhz: 1.0e-7}\n"
+                                  "grid: {batch: [1]}\n"))
+    with pytest.raises(SystemExit) as e:
+        main(["simulate", "--model", "gpt2", "--seq", "128", "--clock-mhz", "1e-7"])
+    assert e.value.code == 2
+    assert "expected a clock in MHz from 0.001 to 100,000, got 1e-07" in capsys.readouterr().err
+
+
+def test_numbers_yaml_reads_as_text_are_numbers_of_float_parameters(tmp_path: Path):
+    """YAML 1.1 reads 1e3 and 1.5e3 (an exponent without a sign) as text: a device parameter
+    refused them ("takes a positive number (got '1e3')"), where a float flag took them. Whole
+    numbers stay whole: batch '1e3' is refused (above)."""
+    grid = load_grid(_grid(tmp_path, "command: simulate\nfixed: {model: gpt2, seq: 128, clock_mhz: 1.5e3}\n"
+                                     "grid: {memory_bandwidth_gbs: [1e3, 2.5e3]}\n"))
+    assert dict(grid.fixed)["clock_mhz"] == 1500.0
+    assert grid.axes == (("memory_bandwidth_gbs", (1000.0, 2500.0)),)
+    grid = load_grid(_grid(tmp_path, "command: serve\nfixed: {model: llama3-8b}\ngrid: {qps: [1e1, 2.5e1]}\n"))
+    assert grid.axes == (("qps", (10.0, 25.0)),)
+    with pytest.raises(UsageError, match=r"grid.yaml: grid.memory_gb: memory_gb: '1e3x' is not a finite number$"):
+        load_grid(_grid(tmp_path, "command: simulate\nfixed: {model: gpt2}\ngrid: {memory_gb: [1e3x]}\n"))
 
 
 def test_bad_grid_exits_2_with_one_line(tmp_path: Path, capsys):
@@ -247,21 +289,147 @@ def test_train_plan_and_serve_rows(tmp_path: Path, capsys):
     assert rows[1]["completed"] == 100 and rows[0]["requests_per_s"] < rows[1]["requests_per_s"]
 
 
+def test_flags_that_take_lists_take_a_points_value(tmp_path: Path, capsys):
+    """A repeatable flag (device_file) and plan's comma lists (tp, pp, ...) take a point's one
+    value as the list of it: a device file was read as the files named by its letters, and a plan
+    grid varying tp failed every point with the binding's TypeError."""
+    import yaml
+
+    from accel_sim.io.device_file import builtin_device_files
+
+    stock = next(p for p in builtin_device_files() if p.stem == "h100_sxm")
+    data = yaml.safe_load(stock.read_text()) | {"id": "h100_96gib", "name": "H100 96 GiB", "aliases": [],
+                                                 "memory_gib": 96}
+    device_file = tmp_path / "h100_96gib.yaml"
+    device_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    train = load_grid(_grid(tmp_path, "command: train\nfixed: {model: llama-3-8b, system: dgx-h100, gpus: 8, dp: 8, "
+                                      f"global_batch: 8, seq: 4096, device: h100_96gib, device_file: {device_file}}}\n"
+                                      "grid: {recompute: [none, full]}\n"))
+    row = run_points(train, [0])[0]
+    d = _json(capsys, "train", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--dp", "8",
+              "--global-batch", "8", "--seq", "4096", "--device", "h100_96gib", "--device-file", str(device_file),
+              "--json")
+    # About 88 GB a GPU: over the stock part's 80 GiB, within the 96 GiB of the file's.
+    assert row["error"] is None and row["fits"] and row["memory_per_gpu_bytes"] == d["memory_per_gpu_bytes"]
+    plan = load_grid(_grid(tmp_path, "command: plan\nfixed: {model: llama-3-8b, seq: 4096, global_batch: 64, "
+                                     "system: dgx-h100, gpus: 8}\ngrid: {tp: [1, 2]}\n"))
+    rows = run_points(plan, [0, 1])
+    assert [r["error"] for r in rows] == [None, None]
+    assert rows[0]["best"].startswith("TP1 ") and rows[1]["best"].startswith("TP2 ")
+    p = _json(capsys, "plan", "--model", "llama-3-8b", "--seq", "4096", "--global-batch", "64", "--system", "dgx-h100",
+              "--gpus", "8", "--tp", "2", "--top", "1", "--threads", "1", "--json")
+    assert rows[1]["step_s"] == p["best"][0]["step_s"] and rows[1]["candidates"] == p["candidates"]
+
+
+def test_a_grid_reads_its_system_and_device_files_once(tmp_path: Path, monkeypatch):
+    """A train grid on a system file whose device_overrides vary a device of a --device-file:
+    the files are parsed for the first point only (parsing them again was nine tenths of each
+    point's time), and a file changed between sweeps is read again."""
+    import yaml
+
+    from accel_sim.io.device_file import builtin_device_files
+
+    root = Path(__file__).resolve().parents[1] / "python" / "accel_sim" / "data"
+    device = yaml.safe_load(next(p for p in builtin_device_files() if p.stem == "h100_sxm").read_text())
+    device_file = tmp_path / "h100_big.yaml"
+    device_file.write_text(yaml.safe_dump(device | {"id": "h100_big", "name": "H100 big", "aliases": []}))
+    system = yaml.safe_load((root / "systems" / "dgx_h100.yaml").read_text())
+    system.update(id="dgx_big", name="DGX big", device="h100_big",
+                  device_overrides={"id": "h100_big_96gib", "name": "H100 big 96 GiB", "memory_gib": 96})
+    system["sources"]["device_overrides.memory_gib"] = "the part's datasheet"
+    system_file = tmp_path / "dgx_big.yaml"
+    system_file.write_text(yaml.safe_dump(system))
+    grid = load_grid(_grid(tmp_path, f"command: train\nfixed: {{model: llama-3-8b, system: {system_file}, "
+                                     f"device_file: {device_file}, seq: 4096, global_batch: 8, gpus: 8}}\n"
+                                     "points: [{tp: 1, dp: 8}, {tp: 2, dp: 4}, {tp: 4, dp: 2}, {tp: 8, dp: 1}]\n"))
+    first = run_points(grid, [0])[0]
+    assert first["error"] is None and first["fits"]   # about 88 GB a GPU, within 96 GiB
+    parsed = []
+    safe_load = yaml.safe_load
+    monkeypatch.setattr(yaml, "safe_load", lambda text: parsed.append(text) or safe_load(text))
+    rows = run_points(grid, range(4))
+    assert [r["error"] for r in rows] == [None] * 4 and rows[0] == first and parsed == []
+    # The variant with 60 GiB of its own: the same layout no longer fits, read from the new file.
+    system["device_overrides"]["memory_gib"] = 60
+    system_file.write_text(yaml.safe_dump(system))
+    again = run_points(grid, [0])[0]
+    assert len(parsed) == 2 and again["error"] is None and not again["fits"]   # the system file, its base device's
+
+
 def test_the_lean_path_gives_the_rows_of_the_general_one(tmp_path: Path):
     """Points without device or system parameters skip the report objects; their rows must be
     what sweep.run_point reports for them."""
     import accel_sim.grid as G
 
-    grid = load_grid(_grid(tmp_path, "command: simulate\nfixed: {model: llama3-8b, seq: 256}\n"
-                                     "grid:\n  phase: [prefill, decode, train]\n  device: [a100, mi300x]\n"
-                                     "  batch: [1, 3]\n"))
-    lean = run_points(grid, range(len(grid)))
-    general = [{"point": i, **grid.point(i), **G._simulate_general(grid, grid.point(i))} for i in range(len(grid))]
-    for a, b in zip(lean, general):
-        for key in (n for n, _ in G.FIGURES["simulate"]):
-            assert a[key] == b[key], (a["point"], key)
-    # The shape not varied (seq 256) holds at every point, whatever the point before set.
-    assert lean[0]["tokens_per_s"] == pytest.approx(256 / lean[0]["latency_s"])
+    # A decode step takes context where prefill and training take seq: a grid of each.
+    for shape, phases in (("seq: 256", "[prefill, train]"), ("context: 256", "[decode]")):
+        grid = load_grid(_grid(tmp_path, f"command: simulate\nfixed: {{model: llama3-8b, {shape}}}\n"
+                                         f"grid:\n  phase: {phases}\n  device: [a100, mi300x]\n  batch: [1, 3]\n"))
+        lean = run_points(grid, range(len(grid)))
+        general = [{"point": i, **grid.point(i), **G._simulate_general(grid, grid.point(i))} for i in range(len(grid))]
+        assert all(row["error"] is None for row in lean)
+        for a, b in zip(lean, general):
+            for key in (n for n, _ in G.FIGURES["simulate"]):
+                assert a[key] == b[key], (a["point"], key)
+        if shape.startswith("seq"):   # the shape not varied holds at every point, whatever the point before set
+            assert lean[0]["tokens_per_s"] == pytest.approx(256 / lean[0]["latency_s"])
+
+
+def test_a_script_target_is_resized_to_each_points_batch(tmp_path: Path, capsys):
+    """batch on a script target resizes its example inputs as `simulate --batch` does: three rows
+    of three shapes, not three copies of the script's own (a Linear of 1024 x 1024 on batch 2)."""
+    script = tmp_path / "s1.py"
+    script.write_text("import torch\n\ndef get_model():\n"
+                      "    return torch.nn.Linear(1024, 1024), (torch.randn(2, 1024),)\n")
+    grid = load_grid(_grid(tmp_path, f"command: simulate\nfixed: {{target: {script}, device: h100}}\n"
+                                     "grid: {batch: [1, 4, 64]}\n"))
+    rows = run_points(grid, range(3))
+    assert [r["error"] for r in rows] == [None] * 3
+    # A GEMM of 2 x batch x 1024 x 1024 FLOPs: 64 sequences take longer than 1.
+    assert rows[0]["latency_s"] < rows[2]["latency_s"] and len({r["latency_s"] for r in rows}) == 3
+    d = _json(capsys, "simulate", str(script), "--batch", "4", "--device", "h100", "--json", "--no-ops")
+    assert rows[1]["latency_s"] == d["latency_s"]
+
+
+@pytest.mark.parametrize("text, message", [
+    # A decode step has no seq: every point would be the same row.
+    ("command: simulate\nfixed: {model: gpt2, phase: decode}\ngrid: {seq: [128, 256]}\n",
+     "grid.yaml: point 0 (seq 128): --seq applies to prefill and training"),
+    ("command: simulate\nfixed: {model: gpt2, seq: 128, cost_model: roofline}\ngrid: {clock_mhz: [1000, 1500]}\n",
+     "grid.yaml: point 0 (clock_mhz 1000.0): --clock-mhz applies to the kernel cost model"),
+    ("command: simulate\nfixed: {model: gpt2, seq: 128}\ngrid: {link_bandwidth_gbs: [100, 200]}\n",
+     "grid.yaml: point 0 (link_bandwidth_gbs 100.0): link_bandwidth_gbs varies the scale-up bandwidth of --system"),
+    ("command: simulate\nfixed: {model: gpt2, seq: 128}\ngrid: {grad_accum: [1, 4]}\n",
+     "grid.yaml: point 0 (grad_accum 1): --grad-accum applies to a training step"),
+    ("command: simulate\nfixed: {target: g.json}\ngrid: {batch: [1, 2]}\n",
+     "grid.yaml: point 0 (batch 1): --batch does not apply to the saved graph g.json"),
+    # Only the decode points give a seq they would not use: the first of them is named.
+    ("command: simulate\nfixed: {model: gpt2, seq: 128}\ngrid: {phase: [prefill, decode], batch: [1, 2]}\n",
+     "grid.yaml: point 2 (phase decode, batch 1): --seq applies to prefill and training"),
+    ("command: simulate\nfixed: {model: gpt2}\npoints: [{phase: prefill, seq: 128}, {phase: decode, seq: 128}]\n",
+     "grid.yaml: point 1 (phase decode, seq 128): --seq applies to prefill and training"),
+    ("command: train\nfixed: {model: llama-3-8b, system: dgx-h100, seq: 4096, global_batch: 64, gpus: 8, tp: 8}\n"
+     "grid: {zero: [1, 2]}\n", "grid.yaml: point 0 (zero 1): --zero 1 shards optimizer states"),
+    ("command: serve\nfixed: {model: llama3-8b, qps: 4}\ngrid: {burstiness: [1, 2]}\n",
+     "grid.yaml: point 0 (burstiness 1.0): --burstiness is the gaps' coefficient of variation of --arrival gamma"),
+    ("command: plan\nfixed: {model: llama-3-8b, seq: 4096, global_batch: 64, system: dgx-h100}\n"
+     "grid: {gpus: [8], train_tokens: [1T, 2T]}\n", "grid.yaml: grid: train_tokens chooses output"),
+], ids=lambda v: v if len(v) < 80 else v[:60] + "...")
+def test_flags_a_point_would_not_use_are_refused_when_the_grid_is_read(tmp_path: Path, text: str, message: str):
+    """The command line's refusals of a typed flag its run would not use hold for a grid's points:
+    a sweep along such a flag gave identical rows."""
+    with pytest.raises(UsageError) as e:
+        load_grid(_grid(tmp_path, text))
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_flags_a_points_model_would_not_use_fail_that_point(tmp_path: Path):
+    """What only the model tells (Llama-3-8B is dense) is refused per point, as `simulate` refuses
+    it once the model is read."""
+    grid = load_grid(_grid(tmp_path, "command: simulate\nfixed: {model: llama3-8b, seq: 128}\n"
+                                     "grid: {moe_impl: [grouped, sequential], device: [a100, h100]}\n"))
+    rows = run_points(grid, range(4))
+    assert {r["error"] for r in rows} == {"--moe-impl applies to mixture-of-experts models; llama-3-8b is dense"}
 
 
 def test_a_killed_command_line_sweep_resumes_where_it_stopped(tmp_path: Path):

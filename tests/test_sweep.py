@@ -63,6 +63,9 @@ def test_vary_specs(text: str, name: str, values: list[float]):
     (["--vary", "batch=1:8:1"], "at least 2 points"),
     (["--vary", "batch=1.5,2"], "batch takes whole numbers"),
     (["--vary", "batch=1:4:10"], "repeat once rounded"),
+    # Repeats are refused for every parameter, as a grid file's range refuses them (sweep.RangeValues).
+    (["--vary", "memory_bandwidth_gbs=1000:1000.0000000001:3"], "the values repeat (kept to 12 significant digits)"),
+    (["--vary", "memory_bandwidth_gbs=2000,2000"], "the values repeat; ask for fewer points"),
     # The range's count is checked before its values are listed (this one used to fill the memory).
     (["--vary", "memory_bandwidth_gbs=1000:2000:1000000000000"],
      "a range of 1,000,000,000,000 values is more than the 100,000 a one-parameter sweep takes"),
@@ -87,6 +90,48 @@ def test_bad_sweeps_are_one_line_exit_2(args: list[str], message: str):
     assert result.stderr.startswith("accel-sim: error: ")
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--batch", "4"], "--batch comes from the grid file (put it under fixed:)"),
+    (["--device", "a100"], "--device comes from the grid file (put it under fixed:)"),
+    (["--cost-model", "roofline"], "--cost-model comes from the grid file (put it under fixed:)"),
+    (["--devices", "a100,h100"], "--devices comes from the grid file (put it under fixed:)"),
+    (["--no-launch-overhead"], "--no-launch-overhead comes from the grid file (put it under fixed:)"),
+    (["--model", "gpt2"], "--model comes from the grid file (put it under fixed:)"),
+    (["model.py"], "the target model.py comes from the grid file (put it under fixed: as target)"),
+    (["--metric", "mfu"], "--metric picks what a one-parameter sweep's --plot draws"),
+])
+def test_a_grid_sweep_refuses_the_simulation_flags_it_would_drop(tmp_path: Path, args: list[str], message: str):
+    """`sweep --grid g.yaml --out x.csv --batch 4 --device a100` ran the grid's own values and
+    dropped the flags typed beside it."""
+    grid = tmp_path / "g.yaml"
+    grid.write_text("command: simulate\nfixed: {model: gpt2, seq: 128}\ngrid: {batch: [1, 2]}\n")
+    result = run_cli("sweep", "--grid", str(grid), "--out", str(tmp_path / "x.csv"), "--workers", "1", *args)
+    assert result.returncode == 2 and result.stderr.startswith("accel-sim: error: ") and message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_device_parameters_are_held_to_the_bounds_the_file_readers_hold():
+    """A swept device or system value is held to the bounds of the device and system files and of
+    --clock-mhz, taken from their readers (a bound changed there changes here): a kibibyte to
+    10^6 GiB of memory, a kilobyte per second to a petabyte per second, a kiloFLOP/s to an
+    exaFLOP/s, a kilohertz to 100 GHz."""
+    from accel_sim.cli.flags import CLOCK_MHZ
+    from accel_sim.io import device_file, system_file
+    from accel_sim.sweep import PARAMETERS
+
+    bounds = {name: p.bounds for name, p in PARAMETERS.items() if p.bounds is not None}
+    assert bounds == {"peak_tflops": (device_file.PEAK_MIN_TFLOPS, device_file.PEAK_MAX_TFLOPS),
+                      "memory_bandwidth_gbs": device_file.BOUNDS["memory_bandwidth_gbs"][::2],
+                      "memory_gb": device_file.BOUNDS["memory_gib"][::2],
+                      "clock_mhz": device_file.CLOCK_MHZ_RANGE,
+                      "link_bandwidth_gbs": (system_file.MIN_GBS, system_file.MAX_GBS)}
+    assert bounds == {"peak_tflops": (1e-9, 1e6), "memory_bandwidth_gbs": (1e-6, 1e6), "memory_gb": (1024 / GIB, 1e6),
+                      "clock_mhz": (1e-3, 1e5), "link_bandwidth_gbs": (1e-6, 1e6)}
+    assert CLOCK_MHZ["check"](1e-3) is None and CLOCK_MHZ["check"](1e5) is None
+    assert CLOCK_MHZ["check"](0.9e-3) == CLOCK_MHZ["check"](1.1e5) == "a clock in MHz from 0.001 to 100,000"
 
 
 def test_workload_parameters_need_a_model(mlp_graph_file: Path):

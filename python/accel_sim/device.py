@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from accel_sim import _core
 from accel_sim.errors import UsageError
-from accel_sim.io.device_file import DeviceCatalog, DeviceEntry, load_device_file
+from accel_sim.io.device_file import DeviceCatalog, DeviceEntry, contents_key, load_device_file
 
 _GIB = 1024.0**3
 
@@ -28,11 +28,26 @@ def catalog() -> DeviceCatalog:
     return _catalog
 
 
+# Catalogs with device files, by the files' contents (io.device_file.contents_key): a grid sweep
+# resolves the same --device-file at every point, and parsing it was most of a point's time.
+_FILE_CATALOGS: dict[tuple, DeviceCatalog] = {}
+_MAX_FILE_CATALOGS = 32
+
+
 def catalog_with(device_files: Sequence[str | Path] = ()) -> DeviceCatalog:
-    """The shipped devices and those of `device_files` (a name reaching two devices is an error)."""
+    """The shipped devices and those of `device_files` (a name reaching two devices is an error),
+    read once while the files stay the same."""
     if not device_files:
         return catalog()
-    return DeviceCatalog(catalog().entries + [load_device_file(p) for p in device_files])
+    key = contents_key(device_files)
+    found = _FILE_CATALOGS.get(key) if key is not None else None
+    if found is None:
+        found = DeviceCatalog(catalog().entries + [load_device_file(p) for p in device_files])
+        if key is not None:
+            if len(_FILE_CATALOGS) >= _MAX_FILE_CATALOGS:
+                _FILE_CATALOGS.clear()
+            _FILE_CATALOGS[key] = found
+    return found
 
 
 class Device:

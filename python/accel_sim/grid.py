@@ -18,9 +18,9 @@ from __future__ import annotations
 import argparse
 import functools
 import hashlib
+import itertools
 import math
 import reprlib
-from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -29,18 +29,22 @@ import yaml
 
 from accel_sim.errors import UsageError
 from accel_sim.grid_run import MAX_POINTS
+from accel_sim.io import fields
+from accel_sim.io.fields import INT64_MAX   # the core's integers are int64
+from accel_sim.sweep import RangeValues, parse_range, refuse_repeats
 
 # The largest grid file read. PyYAML builds Python objects node by node: 1 MiB of listed points
 # (33,000 of them) reads in 2.2 s with libyaml's parser, 5.6 s without (measured on the machine of
 # bench/RESULTS.md). A larger sweep is a product of ranges, or several files.
 MAX_FILE_BYTES = 1 << 20
 MAX_DEPTH = 16  # YAML nesting levels: a grid file needs four (file, section, axis or point, value)
-INT64_MAX = 2**63 - 1  # the core's integers are int64
 
 COMMANDS = ("simulate", "train", "plan", "serve")
 
 # Flags that choose output, not the workload: the grid's output is `sweep --out`.
-_OUTPUT_FLAGS = {"json", "html", "trace", "trace_steps", "plot", "quiet", "help", "no_ops", "top", "debug", "threads"}
+# plan's train_tokens sets the days to train of its text report, which a row does not hold.
+_OUTPUT_FLAGS = {"json", "html", "trace", "trace_steps", "plot", "quiet", "help", "no_ops", "top", "debug", "threads",
+                 "train_tokens"}
 
 # The headline figures of each command, in column order, with their types.
 FIGURES: dict[str, tuple[tuple[str, str], ...]] = {
@@ -91,94 +95,12 @@ def _sweep_parameters(command: str) -> set[str]:
     return {n for n, p in PARAMETERS.items() if p.kind != "workload"} if command == "simulate" else set()
 
 
-@dataclass(frozen=True)
-class RangeValues(SequenceABC):
-    """The values of a range `start:stop:n[:log]`, as `sweep --vary` computes them (n evenly or
-    geometrically spaced, both ends included, kept to 12 significant digits; rounded to whole
-    numbers for a parameter that takes them), each computed from its index: a range of 10^7
-    values is four numbers, never a list."""
-
-    start: float
-    stop: float
-    n: int
-    log: bool
-    integer: bool
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self.n))]
-        if i < 0:
-            i += self.n
-        if not 0 <= i < self.n:
-            raise IndexError(i)
-        if i == self.n - 1:
-            v = self.stop
-        elif self.log:
-            v = self.start * (self.stop / self.start) ** (i / (self.n - 1))
-        else:
-            v = self.start + (self.stop - self.start) * i / (self.n - 1)
-        v = float(f"{v:.12g}")  # 2000:8000:7 reads 3000, not 2999.9999999999995
-        return round(v) if self.integer else v
-
-    def repeats(self) -> bool:
-        """Whether two values are equal (after the 12 digits and the rounding). The values are
-        monotonic, so only neighbours can be; the spacing settles it for any usual range, and
-        the rest are compared one neighbour at a time."""
-        a, b, n = self.start, self.stop, self.n
-        if a == b:
-            return True
-        big, small = max(abs(a), abs(b)), min(abs(a), abs(b))
-        # 12 significant digits move a value by at most 5e-12 of itself; 2e-11 leaves room for that
-        # on both neighbours and for the float arithmetic.
-        if self.log:
-            ratio = math.expm1(abs(math.log(b / a)) / (n - 1))   # neighbours differ by this fraction
-            if not self.integer and ratio > 2e-11:
-                return False
-            if self.integer and small * ratio > 1 + 2e-11 * big:   # more than 1 apart: they round apart
-                return False
-        else:
-            step = abs(b - a) / (n - 1)
-            if not self.integer and step > 2e-11 * big:
-                return False
-            if self.integer and step > 1 + 2e-11 * big:
-                return False
-            if (self.integer and a.is_integer() and b.is_integer() and (b - a) % (n - 1) == 0
-                    and abs(b - a) * n < 2**53 and big < 1e12):
-                return False   # whole steps between whole ends: every value exact
-            if self.integer and abs(b - a) == n - 1 and abs(a % 1 - 0.5) > 2e-11 * big + 1e-9:
-                return False   # steps of exactly 1 from an end off the halfway point: a + i rounds to round(a) + i
-        last = self[0]
-        for i in range(1, n):
-            value = self[i]
-            if value == last:
-                return True
-            last = value
-        return False
-
-
 def _range(text: str, where: str, integer: bool = False) -> RangeValues:
     """start:stop:n or start:stop:n:log, as `sweep --vary` reads them; n is checked against
     MAX_POINTS before anything is computed."""
-    parts = [p.strip() for p in text.split(":")]
-    log = len(parts) == 4 and parts[3] == "log"
-    if len(parts) not in (3, 4) or (len(parts) == 4 and not log):
-        raise UsageError(f"{where}: a range is start:stop:n or start:stop:n:log (got '{text}')")
-    try:
-        start, stop, n = float(parts[0]), float(parts[1]), int(parts[2])
-    except ValueError:
-        raise UsageError(f"{where}: a range is start:stop:n with numbers and a whole n (got '{text}')") from None
-    if n < 2 or not (math.isfinite(start) and math.isfinite(stop)):
-        raise UsageError(f"{where}: a range needs finite ends and at least 2 points (got '{text}')")
-    if n > MAX_POINTS:
-        raise UsageError(f"{where}: a range of {n:,} values is more than the {MAX_POINTS:,} points a sweep takes "
-                         f"(docs/formats/grid.md): split it into {math.ceil(n / MAX_POINTS):,} ranges of at most "
-                         f"{MAX_POINTS:,}, one grid file each")
-    if log and (start <= 0 or stop <= 0):
-        raise UsageError(f"{where}: a log range needs positive ends (got '{text}')")
-    return RangeValues(start, stop, n, log, integer)
+    return parse_range(text, where, integer=integer, most=MAX_POINTS,
+                       beyond=lambda n: f"points a sweep takes (docs/formats/grid.md): split it into "
+                                        f"{math.ceil(n / MAX_POINTS):,} ranges of at most {MAX_POINTS:,}, one grid file each")
 
 
 _SCALARS = (str, int, float)   # bool is an int
@@ -212,13 +134,21 @@ def _convert(command: str, name: str, value: Any, where: str) -> Any:
         what = "one value" if isinstance(value, (list, dict)) or value is None else "a number or a name"
         raise UsageError(f"{where}: {name} takes {what} (got {_describe(value)})")
     if name in _sweep_parameters(command):
+        from accel_sim.sweep import PARAMETERS
+
+        if isinstance(value, str):   # YAML 1.1 reads 1e3 (no dot) as text
+            value = fields.finite_text(value, f"{where}: {name}")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise UsageError(f"{where}: {name} takes a positive number (got {value!r})")
         try:
             value = float(value)
         except OverflowError:
             raise UsageError(f"{where}: {name} takes a finite number (got one of {len(str(value))} digits)") from None
-        return _check_number(name, value, where)
+        _check_number(name, value, where)
+        PARAMETERS[name].check(value, where)   # the range a device or system file holds
+        if name in _actions(command):   # also a flag (clock_mhz): and the flag's own range
+            _check_range(_actions(command)[name], name, value, where)
+        return value
     action = _actions(command)[name]
     if action.nargs == 0:  # a switch (store_true)
         if not isinstance(value, bool):
@@ -230,8 +160,10 @@ def _convert(command: str, name: str, value: Any, where: str) -> Any:
         value = int(value)
     if action.type is int and (isinstance(value, (bool, float)) or isinstance(value, str) and not _is_int(value)):
         raise UsageError(f"{where}: {name} takes whole numbers (got {value!r})")
-    if action.type is float and (isinstance(value, bool) or isinstance(value, str) and not _is_float(value)):
+    if action.type is float and isinstance(value, bool):
         raise UsageError(f"{where}: {name} takes a number (got {value!r})")
+    if action.type is float and isinstance(value, str):   # YAML 1.1 reads 1e3 (no dot) as text
+        value = fields.finite_text(value, f"{where}: {name}")
     if action.type is not None and not isinstance(value, bool):
         try:
             value = action.type(value) if isinstance(value, str) else action.type(str(value)) \
@@ -249,20 +181,22 @@ def _convert(command: str, name: str, value: Any, where: str) -> Any:
         value = value[0]
     if action.choices is not None and value not in action.choices:
         raise UsageError(f"{where}: {name} must be one of {', '.join(map(str, action.choices))} (got {value!r})")
+    _check_range(action, name, value, where)
     return value
+
+
+def _check_range(action: argparse.Action, name: str, value: Any, where: str) -> None:
+    """The range the flag's action holds on the command line (accel_sim.cli.flags: COUNT,
+    POSITIVE, SECONDS, ...), as the command line words it."""
+    check = getattr(action, "check", None)
+    expected = check(value) if check is not None else None
+    if expected is not None:
+        raise UsageError(f"{where}: {name} takes {expected} (got {value!r})")
 
 
 def _is_int(text: str) -> bool:
     try:
         int(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _is_float(text: str) -> bool:
-    try:
-        float(text)
     except ValueError:
         return False
     return True
@@ -500,14 +434,11 @@ def load_grid(path: str | Path) -> Grid:
             if isinstance(values, RangeValues) and _numeric_range(command, key):
                 for end in (values[0], values[-1]):   # monotonic: the ends bound every value
                     _convert(command, key, end, where)
-                if values.repeats():
-                    raise UsageError(f"{where}: values repeat (a range's values are kept to 12 significant digits"
-                                     + (", rounded to whole numbers" if values.integer else "") + "): ask for fewer")
+                refuse_repeats(values, where)
                 axes.append((key, values))
                 continue
             converted = tuple(_convert(command, key, v, where) for v in values)
-            if len(set(map(repr, converted))) != len(converted):
-                raise UsageError(f"{where}: values repeat")
+            refuse_repeats(converted, where)
             axes.append((key, converted))
     else:
         if not isinstance(points_doc, list) or not points_doc:
@@ -530,6 +461,7 @@ def load_grid(path: str | Path) -> Grid:
             listed.append(tuple(row))
     grid = Grid(str(path), command, hashlib.sha256(raw).hexdigest(), tuple(fixed), tuple(axes), tuple(listed))
     _check_required(grid, path)
+    _check_rules(grid, path)
     return grid
 
 
@@ -553,18 +485,125 @@ def _defaults(command: str) -> dict:
 
 
 def _namespace(grid: Grid, params: dict) -> argparse.Namespace:
+    """The command line of a point: its flags' values, each flag the grid gives recorded as typed
+    (so that the command refuses what it would not use, as it refuses a typed flag), and the
+    device parameters apart (`sweep_parameters`)."""
+    from accel_sim.cli.flags import mark_given
+
     values = dict(_defaults(grid.command))
     actions = _actions(grid.command)
-    sweep = {}
+    lists = _list_flags(grid.command)
+    sweep, typed = {}, []
     for name, value in list(grid.fixed) + list(params.items()):
         if name in actions:
-            values[actions[name].dest] = value
+            values[actions[name].dest] = [value] if name in lists else value
+            typed.append(actions[name].dest)
         else:
             sweep[name] = value
     values["quiet"] = True
     ns = argparse.Namespace(**values)
+    mark_given(ns, typed)
     ns.sweep_parameters = sweep
     return ns
+
+
+@functools.lru_cache(maxsize=None)
+def _list_flags(command: str) -> frozenset[str]:
+    """The flags whose value on the command line is a list: repeatable (--device-file) or a comma
+    list (plan's --gpus, --tp, ...). A point gives one value; the command takes the list of it."""
+    out = set()
+    for name, action in _actions(command).items():
+        if isinstance(action, argparse._AppendAction):
+            out.add(name)
+        elif action.type not in (None, int, float) and action.nargs != 0:
+            try:
+                listed = isinstance(action.type("1"), list)
+            except (ValueError, TypeError, argparse.ArgumentTypeError):
+                listed = False
+            if listed:
+                out.add(name)
+    return frozenset(out)
+
+
+def _refuse_flags(command: str, args: argparse.Namespace) -> None:
+    """The command's own rules that refuse a flag from the flags' names and values alone (no file
+    read, no model loaded): a UsageError for a point that gives a flag its run would not use."""
+    if command == "simulate":
+        from accel_sim.cli import main as cli
+        from accel_sim.sweep import SweepSetup, check
+
+        cli._check_flags(args)
+        setup = SweepSetup(simulate={"cost_model": args.cost_model}, system=args.system)
+        for name in args.sweep_parameters:   # link_bandwidth_gbs needs a system
+            check(setup, name)
+    elif command == "train":
+        from accel_sim.cli.train import _refuse_layout_flags
+
+        _refuse_layout_flags(args)
+    elif command == "serve":
+        from accel_sim.cli.serve import _device_names, _refuse_inapplicable
+
+        _refuse_inapplicable(args, _device_names(args))
+
+
+# The most points whose flags are checked against the rules when a grid file is read (about 20 us
+# each); the others are checked as they run.
+MAX_CHECKED_AT_LOAD = 100_000
+
+
+def _rule_class(command: str, name: str, value: Any) -> Any:
+    """What the rules of _refuse_flags can tell apart of a value: a name, a switch or a choice is
+    itself; a count is 0, 1 or more (tp == 1, dp x cp == 1, disaggregate); a rate, a size or a
+    device parameter only whether it is given."""
+    action = _actions(command).get(name)
+    if action is None or action.choices is not None or action.type not in (int, float):
+        return value if action is not None else None
+    return min(value, 2) if action.type is int else None
+
+
+def _representatives(command: str, name: str, values: Sequence[Any]) -> list[tuple[int, Any]]:
+    """(index, value) of the first value of each rule class of an axis. A range is monotonic, so
+    its counts of 0 and 1 are among its three smallest values."""
+    n = len(values)
+    indices = sorted({i for i in (0, 1, 2, n - 3, n - 2, n - 1) if 0 <= i < n}) if isinstance(values, RangeValues) \
+        else range(n)
+    seen, out = set(), []
+    for i in indices:
+        c = _rule_class(command, name, values[i])
+        if c not in seen:
+            seen.add(c)
+            out.append((i, values[i]))
+    return out
+
+
+def _check_rules(grid: Grid, path: Path) -> None:
+    """Refuses a grid whose points give a flag their run would not use (_refuse_flags), naming the
+    first such point: one point of each combination of what the rules tell apart is checked, at
+    most MAX_CHECKED_AT_LOAD of them."""
+    if grid.listed:
+        seen, candidates = set(), []
+        for i, point in enumerate(grid.listed):
+            key = tuple((n, _rule_class(grid.command, n, v)) for n, v in point)
+            if key not in seen:
+                seen.add(key)
+                candidates.append((i, dict(point)))
+    else:
+        reps = [[(name, i, v) for i, v in _representatives(grid.command, name, values)] for name, values in grid.axes]
+        sizes = [len(values) for _, values in grid.axes]
+
+        def index(combo) -> int:
+            i = 0
+            for (_, k, _), size in zip(combo, sizes):
+                i = i * size + k
+            return i
+
+        candidates = ((index(c), {name: v for name, _, v in c}) for c in itertools.product(*reps))
+    for i, params in itertools.islice(candidates, MAX_CHECKED_AT_LOAD):
+        try:
+            _refuse_flags(grid.command, _namespace(grid, params))
+        except UsageError as e:
+            shown = ", ".join(f"{k} {v}" for k, v in params.items())
+            raise UsageError(f"{path}: point {i} ({shown}): {e}") from None
 
 
 def _one_line(err: BaseException) -> str:
@@ -618,13 +657,15 @@ _LEAN: dict[tuple, Any] = {}
 def _simulate(grid: Grid, params: dict) -> dict:
     """A point of a simulate grid. A builder graph on a named device with no device or system
     parameter varied takes the lean path: what the point shares with its neighbours (options,
-    device, the build options less the shape) is set up once, then the core builds and simulates
-    and the row is read off its result by sweep.figures, as `sweep` reads it (tests/test_grid.py
-    checks they agree); anything else goes through sweep.run_point."""
+    device, the build options less the shape, the flags' checks) is set up once, then the core
+    builds and simulates and the row is read off its result by sweep.figures, as `sweep` reads it
+    (tests/test_grid.py checks they agree); anything else goes through sweep.run_point."""
     from accel_sim import _core
     from accel_sim.sweep import figures
 
-    key = tuple((k, v) for k, v in params.items() if k not in _WORKLOAD_SHAPE)
+    # The shape's names belong to the key: the flags' checks depend on which of them are given.
+    key = (tuple((k, v) for k, v in params.items() if k not in _WORKLOAD_SHAPE),
+           tuple(k for k in params if k in _WORKLOAD_SHAPE))
     lean = _LEAN.get(key)
     if lean is None:
         lean = _LEAN[key] = _lean_context(grid, params)
@@ -632,9 +673,6 @@ def _simulate(grid: Grid, params: dict) -> dict:
         return _simulate_general(grid, params)
     spec, options, device, sim, phase, micro, base = lean
     shape = base | {k: v for k, v in params.items() if k in _WORKLOAD_SHAPE}
-    for flag, v in shape.items():
-        if v < (0 if flag == "context" else 1):
-            raise UsageError(f"{flag} must be {'non-negative' if flag == 'context' else 'at least 1'}")
     options.batch, options.seq, options.context = shape["batch"], shape["seq"], shape["context"]
     _GRAPHS.clear()
     try:
@@ -649,8 +687,9 @@ def _simulate(grid: Grid, params: dict) -> dict:
 
 def _lean_context(grid: Grid, params: dict) -> Any:
     """(spec, build options, device spec, simulate options, phase, micro-batches, the shape given
-    outside the varied ones) shared by the
-    points that differ from `params` only in shape, or False where the lean path does not apply."""
+    outside the varied ones) shared by the points that differ from `params` only in the values of
+    their shape, once the flags are checked as `simulate` checks them; or False where the lean
+    path does not apply."""
     from accel_sim.api import _options, model_build_options
     from accel_sim.cli import main as cli
     from accel_sim.device import resolve_device
@@ -658,14 +697,11 @@ def _lean_context(grid: Grid, params: dict) -> Any:
     args = _namespace(grid, params)
     if args.sweep_parameters or args.system or args.model is None or args.target is not None:
         return False
+    _refuse_flags("simulate", args)
+    cli._check_devices(args)
     build = cli._model_build_args(args)
-    skey = (build["model"], build.get("dtype"), build.get("weight_dtype"), build.get("kv_dtype"))
-    if skey not in _SPECS:
-        from accel_sim.io.model_config import load_model_spec
-
-        _SPECS[skey] = load_model_spec(str(build["model"]), dtype=build.get("dtype"),
-                                       weight_dtype=build.get("weight_dtype"), kv_dtype=build.get("kv_dtype"))
-    spec, options = model_build_options(**(build | {"model": _SPECS[skey], "dtype": None, "weight_dtype": None,
+    cli._check_built(args, _model_graph(build).info)   # what the model is does not depend on its shape
+    spec, options = model_build_options(**(build | {"model": _spec(build), "dtype": None, "weight_dtype": None,
                                                      "kv_dtype": None}))
     common = {k: v for k, v in cli._common(args).items() if k in _simulate_keywords()}
     device = resolve_device(args.device, list(args.device_file)).spec
@@ -676,39 +712,69 @@ def _lean_context(grid: Grid, params: dict) -> Any:
     return spec, options, device, sim, build["phase"], sim.micro_batches, base
 
 
-def _simulate_general(grid: Grid, params: dict) -> dict:
-    from accel_sim.api import build_model_graph, load_target
-    from accel_sim.cli import main as cli
+def _spec(build: dict) -> Any:
+    """The model spec build_model_graph(**build) builds from, loaded once per model and dtypes."""
     from accel_sim.io.model_config import load_model_spec
+
+    key = (build["model"], build.get("dtype"), build.get("weight_dtype"), build.get("kv_dtype"))
+    if key not in _SPECS:
+        _SPECS[key] = load_model_spec(str(build["model"]), dtype=build.get("dtype"),
+                                      weight_dtype=build.get("weight_dtype"), kv_dtype=build.get("kv_dtype"))
+    return _SPECS[key]
+
+
+def _model_graph(build: dict) -> Any:
+    """build_model_graph(**build), the last one kept for the next point."""
+    from accel_sim.api import build_model_graph
+
+    key = tuple(sorted(build.items()))
+    graph = _GRAPHS.get(key)
+    if graph is None:
+        spec = _spec(build)
+        # The last graph goes before the next is built: one graph alive at a time keeps the
+        # allocator reusing the same memory (measured: about a fifth faster per point).
+        _GRAPHS.clear()
+        graph = _GRAPHS[key] = build_model_graph(**(build | {"model": spec, "dtype": None, "weight_dtype": None,
+                                                             "kv_dtype": None}))
+    return graph
+
+
+def _target_graph(args: argparse.Namespace) -> dict:
+    """The graph of a target, as `simulate` loads it: a script captured with its options (its
+    inputs resized to a given batch or seq) within `timeout` seconds, or a graph file read; the
+    last one kept for the next point."""
+    from accel_sim.api import load_target
+    from accel_sim.cli import main as cli
+
+    options = cli._script_options(args) if cli._target_kind(args) == "script" else {}
+    key = ("target", args.target, repr(sorted(options.items())))
+    graph = _GRAPHS.get(key)
+    if graph is None:
+        _GRAPHS.clear()
+        graph = _GRAPHS[key] = load_target(args.target, **options, timeout_s=args.timeout or None) if options \
+            else load_target(args.target)
+    return graph
+
+
+def _simulate_general(grid: Grid, params: dict) -> dict:
+    """A point through sweep.run_point, its flags checked and its graph built, captured or read as
+    `simulate` does (accel_sim.cli.main._load)."""
+    from accel_sim.cli import main as cli
     from accel_sim.sweep import SweepSetup, run_point
 
     args = _namespace(grid, params)
-    if (args.target is None) == (args.model is None):
-        raise UsageError("give either target (a graph file) or model (not both)")
-    for flag in ("batch", "seq", "context", "tp", "ep", "cp"):
-        if getattr(args, flag) < (0 if flag == "context" else 1):
-            raise UsageError(f"{flag} must be {'non-negative' if flag == 'context' else 'at least 1'}")
+    _refuse_flags("simulate", args)
+    cli._check_devices(args)
     common = {k: v for k, v in cli._common(args).items() if k in _simulate_keywords()}
     build = cli._model_build_args(args) if args.model is not None else None
     setup = SweepSetup(build=build, simulate=common, system=args.system, device=args.device,
                        device_files=tuple(args.device_file))
     if build is not None:
-        key = tuple(sorted(build.items()))
-        graph = _GRAPHS.get(key)
-        if graph is None:
-            skey = (build["model"], build.get("dtype"), build.get("weight_dtype"), build.get("kv_dtype"))
-            if skey not in _SPECS:
-                _SPECS[skey] = load_model_spec(str(build["model"]), dtype=build.get("dtype"),
-                                               weight_dtype=build.get("weight_dtype"), kv_dtype=build.get("kv_dtype"))
-            # The last graph goes before the next is built: one graph alive at a time keeps the
-            # allocator reusing the same memory (measured: about a fifth faster per point).
-            _GRAPHS.clear()
-            graph = build_model_graph(**(build | {"model": _SPECS[skey], "dtype": None, "weight_dtype": None,
-                                                  "kv_dtype": None}))
-            _GRAPHS[key] = graph
+        graph = _model_graph(build)
+        cli._check_built(args, graph.info)
     else:
-        key = ("target", args.target)
-        graph = _GRAPHS.get(key) or _GRAPHS.setdefault(key, load_target(args.target, timeout_s=args.timeout or None))
+        graph = _target_graph(args)
+        cli._refuse_tf32_without_fp32(args, graph.get("metadata", {}).get("dtype", "fp32"))
     return run_point(setup, {"device": args.device, **args.sweep_parameters}, graph=graph)
 
 
@@ -727,7 +793,6 @@ def _plan(grid: Grid, params: dict) -> dict:
     from accel_sim.cli.plan import _short, plan_runs
 
     args = _namespace(grid, params)
-    args.gpus = [args.gpus] if isinstance(args.gpus, int) else args.gpus
     args.threads, args.top = 1, 1  # the sweep's workers share the cores; the best one is the row
     runs = plan_runs(args)
     if len(runs) != 1:

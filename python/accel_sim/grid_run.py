@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from accel_sim.errors import UsageError
+from accel_sim.io import fields
 
 JOURNAL_SUFFIX = ".partial.jsonl"
 CSV_META_SUFFIX = ".meta.json"
@@ -692,7 +693,7 @@ class _Run:
 
     def _out_of_range(self, row: list) -> None:
         for j, kind in enumerate(self.table.kinds):
-            if kind == "int64" and row[j] is not None and not -2**63 <= row[j] < 2**63:
+            if kind == "int64" and row[j] is not None and not -fields.INT64_MAX - 1 <= row[j] <= fields.INT64_MAX:
                 note = f"column {self.names[j]!r} cannot hold {row[j]!r}"
                 row[j] = None
                 row[-1] = f"{row[-1]}; {note}" if row[-1] else note

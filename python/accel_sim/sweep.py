@@ -17,15 +17,16 @@ core's result); this module only converts the user's units (GB/s, TFLOP/s) to th
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from accel_sim import _core
 from accel_sim.errors import UsageError
-from accel_sim.io import fields
+from accel_sim.io import device_file, fields, system_file
 
 _GIB = 1024.0**3
-_INT64_MAX = 2**63 - 1  # the builder's batch, sequence and parallel degrees are int64_t
 # The most values of one `--vary`: its rows are kept, printed and plotted, and computed on one
 # core, 0.56 ms a point for a Llama-3-8B decode step (bench/RESULTS.md): 100,000 are a minute. A
 # larger sweep is a grid file (`sweep --grid`, docs/formats/grid.md), run on every core.
@@ -45,7 +46,7 @@ class Parameter:
     core: Any = None  # _core.DeviceParameter for device parameters
     build_arg: str = ""  # build_model_graph's keyword for workload parameters
     # The range of a device or system value, in the parameter's unit: the bounds the device and
-    # system files hold (io/device_file.py, io/system_file.py), beyond any part.
+    # system files hold (io/device_file.py, io/system_file.py), beyond any part, taken from them.
     bounds: tuple[float, float] | None = None
 
     def check(self, value: float, where: str) -> None:
@@ -58,15 +59,19 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     # Device. The peak is the dense matrix peak of the run's matmul dtype; every other compute
     # rate of the part is scaled by the same factor (core: with_device_parameter).
     Parameter("peak_tflops", "device", "peak matmul TFLOP/s (dense, the run's dtype)", 1e12,
-              core=_core.DeviceParameter.peak_flops_per_s, bounds=(1e-9, 1e6)),
+              core=_core.DeviceParameter.peak_flops_per_s,
+              bounds=(device_file.PEAK_MIN_TFLOPS, device_file.PEAK_MAX_TFLOPS)),
     Parameter("memory_bandwidth_gbs", "device", "memory bandwidth (GB/s)", 1e9,
-              core=_core.DeviceParameter.memory_bandwidth_bytes_per_s, bounds=(1e-6, 1e6)),
+              core=_core.DeviceParameter.memory_bandwidth_bytes_per_s,
+              bounds=device_file.BOUNDS["memory_bandwidth_gbs"][::2]),
     # GiB, as HBM capacities are quoted and as accel_sim.Device(memory_gb=...) takes them.
     Parameter("memory_gb", "device", "memory capacity (GiB)", _GIB, core=_core.DeviceParameter.memory_bytes,
-              bounds=(2.0**-20, 1e6)),
-    Parameter("clock_mhz", "device", "core clock (MHz)", 1e6, core=_core.DeviceParameter.clock_hz, bounds=(1e-3, 1e5)),
+              bounds=device_file.BOUNDS["memory_gib"][::2]),
+    Parameter("clock_mhz", "device", "core clock (MHz)", 1e6, core=_core.DeviceParameter.clock_hz,
+              bounds=device_file.CLOCK_MHZ_RANGE),
     # System: the scale-up (NVLink-class) bandwidth per GPU and direction of --system.
-    Parameter("link_bandwidth_gbs", "system", "scale-up link bandwidth per GPU (GB/s)", 1e9, bounds=(1e-6, 1e6)),
+    Parameter("link_bandwidth_gbs", "system", "scale-up link bandwidth per GPU (GB/s)", 1e9,
+              bounds=(system_file.MIN_GBS, system_file.MAX_GBS)),
     # Workload: rebuilds the graph.
     Parameter("batch", "workload", "batch (sequences)", integer=True, build_arg="batch"),
     Parameter("seq", "workload", "sequence length (tokens)", integer=True, build_arg="seq"),
@@ -91,6 +96,125 @@ def parameter(name: str) -> Parameter:
     return PARAMETERS[name]
 
 
+SIGNIFICANT_DIGITS = 12
+
+
+def kept_digits(value: float) -> float:
+    """VALUE kept to SIGNIFICANT_DIGITS significant digits: the float arithmetic of a range's
+    spacing (2999.9999999999995 for 3000) is below them, and values that agree in them repeat."""
+    return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
+
+
+@dataclass(frozen=True)
+class RangeValues(SequenceABC):
+    """The values of a range `start:stop:n[:log]` of `sweep --vary` and of a grid file (n evenly
+    or geometrically spaced, both ends included, kept to 12 significant digits; rounded to whole
+    numbers for a parameter that takes them), each computed from its index: a range of 10^7
+    values is four numbers, never a list."""
+
+    start: float
+    stop: float
+    n: int
+    log: bool
+    integer: bool
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.n))]
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        if i == self.n - 1:
+            v = self.stop
+        elif self.log:
+            v = self.start * (self.stop / self.start) ** (i / (self.n - 1))
+        else:
+            v = self.start + (self.stop - self.start) * i / (self.n - 1)
+        v = kept_digits(v)  # 2000:8000:7 reads 3000, not 2999.9999999999995
+        return round(v) if self.integer else v
+
+    def repeats(self) -> bool:
+        """Whether two values are equal (after the 12 digits and the rounding). The values are
+        monotonic, so only neighbours can be; the spacing settles it for any usual range, and
+        the rest are compared one neighbour at a time."""
+        a, b, n = self.start, self.stop, self.n
+        if a == b:
+            return True
+        big, small = max(abs(a), abs(b)), min(abs(a), abs(b))
+        # 12 significant digits move a value by at most 5e-12 of itself; 2e-11 leaves room for that
+        # on both neighbours and for the float arithmetic.
+        if self.log:
+            ratio = math.expm1(abs(math.log(b / a)) / (n - 1))   # neighbours differ by this fraction
+            if not self.integer and ratio > 2e-11:
+                return False
+            if self.integer and small * ratio > 1 + 2e-11 * big:   # more than 1 apart: they round apart
+                return False
+        else:
+            step = abs(b - a) / (n - 1)
+            if not self.integer and step > 2e-11 * big:
+                return False
+            if self.integer and step > 1 + 2e-11 * big:
+                return False
+            if (self.integer and a.is_integer() and b.is_integer() and (b - a) % (n - 1) == 0
+                    and abs(b - a) * n < 2**53 and big < 1e12):
+                return False   # whole steps between whole ends: every value exact
+            if self.integer and abs(b - a) == n - 1 and abs(a % 1 - 0.5) > 2e-11 * big + 1e-9:
+                return False   # steps of exactly 1 from an end off the halfway point: a + i rounds to round(a) + i
+        last = self[0]
+        for i in range(1, n):
+            value = self[i]
+            if value == last:
+                return True
+            last = value
+        return False
+
+
+def parse_range(spec: str, where: str, *, integer: bool, most: int, beyond: Callable[[int], str]) -> RangeValues:
+    """start:stop:n or start:stop:n:log, as `sweep --vary` and a grid file write a range; n is
+    checked against MOST before any value is computed, and a range of more is refused with
+    "a range of N values is more than the MOST " + beyond(N)."""
+    parts = [s.strip() for s in spec.split(":")]
+    log = len(parts) == 4 and parts[3] == "log"
+    if len(parts) not in (3, 4) or (len(parts) == 4 and not log):
+        raise UsageError(f"{where}: a range is start:stop:n or start:stop:n:log (got '{spec}')")
+    start, stop = fields.finite_text(parts[0], where), fields.finite_text(parts[1], where)
+    try:
+        n = int(parts[2])
+    except ValueError:
+        raise UsageError(f"{where}: the number of points '{parts[2]}' is not an integer") from None
+    if n < 2:
+        raise UsageError(f"{where}: a range needs at least 2 points (got {n})")
+    if n > most:
+        raise UsageError(f"{where}: a range of {n:,} values is more than the {most:,} {beyond(n)}")
+    if log and (start <= 0 or stop <= 0):
+        raise UsageError(f"{where}: a log range needs positive ends (got '{spec}')")
+    return RangeValues(start, stop, n, log, integer)
+
+
+def refuse_repeats(values: Sequence[Any], where: str) -> None:
+    """Refuses values of which two are equal: a range's once kept to 12 significant digits (and
+    rounded to whole numbers for a parameter that takes them), a list's numbers kept to 12
+    significant digits, its other values (names, switches) as they stand. A repeated value is the
+    same point run twice, and two rows no table or plot tells apart."""
+    if isinstance(values, RangeValues):
+        if values.repeats():
+            kept = "once rounded to whole numbers" if values.integer else \
+                f"(kept to {SIGNIFICANT_DIGITS} significant digits)"
+            raise UsageError(f"{where}: the values repeat {kept}; ask for fewer points")
+        return
+    seen: dict = {}   # kept value -> the value as given
+    for v in values:
+        key = kept_digits(v) if isinstance(v, float) else repr(v)
+        if key in seen:
+            kept = "" if seen[key] == v else f" (kept to {SIGNIFICANT_DIGITS} significant digits)"
+            raise UsageError(f"{where}: the values repeat{kept}; ask for fewer points")
+        seen[key] = v
+
+
 def parse_vary(text: str) -> tuple[str, list[float]]:
     """'NAME=SPEC' -> (name, values). SPEC: start:stop:n (n evenly spaced values, both ends
     included), start:stop:n:log (geometric), or a comma-separated list."""
@@ -99,51 +223,30 @@ def parse_vary(text: str) -> tuple[str, list[float]]:
     if not sep or not name or not spec.strip():
         raise UsageError(f"--vary takes NAME=SPEC, e.g. memory_bandwidth_gbs=2000:8000:7 or batch=1,2,4 (got '{text}')")
     p = parameter(name)
+    where = f"--vary {text}"
     if ":" in spec:
-        parts = [s.strip() for s in spec.split(":")]
-        log = len(parts) == 4 and parts[3] == "log"
-        if len(parts) not in (3, 4) or (len(parts) == 4 and not log):
-            raise UsageError(f"--vary {text}: a range is start:stop:n or start:stop:n:log")
-        start, stop = fields.finite_text(parts[0], f"--vary {text}"), fields.finite_text(parts[1], f"--vary {text}")
-        try:
-            n = int(parts[2])
-        except ValueError:
-            raise UsageError(f"--vary {text}: the number of points '{parts[2]}' is not an integer") from None
-        if n < 2:
-            raise UsageError(f"--vary {text}: a range needs at least 2 points (got {n})")
-        if n > MAX_VARY_VALUES:
-            raise UsageError(f"--vary {text}: a range of {n:,} values is more than the {MAX_VARY_VALUES:,} a one-parameter "
-                             "sweep takes: ask for fewer, or run a grid file (sweep --grid)")
-        if log and (start <= 0 or stop <= 0):
-            raise UsageError(f"--vary {text}: a log range needs positive ends")
-        if log:
-            values = [start * (stop / start) ** (i / (n - 1)) for i in range(n)]
-        else:
-            values = [start + (stop - start) * i / (n - 1) for i in range(n)]
-        values[-1] = stop
-        values = [float(f"{v:.12g}") for v in values]  # 2000:8000:7 reads 3000, not 2999.9999999999995
+        values: Sequence[float] = parse_range(spec, where, integer=p.integer, most=MAX_VARY_VALUES,
+                                              beyond=lambda n: "a one-parameter sweep takes: ask for fewer, or run "
+                                                               "a grid file (sweep --grid)")
     else:
-        values = [fields.finite_text(v.strip(), f"--vary {text}") for v in spec.split(",") if v.strip()]
+        values = [fields.finite_text(v.strip(), where) for v in spec.split(",") if v.strip()]
         if not values:
-            raise UsageError(f"--vary {text}: no values")
+            raise UsageError(f"{where}: no values")
         if len(values) > MAX_VARY_VALUES:
             raise UsageError(f"--vary: {len(values):,} values is more than the {MAX_VARY_VALUES:,} a one-parameter sweep "
                              "takes: ask for fewer, or run a grid file (sweep --grid)")
-    if p.integer:
-        ints = [round(v) for v in values]
-        if ":" not in spec and any(v != i for v, i in zip(values, ints)):
-            raise UsageError(f"--vary {text}: {name} takes whole numbers")
-        if len(set(ints)) != len(ints):
-            raise UsageError(f"--vary {text}: the values repeat once rounded to whole numbers; ask for fewer points")
-        values = [float(i) for i in ints]
+        if p.integer and any(not v.is_integer() for v in values):
+            raise UsageError(f"{where}: {name} takes whole numbers")
+    refuse_repeats(values, where)
+    values = [float(v) for v in values]
     minimum = 0 if name == "context" else 1 if p.integer else None
     for v in values:
         if (minimum is not None and v < minimum) or (minimum is None and v <= 0):
             what = "non-negative" if name == "context" else "at least 1" if p.integer else "positive"
-            raise UsageError(f"--vary {text}: {name} must be {what} (got {v:g})")
-        if p.integer and v > _INT64_MAX:
-            raise UsageError(f"--vary {text}: {name} must be at most 2^63 - 1, what the core's counts hold (got {v:g})")
-        p.check(v, f"--vary {text}")
+            raise UsageError(f"{where}: {name} must be {what} (got {v:g})")
+        if p.integer and v > fields.INT64_MAX:   # the builder's batch, sequence and degrees are int64_t
+            raise UsageError(f"{where}: {name} must be at most 2^63 - 1, what the core's counts hold (got {v:g})")
+        p.check(v, where)
     return name, values
 
 

@@ -24,10 +24,11 @@ import sys
 from typing import Any, Callable, Iterable, NoReturn
 
 from accel_sim.errors import UsageError
+from accel_sim.io.device_file import CLOCK_MHZ_RANGE
+from accel_sim.io.fields import INT64_MAX
 
 _GIVEN = "_options_given"
 
-INT64_MAX = 2**63 - 1  # the core's counts, sizes and degrees are int64_t
 
 
 class Parser(argparse.ArgumentParser):
@@ -75,6 +76,16 @@ def record_given(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def given(args: argparse.Namespace, dest: str) -> bool:
     """True when the user typed the option stored at `dest` (False for namespaces built in code)."""
     return dest in getattr(args, _GIVEN, ())
+
+
+def mark_given(args: argparse.Namespace, dests: Iterable[str]) -> None:
+    """Records `dests` as typed on `args`: a namespace built in code that stands for a command line
+    (a grid file's point) is refused what that command line would be."""
+    recorded = getattr(args, _GIVEN, None)
+    if recorded is None:
+        recorded = set()
+        setattr(args, _GIVEN, recorded)
+    recorded.update(dests)
 
 
 def flag(dest: str) -> str:
@@ -151,9 +162,9 @@ AT_LEAST_ONE = _real(lambda v: v >= 1, "a finite number of at least 1")
 FRACTION = _real(lambda v: 0 < v <= 1, "a fraction in (0, 1]")
 # A share kept back, in [0, 1) (all of it kept back leaves nothing to use).
 RESERVE_FRACTION = _real(lambda v: 0 <= v < 1, "a fraction in [0, 1)")
-# A core clock in MHz, as a device file's clock_mhz: a kilohertz to 100 GHz, the bounds sweep --vary
-# clock_mhz holds (accel_sim/sweep.py), beyond any part; a clock of 1e-300 MHz would scale a kernel's
-# time past the largest double.
-CLOCK_MHZ = _real(lambda v: 1e-3 <= v <= 1e5, "a clock in MHz from 0.001 to 100,000")
+# A core clock in MHz: the range of a clock set by hand (io/device_file.py), which sweep --vary
+# clock_mhz also holds.
+CLOCK_MHZ = _real(lambda v: CLOCK_MHZ_RANGE[0] <= v <= CLOCK_MHZ_RANGE[1],
+                  f"a clock in MHz from {CLOCK_MHZ_RANGE[0]:g} to {CLOCK_MHZ_RANGE[1]:,.0f}")
 # A number of elements written as 1e9 or 1000000000: whole, at least 1 (the core's double).
 ELEMENTS = _real(lambda v: 1 <= v <= INT64_MAX and v.is_integer(), "a whole number of at least 1")

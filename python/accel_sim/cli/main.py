@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from accel_sim.cli.fit import add_parser as add_fit_parser
-from accel_sim.cli.flags import COUNT, POSITIVE, WHOLE, Parser, check_numbers, record_given
+from accel_sim.cli.flags import CLOCK_MHZ, COUNT, WHOLE, Parser, check_numbers, record_given
 from accel_sim.cli.fit import cmd_fit
 from accel_sim.cli.kernels import add_parsers as add_kernel_parsers
 from accel_sim.cli.plan import add_parser as add_plan_parser
@@ -80,7 +80,7 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fuse", action="store_true", help="cost chains of elementwise ops as single kernels, as torch.compile fuses them")
     p.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn", "eager"), default="flash2",
                    help="which kernel runs attention in the kernel model (default: flash2, PyTorch SDPA's flash backend); eager with --model: the builder emits the unfused core (QK^T, softmax, dropout, PV) with its scores in memory")
-    p.add_argument("--clock-mhz", **POSITIVE, help="core clock override for the kernel model (a power-capped or down-clocked part)")
+    p.add_argument("--clock-mhz", **CLOCK_MHZ, help="core clock override for the kernel model (a power-capped or down-clocked part)")
     p.add_argument("--system", help="with --model and --tp/--cp/--ep: the cluster whose fabric times the graph's collectives (see `accel-sim systems`); TP is placed inside a scale-up domain first, then CP, then EP")
     p.add_argument("--free-at-last-use", action="store_true",
                    help="free activations right after their last use (as torch.compile plans memory) instead of when the eager program drops them")
@@ -295,46 +295,71 @@ def _refuse_inapplicable(args: argparse.Namespace, kind: str) -> None:
         raise UsageError("give --precision, or --dtype / --no-master-weights, not both")
 
 
-def _load(args: argparse.Namespace) -> Any:
-    """The graph of the run (built, captured or read), after refusing the flags it would not use."""
-    from accel_sim.api import build_model_graph, load_target
-    from accel_sim.cli.flags import given
-    from accel_sim.cli.train import check_clock
-    from accel_sim.device import resolve_device
+def _check_flags(args: argparse.Namespace) -> str:
+    """The run's kind (_target_kind) once every flag it would not use or cannot honour is refused:
+    the rules that read the flags alone (a grid file's points are held to them when it is read)."""
     from accel_sim.errors import UsageError
 
     kind = _target_kind(args)
     _refuse_inapplicable(args, kind)
-    for flag in ("batch", "seq", "context", "tp", "ep", "cp"):
-        if getattr(args, flag) < (0 if flag == "context" else 1):
-            raise UsageError(f"--{flag} must be {'non-negative' if flag == 'context' else 'at least 1'}")
-    # Resolve devices before a possibly long capture so a typo fails at once.
-    names = args.devices.split(",") if getattr(args, "devices", None) else [getattr(args, "device", "h100")]
-    check_clock(args, [resolve_device(name.strip(), args.device_file).spec for name in names])
     if args.tf32 and (args.dtype in ("bf16", "fp16") or (args.precision or "fp32") != "fp32"):
         raise UsageError("--tf32 runs fp32 matmuls on TF32 tensor cores; this run's matmuls are 16-bit")
-    if kind == "model":
-        built = build_model_graph(**_model_build_args(args))
-        if given(args, "seq") and "image_tokens" in built.info:
-            raise UsageError(f"--seq does not apply to {built.info['model']}: an image model runs its image's "
-                             f"{built.info['image_tokens']} patch tokens (its config's image_size and patch_size)")
-        if given(args, "moe_impl") and "moe" not in built.info:
-            raise UsageError(f"--moe-impl applies to mixture-of-experts models; {built.info['model']} is dense")
-        _refuse_tf32_without_fp32(args, built.info["dtype"])
-        return built
-    precision = args.precision
-    if precision == "fp8-mixed":
+    if kind != "model" and args.precision == "fp8-mixed":
         raise UsageError("--precision fp8-mixed applies to --model (the builder's Transformer Engine-style fp8 GEMMs); "
                          "torch.autocast has no fp8 mode for a captured script")
+    return kind
+
+
+def _check_devices(args: argparse.Namespace) -> None:
+    """Resolves the run's devices (before a possibly long capture, so that a typo fails at once) and
+    refuses a --clock-mhz they cannot honour."""
+    from accel_sim.cli.train import check_clock
+    from accel_sim.device import resolve_device
+
+    names = args.devices.split(",") if getattr(args, "devices", None) else [getattr(args, "device", "h100")]
+    check_clock(args, [resolve_device(name.strip(), args.device_file).spec for name in names])
+
+
+def _check_built(args: argparse.Namespace, info: dict) -> None:
+    """Refuses the flags the model built (BuiltModel.info) does not use."""
+    from accel_sim.cli.flags import given
+    from accel_sim.errors import UsageError
+
+    if given(args, "seq") and "image_tokens" in info:
+        raise UsageError(f"--seq does not apply to {info['model']}: an image model runs its image's "
+                         f"{info['image_tokens']} patch tokens (its config's image_size and patch_size)")
+    if given(args, "moe_impl") and "moe" not in info:
+        raise UsageError(f"--moe-impl applies to mixture-of-experts models; {info['model']} is dense")
+    _refuse_tf32_without_fp32(args, info["dtype"])
+
+
+def _script_options(args: argparse.Namespace) -> dict:
+    """load_target's keywords for the capture of a script: its dtype, training step and the axes
+    --batch and --seq resize."""
+    from accel_sim.cli.flags import given
+
+    precision = args.precision
     mixed = precision if precision and precision.endswith("-mixed") else None
-    dtype = args.dtype or (precision if precision and not mixed else None)
-    resize = {axis: getattr(args, axis) for axis in ("batch", "seq") if given(args, axis)}
+    return dict(dtype=args.dtype or (precision if precision and not mixed else None), train=args.train,
+                optimizer=args.optimizer, autocast=mixed, accumulate=args.grad_accum > 1,
+                resize={axis: getattr(args, axis) for axis in ("batch", "seq") if given(args, axis)})
+
+
+def _load(args: argparse.Namespace) -> Any:
+    """The graph of the run (built, captured or read), after refusing the flags it would not use."""
+    from accel_sim.api import build_model_graph, load_target
+
+    kind = _check_flags(args)
+    _check_devices(args)
+    if kind == "model":
+        built = build_model_graph(**_model_build_args(args))
+        _check_built(args, built.info)
+        return built
     if kind == "graph":
         graph = load_target(args.target)
     else:
         with watch_script(args.target, args.timeout, args.quiet):
-            graph = load_target(args.target, dtype=dtype, train=args.train, optimizer=args.optimizer, autocast=mixed,
-                                accumulate=args.grad_accum > 1, resize=resize)
+            graph = load_target(args.target, **_script_options(args))
     _refuse_tf32_without_fp32(args, graph.get("metadata", {}).get("dtype", "fp32"))
     return graph
 

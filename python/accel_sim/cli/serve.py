@@ -162,6 +162,11 @@ def _system_for(device_id: str, name: str | None) -> Any:
     raise UsageError(f"no built-in system has {device_id} GPUs: a multi-GPU replica needs --system (see `accel-sim systems`)")
 
 
+def _device_names(args: argparse.Namespace) -> list[str]:
+    """The devices --device or --devices names."""
+    return [d.strip() for d in (args.devices.split(",") if args.devices else [args.device]) if d.strip()]
+
+
 def _refuse_inapplicable(args: argparse.Namespace, devices: list[str]) -> None:
     """Refuses typed flags this deployment and workload would not use (accel_sim.cli.flags); the
     workload's own (a trace's timestamps, what is random) are refused in _workload."""
@@ -430,7 +435,7 @@ def serve_runs(args: argparse.Namespace) -> tuple[list, list]:
     from accel_sim.io.model_config import load_model_spec
 
     spec = load_model_spec(args.model, dtype=args.dtype, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
-    devices = [d.strip() for d in (args.devices.split(",") if args.devices else [args.device]) if d.strip()]
+    devices = _device_names(args)
     if not devices:
         raise UsageError("--devices names no device")
     if args.find_max_qps and not (args.slo_ttft_p99 or args.slo_tpot_p99):
@@ -481,7 +486,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from accel_sim.io.model_config import load_model_spec
 
     spec = load_model_spec(args.model, dtype=args.dtype, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
-    devices = [d.strip() for d in (args.devices.split(",") if args.devices else [args.device]) if d.strip()]
+    devices = _device_names(args)
     rows, failed = serve_runs(args)
     if args.trace and len(rows) == 1:
         from accel_sim.report.serve_timeline import write_serve_trace

@@ -189,6 +189,11 @@ def _log_x(vary: str, values: list[float]) -> bool:
     return spec.endswith(":log") or (":" not in spec and wants_log(values))
 
 
+# The flags of `sweep --grid` itself: how the grid runs and reports, never what a point runs.
+_GRID_RUN_FLAGS = {"command", "debug", "grid", "out", "workers", "ray", "batch_size", "restart", "retry_failed", "json",
+                   "quiet"}
+
+
 def _cmd_grid(args: argparse.Namespace) -> int:
     """`sweep --grid FILE --out FILE`: every point of the grid, over all cores or a Ray cluster,
     into one table; resumable."""
@@ -196,10 +201,16 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     from accel_sim.grid import load_grid
     from accel_sim.report.json_report import SCHEMA_VERSION
 
+    from accel_sim.cli.flags import refuse
+
     if args.vary or args.plot:
         raise UsageError("--grid runs a grid file: --vary and --plot belong to a one-parameter sweep")
-    if args.model or args.target:
-        raise UsageError("--grid takes the model and every other parameter from the grid file")
+    refuse(args, ("metric",), "picks what a one-parameter sweep's --plot draws; a grid's table holds every figure")
+    if args.target:
+        raise UsageError(f"the target {args.target} comes from the grid file (put it under fixed: as target)")
+    # Every flag of the simulation (the model, the device, the shape, the cost model, ...) is a
+    # parameter of the grid file: one typed here would be dropped.
+    refuse(args, [d for d in vars(args) if d not in _GRID_RUN_FLAGS], "comes from the grid file (put it under fixed:)")
     if not args.out:
         raise UsageError("--grid needs --out FILE (.parquet or .csv) for the results")
     from accel_sim.grid_run import MAX_WORKERS_PER_CORE, max_workers, run_grid

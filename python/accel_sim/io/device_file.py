@@ -10,7 +10,7 @@ import importlib.resources
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import yaml
 
@@ -38,8 +38,9 @@ _REQUIRED = ("id", "name", "vendor", "memory_gib", "memory_bandwidth_gbs", "peak
 # Each number's range in the file's units: (minimum, exclusive lower bound, maximum). The bounds are
 # far beyond any part (a kibibyte to a pebibyte of memory, a kilobyte per second to a petabyte per
 # second, up to an exaFLOP/s): they catch a value that is not a device's (a unit slip, a fuzzed
-# file, a denormal) before it overflows the core's arithmetic, not a design.
-_BOUNDS = {
+# file, a denormal) before it overflows the core's arithmetic, not a design. `sweep --vary` and grid
+# files hold a device parameter to the same bounds (accel_sim/sweep.py).
+BOUNDS = {
     "memory_gib": (2.0**-20, None, 1e6),
     "memory_bandwidth_gbs": (1e-6, None, 1e6),
     "compute_units": (0.0, None, 1e7),
@@ -51,9 +52,13 @@ _BOUNDS = {
     "price_usd_per_hour": (0.0, None, 1e6),
     "scaleup_bandwidth_gbs": (0.0, None, 1e6),
 }
-_NUMBERS = set(_BOUNDS)
-_PEAK_MAX_TFLOPS = 1e6
-_PEAK_MIN_TFLOPS = 1e-9
+_NUMBERS = set(BOUNDS)
+PEAK_MAX_TFLOPS = 1e6
+PEAK_MIN_TFLOPS = 1e-9
+# A clock the run is set to (--clock-mhz, sweep's clock_mhz), in MHz: a kilohertz to the file's
+# largest clock. A file's clock_mhz may be 0 (not given); a clock set by hand may not, and one of
+# 1e-300 MHz would scale a kernel's time past the largest double.
+CLOCK_MHZ_RANGE = (1e-3, BOUNDS["clock_mhz"][2])
 _TEXT = {"id", "name", "vendor", "architecture", "compute_unit_kind", "notes"}
 _KNOWN = set(_REQUIRED) | _NUMBERS | _TEXT | {"aliases", "sources", "peak_tflops", "kernel"}
 
@@ -77,7 +82,7 @@ def normalize_name(name: str) -> str:
 
 
 def _number(data: dict, key: str, where: str) -> float:
-    minimum, above, maximum = _BOUNDS[key]
+    minimum, above, maximum = BOUNDS[key]
     if key == "compute_units":
         return float(fields.integer(data[key], where, key, maximum=int(maximum)))
     return fields.number(data[key], where, key, minimum=minimum, above=above, maximum=maximum)
@@ -120,10 +125,10 @@ def parse_device(data: Any, where: str, expected_id: str | None = None) -> Devic
         if key not in _PEAK_FIELDS:
             known = ", ".join(_PEAK_FIELDS)
             raise UsageError(f"{where}: unknown dtype 'peak_tflops.{key}' (known: {known})")
-        value = fields.number(peaks[key], f"{where}: peak_tflops", key, minimum=0.0, maximum=_PEAK_MAX_TFLOPS)
-        if 0 < value < _PEAK_MIN_TFLOPS:
+        value = fields.number(peaks[key], f"{where}: peak_tflops", key, minimum=0.0, maximum=PEAK_MAX_TFLOPS)
+        if 0 < value < PEAK_MIN_TFLOPS:
             raise UsageError(f"{where}: peak_tflops: '{key}' must be 0 (no such unit) or at least "
-                             f"{_PEAK_MIN_TFLOPS:g} TFLOP/s (a kiloFLOP/s), got {value}")
+                             f"{PEAK_MIN_TFLOPS:g} TFLOP/s (a kiloFLOP/s), got {value}")
         if _PEAK_FIELDS[key] is not None:
             setattr(spec, _PEAK_FIELDS[key], value * 1e12)
     number = {key: _number(data, key, where) for key in _NUMBERS & data.keys()}
@@ -254,6 +259,20 @@ def read_yaml_file(p: Path, what: str) -> Any:
         raise UsageError(f"{p}: is not a {what} file (nested too deeply)") from None
     except ValueError as e:  # an integer of more digits than Python converts (4,300 by default)
         raise UsageError(f"{p}: is not a {what} file ({str(e).splitlines()[0][:120]})") from None
+
+
+def contents_key(paths: Sequence[str | Path]) -> tuple | None:
+    """A key that stays the same while the files at `paths` do (each path as given, the file it
+    reaches and its bytes): what was read from them may be kept under it. None where one cannot
+    be read (its reader then says why)."""
+    key = []
+    for path in paths:
+        p = Path(path)
+        try:
+            key.append((str(p), str(p.resolve()), p.read_bytes()))
+        except (OSError, RuntimeError):   # missing, unreadable, a symlink loop
+            return None
+    return tuple(key)
 
 
 def load_device_file(path: str | Path) -> DeviceEntry:

@@ -19,12 +19,12 @@ import functools
 import importlib.resources
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from accel_sim import _core
 from accel_sim.errors import UsageError
 from accel_sim.io import fields
-from accel_sim.io.device_file import read_yaml_file
+from accel_sim.io.device_file import contents_key, read_yaml_file
 
 # Defaults of the collective efficiencies (nccl-tests measurements, github.com/NVIDIA/nccl-tests/issues):
 # - scale-up: ring collectives on H100 NVLink4 reach ~370 of 450 GB/s (nccl-tests#212), 0.82;
@@ -55,8 +55,10 @@ class SystemEntry:
 
 # Ranges of a system file's numbers, in its units. The upper bounds are far beyond any cluster
 # (a petabyte per second per link, a second of latency, ten million GPUs in one domain): they catch
-# values that are not a system's before they overflow the core's arithmetic.
-_MAX_GBS = 1e6
+# values that are not a system's before they overflow the core's arithmetic. `sweep --vary` and grid
+# files hold link_bandwidth_gbs to the bandwidth bounds (accel_sim/sweep.py).
+MIN_GBS = 1e-6   # a kilobyte per second
+MAX_GBS = 1e6
 _MAX_LATENCY_US = 1e6
 _MAX_GPUS = 10_000_000
 
@@ -71,7 +73,7 @@ def _rate(section: dict, key: str, where: str) -> float:
     """A bandwidth in GB/s: a kilobyte per second (1e-6) to a petabyte per second."""
     if key not in section:
         raise UsageError(f"{where}: missing '{key}'")
-    return fields.number(section[key], where, key, minimum=1e-6, maximum=_MAX_GBS)
+    return fields.number(section[key], where, key, minimum=MIN_GBS, maximum=MAX_GBS)
 
 
 def _latency(section: dict, key: str, where: str) -> float:
@@ -131,9 +133,35 @@ def _device_variant(data: dict, sources: dict, where: str, device_files: Sequenc
     return variant
 
 
+# System entries by the contents of their file and device files (contents_key): a grid sweep
+# resolves the same system at every point, and parsing it and the device file its
+# device_overrides vary was nine tenths of a train point's time.
+_LOADED: dict[tuple, SystemEntry] = {}
+_DOMAINS: dict[tuple, SystemEntry] = {}
+_MAX_LOADED = 32
+
+
+def _kept(cache: dict, key: tuple | None, read: Callable[[], SystemEntry]) -> SystemEntry:
+    """cache[key], read first when absent (and not kept when the files cannot be read: key None)."""
+    entry = cache.get(key) if key is not None else None
+    if entry is None:
+        entry = read()
+        if key is not None:
+            if len(cache) >= _MAX_LOADED:
+                cache.clear()
+            cache[key] = entry
+    return entry
+
+
 def load_system_file(path: str | Path, device_files: Sequence[str] = ()) -> SystemEntry:
     """Reads and checks one system file; errors name the file and the field in one line.
-    `device_files` add to the devices a `device_overrides` section may vary."""
+    `device_files` add to the devices a `device_overrides` section may vary. The entry is read
+    once while the files stay the same, and shared: its spec is not to be changed
+    (with_scaleup_domain changes a copy)."""
+    return _kept(_LOADED, contents_key([path, *device_files]), lambda: _read_system_file(path, device_files))
+
+
+def _read_system_file(path: str | Path, device_files: Sequence[str]) -> SystemEntry:
     p = Path(path)
     where = str(p)
     data = read_yaml_file(p, "system")
@@ -230,7 +258,12 @@ def with_scaleup_domain(entry: SystemEntry, domain: int | None, device_files: Se
         return entry
     if domain < 1:
         raise UsageError(f"--scaleup-domain must be at least 1 (got {domain})")
-    fresh = load_system_file(entry.path, device_files)
-    fresh.spec.scaleup_domain = domain
-    fresh.spec.validate()
-    return fresh
+
+    def read() -> SystemEntry:
+        fresh = _read_system_file(entry.path, device_files)   # a spec of its own: load_system_file's is shared
+        fresh.spec.scaleup_domain = domain
+        fresh.spec.validate()
+        return fresh
+
+    key = contents_key([entry.path, *device_files])
+    return _kept(_DOMAINS, (key, domain) if key is not None else None, read)
