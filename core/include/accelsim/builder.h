@@ -95,6 +95,18 @@ struct BuildOptions {
   // Fused kernels only; excludes int4 weights.
   bool fp8_gemms = false;
 
+  // Training under fp8_gemms: the blocks' linear weights are fp8 parameters (e4m3, 1 byte per
+  // element), as Transformer Engine's fp8_model_init and Megatron-Core's --fp8-param-gather keep
+  // them (on in every fp8 recipe of NeMo's Megatron-Bridge: training/mixed_precision.py,
+  // fp8_param_gather = True): no 16-bit copy and no per-step cast; the optimizer's fp32 master
+  // weights are the primary copy, and a sharded data-parallel gather moves 1 byte per weight.
+  // Not modelled, here or for the cast weights: the transposed fp8 copy Hopper's fp8 GEMMs read
+  // in the backward (1 byte per weight more in both cases).
+  bool fp8_parameters = false;
+  // With master_weights, the parameters' gradient buffers in the weight dtype instead of fp32:
+  // Megatron-Core's DistributedDataParallelConfig.grad_reduce_in_fp32 = False (its default;
+  // NeMo's Llama performance recipes set it so), DeepSpeed ZeRO's bf16 gradient accumulation.
+  bool gradients_in_weight_dtype = false;
   // The gated FFN's activation(gate) * up as one kernel (op accel_sim::gated_activation) that
   // keeps only gate and up for its backward and computes activation(gate) again there, as
   // Megatron-Core's fused bias-SwiGLU and bias-GeGLU do (megatron/core/fusions/

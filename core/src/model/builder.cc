@@ -460,7 +460,9 @@ class Builder {
     const bool fp8 = o_.fp8_gemms && prefix.rfind("model.layers.", 0) == 0 && (train_ || quantizable);
     // Inference stores those weights in fp8 (TensorRT-LLM's --enable_fp8 engines, vLLM's fp8
     // checkpoints: per-tensor scaled e4m3); a training step keeps them in the weight dtype.
-    const DType stored = fp8 && !train_ ? DType::fp8_e4m3 : m_.weight_dtype;
+    // A training step keeps fp8 parameters only with BuildOptions::fp8_parameters.
+    const bool fp8_stored = fp8 && (!train_ || o_.fp8_parameters);
+    const DType stored = fp8_stored ? DType::fp8_e4m3 : m_.weight_dtype;
     TensorId w = e_.parameter({out, in}, stored, prefix + ".weight");
     TensorId wt = e_.transposed(w);
     TensorId x2 = e_.view(x, {rows, in});
@@ -475,8 +477,8 @@ class Builder {
       // Transformer Engine casts the weight on a step's first micro-batch only and reuses the
       // fp8 copy (is_first_microbatch, passed by Megatron-LM's TE wrappers): marked for
       // SimulateOptions::fp8_weight_cache. Inference reads the stored fp8 weight as is.
-      TensorId wq = train_ ? e_.op("_to_copy", {w}, {out, in}, DType::fp8_e4m3, {{"once_per_step", true}})
-                           : w;
+      TensorId wq = fp8_stored ? w
+                               : e_.op("_to_copy", {w}, {out, in}, DType::fp8_e4m3, {{"once_per_step", true}});
       y = e_.op("_scaled_mm", {xq, e_.transposed(wq)}, {rows, out}, dt_);
       if (bias) {
         // Biases stay in 16 bits: the weight dtype in training, the activation dtype in an fp8
@@ -1304,7 +1306,8 @@ class Builder {
     }
     graph_.add_output(loss);
 
-    const DType grad_dtype = o_.master_weights ? DType::fp32 : m_.weight_dtype;
+    const DType grad_dtype =
+        o_.master_weights && !o_.gradients_in_weight_dtype ? DType::fp32 : m_.weight_dtype;
     const std::vector<TensorId> grads = append_backward(
         graph_, loss, {.parameter_grad_dtype = grad_dtype, .all_reduce_grad_of = column_inputs_});
     if (o_.recompute != Recompute::none) {
@@ -1465,6 +1468,12 @@ void BuildOptions::validate(const ModelSpec& model) const {
                  "expert parallelism needs a mixture-of-experts model");
   ACCELSIM_CHECK(!options.fp8_gemms || model.int4_group_size == 0,
                  "fp8 GEMMs and int4 weights exclude each other (model '" + model.name + "')");
+  ACCELSIM_CHECK(!options.fp8_parameters || (options.fp8_gemms && options.phase == Phase::train),
+                 "fp8 parameters are a training step's under fp8 GEMMs (inference under fp8 GEMMs "
+                 "stores its weights in fp8 already)");
+  ACCELSIM_CHECK(!options.gradients_in_weight_dtype ||
+                     (options.phase == Phase::train && options.master_weights),
+                 "gradients in the weight dtype apply to a training step with master weights");
   ACCELSIM_CHECK(!options.fused_gated_activation || options.kernels == KernelStyle::fused,
                  "a fused gated activation is modelled with fused kernels only (HF eager runs the "
                  "activation and the product as two ops)");

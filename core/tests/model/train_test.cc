@@ -650,5 +650,43 @@ TEST(TrainTest, FusedGatedActivationKeepsGateAndUpOnly) {
                ConfigError);
 }
 
+TEST(TrainTest, Fp8ParametersAndWeightDtypeGradients) {
+  // One Llama-style layer (h = 256, 8 heads and 2 KV heads of 32, FFN 704, vocab 1000, untied
+  // head), bf16 weights, AdamW with fp32 master weights. The layer's linears hold q 256 x 256,
+  // k and v 2 x 64 x 256, o 256 x 256, gate, up and down 3 x 704 x 256: 704,512 weights; with its
+  // two norms 705,024; the model N = 256,000 (embedding) + 705,024 + 256 (final norm) + 256,000
+  // (head) = 1,217,280 parameters.
+  //   fp8 parameters: the linears' weights in e4m3, 704,512 bytes less than in bf16, and no
+  //   weight cast runs;
+  //   gradients in the weight dtype: 2N bytes of gradients instead of the fp32 4N.
+  ModelSpec m{.name = "small-llama", .hidden_size = 256, .num_layers = 1, .num_heads = 8,
+              .num_kv_heads = 2, .head_dim = 32, .ffn_size = 704, .vocab_size = 1000,
+              .max_position_embeddings = 512};
+  const int64_t n = 1217280;
+  auto built = [&](bool fp8_parameters, bool bf16_grads) {
+    return build_graph(m, {.phase = Phase::train, .batch = 2, .seq = 128, .fp8_gemms = true,
+                           .fp8_parameters = fp8_parameters,
+                           .gradients_in_weight_dtype = bf16_grads});
+  };
+  auto casts = [](const Graph& g) {
+    int k = 0;
+    for (const Node& node : g.nodes()) k += node.attr_int("once_per_step", 0) != 0;
+    return k;
+  };
+  const Sums cast = sums(built(false, false)), stored = sums(built(true, false));
+  EXPECT_EQ(cast.parameter_bytes - stored.parameter_bytes, 704512);
+  EXPECT_EQ(cast.parameter_bytes, 2 * n);
+  EXPECT_EQ(casts(built(false, false)), 7);
+  EXPECT_EQ(casts(built(true, false)), 0);
+  EXPECT_EQ(cast.gradient_bytes, 4 * n);
+  EXPECT_EQ(sums(built(false, true)).gradient_bytes, 2 * n);
+  EXPECT_THROW(build_graph(m, {.phase = Phase::prefill, .fp8_gemms = true, .fp8_parameters = true}),
+               ConfigError);
+  EXPECT_THROW(build_graph(m, {.phase = Phase::train, .fp8_parameters = true}), ConfigError);
+  EXPECT_THROW(build_graph(m, {.phase = Phase::train, .master_weights = false,
+                               .gradients_in_weight_dtype = true}),
+               ConfigError);
+}
+
 }  // namespace
 }  // namespace accelsim
