@@ -57,6 +57,38 @@ def test_script_seq_beyond_the_models_positions_is_refused():
         "(its config's max_position_embeddings)"]
 
 
+TOKEN_SCRIPT = ("import torch\n\n\ndef get_model():\n"
+                "    return torch.nn.Embedding(100, 16), torch.zeros(2, 8, dtype=torch.long)\n")
+
+
+@pytest.mark.torch
+def test_resized_inputs_hold_no_bytes():
+    # Capture reads shapes only: a batch of 2^40 sequences of 8 token ids (2^43 int64s, 64 TiB)
+    # is resized without allocating them.
+    import torch
+
+    from accel_sim.capture.script import resize_inputs
+
+    resized = resize_inputs(torch.nn.Embedding(100, 16), (torch.zeros(2, 8, dtype=torch.long),), "batch", 2**40, "s.py")
+    assert resized[0].is_meta and resized[0].shape == (2**40, 8) and resized[0].dtype == torch.long
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("argv,message", [
+    # 2^63 - 1 sequences of 8 int64 ids: more bytes than an int64 counts.
+    (["simulate", "--batch", str(2**63 - 1)], "--batch 9223372036854775807: an example input of shape "
+                                               "[9223372036854775807, 8] (int64) holds more bytes"),
+    (["fit", "--axis", "batch", "--devices", "h100", "--seq", str(2**63 - 1)], "--seq 9223372036854775807: an "
+                                                                                "example input of shape [2, "),
+])
+def test_a_resize_beyond_a_tensors_size_is_one_line(tmp_path, argv, message, capsys):
+    script = tmp_path / "tokens.py"
+    script.write_text(TOKEN_SCRIPT)
+    assert main([argv[0], str(script), *argv[1:], "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
 REFUSED = [
     # A script runs the shapes and ops its own code makes.
     ([BLOCK, "--tp", "2"], "--tp applies to a graph built with --model NAME"),
