@@ -42,7 +42,7 @@ REFUSED = [
     (TRAIN + ["--gpus", "8", "--dp", "8", "--seq", "1024", "--device", "h100_nvl", "--clock-mhz", "1000"],
      "h100_nvl's file gives no clock_mhz"),
     (TRAIN + ["--gpus", "8", "--dp", "8", "--seq", "1024", "--device-file", DEVICE],
-     "gives acme_h1, which this run does not use: its GPUs are h100_sxm (the device of dgx_h100; --device picks another)"),
+     "gives acme_h1, which this run does not use: its GPUs are h100_sxm (the device of dgx_h100); --device picks another"),
     (TRAIN + ["--gpus", "8", "--dp", "8", "--seq", "1024", "--device", "a100", "--device-file", DEVICE],
      "gives acme_h1, which this run does not use: its GPUs are a100_80gb (--device)"),
     (PLAN + ["--cost-model", "roofline", "--clock-mhz", "1000"], "the roofline has no clock"),

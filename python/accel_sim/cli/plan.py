@@ -11,7 +11,8 @@ from typing import Any
 
 from accel_sim.cli.flags import COUNT
 from accel_sim.cli.progress import Progress
-from accel_sim.cli.train import RECOMPUTE, add_run_args, estimate_dict, layout_dict, run_inputs
+from accel_sim.cli.train import (RECOMPUTE, add_run_args, estimate_dict, layout_dict,
+                                 refuse_device_files_no_run_uses, run_inputs)
 from accel_sim.report.json_report import SCHEMA_VERSION
 
 _BINARY = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -137,9 +138,10 @@ def plan_runs(args: argparse.Namespace) -> list[tuple[Any, Any, int, Any, float]
     global_batch = _global_batch(args)
     if args.top < 1:
         raise UsageError(f"--top must be at least 1 (got {args.top})")
+    inputs = [(entry, run_inputs(args, entry)) for entry in systems]
+    refuse_device_files_no_run_uses(args, [run for _, run in inputs])
     runs = []
-    for entry in systems:
-        run = run_inputs(args, entry)
+    for entry, run in inputs:
         for gpus in args.gpus:
             space = _space(args, run.spec, gpus, global_batch)
             progress = Progress(f"plan {run.spec.name} on {gpus} x {entry.spec.id}", args.quiet or args.json)
