@@ -89,6 +89,44 @@ def test_a_resize_beyond_a_tensors_size_is_one_line(tmp_path, argv, message, cap
     assert len(err) == 1 and message in err[0], err
 
 
+@pytest.mark.torch
+@pytest.mark.parametrize("written,checked,differs", [
+    # A batch of 4 against the script's own 2 sequences: half the memory passed as a gain.
+    (["--batch", "4"], [], "--batch 4 there, the script's own batch here"),
+    ([], ["--seq", "16"], "the script's own seq there, --seq 16 here"),
+    ([], ["--dtype", "bf16"], "dtype fp32 there, dtype bf16 here"),
+    ([], ["--train"], "a forward there, a training step (optimizer adamw (fused), precision fp32, gradient "
+                      "accumulation false) here"),
+])
+def test_check_compares_a_script_only_with_a_baseline_of_the_same_run(tmp_path, written, checked, differs, capsys):
+    script, baseline = tmp_path / "tokens.py", tmp_path / "baseline.json"
+    script.write_text(TOKEN_SCRIPT)
+    check = ["check", str(script), "--device", "h100", "--baseline", str(baseline), "--quiet"]
+    assert main([*check, *written, "--write-baseline"]) == 0
+    assert main([*check, *written]) == 0
+    capsys.readouterr()
+    assert main([*check, *checked]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"accel-sim: error: {baseline} was written for another run: {differs}; check the run it was written for, "
+        "or write it again with --write-baseline"]
+
+
+@pytest.mark.parametrize("checked,differs", [
+    (["--seq", "256"], "seq 128 there, seq 256 here"),
+    (["--seq", "128", "--phase", "train"], "phase prefill there, phase train here"),
+    (["--seq", "128", "--dtype", "bf16"], "dtype fp32 there, dtype bf16 here"),
+    (["--seq", "128", "--tp", "2"], "tensor_parallel 1 there, tensor_parallel 2 here"),
+])
+def test_check_compares_a_model_only_with_a_baseline_of_the_same_run(tmp_path, checked, differs, capsys):
+    baseline = tmp_path / "baseline.json"
+    check = ["check", "--model", "gpt2", "--device", "h100", "--baseline", str(baseline)]
+    assert main([*check, "--seq", "128", "--write-baseline"]) == 0
+    capsys.readouterr()
+    assert main([*check, *checked]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"was written for another run: {differs};" in err[0], err
+
+
 REFUSED = [
     # A script runs the shapes and ops its own code makes.
     ([BLOCK, "--tp", "2"], "--tp applies to a graph built with --model NAME"),

@@ -84,14 +84,17 @@ def test_api_turns_sys_exit_into_a_usage_error(tmp_path: Path):
 
 @pytest.mark.parametrize("content, expected", [
     (None, "not found"),
-    ("{", "not JSON"),
-    ("[1, 2]", "a JSON object"),
-    ('{"latency_s": NaN, "peak_memory_bytes": 1}', "'latency_s' must be a finite, positive number"),
-    ('{"latency_s": Infinity, "peak_memory_bytes": 1}', "'latency_s' must be a finite, positive number"),
-    ('{"latency_s": 0, "peak_memory_bytes": 1}', "'latency_s' must be a finite, positive number"),
-    ('{"latency_s": true, "peak_memory_bytes": 1}', "'latency_s' must be a finite, positive number"),
-    ('{"latency_s": 0.001, "peak_memory_bytes": -1}', "'peak_memory_bytes' must be a finite, non-negative"),
-    ('{"latency_s": 0.001, "peak_memory_bytes": 1, "device": "a100"}', "'device' must be an object"),
+    ("{", "not a JSON baseline"),
+    ("[1, 2]", "baseline.json must be a mapping of keys to values, got a list"),
+    ('{"latency_s": NaN, "peak_memory_bytes": 1}', "not a JSON baseline (NaN is not a JSON number)"),
+    ('{"latency_s": Infinity, "peak_memory_bytes": 1}', "not a JSON baseline (Infinity is not a JSON number)"),
+    ('{"latency_s": 0, "peak_memory_bytes": 1}', "'latency_s' must be greater than 0, got 0"),
+    ('{"latency_s": true, "peak_memory_bytes": 1}', "'latency_s' must be a number, got True"),
+    ('{"peak_memory_bytes": 1}', "'latency_s' must be a number, got None"),
+    ('{"latency_s": 0.001, "peak_memory_bytes": -1}', "'peak_memory_bytes' must be at least 0, got -1"),
+    ('{"latency_s": 0.001, "peak_memory_bytes": 1, "device": "a100"}', "'device' must be a mapping"),
+    ('{"latency_s": 0.001, "peak_memory_bytes": 1, "device": {"id": 3}}', "'device.id' must be a string, got 3"),
+    ('{"latency_s": 0.001, "peak_memory_bytes": 1, "capture": []}', "'capture' must be a mapping"),
     ('{"latency_s": 0.001, "peak_memory_bytes": 1, "device": {"id": "h100_sxm"}}', "written for device 'h100_sxm'"),
 ])
 def test_check_reads_the_baseline_before_running_the_script(tmp_path: Path, content, expected):
