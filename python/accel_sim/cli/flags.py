@@ -24,6 +24,7 @@ import sys
 from typing import Any, Callable, Iterable, NoReturn
 
 from accel_sim.errors import UsageError
+from accel_sim.io.device_file import MIN_CLOCK_MHZ
 
 _GIVEN = "_options_given"
 
@@ -151,9 +152,9 @@ AT_LEAST_ONE = _real(lambda v: v >= 1, "a finite number of at least 1")
 FRACTION = _real(lambda v: 0 < v <= 1, "a fraction in (0, 1]")
 # A share kept back, in [0, 1) (all of it kept back leaves nothing to use).
 RESERVE_FRACTION = _real(lambda v: 0 <= v < 1, "a fraction in [0, 1)")
-# A core clock in MHz, as a device file's clock_mhz: a kilohertz to 100 GHz, the bounds sweep --vary
-# clock_mhz holds (accel_sim/sweep.py), beyond any part; a clock of 1e-300 MHz would scale a kernel's
-# time past the largest double.
-CLOCK_MHZ = _real(lambda v: 1e-3 <= v <= 1e5, "a clock in MHz from 0.001 to 100,000")
+# A core clock in MHz, as a device file's clock_mhz: a kilohertz (io/device_file.py MIN_CLOCK_MHZ) to
+# 100 GHz, the bounds sweep --vary clock_mhz holds (accel_sim/sweep.py), beyond any part; a clock of
+# 1e-300 MHz would scale a kernel's time past the largest double.
+CLOCK_MHZ = _real(lambda v: MIN_CLOCK_MHZ <= v <= 1e5, f"a clock in MHz from {MIN_CLOCK_MHZ:g} to 100,000")
 # A number of elements written as 1e9 or 1000000000: whole, at least 1 (the core's double).
 ELEMENTS = _real(lambda v: 1 <= v <= INT64_MAX and v.is_integer(), "a whole number of at least 1")

@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from accel_sim.cli.flags import COUNT, ELEMENTS, POSITIVE
+from accel_sim.cli.flags import CLOCK_MHZ, COUNT, ELEMENTS, POSITIVE
 from accel_sim.report.json_report import SCHEMA_VERSION
 from accel_sim.validation import DTYPES as _CORE_DTYPES
 
@@ -24,7 +24,7 @@ def add_parsers(sub: Any) -> None:
         k.add_argument("--device", default="h100", help="device name or alias (default: h100)")
         k.add_argument("--dtype", choices=_DTYPES, default="bf16", help="element type (default: bf16; tf32: fp32 on TF32 tensor cores)")
         k.add_argument("--cost-model", default="kernel", help="cost model (default: kernel)")
-        k.add_argument("--clock-mhz", **POSITIVE, help="core clock override (power-capped or down-clocked parts)")
+        k.add_argument("--clock-mhz", **CLOCK_MHZ, help="core clock override (power-capped or down-clocked parts)")
         k.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file; repeatable")
         k.add_argument("--json", action="store_true", help="print JSON")
         if name == "matmul":

@@ -54,6 +54,9 @@ _BOUNDS = {
 _NUMBERS = set(_BOUNDS)
 _PEAK_MAX_TFLOPS = 1e6
 _PEAK_MIN_TFLOPS = 1e-9
+# A clock is 0 (not known) or at least a kilohertz: a --clock-mhz override scales the peaks by the
+# new clock over this one, and a clock of 1e-300 MHz would scale them past the largest double.
+MIN_CLOCK_MHZ = 1e-3
 _TEXT = {"id", "name", "vendor", "architecture", "compute_unit_kind", "notes"}
 _KNOWN = set(_REQUIRED) | _NUMBERS | _TEXT | {"aliases", "sources", "peak_tflops", "kernel"}
 
@@ -132,6 +135,9 @@ def parse_device(data: Any, where: str, expected_id: str | None = None) -> Devic
         if "runtime_reserved_mib" not in data["sources"]:
             raise UsageError(f"{where}: 'runtime_reserved_mib' needs a 'sources.runtime_reserved_mib' entry")
         spec.runtime_reserved_bytes = number["runtime_reserved_mib"] * _MIB
+    if 0 < number.get("clock_mhz", 0.0) < MIN_CLOCK_MHZ:
+        raise UsageError(f"{where}: 'clock_mhz' must be 0 (not known) or at least {MIN_CLOCK_MHZ:g} MHz (a kilohertz), "
+                         f"got {number['clock_mhz']}")
     spec.num_compute_units = int(number.get("compute_units", 0))
     spec.clock_hz = number.get("clock_mhz", 0.0) * 1e6
     spec.l2_cache_bytes = number.get("l2_cache_mib", 0.0) * _MIB
