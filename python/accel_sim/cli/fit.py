@@ -6,7 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from accel_sim.cli.flags import COUNT
+from accel_sim.cli.flags import COUNT, counts_up_to
+from accel_sim.fit import MAX_LIMIT
 from accel_sim.cli.script_watch import add_timeout_argument, watch_script
 
 _WHAT = {"batch": "batch", "seq": "sequence length"}
@@ -22,7 +23,8 @@ def add_parser(sub: Any, dtypes: tuple[str, ...]) -> None:
     p.add_argument("--train", action="store_true", help="the same as --phase train")
     p.add_argument("--batch", **COUNT, default=1, help="with --axis seq: the batch (--model, default: 1; a script: its example inputs resized along dim 0)")
     p.add_argument("--seq", **COUNT, default=2048, help="with --axis batch: the sequence length, or decode's context (--model, default: 2048; a script: its example inputs resized along dim 1)")
-    p.add_argument("--max", **COUNT, help="largest value to try (default: 65536 for batch; the model's position limit, or 131072, for seq)")
+    p.add_argument("--max", **counts_up_to(MAX_LIMIT, "2^50: no device holds as many bytes, and each sequence or token takes at least one"),
+                   help="largest value to try (default: 65536 for batch; the model's position limit, or 131072, for seq)")
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd", "none"), default="adamw", help="with --phase train (default: adamw)")
     p.add_argument("--no-master-weights", action="store_true", help="with --phase train: gradients and states in the weight dtype")
     p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="with --phase train: activation recomputation (default: none)")
