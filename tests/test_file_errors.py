@@ -75,6 +75,21 @@ def test_a_clock_of_zero_is_not_known(tmp_path, capsys):
     assert "fuzzchip's file gives no clock_mhz" in line, line
 
 
+@pytest.mark.parametrize("command,text,expected", [
+    # YAML keeps the last of a key given twice: the device ran with 96 GiB, not the 80 it also said.
+    (["devices", "--device-file"], "id: fuzzchip\nmemory_gib: 80\nmemory_gib: 96\n",
+     ":3: 'memory_gib' is given twice in the same mapping"),
+    (["systems", "--system-file"], "id: fuzzsys\nscaleup:\n  gpus: 8\n  gpus: 72\n",
+     ":4: 'gpus' is given twice in the same mapping"),
+    (["devices", "--device-file"], "a:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 20)) + "  " * 20 + "v: 1\n",
+     ":16: nested more than 16 levels deep"),
+])
+def test_device_and_system_files_are_read_as_strictly_as_grid_files(tmp_path, capsys, command, text, expected):
+    path = tmp_path / ("fuzzchip.yaml" if command[0] == "devices" else "fuzzsys.yaml")
+    path.write_text(text)
+    assert _one_line_error(capsys, [*command, str(path)]) == f"accel-sim: error: {path}{expected}"
+
+
 def test_non_utf8_device_file(tmp_path, capsys):
     path = tmp_path / "fuzzchip.yaml"
     path.write_bytes(b"id: fuzzchip\nname: \xff\xfe chip\n")

@@ -76,9 +76,10 @@ def _write_device_file(args: argparse.Namespace, k: Any, rows: int, data: str) -
     import yaml
 
     from accel_sim.device import resolve_device
+    from accel_sim.io import fields
 
     entry = resolve_device(args.device, args.device_file).entry
-    doc = yaml.safe_load(Path(entry.path).read_text(encoding="utf-8"))
+    doc = fields.read_yaml(entry.path, "device")
     section: dict[str, Any] = {"calibrated": True}
     section.update({key: round(getattr(k, key), 4) for key in _KERNEL_KEYS if getattr(k, key) > 0})
     section["gemm_tile_overhead_us"] = round(k.gemm_tile_overhead_s * 1e6, 3)

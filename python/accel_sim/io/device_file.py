@@ -12,7 +12,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from accel_sim import _core
 from accel_sim.errors import UsageError
@@ -195,7 +194,7 @@ def parse_variant(base: DeviceEntry, overrides: dict, sources: dict[str, str], w
             raise UsageError(f"{where}: '{key}' needs a sources entry saying where its value comes from")
     if not Path(base.path).is_file():
         raise UsageError(f"{where}: {base.spec.id} has no device file to vary ({base.path})")
-    data = dict(read_yaml_file(Path(base.path), "device"))
+    data = dict(fields.read_yaml(base.path, "device"))
     merged_sources = dict(data.get("sources") or {})
     for key in changed:
         value = overrides[key]
@@ -245,27 +244,10 @@ def _read_kernel_constants(spec: Any, data: dict, where: str) -> None:
     spec.kernel = k
 
 
-def read_yaml_file(p: Path, what: str) -> Any:
-    """The parsed YAML of a data file; a missing, unreadable or non-UTF-8 file or bad YAML is a
-    one-line UsageError naming the file (and the line)."""
-    text = fields.read_text(p, what)
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or "invalid YAML"
-        raise UsageError(f"{p}:{at} is not valid YAML ({problem})") from None
-    except RecursionError:
-        raise UsageError(f"{p}: is not a {what} file (nested too deeply)") from None
-    except ValueError as e:  # an integer of more digits than Python converts (4,300 by default)
-        raise UsageError(f"{p}: is not a {what} file ({str(e).splitlines()[0][:120]})") from None
-
-
 def load_device_file(path: str | Path) -> DeviceEntry:
     """Reads and validates one device file. Errors name the file (and key) in one line."""
     p = Path(path)
-    return parse_device(read_yaml_file(p, "device"), str(p), expected_id=p.stem)
+    return parse_device(fields.read_yaml(p, "device"), str(p), expected_id=p.stem)
 
 
 def builtin_device_files() -> list[Path]:
