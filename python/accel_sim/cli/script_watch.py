@@ -11,7 +11,6 @@ time taken, once the run has gone on for a few seconds.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from contextlib import contextmanager
 from accel_sim.cli.flags import SECONDS
 from accel_sim.cli.progress import StatusTicker, eta_text
 from accel_sim.errors import UsageError
+from accel_sim.io import fields
 
 DEFAULT_TIMEOUT_S = 600.0
 # Seconds before the first status line; the environment variable lowers it (tests) or raises it.
@@ -39,12 +39,9 @@ def _status_after_s() -> float:
     text = os.environ.get(STATUS_AFTER_ENV)
     if text is None:
         return DEFAULT_STATUS_AFTER_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise UsageError(f"{STATUS_AFTER_ENV}={text!r}: expected a non-negative number of seconds")
+    value = fields.finite_text(text, STATUS_AFTER_ENV)
+    if value < 0:
+        raise UsageError(f"{STATUS_AFTER_ENV}: {text!r} is a negative number of seconds")
     return value
 
 
