@@ -25,10 +25,9 @@ from typing import Any, Callable, Iterable, NoReturn
 
 from accel_sim.errors import UsageError
 from accel_sim.io.device_file import MIN_CLOCK_MHZ
+from accel_sim.io.fields import INT64_MAX  # the core's counts, sizes and degrees are int64_t
 
 _GIVEN = "_options_given"
-
-INT64_MAX = 2**63 - 1  # the core's counts, sizes and degrees are int64_t
 
 
 class Parser(argparse.ArgumentParser):

@@ -13,10 +13,10 @@ from accel_sim.cli.flags import COUNT
 from accel_sim.cli.progress import Progress
 from accel_sim.cli.train import (RECOMPUTE, add_run_args, estimate_dict, layout_dict,
                                  refuse_device_files_no_run_uses, run_inputs)
+from accel_sim.io.fields import INT64_MAX  # the core's counts are int64
 from accel_sim.report.json_report import SCHEMA_VERSION
 
 _BINARY = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-INT64_MAX = 2**63 - 1  # the core's counts are int64
 # The most search threads: the core's kMaxPlanThreads (core/include/accelsim/training.h).
 MAX_THREADS = 1024
 _DECIMAL = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}

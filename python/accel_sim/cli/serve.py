@@ -13,6 +13,7 @@ from typing import Any
 from accel_sim.cli.flags import CLOCK_MHZ, COUNT, FRACTION, POSITIVE, RESERVE_FRACTION, SEED, counts_up_to
 from accel_sim.cli.progress import Progress
 from accel_sim.io import fields
+from accel_sim.io.serve_trace import MAX_LENGTH  # a request's lengths: the core's int32 (core/include/accelsim/serve.h)
 from accel_sim.report.json_report import SCHEMA_VERSION
 
 SCHEDULERS = ("vllm", "sarathi", "orca", "static")
@@ -40,8 +41,6 @@ def parse_duration(text: str, flag: str = "") -> float:
     return value
 
 
-# Lengths of generated requests: the core draws them as a request's int32 (core/include/accelsim/serve.h).
-MAX_LENGTH = 2**31 - 1
 UNBOUNDED_LOGNORMAL_MAX = 1 << 20  # an unbounded log-normal's clip for a model without a position limit
 
 
