@@ -146,7 +146,7 @@ REFUSED = [
     (["--model", "llama-3-8b", "--phase", "train", "--kv-dtype", "fp8"], "a training step keeps no KV cache"),
     (["--model", "llama-3-8b", "--moe-impl", "sequential"], "--moe-impl applies to mixture-of-experts models"),
     (["--model", "llama-3-8b", "--system", "dgx-h100"], "--system times the collectives of a run with --tp"),
-    (["--model", "llama-3-8b", "--train", "--phase", "decode"], "--train and --phase decode ask for different runs"),
+    (["--model", "llama-3-8b", "--train", "--phase", "decode"], "--phase decode and --train ask for different runs"),
     (["--model", "vit-era5", "--seq", "512"], "--seq does not apply to vit-era5"),
     (["--model", "llama-3-8b", "--tf32"], "this run's model is bf16"),
     # Cost-model and output flags.

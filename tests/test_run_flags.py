@@ -207,3 +207,33 @@ def test_numbers_out_of_range_name_the_flag(argv, flag, capsys):
     assert done.value.code == 2
     line = _one_line(capsys)
     assert f"error: argument {flag}: expected " in line, line
+
+
+# ---- one rule, one message ---------------------------------------------------------------------
+
+SAME_RULE = {
+    "--clock-mhz applies to the kernel cost model; the roofline has no clock (--cost-model kernel)": [
+        ["simulate", "--model", "llama-3-8b", "--cost-model", "roofline", "--clock-mhz", "1000"],
+        ["kernel", "matmul", "--m", "64", "--n", "64", "--k", "64", "--cost-model", "roofline", "--clock-mhz", "1000"],
+        TRAIN + ["--gpus", "8", "--dp", "8", "--seq", "1024", "--cost-model", "roofline", "--clock-mhz", "1000"],
+        PLAN + ["--cost-model", "roofline", "--clock-mhz", "1000", "--quiet"],
+        SERVE + ["--cost-model", "roofline", "--clock-mhz", "1000", "--quiet"],
+    ],
+    "--attention-impl picks the attention kernel the kernel cost model times; the roofline costs every kernel alike "
+    "(eager, which builds the unfused attention core, is taken)": [
+        ["simulate", "--model", "llama-3-8b", "--cost-model", "roofline", "--attention-impl", "flash3"],
+        TRAIN + ["--gpus", "8", "--dp", "8", "--seq", "1024", "--cost-model", "roofline", "--attention-impl", "flash3"],
+        PLAN + ["--cost-model", "roofline", "--attention-impl", "flash3", "--quiet"],
+    ],
+    "--phase decode and --train ask for different runs; give one": [
+        ["simulate", "--model", "llama-3-8b", "--train", "--phase", "decode"],
+        ["fit", "--model", "gpt2", "--devices", "h100", "--axis", "batch", "--train", "--phase", "decode"],
+    ],
+}
+
+
+@pytest.mark.parametrize("message", SAME_RULE, ids=[m.split(";")[0][:40] for m in SAME_RULE])
+def test_a_rule_of_several_commands_says_the_same_on_each(message, capsys):
+    for argv in SAME_RULE[message]:
+        assert main(argv) == 2, argv
+        assert _one_line(capsys) == f"accel-sim: error: {message}", argv

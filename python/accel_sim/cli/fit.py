@@ -66,7 +66,7 @@ def _refuse_inapplicable(args: argparse.Namespace, phase: str) -> None:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    from accel_sim.cli.flags import given
+    from accel_sim.cli.flags import given, refuse_train_with_another_phase
     from accel_sim.device import resolve_device
     from accel_sim.errors import UsageError
     from accel_sim.fit import builder_probe, fit, script_probe, write_svg
@@ -74,8 +74,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
     if (args.target is None) == (args.model is None):
         raise UsageError("give either a script or --model NAME (not both)")
-    if args.train and given(args, "phase") and args.phase != "train":
-        raise UsageError(f"--train and --phase {args.phase} ask for different runs; give one")
+    refuse_train_with_another_phase(args)
     phase = "train" if args.train else args.phase
     _refuse_inapplicable(args, phase)
     names = [d.strip() for d in args.devices.split(",") if d.strip()]

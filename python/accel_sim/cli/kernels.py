@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from accel_sim.cli.flags import CLOCK_MHZ, COUNT, ELEMENTS, POSITIVE
+from accel_sim.cli.flags import CLOCK_MHZ, COUNT, ELEMENTS
 from accel_sim.report.json_report import SCHEMA_VERSION
 from accel_sim.validation import DTYPES as _CORE_DTYPES
 
@@ -105,15 +105,12 @@ def cmd_kernel(args: argparse.Namespace) -> int:
 
     if args.kernel_kind in COLLECTIVES:
         return cmd_collective(args)
-    from accel_sim.cli.flags import refuse
+    from accel_sim.cli.flags import check_clock, refuse
 
     if args.kernel_kind == "attention" and not args.backward:
         refuse(args, ("forward",), "adds the forward pass to --backward; without --backward the forward is what is timed")
-    if args.cost_model == "roofline":
-        refuse(args, ("clock_mhz",), "scales the kernel cost model's compute rates; the roofline has no clock "
-               "(--cost-model kernel)")
-
     spec = _spec(args.device, args.device_file)
+    check_clock(args, [spec])
     q = _core.KernelQuery()
     q.dtype = _core.parse_dtype(_CORE_DTYPES[args.dtype])
     if args.kernel_kind == "matmul":
@@ -140,12 +137,7 @@ def cmd_kernel(args: argparse.Namespace) -> int:
     options = _core.CostOptions()
     options.include_launch_overhead = False
     options.allow_tf32 = args.dtype == "tf32"
-    if args.clock_mhz:
-        if args.clock_mhz <= 0:
-            raise UsageError("--clock-mhz must be positive")
-        from accel_sim.cli.train import check_clock
-
-        check_clock(args, [spec])
+    if args.clock_mhz is not None:
         options.clock_hz = args.clock_mhz * 1e6
     try:
         e = _core.estimate_kernel(q, spec, args.cost_model, options)

@@ -253,7 +253,7 @@ def _target_kind(args: argparse.Namespace) -> str:
 
 def _refuse_inapplicable(args: argparse.Namespace, kind: str) -> None:
     """Refuses every typed flag that the run of `kind` would not use (flags.refuse)."""
-    from accel_sim.cli.flags import given, refuse
+    from accel_sim.cli.flags import refuse, refuse_attention_kernel_under_roofline, refuse_train_with_another_phase
     from accel_sim.errors import UsageError
 
     training = args.train or (kind == "model" and args.phase == "train")
@@ -267,8 +267,7 @@ def _refuse_inapplicable(args: argparse.Namespace, kind: str) -> None:
         refuse(args, ("phase",), "applies to --model; a script's training step is --train")
         refuse(args, _BUILDER_ONLY, "applies to a graph built with --model NAME; a script or a saved graph runs "
                "the shapes and ops its own code makes")
-    if given(args, "train") and given(args, "phase") and args.phase != "train":
-        raise UsageError(f"--train and --phase {args.phase} ask for different runs; give one")
+    refuse_train_with_another_phase(args)
     if not training:
         refuse(args, _TRAINING_ONLY, "applies to a training step (--train, or --phase train with --model)")
     if kind == "model":
@@ -282,11 +281,7 @@ def _refuse_inapplicable(args: argparse.Namespace, kind: str) -> None:
             refuse(args, ("kv_dtype",), "applies to prefill and decode: a training step keeps no KV cache")
         if args.system and args.tp == 1 and args.cp == 1 and args.ep == 1:
             refuse(args, ("system",), "times the collectives of a run with --tp, --cp or --ep above 1; this one has none")
-    if args.cost_model == "roofline":
-        refuse(args, ("clock_mhz",), "applies to the kernel cost model; the roofline has no clock (--cost-model kernel)")
-        if not (kind == "model" and args.attention_impl == "eager"):
-            refuse(args, ("attention_impl",), "picks the attention kernel the kernel cost model times; the roofline "
-                   "costs every kernel alike (with --model, eager also builds the unfused attention core)")
+    refuse_attention_kernel_under_roofline(args, eager_builds_core=kind == "model")
     if not getattr(args, "json", False):
         refuse(args, ("no_ops",), "applies to --json output")
     elif hasattr(args, "top"):
@@ -298,8 +293,7 @@ def _refuse_inapplicable(args: argparse.Namespace, kind: str) -> None:
 def _load(args: argparse.Namespace) -> Any:
     """The graph of the run (built, captured or read), after refusing the flags it would not use."""
     from accel_sim.api import build_model_graph, load_target
-    from accel_sim.cli.flags import given
-    from accel_sim.cli.train import check_clock
+    from accel_sim.cli.flags import check_clock, given
     from accel_sim.device import resolve_device
     from accel_sim.errors import UsageError
 

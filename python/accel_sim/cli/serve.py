@@ -164,7 +164,7 @@ def _system_for(device_id: str, name: str | None) -> Any:
 def _refuse_inapplicable(args: argparse.Namespace, devices: list[str]) -> None:
     """Refuses typed flags this deployment and workload would not use (accel_sim.cli.flags); the
     workload's own (a trace's timestamps, what is random) are refused in _workload."""
-    from accel_sim.cli.flags import refuse
+    from accel_sim.cli.flags import refuse, refuse_attention_kernel_under_roofline
 
     if args.tp * args.pp == 1 and not args.disaggregate:
         refuse(args, ("system",), "is the node a multi-GPU replica (--tp or --pp above 1) or a disaggregated deployment "
@@ -206,9 +206,7 @@ def _refuse_inapplicable(args: argparse.Namespace, devices: list[str]) -> None:
                "the capacity table sizes replicas for)")
     if not args.trace:
         refuse(args, ("trace_steps",), "sets the steps --trace keeps; give --trace FILE")
-    if args.cost_model == "roofline":
-        refuse(args, ("attention_impl",), "picks the attention kernel the kernel cost model times; the roofline "
-               "costs every kernel alike")
+    refuse_attention_kernel_under_roofline(args, eager_builds_core=False)
 
 
 def position_limit(model: Any) -> tuple[int | None, str]:
@@ -423,7 +421,8 @@ def serve_runs(args: argparse.Namespace) -> tuple[list, list]:
     ServeResult, MaxQpsResult or None), failed (device spec, why) for devices that cannot serve
     the model (with one device, that is a UsageError instead)."""
     from accel_sim import _core
-    from accel_sim.cli.train import check_clock, refuse_unused_device_files
+    from accel_sim.cli.flags import check_clock
+    from accel_sim.cli.train import refuse_unused_device_files
     from accel_sim.device import resolve_device
     from accel_sim.errors import UsageError
     from accel_sim.io.model_config import load_model_spec

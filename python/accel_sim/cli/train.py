@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from accel_sim.cli.flags import AT_LEAST_ONE, CLOCK_MHZ, COUNT
+from accel_sim.cli.flags import AT_LEAST_ONE, CLOCK_MHZ, COUNT, check_clock
 from accel_sim.report.json_report import SCHEMA_VERSION
 
 PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8-mixed", "bf16", "fp16", "fp32")
@@ -129,26 +129,10 @@ def run_inputs(args: argparse.Namespace, entry: Any) -> RunInputs:
                      chosen.variant_of.spec.id if chosen.variant_of is not None else None, chosen, use)
 
 
-def check_clock(args: argparse.Namespace, devices: list[Any]) -> None:
-    """Refuses a --clock-mhz the run cannot honour: the roofline has no clock, and a device file
-    without `clock_mhz` gives no clock for the override to scale its peaks from (the kernel model
-    would ignore it, core/src/cost/kernel.cc)."""
-    from accel_sim.errors import UsageError
-
-    if args.clock_mhz is None:
-        return
-    if args.cost_model == "roofline":
-        raise UsageError("--clock-mhz applies to the kernel cost model; the roofline has no clock (--cost-model kernel)")
-    for device in devices:
-        if not device.clock_hz > 0:
-            raise UsageError(f"--clock-mhz scales a device's peaks by the new clock over the clock they are quoted at; "
-                             f"{device.id}'s file gives no clock_mhz")
-
-
 def _refuse_run_flags(args: argparse.Namespace, spec: Any) -> None:
     """Refuses typed flags of add_run_args that `spec` or the cost model would not use
     (accel_sim.cli.flags); `train` refuses its layout's own in _refuse_layout_flags."""
-    from accel_sim.cli.flags import refuse
+    from accel_sim.cli.flags import refuse, refuse_attention_kernel_under_roofline
 
     ep = args.ep if isinstance(args.ep, list) or args.ep is None else [args.ep]  # plan: a list, or the search's
     if not spec.moe.num_experts:
@@ -156,9 +140,7 @@ def _refuse_run_flags(args: argparse.Namespace, spec: Any) -> None:
     elif ep is not None and max(ep) == 1:
         refuse(args, ("expert_imbalance",), "is the busiest expert-parallel rank's share of routed tokens over the "
                "mean; with --ep 1 every rank runs every expert")
-    if args.cost_model == "roofline" and args.attention_impl != "eager":
-        refuse(args, ("attention_impl",), "picks the attention kernel the kernel cost model times; the roofline "
-               "costs every kernel alike (eager also builds the unfused attention core)")
+    refuse_attention_kernel_under_roofline(args, eager_builds_core=True)
 
 
 def _refuse_layout_flags(args: argparse.Namespace) -> None:
