@@ -180,6 +180,11 @@ NUMBERS = [
     (PLAN + ["--clock-mhz", "inf"], "--clock-mhz"),
     (SERVE + ["--clock-mhz", "0"], "--clock-mhz"),
     (PLAN + ["--top", BIG], "--top"),
+    (PLAN + ["--threads", "1025"], "--threads"),  # the core's kMaxPlanThreads is 1,024
+    (PLAN + ["--threads", "-1"], "--threads"),
+    (["sweep", "--grid", "g.yaml", "--out", "o.csv", "--workers", "-1"], "--workers"),
+    (["sweep", "--grid", "g.yaml", "--out", "o.csv", "--batch-size", "0"], "--batch-size"),
+    (SERVE + ["--replicas", "2", "--disaggregate", "-1"], "--disaggregate"),
     (PLAN[:5] + ["--gpus", BIG] + PLAN[7:], "--gpus"),
     (PLAN[:7] + ["--global-batch", BIG] + PLAN[9:], "--global-batch"),
     (PLAN[:7] + ["--global-batch-tokens", "9" * 400] + PLAN[9:], "--global-batch-tokens"),
@@ -207,6 +212,12 @@ def test_numbers_out_of_range_name_the_flag(argv, flag, capsys):
     assert done.value.code == 2
     line = _one_line(capsys)
     assert f"error: argument {flag}: expected " in line, line
+
+
+def test_disaggregate_0_is_its_default_no_prefill_replicas(capsys):
+    """--disaggregate takes 0, its default (every replica runs prefill and decode), as typed."""
+    assert _json(SERVE + ["--disaggregate", "0", "--quiet"], capsys)["results"] == \
+        _json(SERVE + ["--quiet"], capsys)["results"]
 
 
 # ---- one rule, one message ---------------------------------------------------------------------

@@ -81,11 +81,6 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if not names:
         raise UsageError("--devices names no device")
     specs = [resolve_device(name, args.device_file).spec for name in names]
-    for flag in ("batch", "seq", "tp"):
-        if getattr(args, flag) < 1:
-            raise UsageError(f"--{flag} must be at least 1")
-    if args.max is not None and args.max < 1:
-        raise UsageError("--max must be at least 1")
     if args.model is not None:
         spec = load_model_spec(args.model, dtype=args.dtype)
         positions = spec.max_position_embeddings or 131072

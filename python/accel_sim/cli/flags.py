@@ -161,6 +161,11 @@ def counts_up_to(high: int, why: str) -> dict:
     return _integer(1, high, f"a whole number from 1 to {high:,} ({why})")
 
 
+def whole_up_to(high: int, why: str) -> dict:
+    """A whole number from 0 to `high` (a bound on work where 0 means the default, `why` says both)."""
+    return _integer(0, high, f"a whole number from 0 to {high:,} ({why})")
+
+
 def _integer(low: int, high: int, what: str) -> dict:
     return {"type": int, "action": _Checked, "check": lambda v: None if low <= v <= high else what}
 

@@ -9,7 +9,7 @@ import re
 import time
 from typing import Any
 
-from accel_sim.cli.flags import COUNT
+from accel_sim.cli.flags import COUNT, whole_up_to
 from accel_sim.cli.progress import Progress
 from accel_sim.cli.train import (RECOMPUTE, add_run_args, estimate_dict, layout_dict,
                                  refuse_device_files_no_run_uses, run_inputs)
@@ -60,7 +60,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--sp", choices=("on", "off"), help="only with / without sequence parallelism")
     p.add_argument("--order", help="only these rank orders (comma-separated, e.g. tp-cp-ep-dp-pp)")
     p.add_argument("--top", **COUNT, default=10, help="configurations to print (default: 10)")
-    p.add_argument("--threads", type=int, default=0,
+    p.add_argument("--threads", **whole_up_to(MAX_THREADS, "0: all cores; the core's kMaxPlanThreads"), default=0,
                    help=f"search threads, 0 to {MAX_THREADS:,} (default 0: all cores); threads the system cannot "
                    "start are done without")
     p.add_argument("--train-tokens", type=lambda t: _count(t, _DECIMAL, "token count"), default=1e12,
@@ -133,11 +133,7 @@ def plan_runs(args: argparse.Namespace) -> list[tuple[Any, Any, int, Any, float]
                                    args.device_file) for s in args.system.split(",") if s.strip()]
     if not systems:
         raise UsageError("--system names no system (see `accel-sim systems`)")
-    if not 0 <= args.threads <= MAX_THREADS:
-        raise UsageError(f"--threads takes 0 (all cores) to {MAX_THREADS:,} (got {args.threads:,})")
     global_batch = _global_batch(args)
-    if args.top < 1:
-        raise UsageError(f"--top must be at least 1 (got {args.top})")
     inputs = [(entry, run_inputs(args, entry)) for entry in systems]
     refuse_device_files_no_run_uses(args, [run for _, run in inputs])
     runs = []

@@ -10,7 +10,7 @@ import re
 import sys
 from typing import Any
 
-from accel_sim.cli.flags import CLOCK_MHZ, COUNT, FRACTION, POSITIVE, RESERVE_FRACTION, SEED, counts_up_to
+from accel_sim.cli.flags import CLOCK_MHZ, COUNT, FRACTION, POSITIVE, RESERVE_FRACTION, SEED, WHOLE, counts_up_to
 from accel_sim.cli.progress import Progress
 from accel_sim.io import fields
 from accel_sim.io.serve_trace import MAX_LENGTH  # a request's lengths: the core's int32 (core/include/accelsim/serve.h)
@@ -121,7 +121,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--watermark", **RESERVE_FRACTION, default=0.01, help="fraction of KV blocks kept free at admission (default: 0.01)")
     s.add_argument("--gpu-memory-utilization", **FRACTION, default=0.9, help="fraction of device memory the engine may use (default: 0.9)")
     s.add_argument("--prefix-caching", action="store_true", help="reuse cached prompt blocks (needs block hashes in --workload)")
-    s.add_argument("--disaggregate", **COUNT, default=0, metavar="P",
+    s.add_argument("--disaggregate", **WHOLE, default=0, metavar="P",
                    help="P of the replicas run prefill only, the rest decode; the KV cache moves over the system's NICs")
     w = p.add_argument_group("workload")
     w.add_argument("--workload", metavar="TRACE", help="a JSONL/CSV trace: per-request lengths and, if present, timestamps (docs/formats/serve-trace.md)")
