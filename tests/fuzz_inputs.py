@@ -510,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=int, default=20261124)
     p.add_argument("--cases", type=int, default=3000, help="cases to run at most (default: 3000)")
-    p.add_argument("--seconds", type=float, default=75.0, help="stop starting cases after this long (default: 75)")
+    p.add_argument("--seconds", type=float, default=75.0, help="stop starting cases after this long (default: 75; 0: no limit, every case of --cases runs)")
     p.add_argument("--case-timeout", type=float, default=60.0, help="a case running longer is a hang (default: 60 s)")
     p.add_argument("--replay", type=int, action="append", help="run only case N (repeatable)")
     p.add_argument("--failures", default=str(REPO / "build" / "fuzz-failures"), help="where failing cases are written")
@@ -525,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="accel-sim-fuzz-") as tmp:
         for n in numbers:
-            if not args.replay and time.monotonic() - start > args.seconds:
+            if not args.replay and args.seconds and time.monotonic() - start > args.seconds:
                 break
             case = draw(args.seed, n, base)
             if args.progress:
