@@ -161,7 +161,7 @@ def test_a_script_that_never_returns_stops_at_its_timeout(tmp_path: Path, baseli
     took_s = time.monotonic() - start
     assert result.returncode == 2
     line = _one_error_line(result)
-    assert "get_model() was still running after the 2 s timeout" in line and "--timeout" in line
+    assert "get_model() was still running after its 2 s time limit; allow more with --timeout" in line
     # 2 s of the script plus the interpreter's and PyTorch's start (about 3 s here, more on a
     # busy machine); without the limit it would run for hours.
     assert took_s < 60
@@ -186,6 +186,27 @@ def test_timeout_zero_is_no_limit_and_a_quick_script_is_unaffected(tmp_path: Pat
         assert result.returncode == 0, result.stderr
         # Linear(4, 4) on 2 x 4 fp32: 2 * 2 * 4 * 4 = 64 FLOPs of the matmul plus 2 * 4 of the bias.
         assert json.loads(result.stdout)["flops"] == 2 * 2 * 4 * 4 + 2 * 4
+
+
+def test_the_command_line_and_the_api_say_a_time_limit_alike():
+    from accel_sim.cli.script_watch import _timeout_message
+    from accel_sim.script_run import ScriptRun
+
+    run = ScriptRun("model.py")
+    run.enter_phase("get_model()")
+    assert _timeout_message(run, 2) == ("accel-sim: error: model.py: get_model() was still running after its 2 s time "
+                                        "limit; allow more with --timeout SECONDS (0: no limit)\n")
+    assert run.time_limit_message(2) == "model.py: get_model() was still running after its 2 s time limit"
+
+
+def test_status_line_names_no_phase_before_the_capture_enters_one():
+    from accel_sim.cli.script_watch import _status_text
+    from accel_sim.script_run import ScriptRun
+
+    run = ScriptRun("model.py")
+    run.started_s = time.monotonic() - 5
+    assert _status_text(run, 0) == "capturing model.py · 5s"
+    assert ScriptRun("model.py").time_limit_message(1) == "model.py was still running after its 1 s time limit"
 
 
 SLEEPS = "import time, torch\n\n\ndef get_model():\n    time.sleep(2)\n    return torch.nn.Linear(4, 4), torch.randn(2, 4)\n"

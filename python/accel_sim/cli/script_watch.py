@@ -48,13 +48,12 @@ def _status_after_s() -> float:
 def _timeout_message(run, timeout_s: float) -> str:
     # On a terminal the status line may be on screen: the message starts by erasing it.
     erase = "\r\x1b[K" if sys.stderr.isatty() else ""
-    return (f"{erase}accel-sim: error: {run.path}: {run.phase} was still running after the {timeout_s:g} s "
-            "timeout; allow more with --timeout SECONDS (0: no limit)\n")
+    return f"{erase}accel-sim: error: {run.time_limit_message(timeout_s)}; allow more with --timeout SECONDS (0: no limit)\n"
 
 
 def _status_text(run, timeout_s: float) -> str:
     ops = run.ops_traced()
-    parts = [f"capturing {os.path.basename(run.path)}", run.phase]
+    parts = [f"capturing {os.path.basename(run.path)}"] + ([run.phase] if run.phase else [])
     if run.graph is not None:
         parts.append(f"{ops:,} op{'' if ops == 1 else 's'} traced")
     elapsed = eta_text(run.elapsed_s())
