@@ -28,7 +28,7 @@ def _count(text: str, units: dict, what: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a {what} such as 16M (got {text!r})")
     value = float(m.group(1)) * units[m.group(2)]
     if not 1 <= value <= INT64_MAX:
-        raise argparse.ArgumentTypeError(f"expected a {what} of at least 1 and at most 2^63 (got {text!r})")
+        raise argparse.ArgumentTypeError(f"expected a {what} from 1 to 2^63 - 1 (got {text!r})")
     return value
 
 
