@@ -1,5 +1,5 @@
 """Seeded fuzzing of accel-sim's inputs: device, system, model-config, graph, serve-trace and grid
-files, and command-line values.
+files, command-line values, and the sizes a model script's example inputs are resized to.
 
 Each case takes a valid input, mutates it (a value replaced by one of the wrong kind or out of
 range, a key dropped or added, bytes flipped, the file cut short), runs the command that reads it
@@ -314,9 +314,47 @@ def cli_case(rng: random.Random, base: dict) -> Case:
     return Case("cli", argv, {"tiny.json": _dump_json(tiny_config("llama-3-8b"))})
 
 
+# A model script with get_model(), token ids in, logits out: --batch and --seq resize its example
+# input (2 sequences of 8 ids) before capture, to sizes up to and beyond what a tensor can count.
+TOKEN_SCRIPT = b"""import torch
+from torch import nn
+
+
+class Tokens(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(100, 16)
+        self.head = nn.Linear(16, 100)
+
+    def forward(self, ids):
+        return self.head(self.embed(ids))
+
+
+def get_model():
+    return Tokens(), torch.zeros(2, 8, dtype=torch.long)
+"""
+SCRIPT_TEMPLATES = [
+    ["simulate", "{dir}/tokens.py", "--batch", "2", "--seq", "8", "--json", "--no-ops"],
+    ["simulate", "{dir}/tokens.py", "--train", "--batch", "2", "--seq", "8", "--json", "--no-ops"],
+    ["compare", "{dir}/tokens.py", "--devices", "a100,h100", "--batch", "2", "--seq", "8", "--json"],
+    ["fit", "{dir}/tokens.py", "--axis", "batch", "--devices", "h100", "--seq", "8", "--max", "64", "--json"],
+    ["fit", "{dir}/tokens.py", "--axis", "seq", "--devices", "h100", "--batch", "2", "--max", "64", "--json"],
+]
+SIZE_VALUES = ["1", "3", "2000000", "100000000000", str(2**40), str(2**53), str(2**62), str(2**63 - 1)]
+
+
+def script_case(rng: random.Random, base: dict) -> Case:
+    argv = list(rng.choice(SCRIPT_TEMPLATES))
+    slots = [i for i, a in enumerate(argv) if argv[i - 1] in ("--batch", "--seq", "--max")]
+    for i in rng.sample(slots, rng.choice([1, 1, 2])):
+        argv[i] = rng.choice(SIZE_VALUES if rng.random() < 0.6 else CLI_VALUES)
+    return Case("script", argv, {"tokens.py": TOKEN_SCRIPT})
+
+
 KINDS: list[tuple[str, float, Callable]] = [
     ("device", 0.2, device_case), ("system", 0.12, system_case), ("config", 0.24, config_case),
     ("graph", 0.14, graph_case), ("trace", 0.1, trace_case), ("grid", 0.08, grid_case), ("cli", 0.12, cli_case),
+    ("script", 0.04, script_case),
 ]
 
 
@@ -472,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=int, default=20261124)
     p.add_argument("--cases", type=int, default=3000, help="cases to run at most (default: 3000)")
-    p.add_argument("--seconds", type=float, default=75.0, help="stop starting cases after this long (default: 75)")
+    p.add_argument("--seconds", type=float, default=75.0, help="stop starting cases after this long (default: 75; 0: no limit, every case of --cases runs)")
     p.add_argument("--case-timeout", type=float, default=60.0, help="a case running longer is a hang (default: 60 s)")
     p.add_argument("--replay", type=int, action="append", help="run only case N (repeatable)")
     p.add_argument("--failures", default=str(REPO / "build" / "fuzz-failures"), help="where failing cases are written")
@@ -487,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="accel-sim-fuzz-") as tmp:
         for n in numbers:
-            if not args.replay and time.monotonic() - start > args.seconds:
+            if not args.replay and args.seconds and time.monotonic() - start > args.seconds:
                 break
             case = draw(args.seed, n, base)
             if args.progress:

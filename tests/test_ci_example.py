@@ -132,7 +132,9 @@ def test_check_step_passes_fails_and_summarizes(workflow, tmp_path):
     (line,) = [ln for ln in check.splitlines() if ln.strip().startswith("accel-sim check")]
     assert "--json" in line and "--baseline" in line and "--max-regression 5%" in line
     result_file = tmp_path / re.search(r">\s*(\S+)", line).group(1)
-    small = {**env, "ACCEL_SIM_TARGET": "--model gpt2 --seq 128"}
+    config = json.loads((REPO / "python" / "accel_sim" / "data" / "models" / "gpt2.json").read_text())
+    (tmp_path / "model.json").write_text(json.dumps(config))
+    small = {**env, "ACCEL_SIM_TARGET": "--model model.json --seq 128"}
 
     # The baseline, as examples/ci/README.md writes it: the same command line plus --write-baseline.
     write = _bash(line.replace("--json", "--json --write-baseline"), small, tmp_path)
@@ -153,8 +155,10 @@ def test_check_step_passes_fails_and_summarizes(workflow, tmp_path):
     assert json.loads(result_file.read_text())["passed"] is True
     assert "| latency_s |" in text and "| ok |" in text and "regressed" not in text and text.rstrip().endswith("passed")
 
-    # A pull request that doubles the sequence: the prefill's time about doubles, so exit 1.
-    text = step({**env, "ACCEL_SIM_TARGET": "--model gpt2 --seq 256"}, 1)
+    # A pull request that doubles the layers: the prefill's time grows by more than half (the
+    # LM head stays one), so exit 1.
+    (tmp_path / "model.json").write_text(json.dumps({**config, "n_layer": 2 * config["n_layer"]}))
+    text = step(small, 1)
     result = json.loads(result_file.read_text())
     assert result["passed"] is False and result["checks"][0]["exceeded"] is True
     latency_row = next(r for r in text.splitlines() if r.startswith("| latency_s |"))

@@ -169,3 +169,20 @@ def test_the_html_reports_say_the_clock_was_overridden(tmp_path, capsys):
     label = "NVIDIA H100 SXM5 80GB at 915 MHz (clock overridden; its file: 1830 MHz)"
     assert label in pages["train"].read_text() and label in pages["plan"].read_text()
     assert "clock overridden: 915 MHz" in pages["serve"].read_text()
+
+
+def test_plan_over_systems_takes_the_device_file_one_of_them_uses(tmp_path, capsys):
+    own = _device_file(tmp_path, "acme_h1", memory_gib=64)
+    data = yaml.safe_load((Path(__file__).resolve().parents[1] / "python/accel_sim/data/systems/dgx_h100.yaml").read_text())
+    data.update(id="acme_sys", name="ACME cluster", device="acme_h1")
+    system = tmp_path / "acme_sys.yaml"
+    system.write_text(yaml.safe_dump(data, sort_keys=False))
+    run = PLAN[:4] + [f"dgx_h100,{system}"] + PLAN[5:]
+    d = _json(run + ["--device-file", own], capsys)
+    assert [(r["system"], r["device"]) for r in d] == [("dgx_h100", "h100_sxm"), ("acme_sys", "acme_h1")]
+    # A device file that neither system uses is still refused, naming the devices they use.
+    other = _device_file(tmp_path, "acme_h2")
+    assert main(run + ["--device-file", own, "--device-file", other]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"accel-sim: error: --device-file {other} gives acme_h2, which this run does not use: its GPUs are h100_sxm "
+        "(the device of dgx_h100), acme_h1 (the device of acme_sys); --device picks another"]

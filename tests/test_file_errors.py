@@ -45,6 +45,8 @@ def _device(tmp_path: Path, edit, name: str = "fuzzchip") -> Path:
     (lambda d: d.update(memory_gib=0), "'memory_gib' must be at least 9.53674e-07"),
     (lambda d: d.update(memory_gib=1e-320), "'memory_gib' must be at least 9.53674e-07"),  # a denormal
     (lambda d: d["peak_tflops"].update(bf16=1e-300), "'bf16' must be 0 (no such unit) or at least 1e-09 TFLOP/s"),
+    # A --clock-mhz override divides by this clock: its peaks became infinite.
+    (lambda d: d.update(clock_mhz=1e-300), "'clock_mhz' must be 0 (not known) or at least 0.001 MHz (a kilohertz)"),
     (lambda d: d["kernel"].update(matmul_efficiency=1e-300), "'kernel.matmul_efficiency' must be a fraction in [1e-06, 1]"),
     (lambda d: d.update(memory_gib=1e300), "'memory_gib' must be at most"),
     (lambda d: d.update(compute_units=2**63), "'compute_units' must be an integer in"),
@@ -57,6 +59,35 @@ def test_malformed_device_values(tmp_path, capsys, edit, expected):
     path = _device(tmp_path, edit)
     line = _one_line_error(capsys, ["simulate", "--model", "llama-3-8b", "--device-file", str(path), "--device", "fuzzchip"])
     assert str(path) in line and expected in line, line
+    line = _one_line_error(capsys, ["simulate", "--model", "llama-3-8b", "--device-file", str(path), "--device", "fuzzchip",
+                                    "--clock-mhz", "1000"])
+    assert str(path) in line and expected in line, line
+
+
+def test_a_clock_of_zero_is_not_known(tmp_path, capsys):
+    # clock_mhz 0 is a clock not given: the run goes on, and only an override is refused.
+    path = _device(tmp_path, lambda d: d.update(clock_mhz=0))
+    assert main(["simulate", "--model", "gpt2", "--seq", "128", "--device-file", str(path), "--device", "fuzzchip",
+                 "--json", "--no-ops"]) == 0
+    capsys.readouterr()
+    line = _one_line_error(capsys, ["simulate", "--model", "gpt2", "--seq", "128", "--device-file", str(path),
+                                    "--device", "fuzzchip", "--clock-mhz", "1000"])
+    assert "fuzzchip's file gives no clock_mhz" in line, line
+
+
+@pytest.mark.parametrize("command,text,expected", [
+    # YAML keeps the last of a key given twice: the device ran with 96 GiB, not the 80 it also said.
+    (["devices", "--device-file"], "id: fuzzchip\nmemory_gib: 80\nmemory_gib: 96\n",
+     ":3: 'memory_gib' is given twice in the same mapping"),
+    (["systems", "--system-file"], "id: fuzzsys\nscaleup:\n  gpus: 8\n  gpus: 72\n",
+     ":4: 'gpus' is given twice in the same mapping"),
+    (["devices", "--device-file"], "a:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 20)) + "  " * 20 + "v: 1\n",
+     ":16: nested more than 16 levels deep"),
+])
+def test_device_and_system_files_are_read_as_strictly_as_grid_files(tmp_path, capsys, command, text, expected):
+    path = tmp_path / ("fuzzchip.yaml" if command[0] == "devices" else "fuzzsys.yaml")
+    path.write_text(text)
+    assert _one_line_error(capsys, [*command, str(path)]) == f"accel-sim: error: {path}{expected}"
 
 
 def test_non_utf8_device_file(tmp_path, capsys):
@@ -177,6 +208,9 @@ def test_graph_file_with_an_infinity(tmp_path, capsys):
     (["simulate", "--model", "gpt2", "--batch", str(2**70)],
      "argument --batch: expected a whole number from 1 to 2^63 - 1, got 1180591620717411303424"),
     (["simulate", "--model", "gpt2", "--clock-mhz", "nan"], "argument --clock-mhz: expected a clock in MHz from 0.001 to 100,000, got nan"),
+    # A kernel's time scales by the file's clock over this one: 1e-300 MHz made it 2e306 s.
+    (["simulate", "--model", "gpt2", "--clock-mhz", "1e-300"], "argument --clock-mhz: expected a clock in MHz from 0.001"),
+    (["kernel", "matmul", "--m", "8", "--n", "8", "--k", "8", "--clock-mhz", "1e-300"], "argument --clock-mhz: expected a clock"),
     (["simulate", "--model", "gpt2", "--batch", "x"], "argument --batch: invalid int value: 'x'"),
 ])
 def test_command_line_numbers(capsys, argv, expected):

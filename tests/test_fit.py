@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import REPO, run_cli
 
 
@@ -75,3 +77,26 @@ def test_fit_usage_errors():
     assert both.returncode == 2 and "either a script or --model" in both.stderr
     device = run_cli("fit", "--model", "gpt2", "--devices", "h100,nosuchchip", "--axis", "batch")
     assert device.returncode == 2 and "nosuchchip" in device.stderr and "Traceback" not in device.stderr
+
+
+def test_the_search_limit_stops_where_no_device_can_fit():
+    # A limit near 2^63 reached the core's search, whose guesses are doubles, and came back as a
+    # negative batch ("--batch must be at least 1 (got -9223372036854775808)").
+    limit = run_cli("fit", "--model", "gpt2", "--devices", "h100", "--axis", "batch", "--seq", "128",
+                    "--max", str(2**63 - 1))
+    assert limit.returncode == 2 and limit.stderr.strip().splitlines() == [
+        "accel-sim fit: error: argument --max: expected a whole number from 1 to 1,125,899,906,842,624 (2^50: no "
+        "device holds as many bytes, and each sequence or token takes at least one), got 9223372036854775807 "
+        "(see `accel-sim fit --help`)"]
+    # A probe that fails says which value the search was trying.
+    from accel_sim.device import resolve_device
+    from accel_sim.errors import UsageError
+    from accel_sim.fit import fit
+
+    def probe(value: int) -> int:
+        raise UsageError("batch x seq x hidden_size x 4 bytes overflows 64-bit byte counts")
+
+    with pytest.raises(UsageError) as failed:
+        fit(probe, [resolve_device("h100").spec], "batch", 2**50, "a model")
+    assert str(failed.value) == ("at batch 1, a value the search probed (--max 1,125,899,906,842,624 bounds it): "
+                                 "batch x seq x hidden_size x 4 bytes overflows 64-bit byte counts")

@@ -57,6 +57,76 @@ def test_script_seq_beyond_the_models_positions_is_refused():
         "(its config's max_position_embeddings)"]
 
 
+TOKEN_SCRIPT = ("import torch\n\n\ndef get_model():\n"
+                "    return torch.nn.Embedding(100, 16), torch.zeros(2, 8, dtype=torch.long)\n")
+
+
+@pytest.mark.torch
+def test_resized_inputs_hold_no_bytes():
+    # Capture reads shapes only: a batch of 2^40 sequences of 8 token ids (2^43 int64s, 64 TiB)
+    # is resized without allocating them.
+    import torch
+
+    from accel_sim.capture.script import resize_inputs
+
+    resized = resize_inputs(torch.nn.Embedding(100, 16), (torch.zeros(2, 8, dtype=torch.long),), "batch", 2**40, "s.py")
+    assert resized[0].is_meta and resized[0].shape == (2**40, 8) and resized[0].dtype == torch.long
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("argv,message", [
+    # 2^63 - 1 sequences of 8 int64 ids: more bytes than an int64 counts.
+    (["simulate", "--batch", str(2**63 - 1)], "--batch 9223372036854775807: an example input of shape "
+                                               "[9223372036854775807, 8] (int64) holds more bytes"),
+    (["fit", "--axis", "batch", "--devices", "h100", "--seq", str(2**63 - 1)], "--seq 9223372036854775807: an "
+                                                                                "example input of shape [2, "),
+])
+def test_a_resize_beyond_a_tensors_size_is_one_line(tmp_path, argv, message, capsys):
+    script = tmp_path / "tokens.py"
+    script.write_text(TOKEN_SCRIPT)
+    assert main([argv[0], str(script), *argv[1:], "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("written,checked,differs", [
+    # A batch of 4 against the script's own 2 sequences: half the memory passed as a gain.
+    (["--batch", "4"], [], "--batch 4 there, the script's own batch here"),
+    ([], ["--seq", "16"], "the script's own seq there, --seq 16 here"),
+    ([], ["--dtype", "bf16"], "dtype fp32 there, dtype bf16 here"),
+    ([], ["--train"], "a forward there, a training step (optimizer adamw (fused), precision fp32, gradient "
+                      "accumulation false) here"),
+])
+def test_check_compares_a_script_only_with_a_baseline_of_the_same_run(tmp_path, written, checked, differs, capsys):
+    script, baseline = tmp_path / "tokens.py", tmp_path / "baseline.json"
+    script.write_text(TOKEN_SCRIPT)
+    check = ["check", str(script), "--device", "h100", "--baseline", str(baseline), "--quiet"]
+    assert main([*check, *written, "--write-baseline"]) == 0
+    assert main([*check, *written]) == 0
+    capsys.readouterr()
+    assert main([*check, *checked]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"accel-sim: error: {baseline} was written for another run: {differs}; check the run it was written for, "
+        "or write it again with --write-baseline"]
+
+
+@pytest.mark.parametrize("checked,differs", [
+    (["--seq", "256"], "seq 128 there, seq 256 here"),
+    (["--seq", "128", "--phase", "train"], "phase prefill there, phase train here"),
+    (["--seq", "128", "--dtype", "bf16"], "dtype fp32 there, dtype bf16 here"),
+    (["--seq", "128", "--tp", "2"], "tensor_parallel 1 there, tensor_parallel 2 here"),
+])
+def test_check_compares_a_model_only_with_a_baseline_of_the_same_run(tmp_path, checked, differs, capsys):
+    baseline = tmp_path / "baseline.json"
+    check = ["check", "--model", "gpt2", "--device", "h100", "--baseline", str(baseline)]
+    assert main([*check, "--seq", "128", "--write-baseline"]) == 0
+    capsys.readouterr()
+    assert main([*check, *checked]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"was written for another run: {differs};" in err[0], err
+
+
 REFUSED = [
     # A script runs the shapes and ops its own code makes.
     ([BLOCK, "--tp", "2"], "--tp applies to a graph built with --model NAME"),
@@ -76,7 +146,7 @@ REFUSED = [
     (["--model", "llama-3-8b", "--phase", "train", "--kv-dtype", "fp8"], "a training step keeps no KV cache"),
     (["--model", "llama-3-8b", "--moe-impl", "sequential"], "--moe-impl applies to mixture-of-experts models"),
     (["--model", "llama-3-8b", "--system", "dgx-h100"], "--system times the collectives of a run with --tp"),
-    (["--model", "llama-3-8b", "--train", "--phase", "decode"], "--train and --phase decode ask for different runs"),
+    (["--model", "llama-3-8b", "--train", "--phase", "decode"], "--phase decode and --train ask for different runs"),
     (["--model", "vit-era5", "--seq", "512"], "--seq does not apply to vit-era5"),
     (["--model", "llama-3-8b", "--tf32"], "this run's model is bf16"),
     # Cost-model and output flags.

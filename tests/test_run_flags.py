@@ -42,7 +42,7 @@ REFUSED = [
     (TRAIN + ["--gpus", "8", "--dp", "8", "--seq", "1024", "--device", "h100_nvl", "--clock-mhz", "1000"],
      "h100_nvl's file gives no clock_mhz"),
     (TRAIN + ["--gpus", "8", "--dp", "8", "--seq", "1024", "--device-file", DEVICE],
-     "gives acme_h1, which this run does not use: its GPUs are h100_sxm (the device of dgx_h100; --device picks another)"),
+     "gives acme_h1, which this run does not use: its GPUs are h100_sxm (the device of dgx_h100); --device picks another"),
     (TRAIN + ["--gpus", "8", "--dp", "8", "--seq", "1024", "--device", "a100", "--device-file", DEVICE],
      "gives acme_h1, which this run does not use: its GPUs are a100_80gb (--device)"),
     (PLAN + ["--cost-model", "roofline", "--clock-mhz", "1000"], "the roofline has no clock"),
@@ -180,6 +180,11 @@ NUMBERS = [
     (PLAN + ["--clock-mhz", "inf"], "--clock-mhz"),
     (SERVE + ["--clock-mhz", "0"], "--clock-mhz"),
     (PLAN + ["--top", BIG], "--top"),
+    (PLAN + ["--threads", "1025"], "--threads"),  # the core's kMaxPlanThreads is 1,024
+    (PLAN + ["--threads", "-1"], "--threads"),
+    (["sweep", "--grid", "g.yaml", "--out", "o.csv", "--workers", "-1"], "--workers"),
+    (["sweep", "--grid", "g.yaml", "--out", "o.csv", "--batch-size", "0"], "--batch-size"),
+    (SERVE + ["--replicas", "2", "--disaggregate", "-1"], "--disaggregate"),
     (PLAN[:5] + ["--gpus", BIG] + PLAN[7:], "--gpus"),
     (PLAN[:7] + ["--global-batch", BIG] + PLAN[9:], "--global-batch"),
     (PLAN[:7] + ["--global-batch-tokens", "9" * 400] + PLAN[9:], "--global-batch-tokens"),
@@ -207,3 +212,39 @@ def test_numbers_out_of_range_name_the_flag(argv, flag, capsys):
     assert done.value.code == 2
     line = _one_line(capsys)
     assert f"error: argument {flag}: expected " in line, line
+
+
+def test_disaggregate_0_is_its_default_no_prefill_replicas(capsys):
+    """--disaggregate takes 0, its default (every replica runs prefill and decode), as typed."""
+    assert _json(SERVE + ["--disaggregate", "0", "--quiet"], capsys)["results"] == \
+        _json(SERVE + ["--quiet"], capsys)["results"]
+
+
+# ---- one rule, one message ---------------------------------------------------------------------
+
+SAME_RULE = {
+    "--clock-mhz applies to the kernel cost model; the roofline has no clock (--cost-model kernel)": [
+        ["simulate", "--model", "llama-3-8b", "--cost-model", "roofline", "--clock-mhz", "1000"],
+        ["kernel", "matmul", "--m", "64", "--n", "64", "--k", "64", "--cost-model", "roofline", "--clock-mhz", "1000"],
+        TRAIN + ["--gpus", "8", "--dp", "8", "--seq", "1024", "--cost-model", "roofline", "--clock-mhz", "1000"],
+        PLAN + ["--cost-model", "roofline", "--clock-mhz", "1000", "--quiet"],
+        SERVE + ["--cost-model", "roofline", "--clock-mhz", "1000", "--quiet"],
+    ],
+    "--attention-impl picks the attention kernel the kernel cost model times; the roofline costs every kernel alike "
+    "(eager, which builds the unfused attention core, is taken)": [
+        ["simulate", "--model", "llama-3-8b", "--cost-model", "roofline", "--attention-impl", "flash3"],
+        TRAIN + ["--gpus", "8", "--dp", "8", "--seq", "1024", "--cost-model", "roofline", "--attention-impl", "flash3"],
+        PLAN + ["--cost-model", "roofline", "--attention-impl", "flash3", "--quiet"],
+    ],
+    "--phase decode and --train ask for different runs; give one": [
+        ["simulate", "--model", "llama-3-8b", "--train", "--phase", "decode"],
+        ["fit", "--model", "gpt2", "--devices", "h100", "--axis", "batch", "--train", "--phase", "decode"],
+    ],
+}
+
+
+@pytest.mark.parametrize("message", SAME_RULE, ids=[m.split(";")[0][:40] for m in SAME_RULE])
+def test_a_rule_of_several_commands_says_the_same_on_each(message, capsys):
+    for argv in SAME_RULE[message]:
+        assert main(argv) == 2, argv
+        assert _one_line(capsys) == f"accel-sim: error: {message}", argv

@@ -84,14 +84,17 @@ def test_api_turns_sys_exit_into_a_usage_error(tmp_path: Path):
 
 @pytest.mark.parametrize("content, expected", [
     (None, "not found"),
-    ("{", "not JSON"),
-    ("[1, 2]", "a JSON object"),
-    ('{"latency_s": NaN, "peak_memory_bytes": 1}', "'latency_s' must be a finite, positive number"),
-    ('{"latency_s": Infinity, "peak_memory_bytes": 1}', "'latency_s' must be a finite, positive number"),
-    ('{"latency_s": 0, "peak_memory_bytes": 1}', "'latency_s' must be a finite, positive number"),
-    ('{"latency_s": true, "peak_memory_bytes": 1}', "'latency_s' must be a finite, positive number"),
-    ('{"latency_s": 0.001, "peak_memory_bytes": -1}', "'peak_memory_bytes' must be a finite, non-negative"),
-    ('{"latency_s": 0.001, "peak_memory_bytes": 1, "device": "a100"}', "'device' must be an object"),
+    ("{", "not a JSON baseline"),
+    ("[1, 2]", "baseline.json must be a mapping of keys to values, got a list"),
+    ('{"latency_s": NaN, "peak_memory_bytes": 1}', "not a JSON baseline (NaN is not a JSON number)"),
+    ('{"latency_s": Infinity, "peak_memory_bytes": 1}', "not a JSON baseline (Infinity is not a JSON number)"),
+    ('{"latency_s": 0, "peak_memory_bytes": 1}', "'latency_s' must be greater than 0, got 0"),
+    ('{"latency_s": true, "peak_memory_bytes": 1}', "'latency_s' must be a number, got True"),
+    ('{"peak_memory_bytes": 1}', "'latency_s' must be a number, got None"),
+    ('{"latency_s": 0.001, "peak_memory_bytes": -1}', "'peak_memory_bytes' must be at least 0, got -1"),
+    ('{"latency_s": 0.001, "peak_memory_bytes": 1, "device": "a100"}', "'device' must be a mapping"),
+    ('{"latency_s": 0.001, "peak_memory_bytes": 1, "device": {"id": 3}}', "'device.id' must be a string, got 3"),
+    ('{"latency_s": 0.001, "peak_memory_bytes": 1, "capture": []}', "'capture' must be a mapping"),
     ('{"latency_s": 0.001, "peak_memory_bytes": 1, "device": {"id": "h100_sxm"}}', "written for device 'h100_sxm'"),
 ])
 def test_check_reads_the_baseline_before_running_the_script(tmp_path: Path, content, expected):
@@ -158,7 +161,7 @@ def test_a_script_that_never_returns_stops_at_its_timeout(tmp_path: Path, baseli
     took_s = time.monotonic() - start
     assert result.returncode == 2
     line = _one_error_line(result)
-    assert "get_model() was still running after the 2 s timeout" in line and "--timeout" in line
+    assert "get_model() was still running after its 2 s time limit; allow more with --timeout" in line
     # 2 s of the script plus the interpreter's and PyTorch's start (about 3 s here, more on a
     # busy machine); without the limit it would run for hours.
     assert took_s < 60
@@ -183,6 +186,27 @@ def test_timeout_zero_is_no_limit_and_a_quick_script_is_unaffected(tmp_path: Pat
         assert result.returncode == 0, result.stderr
         # Linear(4, 4) on 2 x 4 fp32: 2 * 2 * 4 * 4 = 64 FLOPs of the matmul plus 2 * 4 of the bias.
         assert json.loads(result.stdout)["flops"] == 2 * 2 * 4 * 4 + 2 * 4
+
+
+def test_the_command_line_and_the_api_say_a_time_limit_alike():
+    from accel_sim.cli.script_watch import _timeout_message
+    from accel_sim.script_run import ScriptRun
+
+    run = ScriptRun("model.py")
+    run.enter_phase("get_model()")
+    assert _timeout_message(run, 2) == ("accel-sim: error: model.py: get_model() was still running after its 2 s time "
+                                        "limit; allow more with --timeout SECONDS (0: no limit)\n")
+    assert run.time_limit_message(2) == "model.py: get_model() was still running after its 2 s time limit"
+
+
+def test_status_line_names_no_phase_before_the_capture_enters_one():
+    from accel_sim.cli.script_watch import _status_text
+    from accel_sim.script_run import ScriptRun
+
+    run = ScriptRun("model.py")
+    run.started_s = time.monotonic() - 5
+    assert _status_text(run, 0) == "capturing model.py · 5s"
+    assert ScriptRun("model.py").time_limit_message(1) == "model.py was still running after its 1 s time limit"
 
 
 SLEEPS = "import time, torch\n\n\ndef get_model():\n    time.sleep(2)\n    return torch.nn.Linear(4, 4), torch.randn(2, 4)\n"

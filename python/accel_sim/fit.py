@@ -18,6 +18,11 @@ from accel_sim import _core
 from accel_sim.errors import UsageError
 
 AXES = ("batch", "seq")
+# The largest search limit: a device holds at most 1e6 GiB (a device file's bound, io/device_file.py),
+# under 2^50 bytes, and every sequence and every token of a run takes at least a byte of it (its
+# input alone), so no larger value can fit. (The core's search computes its guesses in doubles,
+# exact to 2^53: beyond, a guess near 2^63 turned into a negative batch.)
+MAX_LIMIT = 2**50
 
 
 @dataclass
@@ -103,13 +108,17 @@ def fit(probe: Callable[[int], int], devices: list[Any], axis: str, limit: int, 
     """The largest value along `axis` fitting each device (specs), probing through `probe`."""
     if axis not in AXES:
         raise UsageError(f"unknown axis '{axis}' (known: {', '.join(AXES)})")
-    if limit < 1:
-        raise UsageError("--max must be at least 1")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise UsageError(f"--max must be from 1 to {MAX_LIMIT:,} (2^50; no device holds more bytes), got {limit:,}")
     cache: dict[int, int] = {}
 
     def cached(value: int) -> int:
         if value not in cache:
-            cache[value] = int(probe(value))
+            try:
+                cache[value] = int(probe(value))
+            except (UsageError, _core.ConfigError) as e:  # say which value the search was trying
+                raise UsageError(f"at {axis} {value:,}, a value the search probed (--max {limit:,} bounds it): {e}") \
+                    from None
         return cache[value]
 
     rows = []

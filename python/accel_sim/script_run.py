@@ -54,7 +54,7 @@ class ScriptRun:
             raise UsageError(f"a script's time limit must be a positive number of seconds (got {timeout_s})")
         self.path = path
         self.timeout_s = timeout_s
-        self.phase = "starting"
+        self.phase: str | None = None          # what the capture code last said it is doing (None: nothing yet)
         self.started_s = time.monotonic()
         self.graph: Any = None                 # the torch.fx Graph the tracer is filling
         self._graph_inputs = 0                 # its nodes before the first op: the placeholders
@@ -81,6 +81,12 @@ class ScriptRun:
         else:
             self._graph_inputs = len(graph.nodes)
             self.graph = graph
+
+    def time_limit_message(self, timeout_s: float) -> str:
+        """The one line that says the run outlived its time limit, naming the phase it was in
+        (the API raises it; the command line adds how to allow more)."""
+        phase = self.timed_out_in or self.phase
+        return f"{self.path}{': ' + phase if phase else ''} was still running after its {timeout_s:g} s time limit"
 
     def ops_traced(self) -> int:
         graph = self.graph
@@ -119,8 +125,7 @@ class ScriptRun:
             signal.signal(signal.SIGINT, self._previous_sigint)
         _ACTIVE.run = self._outer
         if kind is not None and issubclass(kind, _TimeUp):
-            raise UsageError(f"{self.path}: {self.timed_out_in or self.phase} was still running after its "
-                             f"{self.timeout_s:g} s time limit") from None
+            raise UsageError(self.time_limit_message(self.timeout_s)) from None
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
         self.interrupted_by_signal = True

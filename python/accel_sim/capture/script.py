@@ -100,17 +100,25 @@ def first_tensor(inputs: Any) -> torch.Tensor | None:
     return None
 
 
-def _resized(inputs: Any, dim: int, old: int, new: int) -> Any:
+def _resized(inputs: Any, dim: int, old: int, new: int, flag: str) -> Any:
+    """`inputs` with every tensor whose size along `dim` is `old` made `new` there. The new tensors
+    are on the meta device: capture reads only shapes and dtypes (it makes every input a
+    FakeTensor), so no bytes are allocated, however large the size asked for."""
     if isinstance(inputs, torch.Tensor):
         if inputs.dim() > dim and inputs.shape[dim] == old:
             shape = list(inputs.shape)
             shape[dim] = new
-            return torch.zeros(shape, dtype=inputs.dtype, device=inputs.device)
+            try:
+                return torch.empty(shape, dtype=inputs.dtype, device="meta")
+            except RuntimeError:  # its elements' bytes overflow the int64 torch sizes storage in
+                dtype = str(inputs.dtype).removeprefix("torch.")
+                raise UsageError(f"{flag}: an example input of shape {shape} ({dtype}) holds more bytes than a "
+                                 "tensor's 64-bit size can count") from None
         return inputs
     if isinstance(inputs, dict):
-        return {k: _resized(v, dim, old, new) for k, v in inputs.items()}
+        return {k: _resized(v, dim, old, new, flag) for k, v in inputs.items()}
     if isinstance(inputs, (list, tuple)):
-        return type(inputs)(_resized(v, dim, old, new) for v in inputs)
+        return type(inputs)(_resized(v, dim, old, new, flag) for v in inputs)
     return inputs
 
 
@@ -145,4 +153,4 @@ def resize_inputs(model: torch.nn.Module, inputs: Any, axis: str, value: int, wh
         if limit is not None and value > limit:
             raise UsageError(f"{where}: --seq {value} is beyond the model's {limit} positions (its config's "
                              "max_position_embeddings)")
-    return _resized(inputs, AXIS_DIMS[axis], original, value)
+    return _resized(inputs, AXIS_DIMS[axis], original, value, f"{where}: --{axis} {value}")

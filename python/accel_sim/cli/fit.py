@@ -6,7 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from accel_sim.cli.flags import COUNT
+from accel_sim.cli.flags import COUNT, counts_up_to
+from accel_sim.fit import MAX_LIMIT
 from accel_sim.cli.script_watch import add_timeout_argument, watch_script
 
 _WHAT = {"batch": "batch", "seq": "sequence length"}
@@ -22,7 +23,8 @@ def add_parser(sub: Any, dtypes: tuple[str, ...]) -> None:
     p.add_argument("--train", action="store_true", help="the same as --phase train")
     p.add_argument("--batch", **COUNT, default=1, help="with --axis seq: the batch (--model, default: 1; a script: its example inputs resized along dim 0)")
     p.add_argument("--seq", **COUNT, default=2048, help="with --axis batch: the sequence length, or decode's context (--model, default: 2048; a script: its example inputs resized along dim 1)")
-    p.add_argument("--max", **COUNT, help="largest value to try (default: 65536 for batch; the model's position limit, or 131072, for seq)")
+    p.add_argument("--max", **counts_up_to(MAX_LIMIT, "2^50: no device holds as many bytes, and each sequence or token takes at least one"),
+                   help="largest value to try (default: 65536 for batch; the model's position limit, or 131072, for seq)")
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd", "none"), default="adamw", help="with --phase train (default: adamw)")
     p.add_argument("--no-master-weights", action="store_true", help="with --phase train: gradients and states in the weight dtype")
     p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="with --phase train: activation recomputation (default: none)")
@@ -64,7 +66,7 @@ def _refuse_inapplicable(args: argparse.Namespace, phase: str) -> None:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    from accel_sim.cli.flags import given
+    from accel_sim.cli.flags import given, refuse_train_with_another_phase
     from accel_sim.device import resolve_device
     from accel_sim.errors import UsageError
     from accel_sim.fit import builder_probe, fit, script_probe, write_svg
@@ -72,19 +74,13 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
     if (args.target is None) == (args.model is None):
         raise UsageError("give either a script or --model NAME (not both)")
-    if args.train and given(args, "phase") and args.phase != "train":
-        raise UsageError(f"--train and --phase {args.phase} ask for different runs; give one")
+    refuse_train_with_another_phase(args)
     phase = "train" if args.train else args.phase
     _refuse_inapplicable(args, phase)
     names = [d.strip() for d in args.devices.split(",") if d.strip()]
     if not names:
         raise UsageError("--devices names no device")
     specs = [resolve_device(name, args.device_file).spec for name in names]
-    for flag in ("batch", "seq", "tp"):
-        if getattr(args, flag) < 1:
-            raise UsageError(f"--{flag} must be at least 1")
-    if args.max is not None and args.max < 1:
-        raise UsageError("--max must be at least 1")
     if args.model is not None:
         spec = load_model_spec(args.model, dtype=args.dtype)
         positions = spec.max_position_embeddings or 131072

@@ -99,6 +99,40 @@ def refuse(args: argparse.Namespace, dests: Iterable[str], why: str) -> None:
             raise UsageError(f"{flag(dest)} {why}")
 
 
+# ---- rules that several commands keep ---------------------------------------------------------
+
+
+def check_clock(args: argparse.Namespace, devices: list[Any]) -> None:
+    """Refuses a --clock-mhz the run cannot honour: the roofline has no clock, and a device file
+    without `clock_mhz` gives no clock for the override to scale its peaks from (the kernel model
+    would ignore it, core/src/cost/kernel.cc). Judged on the value, not on whether it was typed:
+    a grid point sets the clock in code, and an override ignored would be a silent wrong answer."""
+    if args.clock_mhz is None:
+        return
+    if args.cost_model == "roofline":
+        raise UsageError("--clock-mhz applies to the kernel cost model; the roofline has no clock (--cost-model kernel)")
+    for device in devices:
+        if not device.clock_hz > 0:
+            raise UsageError(f"--clock-mhz scales a device's peaks by the new clock over the clock they are quoted at; "
+                             f"{device.id}'s file gives no clock_mhz")
+
+
+def refuse_attention_kernel_under_roofline(args: argparse.Namespace, eager_builds_core: bool) -> None:
+    """Refuses a typed --attention-impl under the roofline, which costs every kernel alike; where
+    `eager_builds_core` (a --model graph), eager still changes the graph and is taken."""
+    if args.cost_model != "roofline" or (eager_builds_core and args.attention_impl == "eager"):
+        return
+    refuse(args, ("attention_impl",), "picks the attention kernel the kernel cost model times; the roofline costs "
+           "every kernel alike" + (" (eager, which builds the unfused attention core, is taken)" if eager_builds_core
+                                   else ""))
+
+
+def refuse_train_with_another_phase(args: argparse.Namespace) -> None:
+    """Refuses --train with a typed --phase other than train."""
+    if args.train and args.phase != "train":
+        refuse(args, ("phase",), f"{args.phase} and --train ask for different runs; give one")
+
+
 def check_numbers(args: argparse.Namespace) -> None:
     """Every number parsed from the command line is finite and fits the core's int64 fields:
     argparse's int() and float() accept 'inf', 'nan' and integers of any length, which would reach
@@ -136,6 +170,11 @@ class _Checked(argparse._StoreAction):
 def counts_up_to(high: int, why: str) -> dict:
     """A whole number from 1 to `high` (a bound on work, `why` says where it comes from)."""
     return _integer(1, high, f"a whole number from 1 to {high:,} ({why})")
+
+
+def whole_up_to(high: int, why: str) -> dict:
+    """A whole number from 0 to `high` (a bound on work where 0 means the default, `why` says both)."""
+    return _integer(0, high, f"a whole number from 0 to {high:,} ({why})")
 
 
 def _integer(low: int, high: int, what: str) -> dict:

@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from accel_sim.cli.flags import COUNT, ELEMENTS, POSITIVE
+from accel_sim.cli.flags import CLOCK_MHZ, COUNT, ELEMENTS
 from accel_sim.report.json_report import SCHEMA_VERSION
 from accel_sim.validation import DTYPES as _CORE_DTYPES
 
@@ -24,7 +24,7 @@ def add_parsers(sub: Any) -> None:
         k.add_argument("--device", default="h100", help="device name or alias (default: h100)")
         k.add_argument("--dtype", choices=_DTYPES, default="bf16", help="element type (default: bf16; tf32: fp32 on TF32 tensor cores)")
         k.add_argument("--cost-model", default="kernel", help="cost model (default: kernel)")
-        k.add_argument("--clock-mhz", **POSITIVE, help="core clock override (power-capped or down-clocked parts)")
+        k.add_argument("--clock-mhz", **CLOCK_MHZ, help="core clock override (power-capped or down-clocked parts)")
         k.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file; repeatable")
         k.add_argument("--json", action="store_true", help="print JSON")
         if name == "matmul":
@@ -76,9 +76,10 @@ def _write_device_file(args: argparse.Namespace, k: Any, rows: int, data: str) -
     import yaml
 
     from accel_sim.device import resolve_device
+    from accel_sim.io import fields
 
     entry = resolve_device(args.device, args.device_file).entry
-    doc = yaml.safe_load(Path(entry.path).read_text(encoding="utf-8"))
+    doc = fields.read_yaml(entry.path, "device")
     section: dict[str, Any] = {"calibrated": True}
     section.update({key: round(getattr(k, key), 4) for key in _KERNEL_KEYS if getattr(k, key) > 0})
     section["gemm_tile_overhead_us"] = round(k.gemm_tile_overhead_s * 1e6, 3)
@@ -104,15 +105,12 @@ def cmd_kernel(args: argparse.Namespace) -> int:
 
     if args.kernel_kind in COLLECTIVES:
         return cmd_collective(args)
-    from accel_sim.cli.flags import refuse
+    from accel_sim.cli.flags import check_clock, refuse
 
     if args.kernel_kind == "attention" and not args.backward:
         refuse(args, ("forward",), "adds the forward pass to --backward; without --backward the forward is what is timed")
-    if args.cost_model == "roofline":
-        refuse(args, ("clock_mhz",), "scales the kernel cost model's compute rates; the roofline has no clock "
-               "(--cost-model kernel)")
-
     spec = _spec(args.device, args.device_file)
+    check_clock(args, [spec])
     q = _core.KernelQuery()
     q.dtype = _core.parse_dtype(_CORE_DTYPES[args.dtype])
     if args.kernel_kind == "matmul":
@@ -139,12 +137,7 @@ def cmd_kernel(args: argparse.Namespace) -> int:
     options = _core.CostOptions()
     options.include_launch_overhead = False
     options.allow_tf32 = args.dtype == "tf32"
-    if args.clock_mhz:
-        if args.clock_mhz <= 0:
-            raise UsageError("--clock-mhz must be positive")
-        from accel_sim.cli.train import check_clock
-
-        check_clock(args, [spec])
+    if args.clock_mhz is not None:
         options.clock_hz = args.clock_mhz * 1e6
     try:
         e = _core.estimate_kernel(q, spec, args.cost_model, options)

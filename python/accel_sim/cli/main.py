@@ -253,7 +253,7 @@ def _target_kind(args: argparse.Namespace) -> str:
 
 def _refuse_inapplicable(args: argparse.Namespace, kind: str) -> None:
     """Refuses every typed flag that the run of `kind` would not use (flags.refuse)."""
-    from accel_sim.cli.flags import given, refuse
+    from accel_sim.cli.flags import refuse, refuse_attention_kernel_under_roofline, refuse_train_with_another_phase
     from accel_sim.errors import UsageError
 
     training = args.train or (kind == "model" and args.phase == "train")
@@ -267,8 +267,7 @@ def _refuse_inapplicable(args: argparse.Namespace, kind: str) -> None:
         refuse(args, ("phase",), "applies to --model; a script's training step is --train")
         refuse(args, _BUILDER_ONLY, "applies to a graph built with --model NAME; a script or a saved graph runs "
                "the shapes and ops its own code makes")
-    if given(args, "train") and given(args, "phase") and args.phase != "train":
-        raise UsageError(f"--train and --phase {args.phase} ask for different runs; give one")
+    refuse_train_with_another_phase(args)
     if not training:
         refuse(args, _TRAINING_ONLY, "applies to a training step (--train, or --phase train with --model)")
     if kind == "model":
@@ -284,9 +283,7 @@ def _refuse_inapplicable(args: argparse.Namespace, kind: str) -> None:
             refuse(args, ("system",), "times the collectives of a run with --tp, --cp or --ep above 1; this one has none")
     if args.cost_model == "roofline":
         refuse(args, ("clock_mhz",), "applies to the kernel cost model; the roofline has no clock (--cost-model kernel)")
-        if not (kind == "model" and args.attention_impl == "eager"):
-            refuse(args, ("attention_impl",), "picks the attention kernel the kernel cost model times; the roofline "
-                   "costs every kernel alike (with --model, eager also builds the unfused attention core)")
+    refuse_attention_kernel_under_roofline(args, eager_builds_core=kind == "model")
     if not getattr(args, "json", False):
         refuse(args, ("no_ops",), "applies to --json output")
     elif hasattr(args, "top"):
@@ -313,7 +310,7 @@ def _check_flags(args: argparse.Namespace) -> str:
 def _check_devices(args: argparse.Namespace) -> None:
     """Resolves the run's devices (before a possibly long capture, so that a typo fails at once) and
     refuses a --clock-mhz they cannot honour."""
-    from accel_sim.cli.train import check_clock
+    from accel_sim.cli.flags import check_clock
     from accel_sim.device import resolve_device
 
     names = args.devices.split(",") if getattr(args, "devices", None) else [getattr(args, "device", "h100")]
@@ -418,34 +415,81 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _read_baseline(path: Path) -> dict:
-    """The baseline's latency_s, peak_memory_bytes and device id, checked: read before the
+    """The baseline's latency_s, peak_memory_bytes, device id and the definition of its run
+    (`_run_definition`, None for a baseline that records none), checked: read before the
     (possibly long) capture, so that a missing or broken baseline fails at once."""
     from accel_sim.errors import UsageError
+    from accel_sim.io import fields
 
     if not path.is_file():
         raise UsageError(f"baseline {path} not found; create it with --write-baseline")
-    try:
-        baseline = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise UsageError(f"baseline {path} cannot be read ({e.strerror or e})") from None
-    except ValueError as e:  # bad JSON, or bytes that are not UTF-8
-        raise UsageError(f"{path}: not an accel-sim baseline (not JSON: {e})") from None
-    if not isinstance(baseline, dict):
-        raise UsageError(f"{path}: not an accel-sim baseline (a JSON object from --write-baseline expected, "
-                         f"got {type(baseline).__name__})")
-    figures = {}
-    for key, least in (("latency_s", "positive"), ("peak_memory_bytes", "non-negative")):
-        value = baseline.get(key)
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        if not ok or (value <= 0 if least == "positive" else value < 0):
-            raise UsageError(f"{path}: '{key}' must be a finite, {least} number (got {value!r}); "
-                             "write the baseline again with --write-baseline")
-        figures[key] = float(value)
+    where = str(path)
+    baseline = fields.mapping(fields.parse_json(fields.read_text(path, "baseline"), where, "baseline"), where, "")
+    figures = {"latency_s": fields.number(baseline.get("latency_s"), where, "latency_s", above=0.0),
+               "peak_memory_bytes": fields.number(baseline.get("peak_memory_bytes"), where, "peak_memory_bytes",
+                                                  minimum=0.0)}
     device = baseline.get("device")
-    device_id = device.get("id") if isinstance(device, dict) else None
-    if device is not None and not isinstance(device_id, str):
-        raise UsageError(f"{path}: 'device' must be an object with the device's 'id' (got {device!r})")
-    return {**figures, "device_id": device_id}
+    device_id = None
+    if device is not None:
+        device_id = fields.text(fields.mapping(device, where, "device").get("id"), where, "device.id")
+    run = None
+    if "capture" in baseline or "model_info" in baseline:
+        capture = fields.mapping(baseline.get("capture", {}), where, "capture")
+        model_info = baseline.get("model_info")
+        run = _run_definition(capture, None if model_info is None else fields.mapping(model_info, where, "model_info"),
+                              where)
+    return {**figures, "device_id": device_id, "run": run}
+
+
+# What defines a run of --model, in its report's model_info: the model, its shapes and layout,
+# its dtypes and its training step.
+_MODEL_RUN_FIELDS = ("model", "phase", "batch", "seq", "context", "tensor_parallel", "sequence_parallel",
+                     "expert_parallel", "context_parallel", "dtype", "weight_dtype", "kv_cache_dtype", "optimizer",
+                     "master_weights", "recompute", "gradients_kept_between_steps")
+
+
+def _run_definition(capture: dict, model_info: dict | None, where: str) -> dict[str, str]:
+    """What defines a simulate run, each part as a phrase a message can show, from its report's
+    `capture` and `model_info`: a --model graph's fields (_MODEL_RUN_FIELDS), or a script's sizes
+    (--batch and --seq, or the script's own), dtype and training step. Two runs whose definitions
+    differ are not one run before and after a change: `check` refuses to compare them."""
+    from accel_sim.io import fields
+
+    def shown(value: Any) -> str:
+        text = value if isinstance(value, str) else json.dumps(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    if model_info is not None:
+        return {"graph": "a graph built with --model",
+                **{key: f"{key} {shown(model_info[key])}" for key in _MODEL_RUN_FIELDS if key in model_info}}
+    run = {"graph": "a captured script or a saved graph"}
+    resized = fields.mapping(capture.get("inputs_resized", {}), where, "capture.inputs_resized")
+    for axis in ("batch", "seq"):
+        if axis in resized:
+            sizes = fields.sequence(resized[axis], where, f"capture.inputs_resized.{axis}")
+            run[axis] = f"--{axis} {shown(sizes[-1]) if sizes else '?'}"
+        else:
+            run[axis] = f"the script's own {axis}"
+    run["dtype"] = f"dtype {shown(capture.get('dtype'))}"
+    step = capture.get("training_step")
+    if step is None:
+        run["step"] = "a forward"
+    else:
+        step = fields.mapping(step, where, "capture.training_step")
+        run["step"] = "a training step (" + ", ".join(f"{key.replace('_', ' ')} {shown(step.get(key))}" for key in
+                                                      ("optimizer", "precision", "gradient_accumulation")) + ")"
+    return run
+
+
+def _refuse_another_run(path: str, baseline: dict, current: dict) -> None:
+    """A UsageError naming the first part of the run definitions that differs."""
+    from accel_sim.errors import UsageError
+
+    for key in dict.fromkeys([*baseline, *current]):
+        there, here = baseline.get(key, f"no {key}"), current.get(key, f"no {key}")
+        if there != here:
+            raise UsageError(f"{path} was written for another run: {there} there, {here} here; check the run it "
+                             "was written for, or write it again with --write-baseline")
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -477,6 +521,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     for key, value in (("latency_s", report.latency_s), ("peak_memory_bytes", float(report.peak_memory_bytes))):
         if not math.isfinite(value) or value < 0:
             raise UsageError(f"this run's {key} is {value}, which no baseline can be compared with")
+    if baseline is not None and baseline["run"] is not None:
+        _refuse_another_run(args.baseline, baseline["run"],
+                            _run_definition(current["capture"], current["model_info"], "this run"))
     if baseline is None:
         try:
             baseline_path.write_text(json.dumps(current, indent=1), encoding="utf-8")

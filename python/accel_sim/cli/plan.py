@@ -9,13 +9,14 @@ import re
 import time
 from typing import Any
 
-from accel_sim.cli.flags import COUNT
+from accel_sim.cli.flags import COUNT, whole_up_to
 from accel_sim.cli.progress import Progress
-from accel_sim.cli.train import RECOMPUTE, add_run_args, estimate_dict, layout_dict, run_inputs
+from accel_sim.cli.train import (RECOMPUTE, add_run_args, estimate_dict, layout_dict,
+                                 refuse_device_files_no_run_uses, run_inputs)
+from accel_sim.io.fields import INT64_MAX  # the core's counts are int64
 from accel_sim.report.json_report import SCHEMA_VERSION
 
 _BINARY = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-INT64_MAX = 2**63 - 1  # the core's counts are int64
 # The most search threads: the core's kMaxPlanThreads (core/include/accelsim/training.h).
 MAX_THREADS = 1024
 _DECIMAL = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
@@ -27,7 +28,7 @@ def _count(text: str, units: dict, what: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a {what} such as 16M (got {text!r})")
     value = float(m.group(1)) * units[m.group(2)]
     if not 1 <= value <= INT64_MAX:
-        raise argparse.ArgumentTypeError(f"expected a {what} of at least 1 and at most 2^63 (got {text!r})")
+        raise argparse.ArgumentTypeError(f"expected a {what} from 1 to 2^63 - 1 (got {text!r})")
     return value
 
 
@@ -59,7 +60,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--sp", choices=("on", "off"), help="only with / without sequence parallelism")
     p.add_argument("--order", help="only these rank orders (comma-separated, e.g. tp-cp-ep-dp-pp)")
     p.add_argument("--top", **COUNT, default=10, help="configurations to print (default: 10)")
-    p.add_argument("--threads", type=int, default=0,
+    p.add_argument("--threads", **whole_up_to(MAX_THREADS, "0: all cores; the core's kMaxPlanThreads"), default=0,
                    help=f"search threads, 0 to {MAX_THREADS:,} (default 0: all cores); threads the system cannot "
                    "start are done without")
     p.add_argument("--train-tokens", type=lambda t: _count(t, _DECIMAL, "token count"), default=1e12,
@@ -132,14 +133,11 @@ def plan_runs(args: argparse.Namespace) -> list[tuple[Any, Any, int, Any, float]
                                    args.device_file) for s in args.system.split(",") if s.strip()]
     if not systems:
         raise UsageError("--system names no system (see `accel-sim systems`)")
-    if not 0 <= args.threads <= MAX_THREADS:
-        raise UsageError(f"--threads takes 0 (all cores) to {MAX_THREADS:,} (got {args.threads:,})")
     global_batch = _global_batch(args)
-    if args.top < 1:
-        raise UsageError(f"--top must be at least 1 (got {args.top})")
+    inputs = [(entry, run_inputs(args, entry)) for entry in systems]
+    refuse_device_files_no_run_uses(args, [run for _, run in inputs])
     runs = []
-    for entry in systems:
-        run = run_inputs(args, entry)
+    for entry, run in inputs:
         for gpus in args.gpus:
             space = _space(args, run.spec, gpus, global_batch)
             progress = Progress(f"plan {run.spec.name} on {gpus} x {entry.spec.id}", args.quiet or args.json)

@@ -11,7 +11,6 @@ time taken, once the run has gone on for a few seconds.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from contextlib import contextmanager
 from accel_sim.cli.flags import SECONDS
 from accel_sim.cli.progress import StatusTicker, eta_text
 from accel_sim.errors import UsageError
+from accel_sim.io import fields
 
 DEFAULT_TIMEOUT_S = 600.0
 # Seconds before the first status line; the environment variable lowers it (tests) or raises it.
@@ -39,25 +39,21 @@ def _status_after_s() -> float:
     text = os.environ.get(STATUS_AFTER_ENV)
     if text is None:
         return DEFAULT_STATUS_AFTER_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise UsageError(f"{STATUS_AFTER_ENV}={text!r}: expected a non-negative number of seconds")
+    value = fields.finite_text(text, STATUS_AFTER_ENV)
+    if value < 0:
+        raise UsageError(f"{STATUS_AFTER_ENV}: {text!r} is a negative number of seconds")
     return value
 
 
 def _timeout_message(run, timeout_s: float) -> str:
     # On a terminal the status line may be on screen: the message starts by erasing it.
     erase = "\r\x1b[K" if sys.stderr.isatty() else ""
-    return (f"{erase}accel-sim: error: {run.path}: {run.phase} was still running after the {timeout_s:g} s "
-            "timeout; allow more with --timeout SECONDS (0: no limit)\n")
+    return f"{erase}accel-sim: error: {run.time_limit_message(timeout_s)}; allow more with --timeout SECONDS (0: no limit)\n"
 
 
 def _status_text(run, timeout_s: float) -> str:
     ops = run.ops_traced()
-    parts = [f"capturing {os.path.basename(run.path)}", run.phase]
+    parts = [f"capturing {os.path.basename(run.path)}"] + ([run.phase] if run.phase else [])
     if run.graph is not None:
         parts.append(f"{ops:,} op{'' if ops == 1 else 's'} traced")
     elapsed = eta_text(run.elapsed_s())

@@ -10,9 +10,10 @@ import re
 import sys
 from typing import Any
 
-from accel_sim.cli.flags import CLOCK_MHZ, COUNT, FRACTION, POSITIVE, RESERVE_FRACTION, SEED, counts_up_to
+from accel_sim.cli.flags import CLOCK_MHZ, COUNT, FRACTION, POSITIVE, RESERVE_FRACTION, SEED, WHOLE, counts_up_to
 from accel_sim.cli.progress import Progress
 from accel_sim.io import fields
+from accel_sim.io.serve_trace import MAX_LENGTH  # a request's lengths: the core's int32 (core/include/accelsim/serve.h)
 from accel_sim.report.json_report import SCHEMA_VERSION
 
 SCHEDULERS = ("vllm", "sarathi", "orca", "static")
@@ -40,8 +41,6 @@ def parse_duration(text: str, flag: str = "") -> float:
     return value
 
 
-# Lengths of generated requests: the core draws them as a request's int32 (core/include/accelsim/serve.h).
-MAX_LENGTH = 2**31 - 1
 UNBOUNDED_LOGNORMAL_MAX = 1 << 20  # an unbounded log-normal's clip for a model without a position limit
 
 
@@ -122,7 +121,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--watermark", **RESERVE_FRACTION, default=0.01, help="fraction of KV blocks kept free at admission (default: 0.01)")
     s.add_argument("--gpu-memory-utilization", **FRACTION, default=0.9, help="fraction of device memory the engine may use (default: 0.9)")
     s.add_argument("--prefix-caching", action="store_true", help="reuse cached prompt blocks (needs block hashes in --workload)")
-    s.add_argument("--disaggregate", **COUNT, default=0, metavar="P",
+    s.add_argument("--disaggregate", **WHOLE, default=0, metavar="P",
                    help="P of the replicas run prefill only, the rest decode; the KV cache moves over the system's NICs")
     w = p.add_argument_group("workload")
     w.add_argument("--workload", metavar="TRACE", help="a JSONL/CSV trace: per-request lengths and, if present, timestamps (docs/formats/serve-trace.md)")
@@ -170,7 +169,7 @@ def _device_names(args: argparse.Namespace) -> list[str]:
 def _refuse_inapplicable(args: argparse.Namespace, devices: list[str]) -> None:
     """Refuses typed flags this deployment and workload would not use (accel_sim.cli.flags); the
     workload's own (a trace's timestamps, what is random) are refused in _workload."""
-    from accel_sim.cli.flags import refuse
+    from accel_sim.cli.flags import refuse, refuse_attention_kernel_under_roofline
 
     if args.tp * args.pp == 1 and not args.disaggregate:
         refuse(args, ("system",), "is the node a multi-GPU replica (--tp or --pp above 1) or a disaggregated deployment "
@@ -212,9 +211,7 @@ def _refuse_inapplicable(args: argparse.Namespace, devices: list[str]) -> None:
                "the capacity table sizes replicas for)")
     if not args.trace:
         refuse(args, ("trace_steps",), "sets the steps --trace keeps; give --trace FILE")
-    if args.cost_model == "roofline":
-        refuse(args, ("attention_impl",), "picks the attention kernel the kernel cost model times; the roofline "
-               "costs every kernel alike")
+    refuse_attention_kernel_under_roofline(args, eager_builds_core=False)
 
 
 def position_limit(model: Any) -> tuple[int | None, str]:
@@ -429,7 +426,8 @@ def serve_runs(args: argparse.Namespace) -> tuple[list, list]:
     ServeResult, MaxQpsResult or None), failed (device spec, why) for devices that cannot serve
     the model (with one device, that is a UsageError instead)."""
     from accel_sim import _core
-    from accel_sim.cli.train import check_clock, refuse_unused_device_files
+    from accel_sim.cli.flags import check_clock
+    from accel_sim.cli.train import refuse_unused_device_files
     from accel_sim.device import resolve_device
     from accel_sim.errors import UsageError
     from accel_sim.io.model_config import load_model_spec

@@ -12,6 +12,7 @@ import json
 import sys
 from typing import Any, Callable
 
+from accel_sim.cli.flags import COUNT, WHOLE
 from accel_sim.cli.progress import Progress
 
 
@@ -40,11 +41,11 @@ def add_parser(sub: Any, add_simulation_args: Callable[[argparse.ArgumentParser]
                    "parameters; every point of the product (or the listed points) is run; needs --out")
     g.add_argument("--out", metavar="FILE", help="with --grid: the results table, .parquet (needs pyarrow) or .csv; an "
                    "interrupted sweep resumes from it")
-    g.add_argument("--workers", type=int, default=0, metavar="N", help="with --grid: local worker processes, at most 4 per "
+    g.add_argument("--workers", **WHOLE, default=0, metavar="N", help="with --grid: local worker processes, at most 4 per "
                    "core (default 0: one per core); workers the system cannot start are done without")
     g.add_argument("--ray", metavar="ADDRESS", help="with --grid: run the points as Ray tasks on this cluster (auto: the one "
                    "this machine is connected to); needs pip install \"accel-sim[ray]\"")
-    g.add_argument("--batch-size", type=int, metavar="N", help="with --grid: points per task (default: chosen from the grid's size)")
+    g.add_argument("--batch-size", **COUNT, metavar="N", help="with --grid: points per task (default: chosen from the grid's size)")
     g.add_argument("--restart", action="store_true", help="with --grid: discard the results of an earlier run in --out")
     g.add_argument("--retry-failed", action="store_true", help="with --grid: run again the points that failed in an earlier run")
 
@@ -215,11 +216,9 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         raise UsageError("--grid needs --out FILE (.parquet or .csv) for the results")
     from accel_sim.grid_run import MAX_WORKERS_PER_CORE, max_workers, run_grid
 
-    if not 0 <= args.workers <= max_workers():
+    if args.workers > max_workers():
         raise UsageError(f"--workers takes 0 (one per core) to {max_workers():,} ({MAX_WORKERS_PER_CORE} per core of this "
                          f"machine; got {args.workers:,})")
-    if args.batch_size is not None and args.batch_size < 1:
-        raise UsageError(f"--batch-size must be at least 1 (got {args.batch_size})")
     grid = load_grid(args.grid)
 
     where = f"Ray ({args.ray})" if args.ray else "local"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from accel_sim.cli.flags import AT_LEAST_ONE, CLOCK_MHZ, COUNT
+from accel_sim.cli.flags import AT_LEAST_ONE, CLOCK_MHZ, COUNT, check_clock
 from accel_sim.report.json_report import SCHEMA_VERSION
 
 PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8-mixed", "bf16", "fp16", "fp32")
@@ -44,6 +44,8 @@ class RunInputs:
     device: Any   # _core.DeviceSpec
     clock_mhz: float | None = None  # the kernel model's clock override, or None
     variant_of: str | None = None   # the device id the system's device_overrides vary, or None
+    device_entry: Any = None        # the DeviceEntry of `device` (its file)
+    device_use: str = ""            # why the run uses that device: "h100_sxm (the device of dgx_h100)"
 
     @property
     def device_label(self) -> str:
@@ -61,18 +63,21 @@ class RunInputs:
 def system_device(args: argparse.Namespace, entry: Any) -> Any:
     """The DeviceEntry a train or plan run uses on the system `entry`: --device, else the system's
     device variant (its `device_overrides`), else the device it names; from the shipped devices
-    and --device-file. A --device-file whose device the run does not use is refused."""
+    and --device-file."""
     from accel_sim.device import resolve_device
 
     if args.device:
-        device = resolve_device(args.device, args.device_file).entry
-    elif entry.device_variant is not None:
-        device = entry.device_variant
-    else:
-        device = resolve_device(entry.spec.device, args.device_file).entry
-    why = "--device" if args.device else f"the device of {entry.spec.id}; --device picks another"
-    refuse_unused_device_files(args.device_file, [device], f"its GPUs are {device.spec.id} ({why})")
-    return device
+        return resolve_device(args.device, args.device_file).entry
+    if entry.device_variant is not None:
+        return entry.device_variant
+    return resolve_device(entry.spec.device, args.device_file).entry
+
+
+def refuse_device_files_no_run_uses(args: argparse.Namespace, runs: list[RunInputs]) -> None:
+    """Refuses a --device-file whose device none of `runs` (one per system of the command) uses."""
+    uses = ", ".join(dict.fromkeys(run.device_use for run in runs))
+    why = "" if args.device else "; --device picks another"
+    refuse_unused_device_files(args.device_file, [run.device_entry for run in runs], f"its GPUs are {uses}{why}")
 
 
 def refuse_unused_device_files(device_files: list[str], used: list[Any], why: str) -> None:
@@ -119,30 +124,15 @@ def run_inputs(args: argparse.Namespace, entry: Any) -> RunInputs:
     options.fp8_weight_cache = True  # Transformer Engine's is_first_microbatch, as Megatron-LM passes it
     if args.clock_mhz is not None:
         options.cost.clock_hz = args.clock_mhz * 1e6
+    use = f"{device.id} (--device)" if args.device else f"{device.id} (the device of {entry.spec.id})"
     return RunInputs(spec, base, options, device, args.clock_mhz,
-                     chosen.variant_of.spec.id if chosen.variant_of is not None else None)
-
-
-def check_clock(args: argparse.Namespace, devices: list[Any]) -> None:
-    """Refuses a --clock-mhz the run cannot honour: the roofline has no clock, and a device file
-    without `clock_mhz` gives no clock for the override to scale its peaks from (the kernel model
-    would ignore it, core/src/cost/kernel.cc)."""
-    from accel_sim.errors import UsageError
-
-    if args.clock_mhz is None:
-        return
-    if args.cost_model == "roofline":
-        raise UsageError("--clock-mhz applies to the kernel cost model; the roofline has no clock (--cost-model kernel)")
-    for device in devices:
-        if not device.clock_hz > 0:
-            raise UsageError(f"--clock-mhz scales a device's peaks by the new clock over the clock they are quoted at; "
-                             f"{device.id}'s file gives no clock_mhz")
+                     chosen.variant_of.spec.id if chosen.variant_of is not None else None, chosen, use)
 
 
 def _refuse_run_flags(args: argparse.Namespace, spec: Any) -> None:
     """Refuses typed flags of add_run_args that `spec` or the cost model would not use
     (accel_sim.cli.flags); `train` refuses its layout's own in _refuse_layout_flags."""
-    from accel_sim.cli.flags import refuse
+    from accel_sim.cli.flags import refuse, refuse_attention_kernel_under_roofline
 
     ep = args.ep if isinstance(args.ep, list) or args.ep is None else [args.ep]  # plan: a list, or the search's
     if not spec.moe.num_experts:
@@ -150,9 +140,7 @@ def _refuse_run_flags(args: argparse.Namespace, spec: Any) -> None:
     elif ep is not None and max(ep) == 1:
         refuse(args, ("expert_imbalance",), "is the busiest expert-parallel rank's share of routed tokens over the "
                "mean; with --ep 1 every rank runs every expert")
-    if args.cost_model == "roofline" and args.attention_impl != "eager":
-        refuse(args, ("attention_impl",), "picks the attention kernel the kernel cost model times; the roofline "
-               "costs every kernel alike (eager also builds the unfused attention core)")
+    refuse_attention_kernel_under_roofline(args, eager_builds_core=True)
 
 
 def _refuse_layout_flags(args: argparse.Namespace) -> None:
@@ -221,6 +209,7 @@ def train_estimate(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
                                 args.device_file)
     _refuse_layout_flags(args)
     run = run_inputs(args, entry)
+    refuse_device_files_no_run_uses(args, [run])
     layout = _core.ParallelLayout()
     for name in ("tp", "pp", "dp", "cp", "ep"):
         setattr(layout, name, getattr(args, name))

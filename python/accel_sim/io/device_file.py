@@ -12,7 +12,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-import yaml
 
 from accel_sim import _core
 from accel_sim.errors import UsageError
@@ -137,6 +136,9 @@ def parse_device(data: Any, where: str, expected_id: str | None = None) -> Devic
         if "runtime_reserved_mib" not in data["sources"]:
             raise UsageError(f"{where}: 'runtime_reserved_mib' needs a 'sources.runtime_reserved_mib' entry")
         spec.runtime_reserved_bytes = number["runtime_reserved_mib"] * _MIB
+    if 0 < number.get("clock_mhz", 0.0) < CLOCK_MHZ_RANGE[0]:
+        raise UsageError(f"{where}: 'clock_mhz' must be 0 (not known) or at least {CLOCK_MHZ_RANGE[0]:g} MHz (a kilohertz), "
+                         f"got {number['clock_mhz']}")
     spec.num_compute_units = int(number.get("compute_units", 0))
     spec.clock_hz = number.get("clock_mhz", 0.0) * 1e6
     spec.l2_cache_bytes = number.get("l2_cache_mib", 0.0) * _MIB
@@ -194,7 +196,7 @@ def parse_variant(base: DeviceEntry, overrides: dict, sources: dict[str, str], w
             raise UsageError(f"{where}: '{key}' needs a sources entry saying where its value comes from")
     if not Path(base.path).is_file():
         raise UsageError(f"{where}: {base.spec.id} has no device file to vary ({base.path})")
-    data = dict(read_yaml_file(Path(base.path), "device"))
+    data = dict(fields.read_yaml(base.path, "device"))
     merged_sources = dict(data.get("sources") or {})
     for key in changed:
         value = overrides[key]
@@ -244,23 +246,6 @@ def _read_kernel_constants(spec: Any, data: dict, where: str) -> None:
     spec.kernel = k
 
 
-def read_yaml_file(p: Path, what: str) -> Any:
-    """The parsed YAML of a data file; a missing, unreadable or non-UTF-8 file or bad YAML is a
-    one-line UsageError naming the file (and the line)."""
-    text = fields.read_text(p, what)
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or "invalid YAML"
-        raise UsageError(f"{p}:{at} is not valid YAML ({problem})") from None
-    except RecursionError:
-        raise UsageError(f"{p}: is not a {what} file (nested too deeply)") from None
-    except ValueError as e:  # an integer of more digits than Python converts (4,300 by default)
-        raise UsageError(f"{p}: is not a {what} file ({str(e).splitlines()[0][:120]})") from None
-
-
 def contents_key(paths: Sequence[str | Path]) -> tuple | None:
     """A key that stays the same while the files at `paths` do (each path as given, the file it
     reaches and its bytes): what was read from them may be kept under it. None where one cannot
@@ -278,7 +263,7 @@ def contents_key(paths: Sequence[str | Path]) -> tuple | None:
 def load_device_file(path: str | Path) -> DeviceEntry:
     """Reads and validates one device file. Errors name the file (and key) in one line."""
     p = Path(path)
-    return parse_device(read_yaml_file(p, "device"), str(p), expected_id=p.stem)
+    return parse_device(fields.read_yaml(p, "device"), str(p), expected_id=p.stem)
 
 
 def builtin_device_files() -> list[Path]:

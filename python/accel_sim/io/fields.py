@@ -4,15 +4,18 @@ Device, system, model-config and graph files come from users and from other tool
 wrong kind must stop the run with one line naming the file, the key and what was expected,
 before it reaches the core as an infinity, a NaN, a string, or an integer the core cannot hold.
 Every reader of a data file goes through `read_text`, and every number in one through `number`
-or `integer`.
+or `integer`; YAML files are parsed by `parse_yaml` (`StrictYamlLoader`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import reprlib
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from accel_sim.errors import UsageError
 
@@ -52,6 +55,82 @@ def parse_json(text: str, where: str, what: str) -> Any:
     except (ValueError, RecursionError) as e:  # NaN/Infinity, ints of over 4,300 digits, deep nesting
         message = "nested too deeply" if isinstance(e, RecursionError) else str(e).splitlines()[0]
         raise UsageError(f"{where}: not a JSON {what} ({message})") from None
+
+
+class BadYaml(Exception):
+    """A YAML document StrictYamlLoader refuses: the line (from 1) and what is wrong there."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(line, message)
+        self.line, self.message = line, message
+
+
+try:  # libyaml's parser, PyYAML's composer: it keeps Python's recursion limit, libyaml's does not (a crash)
+    from yaml._yaml import CParser as _Parser
+
+    class _YamlBase(yaml.composer.Composer, _Parser, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+        def __init__(self, stream: Any) -> None:
+            _Parser.__init__(self, stream)
+            yaml.composer.Composer.__init__(self)
+            yaml.constructor.SafeConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+except ImportError:
+    _YamlBase = yaml.SafeLoader  # type: ignore[misc,assignment]
+
+
+class StrictYamlLoader(_YamlBase):  # type: ignore[misc,valid-type]
+    """YAML's safe loader that refuses a key given twice in a mapping (YAML would keep the last
+    silently) and nesting deeper than MAX_DEPTH levels (the data files need at most four), raising
+    BadYaml."""
+
+    MAX_DEPTH = 16
+    depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self.depth += 1
+        try:
+            if self.depth > self.MAX_DEPTH:
+                raise BadYaml(self.peek_event().start_mark.line + 1, f"nested more than {self.MAX_DEPTH} levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    if key in seen:
+                        raise BadYaml(key_node.start_mark.line + 1, f"{reprlib.repr(key)} is given twice in the same mapping")
+                    seen.add(key)
+                except TypeError:  # an unhashable key: the base loader reports it
+                    pass
+        return super().construct_mapping(node, deep)
+
+
+def parse_yaml(text: str | bytes, where: str, what: str) -> Any:
+    """A YAML document read by StrictYamlLoader; what it or YAML refuses is one line naming the
+    place (and the line)."""
+    try:
+        return yaml.load(text, Loader=StrictYamlLoader)
+    except BadYaml as e:
+        raise UsageError(f"{where}:{e.line}: {e.message}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f":{mark.line + 1}" if mark is not None else ""
+        problem = " ".join(str(getattr(e, "problem", None) or e).split())  # a reader error spans two lines
+        raise UsageError(f"{where}{at}: not valid YAML ({problem})") from None
+    except (ValueError, OverflowError, RecursionError) as e:  # an int of 4,300 digits, a timestamp out of range
+        raise UsageError(f"{where}: not a {what} file YAML can read ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0][:80] if str(e) else 'nested too deeply'})") from None
+
+
+def read_yaml(path: str | Path, what: str) -> Any:
+    """The parsed YAML of a data file (read_text, parse_yaml)."""
+    return parse_yaml(read_text(path, what), str(path), what)
 
 
 def _named(where: str, key: str) -> str:

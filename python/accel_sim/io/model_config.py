@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path

@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 from accel_sim import _core
 from accel_sim.errors import UsageError
 from accel_sim.io import fields
-from accel_sim.io.device_file import contents_key, read_yaml_file
+from accel_sim.io.device_file import contents_key
 
 # Defaults of the collective efficiencies (nccl-tests measurements, github.com/NVIDIA/nccl-tests/issues):
 # - scale-up: ring collectives on H100 NVLink4 reach ~370 of 450 GB/s (nccl-tests#212), 0.82;
@@ -164,7 +164,7 @@ def load_system_file(path: str | Path, device_files: Sequence[str] = ()) -> Syst
 def _read_system_file(path: str | Path, device_files: Sequence[str]) -> SystemEntry:
     p = Path(path)
     where = str(p)
-    data = read_yaml_file(p, "system")
+    data = fields.read_yaml(p, "system")
     if not isinstance(data, dict):
         raise UsageError(f"{p}: a system file is a mapping")
     for key in ("id", "name", "device", "gpus_per_node", "scaleup", "scaleout", "sources"):
