@@ -71,35 +71,43 @@ Placement place(const ParallelLayout& l, const SystemSpec& system) {
   return p;
 }
 
-// One graph's figures, for the linear stage profile.
-struct Sample {
-  double forward_s = 0, backward_s = 0, communication_s = 0, optimizer_s = 0, once_per_step_s = 0;
+// A stage graph's bytes, for the linear stage profile.
+struct StageBytes {
   double parameter_bytes = 0, gradient_bytes = 0, state_bytes = 0, saved_bytes = 0, peak_activation_bytes = 0;
   double weight_copy_bytes = 0;
   // Of saved_bytes: what the nodes before the first layer (the embedding) and after the last
   // (the final norm, the head and the loss) wrote.
   double embedding_saved_bytes = 0, head_saved_bytes = 0;
+};
+
+// A stage graph's times on the device, for the linear stage profile.
+struct StageTimes {
+  double forward_s = 0, backward_s = 0, communication_s = 0, optimizer_s = 0, once_per_step_s = 0;
   double model_flops = 0, reference = 0;
 };
 
-// The figures of a stage of `layers` of `model`'s layers; `timed`: simulated on the device (the
-// times and model FLOPs), otherwise only its bytes.
-Sample sample_stage(const ModelSpec& model, int64_t layers, const BuildOptions& b,
-                    const DeviceSpec& device, const SimulateOptions& o, bool timed = true) {
+// The graph of a stage of `layers` of `model`'s layers.
+Graph build_stage(const ModelSpec& model, int64_t layers, const BuildOptions& b) {
   ModelSpec stage = model;
   stage.num_layers = layers;
-  const Graph g = build_graph(stage, b);
-  Sample s;
-  if (timed) {
-    const SimulationResult r = simulate(g, device, o);
-    s.forward_s = r.forward_time_s;
-    s.backward_s = r.backward_time_s;
-    s.communication_s = r.communication_time_s - r.overlapped_communication_s;  // exposed
-    s.once_per_step_s = r.once_per_step_time_s;
-    s.optimizer_s = r.optimizer_time_s;
-    s.model_flops = r.model_flops;
-    s.reference = r.reference_peak_flops_per_s;
-  }
+  return build_graph(stage, b);
+}
+
+StageTimes stage_times(const Graph& g, const DeviceSpec& device, const SimulateOptions& o) {
+  const SimulationResult r = simulate(g, device, o);
+  StageTimes t;
+  t.forward_s = r.forward_time_s;
+  t.backward_s = r.backward_time_s;
+  t.communication_s = r.communication_time_s - r.overlapped_communication_s;  // exposed
+  t.once_per_step_s = r.once_per_step_time_s;
+  t.optimizer_s = r.optimizer_time_s;
+  t.model_flops = r.model_flops;
+  t.reference = r.reference_peak_flops_per_s;
+  return t;
+}
+
+StageBytes stage_bytes(const Graph& g, ReleasePolicy policy) {
+  StageBytes s;
   for (const Storage& st : g.storages()) {
     const auto bytes = static_cast<double>(st.size_bytes);
     if (st.kind == StorageKind::parameter) s.parameter_bytes += bytes;
@@ -133,38 +141,22 @@ Sample sample_stage(const ModelSpec& model, int64_t layers, const BuildOptions& 
     if (!is_copy[st] && n <= last_forward) s.weight_copy_bytes += static_cast<double>(storages[st].size_bytes);
     is_copy[st] = 1;
   }
-  // Each storage's lifetime as the liveness analysis has it (memory.h): from the first node that
-  // touches it to the last, under the recorded policy at least to its recorded release, a graph
-  // output's to the end.
-  std::vector<NodeId> first(storages.size(), kNoNode), end(storages.size(), kNoNode);
-  for (NodeId n = 0; n < node_count; ++n) {
-    for (const auto* list : {&nodes[n].inputs, &nodes[n].outputs}) {
-      for (TensorId t : *list) {
-        const StorageId st = g.tensor(t).storage;
-        if (first[st] == kNoNode) first[st] = n;
-        end[st] = n;
-      }
-    }
-  }
-  for (size_t st = 0; st < storages.size(); ++st) {
-    if (o.release_policy == ReleasePolicy::recorded && first[st] != kNoNode &&
-        storages[st].released_after != kNoNode) {
-      end[st] = std::max(end[st], std::min(storages[st].released_after, node_count - 1));
-    }
-  }
-  for (TensorId t : g.outputs()) end[g.tensor(t).storage] = node_count - 1;
-  // The activations: saved, those live at the end of the forward, by the part of the model that
-  // wrote them (before the first layer: the embedding; after the last: the final norm, the head
-  // and the loss); and the most one micro-batch holds at once, over every node of its forward
-  // and backward. The weight casts are not among them (held once, above); nor are the gradients,
-  // which Megatron-LM keeps in a buffer for the whole step (counted apart).
+  // The activations, each over its lifetime as the liveness analysis has it (memory.h): saved,
+  // those live at the end of the forward, by the part of the model that wrote them (before the
+  // first layer: the embedding; after the last: the final norm, the head and the loss); and the
+  // most one micro-batch holds at once, over every node of its forward and backward. The weight
+  // casts are not among them (held once, above); nor are the gradients, which Megatron-LM keeps
+  // in a buffer for the whole step (counted apart).
+  const StorageLifetimes lifetimes = storage_lifetimes(g, policy);
+  const std::vector<NodeId>& first = lifetimes.first;
+  const std::vector<NodeId>& last = lifetimes.last;  // the node count for a graph output's
   std::vector<double> born(static_cast<size_t>(node_count) + 1, 0.0), dead(static_cast<size_t>(node_count) + 1, 0.0);
   for (size_t st = 0; st < storages.size(); ++st) {
     if (first[st] == kNoNode || is_copy[st] || storages[st].kind != StorageKind::activation) continue;
     const auto bytes = static_cast<double>(storages[st].size_bytes);
     born[static_cast<size_t>(first[st])] += bytes;
-    dead[static_cast<size_t>(end[st])] += bytes;
-    if (last_forward == kNoNode || first[st] > last_forward || end[st] <= last_forward) continue;
+    dead[static_cast<size_t>(last[st])] += bytes;
+    if (last_forward == kNoNode || first[st] > last_forward || last[st] <= last_forward) continue;
     s.saved_bytes += bytes;
     if (first_layer == kNoNode || first[st] < first_layer) s.embedding_saved_bytes += bytes;
     if (last_layer != kNoNode && first[st] > last_layer) s.head_saved_bytes += bytes;
@@ -242,21 +234,34 @@ StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
   ModelSpec body = heavy;
   body.final_norm = body.lm_head = body.pooler = false;
   const bool headless = !heavy.final_norm && !heavy.lm_head && !heavy.pooler;
-  Sample s0, s1, b0, b1;
+  const ReleasePolicy policy = o.release_policy;
+  StageTimes t0, t1;
+  StageBytes s0, s1, b0, b1;
   double whole_flops = 0.0;
   try {
-    s0 = sample_stage(heavy, 1, b, device, o);
-    s1 = model.num_layers > 1 ? sample_stage(heavy, 2, b, device, o) : s0;
-    b0 = headless ? s0 : sample_stage(body, 1, b, device, o, /*timed=*/false);
-    b1 = headless ? s1 : model.num_layers > 1 ? sample_stage(body, 2, b, device, o, false) : b0;
+    {
+      const Graph g0 = build_stage(heavy, 1, b);
+      t0 = stage_times(g0, device, o);
+      s0 = stage_bytes(g0, policy);
+    }
+    if (model.num_layers > 1) {
+      const Graph g1 = build_stage(heavy, 2, b);
+      t1 = stage_times(g1, device, o);
+      s1 = stage_bytes(g1, policy);
+    } else {
+      t1 = t0;
+      s1 = s0;
+    }
+    b0 = headless ? s0 : stage_bytes(build_stage(body, 1, b), policy);
+    b1 = headless ? s1 : model.num_layers > 1 ? stage_bytes(build_stage(body, 2, b), policy) : b0;
     // The model FLOPs of the real model: its leading layers through the first MoE layer, then
     // one more layer at a time.
-    whole_flops = s0.model_flops + static_cast<double>(model.num_layers - 1) * (s1.model_flops - s0.model_flops);
+    whole_flops = t0.model_flops + static_cast<double>(model.num_layers - 1) * (t1.model_flops - t0.model_flops);
     if (mixed) {
       int64_t l0 = 1;
       while (l0 < model.num_layers && !model.moe.is_moe_layer(l0 - 1)) ++l0;
-      const Sample r0 = sample_stage(model, l0, b, device, o);
-      const Sample r1 = model.num_layers > l0 ? sample_stage(model, l0 + 1, b, device, o) : r0;
+      const StageTimes r0 = stage_times(build_stage(model, l0, b), device, o);
+      const StageTimes r1 = model.num_layers > l0 ? stage_times(build_stage(model, l0 + 1, b), device, o) : r0;
       whole_flops = r0.model_flops + static_cast<double>(model.num_layers - l0) * (r1.model_flops - r0.model_flops);
     }
   } catch (const PhysicalRangeError&) {
@@ -265,11 +270,11 @@ StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
     p.reason = e.what();
     return p;
   }
-  p.forward_s = line(s0.forward_s, s1.forward_s);
-  p.backward_s = line(s0.backward_s, s1.backward_s);
-  p.communication_s = line(s0.communication_s, s1.communication_s);
-  p.optimizer_s = line(s0.optimizer_s, s1.optimizer_s);
-  p.once_per_step_s = line(s0.once_per_step_s, s1.once_per_step_s);
+  p.forward_s = line(t0.forward_s, t1.forward_s);
+  p.backward_s = line(t0.backward_s, t1.backward_s);
+  p.communication_s = line(t0.communication_s, t1.communication_s);
+  p.optimizer_s = line(t0.optimizer_s, t1.optimizer_s);
+  p.once_per_step_s = line(t0.once_per_step_s, t1.once_per_step_s);
   p.parameter_bytes = line(s0.parameter_bytes, s1.parameter_bytes);
   p.gradient_bytes = line(s0.gradient_bytes, s1.gradient_bytes);
   p.state_bytes = line(s0.state_bytes, s1.state_bytes);
@@ -286,7 +291,7 @@ StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
   p.input_saved_bytes = s0.embedding_saved_bytes;
   p.head_saved_bytes = s0.head_saved_bytes;
   p.model_flops = whole_flops;
-  p.reference_peak_flops_per_s = s0.reference;
+  p.reference_peak_flops_per_s = t0.reference;
   p.feasible = true;
   return p;
 }
