@@ -8,6 +8,7 @@
 #include <exception>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -201,14 +202,10 @@ int recompute_rank(Recompute r) { return static_cast<int>(r); }
 
 }  // namespace
 
-StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
-                           const ParallelLayout& layout, const std::vector<CommGroup>& groups,
-                           const DeviceSpec& device, const SystemSpec& system,
-                           const SimulateOptions& options) {
-  model.validate();
-  device.validate();
-  system.validate();
-  StageProfile p;
+namespace {
+
+// A stage's build options: `base` with the layout's TP/SP/CP/EP degrees and micro-batch.
+BuildOptions stage_build_options(const BuildOptions& base, const ParallelLayout& layout) {
   BuildOptions b = base;
   b.phase = Phase::train;
   b.batch = layout.micro_batch;
@@ -217,52 +214,88 @@ StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
   b.context_parallel = layout.cp;
   b.expert_parallel = layout.ep;
   b.persistent_gradients = false;
-  SimulateOptions o = options;
-  o.system = system;
-  o.groups = groups;
-  o.micro_batches = 1;
-  // The stage: one and two of the model's heaviest layers (an MoE model's dense leading layers
-  // and interleaved dense layers made MoE) with the embedding and the head.
+  return b;
+}
+
+// A stage's graphs and their bytes: all that its build options decide, whatever the placement
+// of its ranks (which enters only the simulated times), so that every placement of the same
+// degrees shares them.
+struct StageGraphs {
+  std::string reason;  // the builder's, when it rejects the shapes (nothing else is set)
+  // One and two of the model's heaviest layers (an MoE model's dense leading layers and
+  // interleaved dense layers made MoE) with the embedding and the head; `two` is absent for a
+  // one-layer model (one stands for both).
+  std::optional<Graph> one, two;
+  StageBytes one_bytes, two_bytes;
+  // The body: the same layers without the final norm, the head and the pooler, a stage before
+  // the last (its loss stands for the next stage's gradient); only its bytes are needed.
+  StageBytes body_one_bytes, body_two_bytes;
+  // An MoE model with dense layers: the real model's leading layers through the first MoE layer
+  // (`whole_layers` of them), and one more, for the whole model's FLOPs.
+  std::optional<Graph> whole_one, whole_two;
+  int64_t whole_layers = 0;
+};
+
+// Throws ConfigError when the builder rejects the shapes.
+StageGraphs build_stage_graphs(const ModelSpec& model, const BuildOptions& b, ReleasePolicy policy) {
+  StageGraphs s;
   ModelSpec heavy = model;
   const bool mixed = model.moe.enabled() && (model.moe.first_dense_layers > 0 || model.moe.sparse_step > 1);
   if (mixed) {
     heavy.moe.first_dense_layers = 0;
     heavy.moe.sparse_step = 1;
   }
-  // The body: the same layers without the final norm, the head and the pooler, a stage before
-  // the last (its loss stands for the next stage's gradient); only its bytes are needed.
-  ModelSpec body = heavy;
-  body.final_norm = body.lm_head = body.pooler = false;
-  const bool headless = !heavy.final_norm && !heavy.lm_head && !heavy.pooler;
-  const ReleasePolicy policy = o.release_policy;
+  s.one = build_stage(heavy, 1, b);
+  s.one_bytes = stage_bytes(*s.one, policy);
+  if (model.num_layers > 1) {
+    s.two = build_stage(heavy, 2, b);
+    s.two_bytes = stage_bytes(*s.two, policy);
+  } else {
+    s.two_bytes = s.one_bytes;
+  }
+  if (!heavy.final_norm && !heavy.lm_head && !heavy.pooler) {
+    s.body_one_bytes = s.one_bytes;
+    s.body_two_bytes = s.two_bytes;
+  } else {
+    ModelSpec body = heavy;
+    body.final_norm = body.lm_head = body.pooler = false;
+    s.body_one_bytes = stage_bytes(build_stage(body, 1, b), policy);
+    s.body_two_bytes = model.num_layers > 1 ? stage_bytes(build_stage(body, 2, b), policy) : s.body_one_bytes;
+  }
+  if (mixed) {
+    s.whole_layers = 1;
+    while (s.whole_layers < model.num_layers && !model.moe.is_moe_layer(s.whole_layers - 1)) ++s.whole_layers;
+    s.whole_one = build_stage(model, s.whole_layers, b);
+    if (model.num_layers > s.whole_layers) s.whole_two = build_stage(model, s.whole_layers + 1, b);
+  }
+  return s;
+}
+
+// The profile of the stage whose graphs are `s`, its ranks placed as `groups` say.
+StageProfile profile_built_stage(const ModelSpec& model, const StageGraphs& s, const std::vector<CommGroup>& groups,
+                                 const DeviceSpec& device, const SystemSpec& system, const SimulateOptions& options) {
+  StageProfile p;
+  if (!s.reason.empty()) {
+    p.reason = s.reason;
+    return p;
+  }
+  SimulateOptions o = options;
+  o.system = system;
+  o.groups = groups;
+  o.micro_batches = 1;
   StageTimes t0, t1;
-  StageBytes s0, s1, b0, b1;
   double whole_flops = 0.0;
   try {
-    {
-      const Graph g0 = build_stage(heavy, 1, b);
-      t0 = stage_times(g0, device, o);
-      s0 = stage_bytes(g0, policy);
-    }
-    if (model.num_layers > 1) {
-      const Graph g1 = build_stage(heavy, 2, b);
-      t1 = stage_times(g1, device, o);
-      s1 = stage_bytes(g1, policy);
-    } else {
-      t1 = t0;
-      s1 = s0;
-    }
-    b0 = headless ? s0 : stage_bytes(build_stage(body, 1, b), policy);
-    b1 = headless ? s1 : model.num_layers > 1 ? stage_bytes(build_stage(body, 2, b), policy) : b0;
+    t0 = stage_times(*s.one, device, o);
+    t1 = s.two ? stage_times(*s.two, device, o) : t0;
     // The model FLOPs of the real model: its leading layers through the first MoE layer, then
     // one more layer at a time.
     whole_flops = t0.model_flops + static_cast<double>(model.num_layers - 1) * (t1.model_flops - t0.model_flops);
-    if (mixed) {
-      int64_t l0 = 1;
-      while (l0 < model.num_layers && !model.moe.is_moe_layer(l0 - 1)) ++l0;
-      const StageTimes r0 = stage_times(build_stage(model, l0, b), device, o);
-      const StageTimes r1 = model.num_layers > l0 ? stage_times(build_stage(model, l0 + 1, b), device, o) : r0;
-      whole_flops = r0.model_flops + static_cast<double>(model.num_layers - l0) * (r1.model_flops - r0.model_flops);
+    if (s.whole_one) {
+      const StageTimes r0 = stage_times(*s.whole_one, device, o);
+      const StageTimes r1 = s.whole_two ? stage_times(*s.whole_two, device, o) : r0;
+      whole_flops = r0.model_flops +
+                    static_cast<double>(model.num_layers - s.whole_layers) * (r1.model_flops - r0.model_flops);
     }
   } catch (const PhysicalRangeError&) {
     throw;  // a device or system out of physical range, not a shape the builder rejects
@@ -270,6 +303,7 @@ StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
     p.reason = e.what();
     return p;
   }
+  const StageBytes &s0 = s.one_bytes, &s1 = s.two_bytes, &b0 = s.body_one_bytes, &b1 = s.body_two_bytes;
   p.forward_s = line(t0.forward_s, t1.forward_s);
   p.backward_s = line(t0.backward_s, t1.backward_s);
   p.communication_s = line(t0.communication_s, t1.communication_s);
@@ -294,6 +328,32 @@ StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
   p.reference_peak_flops_per_s = t0.reference;
   p.feasible = true;
   return p;
+}
+
+// The stage's graphs, or the builder's reason for rejecting its shapes.
+StageGraphs build_or_reject(const ModelSpec& model, const BuildOptions& b, ReleasePolicy policy) {
+  try {
+    return build_stage_graphs(model, b, policy);
+  } catch (const PhysicalRangeError&) {
+    throw;
+  } catch (const ConfigError& e) {
+    StageGraphs s;
+    s.reason = e.what();
+    return s;
+  }
+}
+
+}  // namespace
+
+StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
+                           const ParallelLayout& layout, const std::vector<CommGroup>& groups,
+                           const DeviceSpec& device, const SystemSpec& system,
+                           const SimulateOptions& options) {
+  model.validate();
+  device.validate();
+  system.validate();
+  const StageGraphs graphs = build_or_reject(model, stage_build_options(base, layout), options.release_policy);
+  return profile_built_stage(model, graphs, groups, device, system, options);
 }
 
 TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& base,
@@ -670,9 +730,21 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
     }
   }
   result.profiles = static_cast<int64_t>(keys.size());
+  // The profiles that differ only in where their TP, CP and EP groups sit share their graphs.
+  std::vector<std::vector<size_t>> sharing_graphs;
+  {
+    std::unordered_map<ProfileKey, size_t, ProfileKeyHash> group_of;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      ProfileKey unplaced = keys[i].first;
+      unplaced.tp_in = unplaced.cp_in = unplaced.ep_in = 0;
+      const auto [it, added] = group_of.emplace(unplaced, sharing_graphs.size());
+      if (added) sharing_graphs.emplace_back();
+      sharing_graphs[it->second].push_back(i);
+    }
+  }
 
   const int workers = std::max(1, threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
-  const int64_t total = result.profiles + static_cast<int64_t>(outers.size());
+  const auto total = static_cast<int64_t>(sharing_graphs.size() + outers.size());
   std::atomic<int64_t> done{0};
   std::exception_ptr failure;
   std::mutex failure_mutex;
@@ -721,14 +793,17 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
     if (failure) std::rethrow_exception(failure);
   };
 
-  // Pass 2: the profiles, in parallel.
+  // Pass 2: the profiles, in parallel, each stage's graphs built once for all its placements.
   std::vector<StageProfile> profiles(keys.size());
-  run(keys.size(), [&](size_t i, int) {
-    const ParallelLayout& l = keys[i].second;
-    const Placement p = place(l, system);
+  run(sharing_graphs.size(), [&](size_t g, int) {
+    const size_t first = sharing_graphs[g].front();
     BuildOptions b = base;
-    b.recompute = static_cast<Recompute>(keys[i].first.rc);
-    profiles[i] = profile_stage(model, b, l, {p.groups[0], p.groups[1], p.groups[2]}, device, system, options);
+    b.recompute = static_cast<Recompute>(keys[first].first.rc);
+    const StageGraphs graphs = build_or_reject(model, stage_build_options(b, keys[first].second), options.release_policy);
+    for (size_t i : sharing_graphs[g]) {
+      const Placement p = place(keys[i].second, system);
+      profiles[i] = profile_built_stage(model, graphs, {p.groups[0], p.groups[1], p.groups[2]}, device, system, options);
+    }
   });
 
   // Pass 3: every candidate's step, in parallel over the outer items.
