@@ -155,12 +155,7 @@ int64_t count_with_experts(const ModelSpec& m, int64_t experts) {
   }
   if (m.pooler) total = sum(what, total, mul("hidden_size x hidden_size", h, h), h);
   // The layers: dense and MoE ones counted, then multiplied out (not a loop over the layers).
-  int64_t moe_layers = 0;
-  if (e.enabled() && m.num_layers > e.first_dense_layers) {
-    // Layers l >= first_dense_layers with (l + 1) % sparse_step == 0.
-    const int64_t step = std::max<int64_t>(1, e.sparse_step);
-    moe_layers = m.num_layers / step - std::min(m.num_layers, e.first_dense_layers) / step;
-  }
+  const int64_t moe_layers = e.moe_layer_count(m.num_layers);
   const int64_t dense_layers = m.num_layers - moe_layers;
   total = sum(what, total, mul("num_layers x a layer's parameters", dense_layers, sum(layer_what, layer, dense_ffn)),
               mul("num_layers x a MoE layer's parameters", moe_layers, sum(layer_what, layer, moe_ffn)));

@@ -232,8 +232,7 @@ double IterationModel::sample_tokens(int64_t n, bool head) {
   const Measured d = measure(dense, 2, replica_, device_, 1, n);
   const double base = a.body - per_heavy;
   const double per_dense = (d.body - base) / 2.0;
-  int64_t moe_layers = 0;
-  for (int64_t l = 0; l < layers; ++l) moe_layers += model_.moe.is_moe_layer(l) ? 1 : 0;
+  const int64_t moe_layers = model_.moe.moe_layer_count(layers);
   return base + static_cast<double>(moe_layers) * per_heavy + static_cast<double>(layers - moe_layers) * per_dense;
 }
 

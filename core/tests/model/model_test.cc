@@ -117,6 +117,34 @@ TEST(ModelSpecTest, DeepSeekV3TotalAndActiveParameters) {
   EXPECT_EQ(kv_cache_bytes(testing::deepseek_v3(), 1, 1), 70272);
 }
 
+TEST(ModelSpecTest, MoeLayerCountIsTheLayersThatAreMoe) {
+  MoeSpec moe{.num_experts = 8, .top_k = 2, .expert_ffn_size = 64};
+  EXPECT_EQ(moe.moe_layer_count(32), 32);  // Mixtral: every layer
+  moe.first_dense_layers = 3;
+  EXPECT_EQ(moe.moe_layer_count(61), 58);  // DeepSeek-V3: 61 layers, the first 3 dense: 61 - 3
+  EXPECT_EQ(moe.moe_layer_count(3), 0);    // layers 0, 1, 2 all dense
+  EXPECT_EQ(moe.moe_layer_count(4), 1);    // layer 3 only
+  moe.first_dense_layers = 0;
+  moe.sparse_step = 2;
+  EXPECT_EQ(moe.moe_layer_count(24), 12);  // layers 1, 3, ..., 23: 24 / 2
+  EXPECT_EQ(moe.moe_layer_count(1), 0);    // layer 0: (0 + 1) % 2 != 0
+  moe.first_dense_layers = 3;
+  EXPECT_EQ(moe.moe_layer_count(10), 4);  // layers 3, 5, 7, 9 (layer 1 is among the first 3 dense)
+  // The count agrees with is_moe_layer layer by layer.
+  for (int64_t step = 1; step <= 4; ++step) {
+    for (int64_t dense = 0; dense <= 5; ++dense) {
+      moe.sparse_step = step;
+      moe.first_dense_layers = dense;
+      int64_t count = 0;
+      for (int64_t layers = 0; layers <= 12; ++layers) {
+        EXPECT_EQ(moe.moe_layer_count(layers), count) << step << " " << dense << " " << layers;
+        count += moe.is_moe_layer(layers) ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_EQ(MoeSpec{}.moe_layer_count(32), 0);  // dense
+}
+
 TEST(ModelSpecTest, KvCacheBytes) {
   // 2 (K, V) * 32 layers * 8 kv heads * 128 dims * 2 bytes = 131,072 bytes per token.
   EXPECT_EQ(kv_cache_bytes(testing::llama3_8b(), 4, 1000), 4 * 1000 * 131072);
