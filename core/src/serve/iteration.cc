@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "accelsim/checked_arithmetic.h"
 #include "accelsim/error.h"
 #include "accelsim/physical_range.h"
 #include "accelsim/op_catalog.h"
@@ -83,7 +84,7 @@ static Measured measure(const ModelSpec& model, int64_t layers, const ReplicaCon
     // A step's tokens, profiled as one sequence, can outnumber a learned position table's rows
     // (GPT-2: 1,024). The profiled ops work per token, so the same tokens run as the fewest equal
     // rows that fit the table: the smallest divisor of `seq` at least seq / positions.
-    int64_t rows = (seq + m.max_position_embeddings - 1) / m.max_position_embeddings;
+    int64_t rows = ceil_div(seq, m.max_position_embeddings);
     while (seq % rows != 0) ++rows;
     batch = rows;
     seq /= rows;

@@ -15,6 +15,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "accelsim/checked_arithmetic.h"
 #include "accelsim/error.h"
 #include "accelsim/memory.h"
 #include "accelsim/physical_range.h"
@@ -389,7 +390,7 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   TrainingEstimate e;
   e.micro_batches = m;
   const int64_t v = l.virtual_stages;
-  const int64_t per_chunk = (model.num_layers + l.pp * v - 1) / (l.pp * v);
+  const int64_t per_chunk = ceil_div(model.num_layers, l.pp * v);
   const int64_t n = v * per_chunk;
   e.stage_layers = n;
   // Ops that run once per step whatever the micro-batches (cached fp8 weight casts) are in the

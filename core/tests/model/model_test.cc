@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <string>
+
+#include "accelsim/checked_arithmetic.h"
 #include "accelsim/error.h"
 #include "testing/models.h"
 
@@ -195,18 +199,41 @@ TEST(ModelSpecTest, CountsThatOverflow64BitsThrowNamingTheQuantity) {
     EXPECT_NE(std::string(e.what()).find("parameters x bytes overflows 64-bit byte counts"), std::string::npos)
         << e.what();
   }
-  // The embedding alone: hidden 2^40 x vocab 2^23 x 2 bytes = 2^64.
+  // The embedding alone: vocab 2^23 x hidden 2^40 = 2^63 parameters, one more than int64_t holds
+  // (2^63 - 1); the parameter count names that term.
   ModelSpec embed = testing::llama3_8b();
   embed.hidden_size = int64_t{1} << 40;
   embed.vocab_size = int64_t{1} << 23;
   try {
     embed.validate();
-    FAIL() << "a 2^64-byte embedding passed validation";
+    FAIL() << "a 2^63-parameter embedding passed validation";
   } catch (const ConfigError& e) {
-    EXPECT_STREQ(e.what(), "model 'llama-3-8b': hidden_size x vocab_size x bytes overflows 64-bit byte counts");
+    EXPECT_STREQ(e.what(), "model 'llama-3-8b': vocab_size x hidden_size overflows 64-bit byte counts");
   }
   // KV cache: 2 x 32 layers x 8 heads x 128 x 2 bytes = 2^17 bytes per token; 2^47 tokens overflow.
   EXPECT_THROW(kv_cache_bytes(testing::llama3_8b(), int64_t{1} << 23, int64_t{1} << 24), ConfigError);
+}
+
+TEST(CheckedArithmeticTest, CeilDivAndNamesBuiltOnlyOnOverflow) {
+  EXPECT_EQ(ceil_div(0, 16), 0);
+  EXPECT_EQ(ceil_div(16, 16), 1);
+  EXPECT_EQ(ceil_div(17, 16), 2);  // 16 tokens fill one block, the 17th opens a second
+  // (2^63 - 1) / 2 = 2^62 - 1 remainder 1: 2^62, where (a + b - 1) / b would overflow.
+  EXPECT_EQ(ceil_div(std::numeric_limits<int64_t>::max(), 2), int64_t{1} << 62);
+  int named = 0;
+  auto name = [&] {
+    ++named;
+    return std::string("the count");
+  };
+  EXPECT_EQ(checked_product(name, 3, 5, 7), 105);
+  EXPECT_EQ(named, 0);
+  try {
+    checked_mul(int64_t{1} << 62, 2, name);  // 2^63 is one more than int64_t holds
+    FAIL() << "2^63 did not overflow";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "the count overflows 64-bit byte counts");
+  }
+  EXPECT_EQ(named, 1);
 }
 
 TEST(ModelSpecTest, GraphSizeIsBounded) {
