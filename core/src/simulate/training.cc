@@ -637,7 +637,8 @@ PlanSpace default_plan_space(const ModelSpec& model, int64_t gpus, int64_t globa
 PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const PlanSpace& space,
                          const DeviceSpec& device, const SystemSpec& system,
                          const SimulateOptions& options, int64_t top, int threads,
-                         const std::function<void(int64_t, int64_t)>& progress) {
+                         const std::function<void(int64_t, int64_t)>& progress,
+                         const PlanThreadStart& start_thread) {
   model.validate();
   device.validate();
   system.validate();
@@ -772,7 +773,9 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
     std::vector<std::thread> pool;
     try {
       pool.reserve(static_cast<size_t>(wanted));
-      for (int t = 0; t < wanted; ++t) pool.emplace_back(work, t);
+      for (int t = 0; t < wanted; ++t) {
+        pool.push_back(start_thread ? start_thread([&work, t] { work(t); }) : std::thread(work, t));
+      }
     } catch (const std::system_error&) {  // EAGAIN: no thread left, or no room for its stack
     } catch (const std::bad_alloc&) {     // no room for the pool itself
     }
