@@ -103,7 +103,9 @@ TEST(ModelSpecTest, BertBaseMlmHasItsPublishedParameterCount) {
 TEST(ModelSpecTest, VitEra5ParameterCount) {
   // Patch convolution 20*2*2*4096 + 4096 = 331,776; CLS 4,096; positions 259,201*4096 =
   // 1,061,687,296; 32 layers of 201,379,840 (attention 4*4096^2 + 4*4096, MLP 2*4096*16384 +
-  // 16384 + 4096, two LayerNorms); final LayerNorm 8,192; pooler 4096^2 + 4096 = 16,781,312.
+  // 16384 + 4096, two LayerNorms); final LayerNorm 8,192; pooler 4096^2 + 4096 = 16,781,312:
+  // 331,776 + 4,096 + 1,061,687,296 + 32 * 201,379,840 + 8,192 + 16,781,312 = 7,522,967,552.
+  // Tokens: (720 / 2) x (1440 / 2) patches of 2 x 2, plus the CLS token.
   EXPECT_EQ(testing::vit_era5().image_tokens(), 360 * 720 + 1);
   EXPECT_EQ(parameter_count(testing::vit_era5()), 7522967552);
 }
@@ -115,7 +117,8 @@ TEST(ModelSpecTest, DeepSeekV3TotalAndActiveParameters) {
   // 3*7168*2048 = 11,320,164,352 (58 layers). Embedding and lm_head 2*129280*7168; final norm.
   // 3*583,483,392 + 58*11,507,286,016 + 1,853,358,080 + 7,168 = 671,026,404,352.
   EXPECT_EQ(parameter_count(testing::deepseek_v3()), 671026404352);
-  // Active: 8 routed experts (352,321,536) instead of 256 per MoE layer: 37,552,282,624.
+  // Active: 8 routed experts instead of 256 per MoE layer, 248 of 3*7168*2048 = 44,040,192 fewer
+  // in each of 58 layers: 671,026,404,352 - 58 * 248 * 44,040,192 = 37,552,282,624.
   EXPECT_EQ(active_parameter_count(testing::deepseek_v3()), 37552282624);
   // MLA caches 512 + 64 values per token per layer: 61 * 576 * 2 bytes = 70,272 B per token.
   EXPECT_EQ(kv_cache_bytes(testing::deepseek_v3(), 1, 1), 70272);

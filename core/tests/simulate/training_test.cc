@@ -30,7 +30,7 @@ TEST(TrainingTest, StepIsComputeBubblePipelineDataParallelAndOptimizer) {
   const BuildOptions base{.seq = 128};
   const TrainingEstimate e = estimate_training(m, base, layout, d, sys, SimulateOptions{});
   ASSERT_TRUE(e.feasible) << e.reason;
-  EXPECT_EQ(e.micro_batches, 4);
+  EXPECT_EQ(e.micro_batches, 4);  // global batch 8 / (dp 2 x micro-batch 1)
 
   // The stage by hand: 2 of the 4 layers, one micro-batch, TP 2 collectives on the system.
   ModelSpec stage = m;
@@ -182,6 +182,7 @@ TEST(TrainingTest, PlanFindsTheFastestOfItsSpace) {
                   .recompute = {Recompute::none, Recompute::full}, .sequence_parallel = {0, 1},
                   .orders = {"tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"}};
   const PlanResult r = plan_training(m, base, space, d, sys, SimulateOptions{}, 3, 2);
+  // tp x pp x micro_batch x virtual_stages x zero x recompute x sequence_parallel x orders.
   EXPECT_EQ(r.candidates, 3 * 3 * 2 * 2 * 3 * 2 * 2 * 2);
   ASSERT_FALSE(r.best.empty());
   double fastest = 1e30;
@@ -312,6 +313,8 @@ TEST(TrainingTest, GpipeKeepsEveryMicroBatchInFlight) {
   EXPECT_DOUBLE_EQ(eight.activation_bytes - four.activation_bytes, 19501088.0);
   const TrainingEstimate f1b = estimate_training(m, {.seq = 128}, {.pp = 2, .global_batch = 8}, d, sys, {});
   EXPECT_DOUBLE_EQ(eight.step_s, f1b.step_s);
+  // 1F1B keeps at most pp = 2 micro-batches in flight (the first stage: 2 x (4 layers + its
+  // input)), GPipe's last stage all 8 (8 x (4 layers + input + head)): more than 6 x 4 layers more.
   EXPECT_GT(eight.activation_bytes, f1b.activation_bytes + 6 * 4 * 1054720.0);
 }
 
