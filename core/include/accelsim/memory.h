@@ -66,6 +66,16 @@ AllocatorPeaks replay_caching_allocator(const std::vector<AllocatorEvent>& event
 
 enum class ReleasePolicy : uint8_t { recorded, last_use };
 
+// Each storage's lifetime as described above, indexed by StorageId: `first`, the first node
+// that reads or writes a tensor on it (kNoNode if none does); `last`, the last node during which
+// it is live, or the node count (past the last node) for a graph output's, live to the end.
+struct StorageLifetimes {
+  std::vector<NodeId> first;
+  std::vector<NodeId> last;
+};
+
+StorageLifetimes storage_lifetimes(const Graph& graph, ReleasePolicy policy = ReleasePolicy::recorded);
+
 MemoryProfile compute_memory_profile(const Graph& graph,
                                      ReleasePolicy policy = ReleasePolicy::recorded);
 

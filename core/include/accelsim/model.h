@@ -38,6 +38,13 @@ struct MoeSpec {
   bool is_moe_layer(int64_t layer) const {
     return enabled() && layer >= first_dense_layers && (layer + 1) % sparse_step == 0;
   }
+  // How many of layers 0 .. num_layers - 1 are MoE layers: the multiples of sparse_step among
+  // layer + 1 = first_dense_layers + 1 .. num_layers.
+  int64_t moe_layer_count(int64_t num_layers) const {
+    if (!enabled() || num_layers <= first_dense_layers) return 0;
+    const int64_t step = sparse_step >= 1 ? sparse_step : 1;
+    return num_layers / step - first_dense_layers / step;
+  }
 };
 enum class NormKind : uint8_t { rms_norm, layer_norm };
 

@@ -53,6 +53,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "accelsim/builder.h"
@@ -203,6 +204,11 @@ struct PlanResult {
 // reserve 8 GiB.
 inline constexpr int kMaxPlanThreads = 1024;
 
+// How plan_training starts each of its threads: returns a thread running `work`, or throws
+// std::system_error as std::thread's constructor does when the system has no thread or no room
+// for its stack left. Empty: std::thread's constructor. A test passes one that refuses.
+using PlanThreadStart = std::function<std::thread(std::function<void()> work)>;
+
 // Searches `space` on `threads` threads (0: all hardware threads; at most kMaxPlanThreads, and
 // no more than the search has work items; threads the system cannot start are done without)
 // for the `top` fastest steps.
@@ -211,6 +217,7 @@ inline constexpr int kMaxPlanThreads = 1024;
 PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const PlanSpace& space,
                          const DeviceSpec& device, const SystemSpec& system,
                          const SimulateOptions& options, int64_t top = 10, int threads = 0,
-                         const std::function<void(int64_t, int64_t)>& progress = {});
+                         const std::function<void(int64_t, int64_t)>& progress = {},
+                         const PlanThreadStart& start_thread = {});
 
 }  // namespace accelsim

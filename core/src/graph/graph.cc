@@ -103,16 +103,17 @@ StorageId Graph::add_storage(const Storage& storage) {
 }
 
 TensorId Graph::add_tensor(TensorMeta tensor) {
-  const std::string id = std::to_string(tensors_.size());
+  // The messages are built only when a check fails: a graph adds thousands of tensors and nodes.
+  auto id = [&] { return std::to_string(tensors_.size()); };
   ACCELSIM_CHECK(tensor.storage >= 0 && static_cast<size_t>(tensor.storage) < storages_.size(),
-                 "tensor " + id + " refers to unknown storage " + std::to_string(tensor.storage));
+                 "tensor " + id() + " refers to unknown storage " + std::to_string(tensor.storage));
   ACCELSIM_CHECK(tensor.strides.empty() || tensor.strides.size() == tensor.shape.size(),
-                 "tensor " + id + " has " + std::to_string(tensor.strides.size()) +
+                 "tensor " + id() + " has " + std::to_string(tensor.strides.size()) +
                      " strides for a rank-" + std::to_string(tensor.shape.size()) + " shape");
   for (int64_t d : tensor.shape) {
-    ACCELSIM_CHECK(d >= 0, "tensor " + id + " has a negative dimension");
+    ACCELSIM_CHECK(d >= 0, "tensor " + id() + " has a negative dimension");
   }
-  ACCELSIM_CHECK(tensor.storage_offset >= 0, "tensor " + id + " has a negative storage offset");
+  ACCELSIM_CHECK(tensor.storage_offset >= 0, "tensor " + id() + " has a negative storage offset");
   ACCELSIM_CHECK(tensors_.size() < kMaxIds, "the graph has more tensors than 32-bit ids can name");
   tensor.logical_bytes();  // throws ConfigError when its byte count overflows 64 bits
   tensors_.push_back(std::move(tensor));
@@ -120,15 +121,15 @@ TensorId Graph::add_tensor(TensorMeta tensor) {
 }
 
 NodeId Graph::add_node(Node node) {
-  const std::string where = "node " + std::to_string(nodes_.size()) + " (" + node.op + ")";
-  ACCELSIM_CHECK(!node.op.empty(), where + " has no op name");
+  auto where = [&] { return "node " + std::to_string(nodes_.size()) + " (" + node.op + ")"; };
+  ACCELSIM_CHECK(!node.op.empty(), where() + " has no op name");
   for (TensorId t : node.inputs) {
     ACCELSIM_CHECK(t >= 0 && static_cast<size_t>(t) < tensors_.size(),
-                   where + " reads unknown tensor " + std::to_string(t));
+                   where() + " reads unknown tensor " + std::to_string(t));
   }
   for (TensorId t : node.outputs) {
     ACCELSIM_CHECK(t >= 0 && static_cast<size_t>(t) < tensors_.size(),
-                   where + " writes unknown tensor " + std::to_string(t));
+                   where() + " writes unknown tensor " + std::to_string(t));
   }
   ACCELSIM_CHECK(nodes_.size() < kMaxIds, "the graph has more nodes than 32-bit ids can name");
   nodes_.push_back(std::move(node));

@@ -123,9 +123,9 @@ class Builder {
     r_.ffn = divided(m.ffn_size, tp, "ffn_size");
     // A vocabulary the TP degree does not divide is padded as Megatron-LM pads it, to a multiple
     // of 128 x TP (make_vocab_size_divisible_by = 128); the padded rows are never looked up.
+    // Each rank holds 128 rows of each of ceil(vocab / (128 x TP)) units.
     const int64_t unit = checked_mul(128, tp, "128 x the tensor-parallel degree");
-    r_.vocab = m.vocab_size % tp == 0 ? m.vocab_size / tp
-                                      : checked_add(m.vocab_size, unit - 1, "the padded vocabulary") / unit * unit / tp;
+    r_.vocab = m.vocab_size % tp == 0 ? m.vocab_size / tp : ceil_div(m.vocab_size, unit) * 128;
     b_ = o.batch;
     cp_ = o.context_parallel;
     sp_ = o.sequence_parallel;
@@ -136,7 +136,7 @@ class Builder {
     // Decode: this rank's share of the context + 1 tokens, rounded up, less the new one.
     if (o.phase == Phase::decode) {
       const int64_t keys = o.context + 1;  // validated to fit
-      past_ = keys / cp_ + (keys % cp_ != 0 ? 1 : 0) - 1;
+      past_ = ceil_div(keys, cp_) - 1;
     }
     eager_ = o.kernels == KernelStyle::hf_eager;
     dt_ = m.activation_dtype;
@@ -1010,7 +1010,7 @@ class Builder {
     }
     // Sequential: the expected number of touched experts, each with an equal share of rows.
     const int64_t hit = std::min<int64_t>(experts, std::max<int64_t>(1, std::llround(touched)));
-    const int64_t share = (rows + hit - 1) / hit;
+    const int64_t share = ceil_div(rows, hit);
     TensorId out = e_.fresh({rows, n}, dt_);
     for (int64_t i = 0; i < hit; ++i) {
       const int64_t r = std::min(share, rows - i * share);
@@ -1441,14 +1441,16 @@ int64_t step_kv_cache_bytes(const ModelSpec& model, const BuildOptions& options)
   const int64_t cp = options.context_parallel;
   const int64_t all = options.phase == Phase::prefill ? options.seq
                                                       : checked_add(options.context, 1, "the context + 1 tokens");
-  const int64_t tokens_here = all / cp + (all % cp != 0 ? 1 : 0);
+  const int64_t tokens_here = ceil_div(all, cp);
   if (model.mla.enabled()) {    // the latent cache is not split across heads: every rank holds it
     return kv_cache_bytes(model, options.batch, tokens_here);
   }
   const int64_t tp = options.tensor_parallel;
   const int64_t kv_heads = model.num_kv_heads >= tp ? model.num_kv_heads / tp : 1;
-  return checked_product("model '" + model.name + "': this rank's KV cache (2 x num_layers x batch x "
-                         "tokens x num_kv_heads x head_dim x bytes)",
+  return checked_product([&] {
+                           return "model '" + model.name + "': this rank's KV cache (2 x num_layers x batch x "
+                                  "tokens x num_kv_heads x head_dim x bytes)";
+                         },
                          2, model.num_layers, options.batch, tokens_here, kv_heads, model.head_dim,
                          size_bytes(model.kv_cache_dtype));
 }
@@ -1526,11 +1528,13 @@ void BuildOptions::validate(const ModelSpec& model) const {
   // builder creates it; these name the quantity): the hidden states and the FFN's in fp32 (norms
   // and HF-eager upcasts), the logits in fp32 (the loss), the attention scores of eager
   // attention, the KV cache, and in training the parameters with their gradients, fp32 master
-  // weights and two optimizer states.
-  const std::string who = "model '" + model.name + "': ";
+  // weights and two optimizer states. Each message is built only when its check fails.
+  auto named = [&model](const char* quantity) {
+    return [&model, quantity] { return "model '" + model.name + "': " + quantity; };
+  };
   const int64_t seq = model.vision() ? model.image_tokens()
                       : options.phase == Phase::decode ? 1 : options.seq;
-  const int64_t keys = options.phase == Phase::decode ? checked_add(options.context, 1, who + "context + 1")
+  const int64_t keys = options.phase == Phase::decode ? checked_add(options.context, 1, named("context + 1"))
                                                       : seq;
   if (model.learned_positions && !model.vision()) {
     // A learned position table has one row per position (GPT-2's wpe, BERT's position
@@ -1546,22 +1550,22 @@ void BuildOptions::validate(const ModelSpec& model) const {
                             : "seq " + std::to_string(options.seq)) +
                        " needs " + std::to_string(positions));
   }
-  checked_product(who + "batch x seq x hidden_size x 4 bytes", options.batch, seq, model.hidden_size, 4);
-  checked_product(who + "batch x seq x ffn_size x 4 bytes", options.batch, seq, model.ffn_size, 4);
-  checked_product(who + "batch x seq x vocab_size x 4 bytes", options.batch, seq, model.vocab_size, 4);
+  checked_product(named("batch x seq x hidden_size x 4 bytes"), options.batch, seq, model.hidden_size, 4);
+  checked_product(named("batch x seq x ffn_size x 4 bytes"), options.batch, seq, model.ffn_size, 4);
+  checked_product(named("batch x seq x vocab_size x 4 bytes"), options.batch, seq, model.vocab_size, 4);
   if (model.moe.enabled()) {
-    checked_product(who + "batch x seq x top_k x expert_ffn_size x 4 bytes", options.batch, seq,
+    checked_product(named("batch x seq x top_k x expert_ffn_size x 4 bytes"), options.batch, seq,
                     model.moe.top_k, model.moe.expert_ffn_size, 4);
   }
   if (options.eager_attention || options.kernels == KernelStyle::hf_eager) {
-    checked_product(who + "batch x num_heads x seq x context x 4 bytes (attention scores)", options.batch,
+    checked_product(named("batch x num_heads x seq x context x 4 bytes (attention scores)"), options.batch,
                     model.num_heads, seq, keys, 4);
   }
-  checked_product(who + "max_position_embeddings x head_dim x 4 bytes", model.max_position_embeddings,
+  checked_product(named("max_position_embeddings x head_dim x 4 bytes"), model.max_position_embeddings,
                   model.head_dim, 4);
   step_kv_cache_bytes(model, options);
   if (options.phase == Phase::train) {
-    checked_product(who + "parameters x bytes of weights, gradients, master weights and optimizer states",
+    checked_product(named("parameters x bytes of weights, gradients, master weights and optimizer states"),
                     parameter_count(model), size_bytes(model.weight_dtype) + 16);
   }
 }

@@ -76,17 +76,10 @@ void ModelSpec::validate() const {
                    who + ": expert groups must divide the experts, top-k groups within them");
   }
   ACCELSIM_CHECK(max_position_embeddings >= 0, who + ": max_position_embeddings must not be negative");
-  // Every byte count derived from the model must fit in 64 bits: its largest matrices, its
-  // parameter count (checked term by term) and the bytes of its weights.
-  const int64_t bytes = size_bytes(weight_dtype);
-  checked_product(who + ": hidden_size x vocab_size x bytes", hidden_size, vocab_size, bytes);
-  checked_product(who + ": hidden_size x ffn_size x bytes", hidden_size, ffn_size, bytes);
-  checked_product(who + ": hidden_size x num_heads x head_dim x bytes", hidden_size, num_heads, head_dim, bytes);
-  if (moe.enabled()) {
-    checked_product(who + ": hidden_size x num_experts x expert_ffn_size x bytes", hidden_size,
-                    moe.num_experts, moe.expert_ffn_size, bytes);
-  }
-  checked_product(who + ": parameters x bytes", parameter_count(*this), bytes);
+  // Every byte count derived from the model must fit in 64 bits: its parameter count, checked
+  // term by term (each matrix, vocab_size x hidden_size among them, is a term), and the bytes of
+  // its weights, which bound the bytes of each matrix.
+  checked_product([&] { return who + ": parameters x bytes"; }, parameter_count(*this), size_bytes(weight_dtype));
 }
 
 namespace {
@@ -155,12 +148,7 @@ int64_t count_with_experts(const ModelSpec& m, int64_t experts) {
   }
   if (m.pooler) total = sum(what, total, mul("hidden_size x hidden_size", h, h), h);
   // The layers: dense and MoE ones counted, then multiplied out (not a loop over the layers).
-  int64_t moe_layers = 0;
-  if (e.enabled() && m.num_layers > e.first_dense_layers) {
-    // Layers l >= first_dense_layers with (l + 1) % sparse_step == 0.
-    const int64_t step = std::max<int64_t>(1, e.sparse_step);
-    moe_layers = m.num_layers / step - std::min(m.num_layers, e.first_dense_layers) / step;
-  }
+  const int64_t moe_layers = e.moe_layer_count(m.num_layers);
   const int64_t dense_layers = m.num_layers - moe_layers;
   total = sum(what, total, mul("num_layers x a layer's parameters", dense_layers, sum(layer_what, layer, dense_ffn)),
               mul("num_layers x a MoE layer's parameters", moe_layers, sum(layer_what, layer, moe_ffn)));
@@ -192,14 +180,18 @@ double expected_experts_touched(int64_t num_experts, int64_t top_k, int64_t toke
 int64_t kv_cache_bytes(const ModelSpec& m, int64_t batch, int64_t tokens) {
   if (m.mla.enabled()) {
     // MLA caches the compressed latent and the shared RoPE key per token (DeepSeek-V2, sec. 2.1).
-    return checked_product("model '" + m.name + "': the KV cache (num_layers x batch x tokens x "
-                           "(kv_lora_rank + qk_rope_head_dim) x bytes)",
+    return checked_product([&] {
+                             return "model '" + m.name + "': the KV cache (num_layers x batch x tokens x "
+                                    "(kv_lora_rank + qk_rope_head_dim) x bytes)";
+                           },
                            m.num_layers, batch, tokens, m.mla.kv_lora_rank + m.mla.qk_rope_head_dim,
                            size_bytes(m.kv_cache_dtype));
   }
   // K and V per layer: [batch, kv_heads, tokens, head_dim].
-  return checked_product("model '" + m.name + "': the KV cache (2 x num_layers x batch x tokens x "
-                         "num_kv_heads x head_dim x bytes)",
+  return checked_product([&] {
+                           return "model '" + m.name + "': the KV cache (2 x num_layers x batch x tokens x "
+                                  "num_kv_heads x head_dim x bytes)";
+                         },
                          2, m.num_layers, batch, tokens, m.num_kv_heads, m.head_dim,
                          size_bytes(m.kv_cache_dtype));
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "accelsim/checked_arithmetic.h"
 #include "accelsim/error.h"
 #include "accelsim/op_catalog.h"
 #include "accelsim/serve.h"
@@ -82,7 +83,7 @@ static Measured measure(const ModelSpec& model, int64_t layers, const ReplicaCon
     // A step's tokens, profiled as one sequence, can outnumber a learned position table's rows
     // (GPT-2: 1,024). The profiled ops work per token, so the same tokens run as the fewest equal
     // rows that fit the table: the smallest divisor of `seq` at least seq / positions.
-    int64_t rows = (seq + m.max_position_embeddings - 1) / m.max_position_embeddings;
+    int64_t rows = ceil_div(seq, m.max_position_embeddings);
     while (seq % rows != 0) ++rows;
     batch = rows;
     seq /= rows;
@@ -224,8 +225,7 @@ double IterationModel::sample_tokens(int64_t n, bool head) {
   const Measured d = measure(dense, 2, replica_, device_, 1, n);
   const double base = a.body - per_heavy;
   const double per_dense = (d.body - base) / 2.0;
-  int64_t moe_layers = 0;
-  for (int64_t l = 0; l < layers; ++l) moe_layers += model_.moe.is_moe_layer(l) ? 1 : 0;
+  const int64_t moe_layers = model_.moe.moe_layer_count(layers);
   return base + static_cast<double>(moe_layers) * per_heavy + static_cast<double>(layers - moe_layers) * per_dense;
 }
 

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "accelsim/checked_arithmetic.h"
 #include "accelsim/error.h"
 #include "accelsim/physical_range.h"
 #include "accelsim/serve.h"
@@ -165,7 +166,7 @@ class Simulation {
   ServeResult run();
 
  private:
-  int64_t blocks_for(int64_t tokens) const { return (tokens + bs_ - 1) / bs_; }
+  int64_t blocks_for(int64_t tokens) const { return ceil_div(tokens, bs_); }
   int64_t watermark_blocks(const Engine& e) const {
     return static_cast<int64_t>(std::floor(s_.watermark * static_cast<double>(e.total_blocks)));
   }

@@ -159,11 +159,11 @@ Workload workload_from_arrays(const std::vector<double>& arrival_s, const std::v
   const std::vector<double> t = arrival_s.empty() ? arrivals(spec, static_cast<int64_t>(n), rng) : arrival_s;
   w.requests.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    const std::string who = "request " + std::to_string(i + 1);
-    ACCELSIM_CHECK(input_len[i] >= 1 && input_len[i] <= kMax, who + ": input length must be in [1, 2^31)");
-    ACCELSIM_CHECK(output_len[i] >= 1 && output_len[i] <= kMax, who + ": output length must be in [1, 2^31)");
-    require_in_range(who, "arrival time", t[i], kNonNegative);
-    ACCELSIM_CHECK(i == 0 || t[i] >= t[i - 1], who + ": arrival times must not decrease");
+    auto at = [&] { return "request " + std::to_string(i + 1) + ": "; };  // built only on failure
+    ACCELSIM_CHECK(input_len[i] >= 1 && input_len[i] <= kMax, at() + "input length must be in [1, 2^31)");
+    ACCELSIM_CHECK(output_len[i] >= 1 && output_len[i] <= kMax, at() + "output length must be in [1, 2^31)");
+    ACCELSIM_CHECK(std::isfinite(t[i]) && t[i] >= 0.0, at() + "arrival time must be finite and >= 0");
+    ACCELSIM_CHECK(i == 0 || t[i] >= t[i - 1], at() + "arrival times must not decrease");
     Request& r = w.requests[i];
     r.arrival_s = t[i];
     r.input_len = static_cast<int32_t>(input_len[i]);
@@ -173,7 +173,7 @@ Workload workload_from_arrays(const std::vector<double>& arrival_s, const std::v
       r.hash_end = hash_offsets[i + 1];
       ACCELSIM_CHECK(0 <= r.hash_begin && r.hash_begin <= r.hash_end &&
                          r.hash_end <= static_cast<int64_t>(hashes.size()),
-                     who + ": hash offsets out of range");
+                     at() + "hash offsets out of range");
     }
   }
   if (!arrival_s.empty() && rescale_to_qps) {

@@ -22,7 +22,7 @@ constexpr int64_t kRoundLarge = 2 << 20;        // larger segments round up to t
 
 constexpr const char* kOverflow = "the caching allocator's memory";
 
-int64_t round_up(int64_t v, int64_t m) { return checked_add(v, m - 1, kOverflow) / m * m; }
+int64_t round_up(int64_t v, int64_t m) { return checked_mul(ceil_div(v, m), m, kOverflow); }
 
 struct Block {
   int64_t size = 0;

@@ -7,10 +7,36 @@
 
 namespace accelsim {
 
+StorageLifetimes storage_lifetimes(const Graph& graph, ReleasePolicy policy) {
+  const auto storages = graph.storages();
+  const auto tensors = graph.tensors();
+  const auto nodes = graph.nodes();
+  const auto never = static_cast<NodeId>(nodes.size());  // "until the end"
+  StorageLifetimes l{std::vector<NodeId>(storages.size(), kNoNode), std::vector<NodeId>(storages.size(), kNoNode)};
+  auto touch = [&](TensorId t, NodeId n) {
+    const StorageId s = tensors[t].storage;
+    if (l.first[s] == kNoNode) l.first[s] = n;
+    l.last[s] = std::max(l.last[s], n);
+  };
+  for (NodeId n = 0; n < never; ++n) {
+    for (TensorId t : nodes[n].inputs) touch(t, n);
+    for (TensorId t : nodes[n].outputs) touch(t, n);
+  }
+  if (policy == ReleasePolicy::recorded) {
+    for (size_t s = 0; s < storages.size(); ++s) {
+      const NodeId released = storages[s].released_after;
+      if (l.first[s] != kNoNode && released != kNoNode) {
+        l.last[s] = std::max(l.last[s], std::min(released, never - 1));
+      }
+    }
+  }
+  for (TensorId t : graph.outputs()) l.last[tensors[t].storage] = never;
+  return l;
+}
+
 MemoryProfile compute_memory_profile(const Graph& graph, ReleasePolicy policy) {
   MemoryProfile p;
   const auto storages = graph.storages();
-  const auto tensors = graph.tensors();
   const auto nodes = graph.nodes();
   const NodeId never = static_cast<NodeId>(nodes.size());  // "until the end"
 
@@ -31,27 +57,9 @@ MemoryProfile compute_memory_profile(const Graph& graph, ReleasePolicy policy) {
   p.resident_bytes = checked_sum(kOverflow, p.parameter_bytes, p.buffer_bytes, p.input_bytes,
                                  p.optimizer_state_bytes);
 
-  // First and last node touching each activation storage.
-  std::vector<NodeId> first(storages.size(), kNoNode);
-  std::vector<NodeId> last(storages.size(), kNoNode);
-  auto touch = [&](TensorId t, NodeId n) {
-    const StorageId s = tensors[t].storage;
-    if (first[s] == kNoNode) first[s] = n;
-    last[s] = std::max(last[s], n);
-  };
-  for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
-    for (TensorId t : nodes[n].inputs) touch(t, n);
-    for (TensorId t : nodes[n].outputs) touch(t, n);
-  }
-  if (policy == ReleasePolicy::recorded) {
-    for (size_t s = 0; s < storages.size(); ++s) {
-      const NodeId released = storages[s].released_after;
-      if (first[s] != kNoNode && released != kNoNode) {
-        last[s] = std::max(last[s], std::min(released, never - 1));
-      }
-    }
-  }
-  for (TensorId t : graph.outputs()) last[tensors[t].storage] = never;
+  const StorageLifetimes lifetimes = storage_lifetimes(graph, policy);
+  const std::vector<NodeId>& first = lifetimes.first;
+  const std::vector<NodeId>& last = lifetimes.last;
 
   // Allocation and free events per node, for activation and gradient storages (the latter
   // also tallied on their own, to split the peak by category).

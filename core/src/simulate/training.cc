@@ -8,12 +8,14 @@
 #include <exception>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <thread>
 #include <tuple>
 #include <unordered_map>
 
+#include "accelsim/checked_arithmetic.h"
 #include "accelsim/error.h"
 #include "accelsim/memory.h"
 #include "accelsim/physical_range.h"
@@ -71,35 +73,43 @@ Placement place(const ParallelLayout& l, const SystemSpec& system) {
   return p;
 }
 
-// One graph's figures, for the linear stage profile.
-struct Sample {
-  double forward_s = 0, backward_s = 0, communication_s = 0, optimizer_s = 0, once_per_step_s = 0;
+// A stage graph's bytes, for the linear stage profile.
+struct StageBytes {
   double parameter_bytes = 0, gradient_bytes = 0, state_bytes = 0, saved_bytes = 0, peak_activation_bytes = 0;
   double weight_copy_bytes = 0;
   // Of saved_bytes: what the nodes before the first layer (the embedding) and after the last
   // (the final norm, the head and the loss) wrote.
   double embedding_saved_bytes = 0, head_saved_bytes = 0;
+};
+
+// A stage graph's times on the device, for the linear stage profile.
+struct StageTimes {
+  double forward_s = 0, backward_s = 0, communication_s = 0, optimizer_s = 0, once_per_step_s = 0;
   double model_flops = 0, reference = 0;
 };
 
-// The figures of a stage of `layers` of `model`'s layers; `timed`: simulated on the device (the
-// times and model FLOPs), otherwise only its bytes.
-Sample sample_stage(const ModelSpec& model, int64_t layers, const BuildOptions& b,
-                    const DeviceSpec& device, const SimulateOptions& o, bool timed = true) {
+// The graph of a stage of `layers` of `model`'s layers.
+Graph build_stage(const ModelSpec& model, int64_t layers, const BuildOptions& b) {
   ModelSpec stage = model;
   stage.num_layers = layers;
-  const Graph g = build_graph(stage, b);
-  Sample s;
-  if (timed) {
-    const SimulationResult r = simulate(g, device, o);
-    s.forward_s = r.forward_time_s;
-    s.backward_s = r.backward_time_s;
-    s.communication_s = r.communication_time_s - r.overlapped_communication_s;  // exposed
-    s.once_per_step_s = r.once_per_step_time_s;
-    s.optimizer_s = r.optimizer_time_s;
-    s.model_flops = r.model_flops;
-    s.reference = r.reference_peak_flops_per_s;
-  }
+  return build_graph(stage, b);
+}
+
+StageTimes stage_times(const Graph& g, const DeviceSpec& device, const SimulateOptions& o) {
+  const SimulationResult r = simulate(g, device, o);
+  StageTimes t;
+  t.forward_s = r.forward_time_s;
+  t.backward_s = r.backward_time_s;
+  t.communication_s = r.communication_time_s - r.overlapped_communication_s;  // exposed
+  t.once_per_step_s = r.once_per_step_time_s;
+  t.optimizer_s = r.optimizer_time_s;
+  t.model_flops = r.model_flops;
+  t.reference = r.reference_peak_flops_per_s;
+  return t;
+}
+
+StageBytes stage_bytes(const Graph& g, ReleasePolicy policy) {
+  StageBytes s;
   for (const Storage& st : g.storages()) {
     const auto bytes = static_cast<double>(st.size_bytes);
     if (st.kind == StorageKind::parameter) s.parameter_bytes += bytes;
@@ -133,38 +143,22 @@ Sample sample_stage(const ModelSpec& model, int64_t layers, const BuildOptions& 
     if (!is_copy[st] && n <= last_forward) s.weight_copy_bytes += static_cast<double>(storages[st].size_bytes);
     is_copy[st] = 1;
   }
-  // Each storage's lifetime as the liveness analysis has it (memory.h): from the first node that
-  // touches it to the last, under the recorded policy at least to its recorded release, a graph
-  // output's to the end.
-  std::vector<NodeId> first(storages.size(), kNoNode), end(storages.size(), kNoNode);
-  for (NodeId n = 0; n < node_count; ++n) {
-    for (const auto* list : {&nodes[n].inputs, &nodes[n].outputs}) {
-      for (TensorId t : *list) {
-        const StorageId st = g.tensor(t).storage;
-        if (first[st] == kNoNode) first[st] = n;
-        end[st] = n;
-      }
-    }
-  }
-  for (size_t st = 0; st < storages.size(); ++st) {
-    if (o.release_policy == ReleasePolicy::recorded && first[st] != kNoNode &&
-        storages[st].released_after != kNoNode) {
-      end[st] = std::max(end[st], std::min(storages[st].released_after, node_count - 1));
-    }
-  }
-  for (TensorId t : g.outputs()) end[g.tensor(t).storage] = node_count - 1;
-  // The activations: saved, those live at the end of the forward, by the part of the model that
-  // wrote them (before the first layer: the embedding; after the last: the final norm, the head
-  // and the loss); and the most one micro-batch holds at once, over every node of its forward
-  // and backward. The weight casts are not among them (held once, above); nor are the gradients,
-  // which Megatron-LM keeps in a buffer for the whole step (counted apart).
+  // The activations, each over its lifetime as the liveness analysis has it (memory.h): saved,
+  // those live at the end of the forward, by the part of the model that wrote them (before the
+  // first layer: the embedding; after the last: the final norm, the head and the loss); and the
+  // most one micro-batch holds at once, over every node of its forward and backward. The weight
+  // casts are not among them (held once, above); nor are the gradients, which Megatron-LM keeps
+  // in a buffer for the whole step (counted apart).
+  const StorageLifetimes lifetimes = storage_lifetimes(g, policy);
+  const std::vector<NodeId>& first = lifetimes.first;
+  const std::vector<NodeId>& last = lifetimes.last;  // the node count for a graph output's
   std::vector<double> born(static_cast<size_t>(node_count) + 1, 0.0), dead(static_cast<size_t>(node_count) + 1, 0.0);
   for (size_t st = 0; st < storages.size(); ++st) {
     if (first[st] == kNoNode || is_copy[st] || storages[st].kind != StorageKind::activation) continue;
     const auto bytes = static_cast<double>(storages[st].size_bytes);
     born[static_cast<size_t>(first[st])] += bytes;
-    dead[static_cast<size_t>(end[st])] += bytes;
-    if (last_forward == kNoNode || first[st] > last_forward || end[st] <= last_forward) continue;
+    dead[static_cast<size_t>(last[st])] += bytes;
+    if (last_forward == kNoNode || first[st] > last_forward || last[st] <= last_forward) continue;
     s.saved_bytes += bytes;
     if (first_layer == kNoNode || first[st] < first_layer) s.embedding_saved_bytes += bytes;
     if (last_layer != kNoNode && first[st] > last_layer) s.head_saved_bytes += bytes;
@@ -209,14 +203,10 @@ int recompute_rank(Recompute r) { return static_cast<int>(r); }
 
 }  // namespace
 
-StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
-                           const ParallelLayout& layout, const std::vector<CommGroup>& groups,
-                           const DeviceSpec& device, const SystemSpec& system,
-                           const SimulateOptions& options) {
-  model.validate();
-  device.validate();
-  system.validate();
-  StageProfile p;
+namespace {
+
+// A stage's build options: `base` with the layout's TP/SP/CP/EP degrees and micro-batch.
+BuildOptions stage_build_options(const BuildOptions& base, const ParallelLayout& layout) {
   BuildOptions b = base;
   b.phase = Phase::train;
   b.batch = layout.micro_batch;
@@ -225,39 +215,88 @@ StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
   b.context_parallel = layout.cp;
   b.expert_parallel = layout.ep;
   b.persistent_gradients = false;
-  SimulateOptions o = options;
-  o.system = system;
-  o.groups = groups;
-  o.micro_batches = 1;
-  // The stage: one and two of the model's heaviest layers (an MoE model's dense leading layers
-  // and interleaved dense layers made MoE) with the embedding and the head.
+  return b;
+}
+
+// A stage's graphs and their bytes: all that its build options decide, whatever the placement
+// of its ranks (which enters only the simulated times), so that every placement of the same
+// degrees shares them.
+struct StageGraphs {
+  std::string reason;  // the builder's, when it rejects the shapes (nothing else is set)
+  // One and two of the model's heaviest layers (an MoE model's dense leading layers and
+  // interleaved dense layers made MoE) with the embedding and the head; `two` is absent for a
+  // one-layer model (one stands for both).
+  std::optional<Graph> one, two;
+  StageBytes one_bytes, two_bytes;
+  // The body: the same layers without the final norm, the head and the pooler, a stage before
+  // the last (its loss stands for the next stage's gradient); only its bytes are needed.
+  StageBytes body_one_bytes, body_two_bytes;
+  // An MoE model with dense layers: the real model's leading layers through the first MoE layer
+  // (`whole_layers` of them), and one more, for the whole model's FLOPs.
+  std::optional<Graph> whole_one, whole_two;
+  int64_t whole_layers = 0;
+};
+
+// Throws ConfigError when the builder rejects the shapes.
+StageGraphs build_stage_graphs(const ModelSpec& model, const BuildOptions& b, ReleasePolicy policy) {
+  StageGraphs s;
   ModelSpec heavy = model;
   const bool mixed = model.moe.enabled() && (model.moe.first_dense_layers > 0 || model.moe.sparse_step > 1);
   if (mixed) {
     heavy.moe.first_dense_layers = 0;
     heavy.moe.sparse_step = 1;
   }
-  // The body: the same layers without the final norm, the head and the pooler, a stage before
-  // the last (its loss stands for the next stage's gradient); only its bytes are needed.
-  ModelSpec body = heavy;
-  body.final_norm = body.lm_head = body.pooler = false;
-  const bool headless = !heavy.final_norm && !heavy.lm_head && !heavy.pooler;
-  Sample s0, s1, b0, b1;
+  s.one = build_stage(heavy, 1, b);
+  s.one_bytes = stage_bytes(*s.one, policy);
+  if (model.num_layers > 1) {
+    s.two = build_stage(heavy, 2, b);
+    s.two_bytes = stage_bytes(*s.two, policy);
+  } else {
+    s.two_bytes = s.one_bytes;
+  }
+  if (!heavy.final_norm && !heavy.lm_head && !heavy.pooler) {
+    s.body_one_bytes = s.one_bytes;
+    s.body_two_bytes = s.two_bytes;
+  } else {
+    ModelSpec body = heavy;
+    body.final_norm = body.lm_head = body.pooler = false;
+    s.body_one_bytes = stage_bytes(build_stage(body, 1, b), policy);
+    s.body_two_bytes = model.num_layers > 1 ? stage_bytes(build_stage(body, 2, b), policy) : s.body_one_bytes;
+  }
+  if (mixed) {
+    s.whole_layers = 1;
+    while (s.whole_layers < model.num_layers && !model.moe.is_moe_layer(s.whole_layers - 1)) ++s.whole_layers;
+    s.whole_one = build_stage(model, s.whole_layers, b);
+    if (model.num_layers > s.whole_layers) s.whole_two = build_stage(model, s.whole_layers + 1, b);
+  }
+  return s;
+}
+
+// The profile of the stage whose graphs are `s`, its ranks placed as `groups` say.
+StageProfile profile_built_stage(const ModelSpec& model, const StageGraphs& s, const std::vector<CommGroup>& groups,
+                                 const DeviceSpec& device, const SystemSpec& system, const SimulateOptions& options) {
+  StageProfile p;
+  if (!s.reason.empty()) {
+    p.reason = s.reason;
+    return p;
+  }
+  SimulateOptions o = options;
+  o.system = system;
+  o.groups = groups;
+  o.micro_batches = 1;
+  StageTimes t0, t1;
   double whole_flops = 0.0;
   try {
-    s0 = sample_stage(heavy, 1, b, device, o);
-    s1 = model.num_layers > 1 ? sample_stage(heavy, 2, b, device, o) : s0;
-    b0 = headless ? s0 : sample_stage(body, 1, b, device, o, /*timed=*/false);
-    b1 = headless ? s1 : model.num_layers > 1 ? sample_stage(body, 2, b, device, o, false) : b0;
+    t0 = stage_times(*s.one, device, o);
+    t1 = s.two ? stage_times(*s.two, device, o) : t0;
     // The model FLOPs of the real model: its leading layers through the first MoE layer, then
     // one more layer at a time.
-    whole_flops = s0.model_flops + static_cast<double>(model.num_layers - 1) * (s1.model_flops - s0.model_flops);
-    if (mixed) {
-      int64_t l0 = 1;
-      while (l0 < model.num_layers && !model.moe.is_moe_layer(l0 - 1)) ++l0;
-      const Sample r0 = sample_stage(model, l0, b, device, o);
-      const Sample r1 = model.num_layers > l0 ? sample_stage(model, l0 + 1, b, device, o) : r0;
-      whole_flops = r0.model_flops + static_cast<double>(model.num_layers - l0) * (r1.model_flops - r0.model_flops);
+    whole_flops = t0.model_flops + static_cast<double>(model.num_layers - 1) * (t1.model_flops - t0.model_flops);
+    if (s.whole_one) {
+      const StageTimes r0 = stage_times(*s.whole_one, device, o);
+      const StageTimes r1 = s.whole_two ? stage_times(*s.whole_two, device, o) : r0;
+      whole_flops = r0.model_flops +
+                    static_cast<double>(model.num_layers - s.whole_layers) * (r1.model_flops - r0.model_flops);
     }
   } catch (const PhysicalRangeError&) {
     throw;  // a device or system out of physical range, not a shape the builder rejects
@@ -265,11 +304,12 @@ StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
     p.reason = e.what();
     return p;
   }
-  p.forward_s = line(s0.forward_s, s1.forward_s);
-  p.backward_s = line(s0.backward_s, s1.backward_s);
-  p.communication_s = line(s0.communication_s, s1.communication_s);
-  p.optimizer_s = line(s0.optimizer_s, s1.optimizer_s);
-  p.once_per_step_s = line(s0.once_per_step_s, s1.once_per_step_s);
+  const StageBytes &s0 = s.one_bytes, &s1 = s.two_bytes, &b0 = s.body_one_bytes, &b1 = s.body_two_bytes;
+  p.forward_s = line(t0.forward_s, t1.forward_s);
+  p.backward_s = line(t0.backward_s, t1.backward_s);
+  p.communication_s = line(t0.communication_s, t1.communication_s);
+  p.optimizer_s = line(t0.optimizer_s, t1.optimizer_s);
+  p.once_per_step_s = line(t0.once_per_step_s, t1.once_per_step_s);
   p.parameter_bytes = line(s0.parameter_bytes, s1.parameter_bytes);
   p.gradient_bytes = line(s0.gradient_bytes, s1.gradient_bytes);
   p.state_bytes = line(s0.state_bytes, s1.state_bytes);
@@ -286,9 +326,35 @@ StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
   p.input_saved_bytes = s0.embedding_saved_bytes;
   p.head_saved_bytes = s0.head_saved_bytes;
   p.model_flops = whole_flops;
-  p.reference_peak_flops_per_s = s0.reference;
+  p.reference_peak_flops_per_s = t0.reference;
   p.feasible = true;
   return p;
+}
+
+// The stage's graphs, or the builder's reason for rejecting its shapes.
+StageGraphs build_or_reject(const ModelSpec& model, const BuildOptions& b, ReleasePolicy policy) {
+  try {
+    return build_stage_graphs(model, b, policy);
+  } catch (const PhysicalRangeError&) {
+    throw;
+  } catch (const ConfigError& e) {
+    StageGraphs s;
+    s.reason = e.what();
+    return s;
+  }
+}
+
+}  // namespace
+
+StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
+                           const ParallelLayout& layout, const std::vector<CommGroup>& groups,
+                           const DeviceSpec& device, const SystemSpec& system,
+                           const SimulateOptions& options) {
+  model.validate();
+  device.validate();
+  system.validate();
+  const StageGraphs graphs = build_or_reject(model, stage_build_options(base, layout), options.release_policy);
+  return profile_built_stage(model, graphs, groups, device, system, options);
 }
 
 TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& base,
@@ -324,7 +390,7 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   TrainingEstimate e;
   e.micro_batches = m;
   const int64_t v = l.virtual_stages;
-  const int64_t per_chunk = (model.num_layers + l.pp * v - 1) / (l.pp * v);
+  const int64_t per_chunk = ceil_div(model.num_layers, l.pp * v);
   const int64_t n = v * per_chunk;
   e.stage_layers = n;
   // Ops that run once per step whatever the micro-batches (cached fp8 weight casts) are in the
@@ -571,7 +637,8 @@ PlanSpace default_plan_space(const ModelSpec& model, int64_t gpus, int64_t globa
 PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const PlanSpace& space,
                          const DeviceSpec& device, const SystemSpec& system,
                          const SimulateOptions& options, int64_t top, int threads,
-                         const std::function<void(int64_t, int64_t)>& progress) {
+                         const std::function<void(int64_t, int64_t)>& progress,
+                         const PlanThreadStart& start_thread) {
   model.validate();
   device.validate();
   system.validate();
@@ -665,9 +732,21 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
     }
   }
   result.profiles = static_cast<int64_t>(keys.size());
+  // The profiles that differ only in where their TP, CP and EP groups sit share their graphs.
+  std::vector<std::vector<size_t>> sharing_graphs;
+  {
+    std::unordered_map<ProfileKey, size_t, ProfileKeyHash> group_of;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      ProfileKey unplaced = keys[i].first;
+      unplaced.tp_in = unplaced.cp_in = unplaced.ep_in = 0;
+      const auto [it, added] = group_of.emplace(unplaced, sharing_graphs.size());
+      if (added) sharing_graphs.emplace_back();
+      sharing_graphs[it->second].push_back(i);
+    }
+  }
 
   const int workers = std::max(1, threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
-  const int64_t total = result.profiles + static_cast<int64_t>(outers.size());
+  const auto total = static_cast<int64_t>(sharing_graphs.size() + outers.size());
   std::atomic<int64_t> done{0};
   std::exception_ptr failure;
   std::mutex failure_mutex;
@@ -694,7 +773,9 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
     std::vector<std::thread> pool;
     try {
       pool.reserve(static_cast<size_t>(wanted));
-      for (int t = 0; t < wanted; ++t) pool.emplace_back(work, t);
+      for (int t = 0; t < wanted; ++t) {
+        pool.push_back(start_thread ? start_thread([&work, t] { work(t); }) : std::thread(work, t));
+      }
     } catch (const std::system_error&) {  // EAGAIN: no thread left, or no room for its stack
     } catch (const std::bad_alloc&) {     // no room for the pool itself
     }
@@ -716,14 +797,17 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
     if (failure) std::rethrow_exception(failure);
   };
 
-  // Pass 2: the profiles, in parallel.
+  // Pass 2: the profiles, in parallel, each stage's graphs built once for all its placements.
   std::vector<StageProfile> profiles(keys.size());
-  run(keys.size(), [&](size_t i, int) {
-    const ParallelLayout& l = keys[i].second;
-    const Placement p = place(l, system);
+  run(sharing_graphs.size(), [&](size_t g, int) {
+    const size_t first = sharing_graphs[g].front();
     BuildOptions b = base;
-    b.recompute = static_cast<Recompute>(keys[i].first.rc);
-    profiles[i] = profile_stage(model, b, l, {p.groups[0], p.groups[1], p.groups[2]}, device, system, options);
+    b.recompute = static_cast<Recompute>(keys[first].first.rc);
+    const StageGraphs graphs = build_or_reject(model, stage_build_options(b, keys[first].second), options.release_policy);
+    for (size_t i : sharing_graphs[g]) {
+      const Placement p = place(keys[i].second, system);
+      profiles[i] = profile_built_stage(model, graphs, {p.groups[0], p.groups[1], p.groups[2]}, device, system, options);
+    }
   });
 
   // Pass 3: every candidate's step, in parallel over the outer items.

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <string>
+
+#include "accelsim/checked_arithmetic.h"
 #include "accelsim/error.h"
 #include "testing/models.h"
 
@@ -99,7 +103,9 @@ TEST(ModelSpecTest, BertBaseMlmHasItsPublishedParameterCount) {
 TEST(ModelSpecTest, VitEra5ParameterCount) {
   // Patch convolution 20*2*2*4096 + 4096 = 331,776; CLS 4,096; positions 259,201*4096 =
   // 1,061,687,296; 32 layers of 201,379,840 (attention 4*4096^2 + 4*4096, MLP 2*4096*16384 +
-  // 16384 + 4096, two LayerNorms); final LayerNorm 8,192; pooler 4096^2 + 4096 = 16,781,312.
+  // 16384 + 4096, two LayerNorms); final LayerNorm 8,192; pooler 4096^2 + 4096 = 16,781,312:
+  // 331,776 + 4,096 + 1,061,687,296 + 32 * 201,379,840 + 8,192 + 16,781,312 = 7,522,967,552.
+  // Tokens: (720 / 2) x (1440 / 2) patches of 2 x 2, plus the CLS token.
   EXPECT_EQ(testing::vit_era5().image_tokens(), 360 * 720 + 1);
   EXPECT_EQ(parameter_count(testing::vit_era5()), 7522967552);
 }
@@ -111,10 +117,39 @@ TEST(ModelSpecTest, DeepSeekV3TotalAndActiveParameters) {
   // 3*7168*2048 = 11,320,164,352 (58 layers). Embedding and lm_head 2*129280*7168; final norm.
   // 3*583,483,392 + 58*11,507,286,016 + 1,853,358,080 + 7,168 = 671,026,404,352.
   EXPECT_EQ(parameter_count(testing::deepseek_v3()), 671026404352);
-  // Active: 8 routed experts (352,321,536) instead of 256 per MoE layer: 37,552,282,624.
+  // Active: 8 routed experts instead of 256 per MoE layer, 248 of 3*7168*2048 = 44,040,192 fewer
+  // in each of 58 layers: 671,026,404,352 - 58 * 248 * 44,040,192 = 37,552,282,624.
   EXPECT_EQ(active_parameter_count(testing::deepseek_v3()), 37552282624);
   // MLA caches 512 + 64 values per token per layer: 61 * 576 * 2 bytes = 70,272 B per token.
   EXPECT_EQ(kv_cache_bytes(testing::deepseek_v3(), 1, 1), 70272);
+}
+
+TEST(ModelSpecTest, MoeLayerCountIsTheLayersThatAreMoe) {
+  MoeSpec moe{.num_experts = 8, .top_k = 2, .expert_ffn_size = 64};
+  EXPECT_EQ(moe.moe_layer_count(32), 32);  // Mixtral: every layer
+  moe.first_dense_layers = 3;
+  EXPECT_EQ(moe.moe_layer_count(61), 58);  // DeepSeek-V3: 61 layers, the first 3 dense: 61 - 3
+  EXPECT_EQ(moe.moe_layer_count(3), 0);    // layers 0, 1, 2 all dense
+  EXPECT_EQ(moe.moe_layer_count(4), 1);    // layer 3 only
+  moe.first_dense_layers = 0;
+  moe.sparse_step = 2;
+  EXPECT_EQ(moe.moe_layer_count(24), 12);  // layers 1, 3, ..., 23: 24 / 2
+  EXPECT_EQ(moe.moe_layer_count(1), 0);    // layer 0: (0 + 1) % 2 != 0
+  moe.first_dense_layers = 3;
+  EXPECT_EQ(moe.moe_layer_count(10), 4);  // layers 3, 5, 7, 9 (layer 1 is among the first 3 dense)
+  // The count agrees with is_moe_layer layer by layer.
+  for (int64_t step = 1; step <= 4; ++step) {
+    for (int64_t dense = 0; dense <= 5; ++dense) {
+      moe.sparse_step = step;
+      moe.first_dense_layers = dense;
+      int64_t count = 0;
+      for (int64_t layers = 0; layers <= 12; ++layers) {
+        EXPECT_EQ(moe.moe_layer_count(layers), count) << step << " " << dense << " " << layers;
+        count += moe.is_moe_layer(layers) ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_EQ(MoeSpec{}.moe_layer_count(32), 0);  // dense
 }
 
 TEST(ModelSpecTest, KvCacheBytes) {
@@ -167,18 +202,41 @@ TEST(ModelSpecTest, CountsThatOverflow64BitsThrowNamingTheQuantity) {
     EXPECT_NE(std::string(e.what()).find("parameters x bytes overflows 64-bit byte counts"), std::string::npos)
         << e.what();
   }
-  // The embedding alone: hidden 2^40 x vocab 2^23 x 2 bytes = 2^64.
+  // The embedding alone: vocab 2^23 x hidden 2^40 = 2^63 parameters, one more than int64_t holds
+  // (2^63 - 1); the parameter count names that term.
   ModelSpec embed = testing::llama3_8b();
   embed.hidden_size = int64_t{1} << 40;
   embed.vocab_size = int64_t{1} << 23;
   try {
     embed.validate();
-    FAIL() << "a 2^64-byte embedding passed validation";
+    FAIL() << "a 2^63-parameter embedding passed validation";
   } catch (const ConfigError& e) {
-    EXPECT_STREQ(e.what(), "model 'llama-3-8b': hidden_size x vocab_size x bytes overflows 64-bit byte counts");
+    EXPECT_STREQ(e.what(), "model 'llama-3-8b': vocab_size x hidden_size overflows 64-bit byte counts");
   }
   // KV cache: 2 x 32 layers x 8 heads x 128 x 2 bytes = 2^17 bytes per token; 2^47 tokens overflow.
   EXPECT_THROW(kv_cache_bytes(testing::llama3_8b(), int64_t{1} << 23, int64_t{1} << 24), ConfigError);
+}
+
+TEST(CheckedArithmeticTest, CeilDivAndNamesBuiltOnlyOnOverflow) {
+  EXPECT_EQ(ceil_div(0, 16), 0);
+  EXPECT_EQ(ceil_div(16, 16), 1);
+  EXPECT_EQ(ceil_div(17, 16), 2);  // 16 tokens fill one block, the 17th opens a second
+  // (2^63 - 1) / 2 = 2^62 - 1 remainder 1: 2^62, where (a + b - 1) / b would overflow.
+  EXPECT_EQ(ceil_div(std::numeric_limits<int64_t>::max(), 2), int64_t{1} << 62);
+  int named = 0;
+  auto name = [&] {
+    ++named;
+    return std::string("the count");
+  };
+  EXPECT_EQ(checked_product(name, 3, 5, 7), 105);
+  EXPECT_EQ(named, 0);
+  try {
+    checked_mul(int64_t{1} << 62, 2, name);  // 2^63 is one more than int64_t holds
+    FAIL() << "2^63 did not overflow";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "the count overflows 64-bit byte counts");
+  }
+  EXPECT_EQ(named, 1);
 }
 
 TEST(ModelSpecTest, GraphSizeIsBounded) {

@@ -5,8 +5,6 @@
 
 namespace accelsim::testing {
 
-// Meta-Llama-3-8B config.json: hidden 4096, 32 layers, 32 heads, 8 KV heads, FFN 14336,
-// vocab 128256, untied embeddings, RMSNorm, SwiGLU, RoPE.
 // A GPT-2-style model with `layers` layers of hidden 256 (8 heads of 32), FFN 1024, vocab 1024,
 // 512 learned positions: small graphs with every kind of op, for tests that build many.
 inline ModelSpec small_gpt(int64_t layers) {
@@ -19,6 +17,8 @@ inline ModelSpec small_gpt(int64_t layers) {
                    .output_bias = true, .ffn_bias = true};
 }
 
+// Meta-Llama-3-8B config.json: hidden 4096, 32 layers, 32 heads, 8 KV heads, FFN 14336,
+// vocab 128256, untied embeddings, RMSNorm, SwiGLU, RoPE.
 inline ModelSpec llama3_8b() {
   return ModelSpec{.name = "llama-3-8b",
                    .hidden_size = 4096,
