@@ -12,7 +12,7 @@ from typing import Any
 from accel_sim.cli.flags import COUNT, whole_up_to
 from accel_sim.cli.progress import Progress
 from accel_sim.cli.train import (RECOMPUTE, add_run_args, estimate_dict, layout_dict,
-                                 refuse_device_files_no_run_uses, run_inputs)
+                                 refuse_device_files_no_run_uses, refuse_layout_the_stack_cannot_run, run_inputs)
 from accel_sim.io.fields import INT64_MAX  # the core's counts are int64
 from accel_sim.report.json_report import SCHEMA_VERSION
 
@@ -71,11 +71,23 @@ def add_parser(sub: Any) -> None:
     add_run_args(p)
 
 
-def _space(args: argparse.Namespace, spec: Any, gpus: int, global_batch: int) -> Any:
+def _space(args: argparse.Namespace, spec: Any, gpus: int, global_batch: int, stack: Any) -> Any:
+    """The search space: the core's default for the model and GPUs, narrowed to what the stack
+    runs (io/stack_file.py) and to the values the flags name."""
     from accel_sim import _core
     from accel_sim.errors import UsageError
 
+    refuse_layout_the_stack_cannot_run(stack, {f: getattr(args, f) for f in ("tp", "pp", "cp", "virtual_stages")},
+                                       args.zero)
     space = _core.default_plan_space(spec, gpus, global_batch, args.seq)
+    t = stack.training
+    for field, runs in (("tp", t.tensor_parallel), ("pp", t.pipeline_parallel),
+                        ("virtual_stages", t.pipeline_parallel), ("cp", t.context_parallel)):
+        if not runs:
+            setattr(space, field, [1])
+    space.zero = [z for z in space.zero if z in t.zero_stages]
+    if not space.zero:
+        raise UsageError(f"{stack.id} runs none of the ZeRO stages the search takes for this run")
     for flag, field in (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("ep", "ep"), ("microbatch", "micro_batch"),
                         ("virtual_stages", "virtual_stages"), ("zero", "zero")):
         if getattr(args, flag) is not None:
@@ -139,7 +151,7 @@ def plan_runs(args: argparse.Namespace) -> list[tuple[Any, Any, int, Any, float]
     runs = []
     for entry, run in inputs:
         for gpus in args.gpus:
-            space = _space(args, run.spec, gpus, global_batch)
+            space = _space(args, run.spec, gpus, global_batch, run.stack)
             progress = Progress(f"plan {run.spec.name} on {gpus} x {entry.spec.id}", args.quiet or args.json)
             start = time.perf_counter()
             try:
@@ -171,7 +183,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     runs = plan_runs(args)
     global_batch = _global_batch(args)
     if args.json:
-        out = [{"schema": "accel-sim/plan", "schema_version": SCHEMA_VERSION, "model": run.spec.name, "system": entry.spec.id, "device": run.device.id,
+        out = [{"schema": "accel-sim/plan", "schema_version": SCHEMA_VERSION, "model": run.spec.name, "system": entry.spec.id, "device": run.device.id, "stack": run.stack.as_dict(),
                 **run.device_dict(), "gpus": gpus, "seq": args.seq, "global_batch": global_batch, "search_s": secs,
                 "candidates": r.candidates, "evaluated": r.evaluated, "feasible": r.feasible, "profiles": r.profiles,
                 "best": [_candidate_dict(c) for c in r.best],
@@ -210,6 +222,7 @@ def _print_plan(entry: Any, run: Any, gpus: int, r: Any, secs: float, *, args: a
                 global_batch: int) -> None:
     print(f"accel-sim plan · {run.spec.name} on {gpus:,} x {run.device_label} ({entry.spec.name}) · "
           f"global batch {global_batch:,} x {args.seq:,} tokens · {args.precision}")
+    print(f"  stack: {run.stack.id}, {run.stack.version}")
     print(f"  searched {r.candidates:,} configurations in {secs:.1f} s: {r.evaluated:,} composed from "
           f"{r.profiles:,} stage profiles, {r.feasible:,} fit")
     print()

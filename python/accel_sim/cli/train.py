@@ -22,7 +22,12 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scaleup-domain", **COUNT, metavar="N", help="GPUs per scale-up domain (NVLink/NVSwitch, xGMI), overriding the system file's")
     p.add_argument("--precision", choices=PRECISIONS, default="bf16-mixed", help="bf16-mixed (default): 16-bit compute, fp32 master weights, gradients and optimizer states; fp8-mixed: the blocks' GEMMs in fp8 as Transformer Engine runs them")
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd"), default="adamw")
-    p.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn", "eager"), default="flash2")
+    p.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn", "eager"),
+                   help="the attention kernel (default: the stack's on this device)")
+    p.add_argument("--stack", metavar="NAME|FILE",
+                   help="the training framework as a stack file: what it runs (attention kernel, fused SwiGLU, TP "
+                        "overlap, fp8 weights, gradient dtype, ZeRO stages); default: megatron-core "
+                        "(shipped: megatron-core, torchtitan, llm-foundry, deepspeed, hf-accelerate; docs/formats/stack.md)")
     p.add_argument("--expert-imbalance", **AT_LEAST_ONE, default=1.0, metavar="F",
                    help="MoE under EP: the busiest rank's routed tokens over the mean (default: 1, balanced)")
     p.add_argument("--no-tp-overlap", action="store_true",
@@ -46,6 +51,7 @@ class RunInputs:
     variant_of: str | None = None   # the device id the system's device_overrides vary, or None
     device_entry: Any = None        # the DeviceEntry of `device` (its file)
     device_use: str = ""            # why the run uses that device: "h100_sxm (the device of dgx_h100)"
+    stack: Any = None               # the StackEntry the run applies (io/stack_file.py)
 
     @property
     def device_label(self) -> str:
@@ -99,12 +105,18 @@ def run_inputs(args: argparse.Namespace, entry: Any) -> RunInputs:
     from accel_sim import _core
     from accel_sim.errors import UsageError
     from accel_sim.io.model_config import load_model_spec
+    from accel_sim.io.stack_file import resolve_stack
 
     if args.seq < 1:
         raise UsageError(f"--seq must be at least 1 (got {args.seq})")
     chosen = system_device(args, entry)
     device = chosen.spec
     check_clock(args, [device])
+    stack = resolve_stack(args.stack)
+    t = stack.training
+    if args.precision == "fp8-mixed" and t.fp8 != "transformer-engine":
+        raise UsageError(f"--precision fp8-mixed under {stack.id}: its fp8 recipe is {t.fp8}, and the builder's fp8 "
+                         "GEMMs are Transformer Engine's (fp8 copies kept for the backward); not modelled")
     dtype = {"bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp8-mixed": "bf16"}.get(args.precision, args.precision)
     spec = load_model_spec(args.model, dtype=dtype)
     _refuse_run_flags(args, spec)
@@ -112,21 +124,55 @@ def run_inputs(args: argparse.Namespace, entry: Any) -> RunInputs:
     base.seq = args.seq
     base.master_weights = args.precision.endswith("-mixed")
     base.fp8_gemms = args.precision == "fp8-mixed"
-    base.eager_attention = args.attention_impl == "eager"
     base.optimizer = getattr(_core.Optimizer, args.optimizer)
     if not args.expert_imbalance >= 1.0:
         raise UsageError(f"--expert-imbalance must be at least 1 (got {args.expert_imbalance})")
     base.expert_imbalance = args.expert_imbalance
     options = _core.SimulateOptions()
     options.cost_model = args.cost_model
-    options.cost.attention_impl = getattr(_core.AttentionImpl, args.attention_impl)
-    options.overlap_tp_comm = not args.no_tp_overlap
-    options.fp8_weight_cache = True  # Transformer Engine's is_first_microbatch, as Megatron-LM passes it
+    apply_training_stack(stack, base, options, chosen.architecture, args.attention_impl)
+    options.overlap_tp_comm = options.overlap_tp_comm and not args.no_tp_overlap
     if args.clock_mhz is not None:
         options.cost.clock_hz = args.clock_mhz * 1e6
     use = f"{device.id} (--device)" if args.device else f"{device.id} (the device of {entry.spec.id})"
     return RunInputs(spec, base, options, device, args.clock_mhz,
-                     chosen.variant_of.spec.id if chosen.variant_of is not None else None, chosen, use)
+                     chosen.variant_of.spec.id if chosen.variant_of is not None else None, chosen, use, stack)
+
+
+def apply_training_stack(stack: Any, base: Any, options: Any, architecture: str, attention: str | None = None) -> None:
+    """Sets what the stack runs (io/stack_file.py) on a training step's BuildOptions `base` (its
+    precision already set) and SimulateOptions `options`: the attention kernel on a device of
+    `architecture` (or `attention`, when given), the fused gated activation, fp8 parameters and
+    weight cache, the gradient buffers' dtype and TP-communication overlap."""
+    from accel_sim import _core
+
+    t = stack.training
+    kernel = attention or t.attention_for(architecture)
+    base.eager_attention = kernel == "eager"
+    base.fused_gated_activation = t.fused_gated_activation
+    base.fp8_parameters = base.fp8_gemms and t.fp8_parameters
+    base.gradients_in_weight_dtype = base.master_weights and t.gradients_in_weight_dtype
+    options.cost.attention_impl = getattr(_core.AttentionImpl, kernel)
+    options.overlap_tp_comm = t.tp_comm_overlap
+    options.fp8_weight_cache = t.fp8_weight_cache
+
+
+def refuse_layout_the_stack_cannot_run(stack: Any, degrees: dict[str, list[int]], zero: list[int] | None) -> None:
+    """Refuses parallel degrees above 1 the stack has no implementation of, and ZeRO stages it
+    does not run (`degrees`: tp, pp, cp and virtual_stages, each the values asked for)."""
+    from accel_sim.errors import UsageError
+
+    t = stack.training
+    for flag, field in (("tp", "tensor_parallel"), ("pp", "pipeline_parallel"),
+                        ("virtual_stages", "pipeline_parallel"), ("cp", "context_parallel")):
+        values = degrees.get(flag) or [1]
+        if not getattr(t, field) and max(values) > 1:
+            raise UsageError(f"--{flag.replace('_', '-')} {max(values)}: {stack.id} has no {field.replace('_', ' ')}ism "
+                             f"({stack.sources.get('training.' + field, stack.path)})")
+    bad = [z for z in (zero or []) if z not in t.zero_stages]
+    if bad:
+        raise UsageError(f"--zero {bad[0]}: {stack.id} runs ZeRO stages {', '.join(map(str, t.zero_stages))} "
+                         f"({stack.sources.get('training.zero_stages', stack.path)})")
 
 
 def _refuse_run_flags(args: argparse.Namespace, spec: Any) -> None:
@@ -148,7 +194,7 @@ def _refuse_layout_flags(args: argparse.Namespace) -> None:
     from accel_sim.cli.flags import refuse
 
     if args.dp * args.cp == 1:
-        if args.zero > 0:
+        if args.zero:
             refuse(args, ("zero",), f"{args.zero} shards optimizer states, gradients or parameters over the "
                    "data- and context-parallel ranks; with --dp 1 and --cp 1 there is nothing to shard "
                    "(ZeRO with dp x cp = 1 is ZeRO-0)")
@@ -188,8 +234,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--microbatch", **COUNT, default=1, help="sequences per micro-batch (default: 1)")
     p.add_argument("--virtual-stages", **COUNT, default=1, help="interleaved 1F1B model chunks per pipeline rank (default: 1)")
     p.add_argument("--schedule", choices=("1f1b", "gpipe"), default="1f1b", help="pipeline schedule (default: 1f1b; gpipe keeps every micro-batch in flight)")
-    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1,
-                   help="0: all-reduce gradients; 1: distributed optimizer (default); 2: and sharded gradients; 3: FSDP, sharded parameters")
+    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3),
+                   help="0: all-reduce gradients; 1: distributed optimizer; 2: and sharded gradients; 3: FSDP, sharded "
+                        "parameters (default: the stack's, 0 without data or context parallelism)")
     p.add_argument("--order", default="tp-cp-ep-dp-pp", help="rank order, innermost first, as Megatron-LM's (default: tp-cp-ep-dp-pp)")
     p.add_argument("--no-overlap", action="store_true", help="expose all data-parallel communication")
     p.add_argument("--recompute", choices=RECOMPUTE, default="none")
@@ -217,9 +264,14 @@ def train_estimate(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
         raise UsageError(f"--gpus {args.gpus} is not tp x pp x dp x cp = {layout.gpus()}")
     layout.sequence_parallel = args.sp
     layout.micro_batch, layout.global_batch = args.microbatch, args.global_batch
-    layout.virtual_stages, layout.zero, layout.order = args.virtual_stages, args.zero, args.order
+    t = run.stack.training
+    refuse_layout_the_stack_cannot_run(run.stack, {f: [getattr(args, f)] for f in ("tp", "pp", "cp", "virtual_stages")},
+                                       None if args.zero is None else [args.zero])
+    zero = args.zero if args.zero is not None else (t.zero if args.dp * args.cp > 1 else 0)
+    layout.virtual_stages, layout.zero, layout.order = args.virtual_stages, zero, args.order
     layout.gpipe = args.schedule == "gpipe"
-    layout.overlap_grad_reduce = layout.overlap_param_gather = not args.no_overlap
+    layout.overlap_grad_reduce = t.overlap_grad_reduce and not args.no_overlap
+    layout.overlap_param_gather = t.overlap_param_gather and not args.no_overlap
     run.base.recompute = getattr(_core.Recompute, args.recompute)
     try:
         e = _core.estimate_training(run.spec, run.base, layout, run.device, entry.spec, run.options)
@@ -245,14 +297,16 @@ def cmd_train(args: argparse.Namespace) -> int:
         write_html(args.html, train_html(title=f"{title} ({entry.spec.name})", e=e, layout=layout_dict(layout, args.recompute),
                                          schedule=schedule, tail=tail, device=run.device))
     result = {"schema": "accel-sim/train", "schema_version": SCHEMA_VERSION, "model": run.spec.name, "system": entry.spec.id, "device": run.device.id,
-              **run.device_dict(), "gpus": args.gpus, "seq": args.seq, "layout": layout_dict(layout, args.recompute)} | estimate_dict(e)
+              **run.device_dict(), "stack": run.stack.as_dict(), "gpus": args.gpus, "seq": args.seq,
+              "layout": layout_dict(layout, args.recompute)} | estimate_dict(e)
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
     ms = lambda s: f"{s * 1e3:,.1f} ms"  # noqa: E731
     print(f"accel-sim train · {run.spec.name} on {args.gpus} x {run.device_label} ({entry.spec.name}) · "
           f"TP {args.tp} PP {args.pp} DP {args.dp}" + (f" CP {args.cp}" if args.cp > 1 else "")
-          + (f" EP {args.ep}" if args.ep > 1 else "") + (" SP" if args.sp else "") + f" · ZeRO-{args.zero}")
+          + (f" EP {args.ep}" if args.ep > 1 else "") + (" SP" if args.sp else "") + f" · ZeRO-{layout.zero}")
+    print(f"  stack        {run.stack.id}: {run.stack.version}")
     if run.variant_of:
         print(f"  device       {run.device.id}: {entry.spec.id}'s variant of {run.variant_of} "
               f"({', '.join(entry.device_overrides)} from {entry.path})")

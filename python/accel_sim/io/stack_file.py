@@ -1,0 +1,188 @@
+"""Stack files (`data/stacks/*.yaml`): what a training framework really runs, as data.
+
+The same model on the same GPUs runs at a different speed and in a different amount of memory
+under Megatron-Core, torchtitan, llm-foundry, DeepSpeed or HF Accelerate: each picks its own
+attention kernel, fuses (or not) the gated FFN's activation, overlaps (or not) its tensor-parallel
+communication, shards its data-parallel states its own way and keeps its gradients in its own
+dtype. A stack file names those choices, each with the source (a repository file at a tag, a
+document) it is read from; `train` and `plan` take `--stack NAME|FILE` and apply it to the
+options of the run, and every report names the stack and its version. Format:
+docs/formats/stack.md.
+
+The stack's choices are the run's defaults; a flag typed on the command line (--attention-impl,
+--zero, --no-tp-overlap, --no-overlap) wins over them. A layout the stack cannot run (pipeline
+stages under a framework without pipeline parallelism, a ZeRO stage it does not implement) is
+refused, and `plan` searches only what the stack can run.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from accel_sim.errors import UsageError
+from accel_sim.io import fields
+
+# The stack `train` and `plan` run when --stack is not given: Megatron-Core as NeMo's performance
+# recipes configure it, the stack the calibration set's training runs were measured on.
+DEFAULT_STACK = "megatron-core"
+ATTENTION_KERNELS = ("flash2", "flash3", "cudnn", "eager")
+FP8_RECIPES = ("transformer-engine", "torchao", "none")
+_TRAINING_FIELDS = {
+    "attention": "a mapping of sm_NN (or default) to an attention kernel",
+    "gated_activation": "fused or unfused",
+    "tp_comm_overlap": "true or false",
+    "fp8": "the fp8 recipe (transformer-engine, torchao or none)",
+    "fp8_weight_cache": "true or false",
+    "fp8_parameters": "true or false",
+    "gradient_dtype": "fp32 or weight",
+    "zero": "the default ZeRO stage",
+    "zero_stages": "the ZeRO stages the stack runs",
+    "tensor_parallel": "true or false",
+    "pipeline_parallel": "true or false",
+    "context_parallel": "true or false",
+    "overlap_grad_reduce": "true or false",
+    "overlap_param_gather": "true or false",
+}
+_TOP = {"id", "name", "version", "kind", "training", "sources", "notes"}
+
+
+@dataclass(frozen=True)
+class TrainingStack:
+    attention: dict[str, str]
+    fused_gated_activation: bool
+    tp_comm_overlap: bool
+    fp8: str
+    fp8_weight_cache: bool
+    fp8_parameters: bool
+    gradients_in_weight_dtype: bool
+    zero: int
+    zero_stages: tuple[int, ...]
+    tensor_parallel: bool
+    pipeline_parallel: bool
+    context_parallel: bool
+    overlap_grad_reduce: bool
+    overlap_param_gather: bool
+
+    def attention_for(self, architecture: str) -> str:
+        """The attention kernel the stack runs on a device whose `architecture` names its
+        compute capability (sm_90), or its default."""
+        m = re.search(r"sm_(\d+)", architecture or "")
+        if m and f"sm_{m.group(1)}" in self.attention:
+            return self.attention[f"sm_{m.group(1)}"]
+        return self.attention["default"]
+
+
+@dataclass(frozen=True)
+class StackEntry:
+    id: str
+    name: str
+    version: str
+    path: str
+    training: TrainingStack
+    sources: dict[str, str] = field(default_factory=dict)
+    notes: str = ""
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "name": self.name, "version": self.version}
+
+
+def _training(data: Any, where: str, sources: dict[str, str]) -> TrainingStack:
+    t = fields.mapping(data, where, "training")
+    unknown = sorted(set(t) - set(_TRAINING_FIELDS))
+    if unknown:
+        raise UsageError(f"{where}: unknown field 'training.{unknown[0]}' (known: {', '.join(_TRAINING_FIELDS)})")
+    missing = [k for k in _TRAINING_FIELDS if k not in t]
+    if missing:
+        raise UsageError(f"{where}: 'training' lacks {', '.join(missing)}")
+    unsourced = [k for k in _TRAINING_FIELDS if f"training.{k}" not in sources]
+    if unsourced:
+        raise UsageError(f"{where}: 'sources' names no source for training.{unsourced[0]} "
+                         "(every choice of a stack names where it is read from)")
+    at = f"{where}: training"
+    attention = fields.mapping(t["attention"], at, "attention")
+    for arch, kernel in attention.items():
+        if arch != "default" and not re.fullmatch(r"sm_\d+", str(arch)):
+            raise UsageError(f"{at}: 'attention' keys are sm_NN or default, got {arch!r}")
+        if kernel not in ATTENTION_KERNELS:
+            raise UsageError(f"{at}: 'attention.{arch}' must be one of {', '.join(ATTENTION_KERNELS)}, got {kernel!r}")
+    if "default" not in attention:
+        raise UsageError(f"{at}: 'attention' needs a default kernel")
+    gated = fields.text(t["gated_activation"], at, "gated_activation")
+    if gated not in ("fused", "unfused"):
+        raise UsageError(f"{at}: 'gated_activation' must be fused or unfused, got {gated!r}")
+    fp8 = fields.text(t["fp8"], at, "fp8")
+    if fp8 not in FP8_RECIPES:
+        raise UsageError(f"{at}: 'fp8' must be one of {', '.join(FP8_RECIPES)}, got {fp8!r}")
+    grads = fields.text(t["gradient_dtype"], at, "gradient_dtype")
+    if grads not in ("fp32", "weight"):
+        raise UsageError(f"{at}: 'gradient_dtype' must be fp32 or weight, got {grads!r}")
+    stages = tuple(fields.integer(s, at, "zero_stages", minimum=0, maximum=3)
+                   for s in fields.sequence(t["zero_stages"], at, "zero_stages"))
+    if not stages or len(set(stages)) != len(stages):
+        raise UsageError(f"{at}: 'zero_stages' lists each stage the stack runs once, at least one")
+    zero = fields.integer(t["zero"], at, "zero", minimum=0, maximum=3)
+    if zero not in stages:
+        raise UsageError(f"{at}: 'zero' {zero} is not one of its zero_stages {list(stages)}")
+    flag = {k: fields.boolean(t[k], at, k) for k in (
+        "tp_comm_overlap", "fp8_weight_cache", "fp8_parameters", "tensor_parallel", "pipeline_parallel",
+        "context_parallel", "overlap_grad_reduce", "overlap_param_gather")}
+    if fp8 == "none" and (flag["fp8_weight_cache"] or flag["fp8_parameters"]):
+        raise UsageError(f"{at}: fp8_weight_cache and fp8_parameters need an fp8 recipe (fp8 is none)")
+    if flag["tp_comm_overlap"] and not flag["tensor_parallel"]:
+        raise UsageError(f"{at}: tp_comm_overlap needs tensor_parallel")
+    return TrainingStack(attention=dict(attention), fused_gated_activation=gated == "fused", fp8=fp8,
+                         gradients_in_weight_dtype=grads == "weight", zero=zero, zero_stages=stages, **flag)
+
+
+def load_stack_file(path: str | Path) -> StackEntry:
+    """Reads and checks one stack file; errors name the file and the field in one line."""
+    p = Path(path)
+    where = str(p)
+    data = fields.read_yaml(p, "stack")
+    if not isinstance(data, dict):
+        raise UsageError(f"{where}: a stack file is a mapping")
+    unknown = sorted(set(data) - _TOP)
+    if unknown:
+        raise UsageError(f"{where}: unknown field '{unknown[0]}' (known: {', '.join(sorted(_TOP))})")
+    for key in ("id", "name", "version", "kind", "training", "sources"):
+        if key not in data:
+            raise UsageError(f"{where}: missing field '{key}'")
+    if data["kind"] != "training":
+        raise UsageError(f"{where}: 'kind' must be training (the stacks train and plan run), got {data['kind']!r}")
+    sources = {str(k): fields.text(v, where, f"sources.{k}")
+               for k, v in fields.mapping(data["sources"], where, "sources").items()}
+    return StackEntry(id=fields.text(data["id"], where, "id"), name=fields.text(data["name"], where, "name"),
+                      version=fields.text(data["version"], where, "version"), path=where,
+                      training=_training(data["training"], where, sources), sources=sources,
+                      notes=fields.text(data.get("notes", ""), where, "notes"))
+
+
+def builtin_stack_files() -> list[Path]:
+    root = importlib.resources.files("accel_sim") / "data" / "stacks"
+    return sorted(Path(str(p)) for p in root.iterdir() if p.name.endswith(".yaml"))
+
+
+@functools.cache
+def _builtin() -> tuple[StackEntry, ...]:
+    return tuple(load_stack_file(p) for p in builtin_stack_files())
+
+
+def builtin_stacks() -> list[StackEntry]:
+    return list(_builtin())
+
+
+def resolve_stack(name: str | None) -> StackEntry:
+    """A shipped stack by id, or a stack file by path; None: the default stack."""
+    name = DEFAULT_STACK if name is None else name
+    for entry in _builtin():
+        if entry.id == name:
+            return entry
+    if name.endswith((".yaml", ".yml")) or "/" in name:
+        return load_stack_file(name)
+    known = ", ".join(e.id for e in _builtin())
+    raise UsageError(f"unknown stack {name!r} (known: {known}; or a stack file's path)")

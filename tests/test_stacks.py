@@ -1,0 +1,102 @@
+"""Stack files (data/stacks/*.yaml, io/stack_file.py) and `--stack` on train and plan."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from accel_sim.errors import UsageError
+from accel_sim.io.stack_file import DEFAULT_STACK, builtin_stacks, load_stack_file, resolve_stack
+
+SHIPPED = ("megatron-core", "torchtitan", "llm-foundry", "deepspeed", "hf-accelerate")
+TRAIN = ("train", "--model", "llama-3-8b", "--system", "dgx_h100", "--gpus", "8", "--dp", "8", "--seq", "4096",
+         "--global-batch", "8", "--json")
+
+
+def test_the_shipped_stacks_load_with_a_source_for_every_choice():
+    stacks = {s.id: s for s in builtin_stacks()}
+    assert set(SHIPPED) <= set(stacks)
+    for s in stacks.values():
+        assert Path(s.path).stem == s.id and s.version
+        assert all(f"training.{k}" in s.sources for k in ("attention", "gated_activation", "zero", "gradient_dtype"))
+    assert resolve_stack(None).id == DEFAULT_STACK == "megatron-core"
+    # Transformer Engine runs cuDNN attention from Hopper on, flash-attn before.
+    mc = stacks["megatron-core"].training
+    assert (mc.attention_for("Hopper GH100 (sm_90)"), mc.attention_for("Ampere GA100 (sm_80)")) == ("cudnn", "flash2")
+
+
+def _train(*extra: str) -> dict:
+    r = run_cli(*TRAIN, *extra)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_the_stack_decides_what_the_ffn_keeps():
+    # Llama-3-8B, 4,096 tokens per micro-batch on each of 8 GPUs (ZeRO-1 and ZeRO-3 shard states, not activations): torchtitan's eager FeedForward keeps silu(w1 x) beside w1 x
+    # and w3 x, Megatron-Core's fused SwiGLU does not: 32 layers x 4,096 x 14,336 x 2 bytes =
+    # 3,758,096,384 bytes more activations (the same attention kernel on both).
+    mc = _train("--stack", "megatron-core", "--attention-impl", "flash2")
+    tt = _train("--stack", "torchtitan", "--attention-impl", "flash2")
+    assert tt["activation_bytes"] - mc["activation_bytes"] == 32 * 4096 * 14336 * 2
+    assert (mc["stack"]["id"], tt["stack"]["id"]) == ("megatron-core", "torchtitan")
+    assert _train()["stack"]["id"] == "megatron-core"   # the default is named in the report
+
+
+def test_the_stack_sets_the_default_zero_stage():
+    assert _train("--stack", "torchtitan")["layout"]["zero"] == 3   # FSDP2
+    assert _train("--stack", "megatron-core")["layout"]["zero"] == 1   # the distributed optimizer
+    r = run_cli(*TRAIN[:-1], "--stack", "deepspeed")
+    assert "stack        deepspeed: DeepSpeed" in r.stdout and "ZeRO-3" in r.stdout
+    one = run_cli(*TRAIN[:-1], "--stack", "deepspeed", "--gpus", "1", "--dp", "1", "--model", "gpt2", "--seq", "1024")
+    assert one.returncode == 0 and "ZeRO-0" in one.stdout   # nothing to shard on one GPU
+
+
+@pytest.mark.parametrize("extra,message", [
+    (("--stack", "torchtitan", "--precision", "fp8-mixed"), "its fp8 recipe is torchao"),
+    (("--stack", "deepspeed", "--gpus", "16", "--tp", "2"), "--tp 2: deepspeed has no tensor parallelism"),
+    (("--stack", "llm-foundry", "--gpus", "16", "--pp", "2"), "--pp 2: llm-foundry has no pipeline parallelism"),
+    (("--stack", "megatron-core", "--zero", "3"), "--zero 3: megatron-core runs ZeRO stages 0, 1"),
+    (("--stack", "nemo-2"), "unknown stack 'nemo-2' (known: deepspeed, hf-accelerate, llm-foundry, megatron-core, torchtitan"),
+])
+def test_a_layout_the_stack_cannot_run_is_refused(extra, message):
+    r = run_cli(*TRAIN, *extra)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_plan_searches_what_the_stack_runs():
+    r = run_cli("plan", "--model", "llama-3-8b", "--system", "dgx_h100", "--gpus", "16", "--seq", "4096",
+                "--global-batch", "64", "--stack", "llm-foundry", "--threads", "1", "--json", "--quiet")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["stack"]["id"] == "llm-foundry"
+    layouts = [c["layout"] for c in out["best"]]
+    assert layouts and all(l["tp"] == 1 and l["pp"] == 1 and l["cp"] == 1 and l["zero"] in (0, 2, 3) for l in layouts)
+
+
+GOOD = Path(__file__).resolve().parents[1] / "python" / "accel_sim" / "data" / "stacks" / "torchtitan.yaml"
+
+
+@pytest.mark.parametrize("edit,message", [
+    (("gated_activation: unfused", "gated_activation: half"), "'gated_activation' must be fused or unfused"),
+    (("attention: {default: flash2}", "attention: {sm_90: flash9, default: flash2}"), "'attention.sm_90' must be one of"),
+    (("attention: {default: flash2}", "attention: {sm_90: cudnn}"), "'attention' needs a default kernel"),
+    (("zero: 3\n", "zero: 1\n"), "'zero' 1 is not one of its zero_stages [0, 2, 3]"),
+    (("  overlap_grad_reduce: true\n", "  overlap_grad_reduce: true\n  prefetch: 2\n"), "unknown field 'training.prefetch'"),
+    (("  training.gradient_dtype:", "  training.gradient_dtype_source:"), "names no source for training.gradient_dtype"),
+    (("kind: training", "kind: serving"), "'kind' must be training"),
+    (("tensor_parallel: true", "tensor_parallel: yes please"), "'tensor_parallel' must be true or false"),
+    (("zero: 3\n", "zero: 3\nzero: 2\n"), ""),  # a key twice: the strict loader names it
+])
+def test_a_malformed_stack_file_is_one_line(tmp_path, edit, message):
+    text = GOOD.read_text()
+    assert edit[0] in text
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace(edit[0], edit[1], 1))
+    with pytest.raises(UsageError) as e:
+        load_stack_file(bad)
+    assert str(bad) in str(e.value) and message in str(e.value) and "\n" not in str(e.value)
+    r = run_cli(*TRAIN, "--stack", str(bad))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
