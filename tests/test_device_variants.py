@@ -15,12 +15,12 @@ from accel_sim.io.device_file import builtin_device_files
 
 GIB = 2**30
 STOCK = next(p for p in builtin_device_files() if p.stem == "h100_sxm")
-# Llama-3-8B on 8 GPUs, data-parallel with the distributed optimizer, 4k tokens: about 82 GiB per
-# GPU, over the H100's 80 GiB (the core's figure: "needs 88 GB per GPU, more than the device's 85 GB").
+# Llama-3-8B on 8 GPUs, data-parallel with the distributed optimizer, 8k tokens: about 86 GiB per
+# GPU, over the H100's 80 GiB (the core's figure: "needs 91 GB per GPU, more than the device's 85 GB").
 TRAIN = ["train", "--model", "llama-3-8b", "--system", "dgx_h100", "--gpus", "8", "--dp", "8",
-         "--global-batch", "8", "--seq", "4096"]
+         "--global-batch", "8", "--seq", "8192"]
 PLAN = ["plan", "--model", "llama-3-8b", "--system", "dgx_h100", "--gpus", "8", "--global-batch", "8",
-        "--seq", "4096", "--tp", "1", "--pp", "1", "--microbatch", "1", "--zero", "1", "--recompute", "none",
+        "--seq", "8192", "--tp", "1", "--pp", "1", "--microbatch", "1", "--zero", "1", "--recompute", "none",
         "--order", "tp-cp-ep-dp-pp", "--sp", "off", "--cp", "1", "--ep", "1", "--virtual-stages", "1", "--quiet"]
 SERVE = ["serve", "--model", "llama-3-8b", "--qps", "4", "--requests", "20", "--input-len", "500",
          "--output-len", "50", "--quiet"]

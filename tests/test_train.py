@@ -199,15 +199,16 @@ def test_context_parallel_ranks_share_the_optimizer_shards():
     # Llama-3-8B on 64 H100s with ZeRO-1, 4,096 tokens per rank: CP 1 x DP 64 at seq 4,096 and
     # CP 8 x DP 8 at seq 32,768. Megatron-LM's distributed optimizer shards over the data- and
     # context-parallel ranks together, 64 in both, so beside the activations each GPU holds the
-    # bf16 weights (2 B), the fp32 gradients (4 B) and 1/64 of the fp32 master weights and Adam
-    # moments (12 B) of the 8,030,261,248 parameters, and the 512 MiB runtime reserve:
-    # 16,060,522,496 + 32,121,044,992 + 1,505,673,984 + 536,870,912 = 50,224,112,384 bytes.
+    # bf16 weights (2 B), the bf16 gradients (2 B: the default megatron-core stack's
+    # grad_reduce_in_fp32 = False) and 1/64 of the fp32 master weights and Adam moments (12 B) of
+    # the 8,030,261,248 parameters, and the 512 MiB runtime reserve:
+    # 16,060,522,496 + 16,060,522,496 + 1,505,673,984 + 536,870,912 = 34,163,589,888 bytes.
     # The activations of 4,096 tokens are the same too (K and V are gathered again in the
     # backward, not kept whole).
     one = _train_json("--gpus", "64", "--dp", "64", "--global-batch", "64", "--seq", "4096")
     eight = _train_json("--gpus", "64", "--cp", "8", "--dp", "8", "--global-batch", "8", "--seq", "32768")
     for d in (one, eight):
-        assert d["memory_per_gpu_bytes"] - d["activation_bytes"] == 50_224_112_384
+        assert d["memory_per_gpu_bytes"] - d["activation_bytes"] == 34_163_589_888
     assert eight["activation_bytes"] == one["activation_bytes"]
     # With no data parallelism the CP ranks still reduce their gradients (and ZeRO has them to
     # shard over): GPT-2 on CP 2, the all-reduce exposed.

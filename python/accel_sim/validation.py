@@ -320,16 +320,19 @@ def training_runs_path() -> Path:
 
 
 def predict_training_run(row: dict) -> Any:
-    """`accel-sim train`'s estimate for a published run (validation/extract_training_runs.py):
-    sequence parallelism with TP and its communication overlapped with the GEMMs, no
-    recomputation, the distributed optimizer with overlap, fp8 weight casts cached across
-    micro-batches, the row's precision (bf16-mixed where it is unstated)."""
+    """`accel-sim train`'s estimate for a published run (validation/extract_training_runs.py) under
+    the megatron-core stack (data/stacks/megatron-core.yaml: what NeMo's performance recipes
+    run): sequence parallelism with TP, no recomputation (the recipes of these runs set none),
+    the distributed optimizer, the row's precision (bf16-mixed where it is unstated)."""
+    from accel_sim.cli.train import apply_training_stack
     from accel_sim.device import resolve_device
     from accel_sim.io.model_config import load_model_spec
+    from accel_sim.io.stack_file import resolve_stack
     from accel_sim.io.system_file import resolve_system
 
     system = resolve_system(row["system"]).spec
-    device = resolve_device(system.device, []).spec
+    chosen = resolve_device(system.device, [])
+    device = chosen.spec
     precision = row["precision"] if row["precision"] != "unstated" else "bf16-mixed"
     spec = load_model_spec(row["model"], dtype="bf16")
     layout = _core.ParallelLayout()
@@ -343,8 +346,9 @@ def predict_training_run(row: dict) -> Any:
     base.fp8_gemms = precision == "fp8-mixed"
     options = _core.SimulateOptions()
     options.cost_model = "kernel"
-    options.overlap_tp_comm = True   # NeMo's performance recipes: tp_comm_overlap with SP
-    options.fp8_weight_cache = True  # Transformer Engine under Megatron-LM
+    stack = resolve_stack("megatron-core")
+    layout.zero = stack.training.zero
+    apply_training_stack(stack, base, options, chosen.entry.architecture)
     return _core.estimate_training(spec, base, layout, device, system, options)
 
 

@@ -292,7 +292,7 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
                     [False, False, True, False, True, True, True, False]))
         print("\n  data: the `measured` lists of python/accel_sim/data/systems/*.yaml, each with its source")
     if runs:
-        print("\ntraining runs (report only; `accel-sim train` with SP and TP overlap, no recompute, ZeRO-1 with overlap): "
+        print("\ntraining runs (report only; `accel-sim train --stack megatron-core`, what NeMo's performance recipes run, with SP and no recompute): "
               "tokens/s per GPU vs Megatron-LM / NeMo\n")
         print(table(["id", "system", "model", "GPUs", "layout", "precision", "measured", "predicted", "error / why not"],
                     [(r["id"], r["system"], r["model"], r["gpus"], r["layout"], r["precision"],
