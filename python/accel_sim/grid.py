@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-import yaml
 
 from accel_sim.errors import UsageError
 from accel_sim.grid_run import MAX_POINTS
@@ -37,7 +36,6 @@ from accel_sim.sweep import RangeValues, parse_range, refuse_repeats
 # (33,000 of them) reads in 2.2 s with libyaml's parser, 5.6 s without (measured on the machine of
 # bench/RESULTS.md). A larger sweep is a product of ranges, or several files.
 MAX_FILE_BYTES = 1 << 20
-MAX_DEPTH = 16  # YAML nesting levels: a grid file needs four (file, section, axis or point, value)
 
 COMMANDS = ("simulate", "train", "plan", "serve")
 
@@ -277,57 +275,6 @@ class Grid:
         return cols + list(FIGURES[self.command]) + [("error", "string")]
 
 
-class _BadYaml(Exception):
-    def __init__(self, line: int, message: str) -> None:
-        super().__init__(line, message)
-        self.line, self.message = line, message
-
-
-try:   # libyaml's parser, PyYAML's composer: it keeps Python's recursion limit, libyaml's does not (a crash)
-    from yaml._yaml import CParser as _Parser
-
-    class _Base(yaml.composer.Composer, _Parser, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
-        def __init__(self, stream) -> None:
-            _Parser.__init__(self, stream)
-            yaml.composer.Composer.__init__(self)
-            yaml.constructor.SafeConstructor.__init__(self)
-            yaml.resolver.Resolver.__init__(self)
-except ImportError:
-    _Base = yaml.SafeLoader  # type: ignore[misc,assignment]
-
-
-class _GridLoader(_Base):  # type: ignore[misc,valid-type]
-    """YAML's safe loader that refuses a key given twice in a mapping (YAML would keep the last
-    silently) and nesting deeper than MAX_DEPTH (a grid file needs four levels)."""
-
-    depth = 0
-
-    def compose_node(self, parent, index):
-        self.depth += 1
-        try:
-            if self.depth > MAX_DEPTH:
-                raise _BadYaml(self.peek_event().start_mark.line + 1,
-                               f"nested more than {MAX_DEPTH} levels deep (a grid file needs four)")
-            return super().compose_node(parent, index)
-        finally:
-            self.depth -= 1
-
-    def construct_mapping(self, node, deep=False):
-        if isinstance(node, yaml.MappingNode):
-            seen = set()
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    if key in seen:
-                        raise _BadYaml(key_node.start_mark.line + 1, f"{reprlib.repr(key)} is given twice in the same mapping")
-                    seen.add(key)
-                except TypeError:   # an unhashable key: the base loader reports it
-                    pass
-        return super().construct_mapping(node, deep)
-
-
 def _read(path: Path) -> bytes:
     """The file's bytes, at most MAX_FILE_BYTES of them (a device or pipe is not read to its end)."""
     try:
@@ -368,17 +315,7 @@ def load_grid(path: str | Path) -> Grid:
     count and the product of the axes (MAX_POINTS)."""
     path = Path(path)
     raw = _read(path)
-    try:
-        doc = yaml.load(raw, Loader=_GridLoader)
-    except _BadYaml as e:
-        raise UsageError(f"{path}:{e.line}: {e.message}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f":{mark.line + 1}" if mark is not None else ""
-        problem = " ".join(str(getattr(e, "problem", None) or e).split())   # a reader error spans two lines
-        raise UsageError(f"{path}{at}: not valid YAML ({problem})") from None
-    except (ValueError, OverflowError, RecursionError) as e:   # a timestamp out of range, nesting too deep
-        raise UsageError(f"{path}: not a grid file YAML can read ({type(e).__name__}: {str(e)[:80]})") from None
+    doc = fields.parse_yaml(raw, str(path), "grid")   # strict: a key given twice, nesting past 16 levels
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: a grid file is a mapping with command, fixed and grid (or points)")
     unknown = sorted(map(str, set(doc) - {"command", "fixed", "grid", "points"}))
