@@ -499,6 +499,20 @@ def sort_key(r: dict):
             num(r["elements"]), r["source"], float(r["measured_s"]), r["notes"])
 
 
+MEASURED = REPO_ROOT / "validation" / "measured"
+
+
+def measured_rows() -> list[dict]:
+    """The kernels timed by `accel-sim calibrate` on a GPU (validation/measured/<session>/), with
+    their own provenance and split, ids prefixed with the session's folder."""
+    rows = []
+    for path in sorted(MEASURED.glob("*/measurements.csv")):
+        with open(path, newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                rows.append({**{c: row.get(c, "") for c in COLUMNS}, "id": f"{path.parent.name}/{row['id']}"})
+    return rows
+
+
 def main(argv: list[str]) -> int:
     src = Path(argv[1]) if len(argv) > 1 else DEFAULT_INPUT
     out = Path(argv[2]) if len(argv) > 2 else OUTPUT
@@ -515,6 +529,8 @@ def main(argv: list[str]) -> int:
     kept.sort(key=sort_key)
     for i, r in enumerate(kept, 1):
         r["id"] = f"k{i:04d}"
+    measured = measured_rows()
+    kept += measured
 
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="", encoding="utf-8") as f:
@@ -523,7 +539,8 @@ def main(argv: list[str]) -> int:
         w.writerows(kept)
 
     # Summary.
-    print(f"read {len(rows)} rows from {src}; wrote {len(kept)} rows to {out}")
+    print(f"read {len(rows)} rows from {src} and {len(measured)} from {MEASURED.relative_to(REPO_ROOT)}; "
+          f"wrote {len(kept)} rows to {out}")
     counts = Counter((r["kind"], r["device"], r["split"]) for r in kept)
     print(f"\n{'kind':<10} {'device':<15} {'fit':>5} {'report':>7} {'total':>6}")
     for kind, device in sorted({(k, d) for k, d, _ in counts}):

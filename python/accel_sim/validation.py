@@ -133,10 +133,15 @@ def predict(rows: Iterable[KernelRow], spec: Any, cost_model: str) -> list[float
     return [_core.estimate_kernel(r.query, spec, cost_model, options).time_s for r in rows]
 
 
-def fit_device(spec: Any, rows: list[KernelRow]) -> Any:
-    """Kernel constants fitted on the device's `fit` rows (the core's grid search)."""
+def fit_device(spec: Any, rows: list[KernelRow], keep: tuple[str, ...] = ()) -> Any:
+    """Kernel constants fitted on the device's `fit` rows (the core's grid search); those named
+    in `keep` hold the device's values."""
     mine = [r for r in rows if r.device == spec.id and r.split == "fit"]
-    return _core.fit_kernel_constants([r.query for r in mine], [r.measured_s for r in mine], spec), len(mine)
+    try:
+        fitted = _core.fit_kernel_constants([r.query for r in mine], [r.measured_s for r in mine], spec, list(keep))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return fitted, len(mine)
 
 
 @dataclass(frozen=True)
@@ -169,18 +174,67 @@ def load_end_to_end(path: str | Path | None = None) -> list[dict]:
     return rows
 
 
-def predict_end_to_end(row: dict, spec: Any, cost_model: str) -> float:
-    """The model builder's step time for a measured row: HF-eager kernels for a forward, the
-    builder's fused training step (weights and AdamW states in the row's dtype) for training."""
-    from accel_sim.api import build_model_graph
+_E2E_PRECISIONS = ("bf16", "fp16", "fp32", "amp-bf16")
 
+
+def _end_to_end_graph(row: dict) -> Any:
+    """The builder's graph of a measured whole-model row: the shipped config with the row's
+    `overrides` (fewer layers), its phase, shape and KV context; HF-eager kernels for a forward
+    and a decode; for training the builder's fused step (it builds no HF-eager training step),
+    AdamW, the row's recompute, and for "amp-bf16" (fp32 weights under bf16 autocast) bf16
+    compute with fp32 master weights, gradients and states."""
+    import json
+
+    from accel_sim.api import build_model_graph
+    from accel_sim.io.model_config import load_model_config, spec_from_hf_config
+
+    precision = row.get("precision") or row["dtype"]
+    if precision not in _E2E_PRECISIONS:
+        raise UsageError(f"end-to-end row {row.get('id', '?')}: unknown precision '{precision}' "
+                         f"(known: {', '.join(_E2E_PRECISIONS)})")
+    config, where = load_model_config(row["model"])
+    try:
+        overrides = json.loads(row.get("overrides") or "{}")
+    except ValueError:
+        raise UsageError(f"end-to-end row {row.get('id', '?')}: overrides are not a JSON object") from None
+    if not isinstance(overrides, dict):
+        raise UsageError(f"end-to-end row {row.get('id', '?')}: overrides are not a JSON object")
+    model = spec_from_hf_config({**config, **overrides}, where, name=row["model"], dtype=row["dtype"])
     train = row["phase"] == "train"
-    built = build_model_graph(row["model"], phase=row["phase"], batch=int(row["batch"]), seq=int(row["seq"]),
-                              kernels="fused" if train else row.get("kernels") or "hf-eager", dtype=row["dtype"],
-                              optimizer=row.get("optimizer") or "adamw", master_weights=False)
+    keywords = dict(phase=row["phase"], batch=int(row["batch"]), seq=int(row["seq"]),
+                    context=int(row.get("context") or 0),
+                    kernels="fused" if train else row.get("kernels") or "hf-eager")
+    if train:
+        keywords.update(optimizer=row.get("optimizer") or "adamw", master_weights=precision == "amp-bf16",
+                        recompute=row.get("recompute") or "none")
+    return build_model_graph(model, **keywords).graph
+
+
+def predict_end_to_end(row: dict, spec: Any, cost_model: str) -> Any:
+    """The simulated step (`_core.SimulationResult`) of a measured whole-model row."""
     options = _core.SimulateOptions()
     options.cost_model = cost_model
-    return _core.simulate(built.graph, spec, options).latency_s
+    return _core.simulate(_end_to_end_graph(row), spec, options)
+
+
+def end_to_end_memory(devices: dict[str, Any], rows: list[dict], split: str) -> list[dict]:
+    """Peak allocated bytes of each measured whole-model step (torch.cuda.max_memory_allocated)
+    beside the builder's peak live bytes for the same step."""
+    out = []
+    for row in rows:
+        spec = devices.get(row["device"])
+        if spec is None or (split != "all" and row["split"] != split) or not row.get("peak_allocated_bytes"):
+            continue
+        measured = float(row["peak_allocated_bytes"])
+        if measured <= 0:
+            continue
+        predicted = float(predict_end_to_end(row, spec, "kernel").memory.peak_bytes)
+        out.append({"id": row["id"], "device": row["device"], "model": row["model"], "phase": row["phase"],
+                    "batch": int(row["batch"]), "seq": int(row["seq"]), "context": int(row.get("context") or 0),
+                    "precision": row.get("precision") or row["dtype"], "recompute": row.get("recompute") or "none",
+                    "overrides": row.get("overrides") or "", "measured_bytes": measured, "predicted_bytes": predicted,
+                    "error": predicted / measured - 1})
+    return out
 
 
 def validate(devices: dict[str, Any], rows: list[KernelRow], split: str = "report",
@@ -195,8 +249,8 @@ def validate(devices: dict[str, Any], rows: list[KernelRow], split: str = "repor
         measured = [float(r["measured_s"]) for r in mine]
         lines.append(ValidationLine(
             device_id, "end-to-end", spec.kernel.calibrated,
-            _core.error_stats([predict_end_to_end(r, spec, "kernel") for r in mine], measured),
-            _core.error_stats([predict_end_to_end(r, spec, "roofline") for r in mine], measured)))
+            _core.error_stats([predict_end_to_end(r, spec, "kernel").latency_s for r in mine], measured),
+            _core.error_stats([predict_end_to_end(r, spec, "roofline").latency_s for r in mine], measured)))
     for device_id in sorted({r.device for r in rows}):
         spec = devices.get(device_id)
         if spec is None:
