@@ -136,11 +136,13 @@ void bind_report(nb::module_& m) {
   m.def("latency_error_band", &latency_error_band, nb::arg("result"), nb::arg("errors"));
   m.def(
       "fit_kernel_constants",
-      [](const std::vector<KernelQuery>& q, const std::vector<double>& t, const DeviceSpec& d) {
+      [](const std::vector<KernelQuery>& q, const std::vector<double>& t, const DeviceSpec& d,
+         const std::vector<std::string>& keep) {
         nb::gil_scoped_release release;
-        return fit_kernel_constants(q, t, d);
+        return fit_kernel_constants(q, t, d, keep);
       },
-      nb::arg("queries"), nb::arg("measured_s"), nb::arg("device"));
+      nb::arg("queries"), nb::arg("measured_s"), nb::arg("device"),
+      nb::arg("keep") = std::vector<std::string>{});
   nb::class_<FitResult>(m, "FitResult")
       .def_ro("largest", &FitResult::largest)
       .def_ro("peak_bytes", &FitResult::peak_bytes)

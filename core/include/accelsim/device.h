@@ -32,6 +32,10 @@ struct KernelConstants {
   // The same for FlashAttention-3 and cuDNN attention (forward); 0: as FlashAttention-2.
   double flash3_efficiency = 0.0;
   double cudnn_efficiency = 0.0;
+  // cuDNN's fused attention backward (what Transformer Engine runs from sm_90 on), fraction of the
+  // matrix peak; 0: as attention_backward_efficiency. On H100 it sustains about 1.8x
+  // FlashAttention-2's backward (validation/measured/h100_sxm-2026-11-24/measurements.csv).
+  double cudnn_backward_efficiency = 0.0;
   // Fused attention in fp8, fraction of the fp8 matrix peak (any implementation); 0: as the
   // implementation's own efficiency.
   double fp8_attention_efficiency = 0.0;

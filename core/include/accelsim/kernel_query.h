@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -79,9 +80,14 @@ ErrorStats error_stats(const std::vector<double>& predicted, const std::vector<d
 // on the GEMM and attention rows, the GEMM bandwidth and tile overhead on the GEMM rows. A constant whose class has no rows keeps
 // the device's value. The result is marked calibrated when any class had rows. Measurements
 // are taken to be device times of kernels launched back to back (CUDA events, do_bench).
+// Constants named in `keep` (kernel_constant_names()) hold the device's values.
 KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
                                      const std::vector<double>& measured_s,
-                                     const DeviceSpec& device);
+                                     const DeviceSpec& device,
+                                     const std::vector<std::string>& keep = {});
+
+// The names of KernelConstants' fitted fields, as fit_kernel_constants' `keep` takes them.
+const std::set<std::string>& kernel_constant_names();
 
 // Measured |error| of a cost model per op class on one device (median over validation rows).
 struct ClassErrors {

@@ -190,7 +190,9 @@ OpCost KernelCostModel::cost(const OpCount& count, const DeviceSpec& device,
   } else if (count.op_class == OpClass::attention && peak.flops_per_s > 0) {
     double efficiency = k.attention_efficiency;
     if (count.attention.backward) {
-      efficiency = k.attention_backward_efficiency;
+      efficiency = options.attention_impl == AttentionImpl::cudnn && k.cudnn_backward_efficiency > 0
+                       ? k.cudnn_backward_efficiency
+                       : k.attention_backward_efficiency;
     } else if (options.attention_impl == AttentionImpl::flash3 && k.flash3_efficiency > 0) {
       efficiency = k.flash3_efficiency;
     } else if (options.attention_impl == AttentionImpl::cudnn && k.cudnn_efficiency > 0) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -184,8 +185,10 @@ double fit_loss(const std::vector<KernelQuery>& queries, const std::vector<doubl
 // Grid search of one field over [lo, hi] in `steps` steps; keeps the field when no row applies.
 template <typename Pick>
 bool fit_field(const std::vector<KernelQuery>& queries, const std::vector<double>& measured,
-               const DeviceSpec& device, KernelConstants& k, double KernelConstants::*field,
-               double lo, double hi, int steps, Pick pick) {
+               const DeviceSpec& device, KernelConstants& k, const std::vector<std::string>& keep,
+               const char* name, double KernelConstants::*field, double lo, double hi, int steps,
+               Pick pick) {
+  if (std::find(keep.begin(), keep.end(), name) != keep.end()) return false;  // held at its value
   // The current value stands unless a grid value does measurably better (rows that do not
   // depend on the constant, e.g. bandwidth-bound GEMMs for the matmul efficiency, leave it).
   const double current = fit_loss(queries, measured, device, k, pick);
@@ -206,10 +209,24 @@ bool fit_field(const std::vector<KernelQuery>& queries, const std::vector<double
 
 }  // namespace
 
+const std::set<std::string>& kernel_constant_names() {
+  static const std::set<std::string> names = {
+      "matmul_efficiency",  "fp8_matmul_efficiency", "attention_efficiency",
+      "attention_backward_efficiency", "flash3_efficiency", "cudnn_efficiency",
+      "cudnn_backward_efficiency", "fp8_attention_efficiency", "memory_efficiency",
+      "gemm_memory_efficiency", "gemm_tile_overhead_s", "kernel_floor_s", "stream_floor_s"};
+  return names;
+}
+
 KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
                                      const std::vector<double>& measured_s,
-                                     const DeviceSpec& device) {
+                                     const DeviceSpec& device,
+                                     const std::vector<std::string>& keep) {
   ACCELSIM_CHECK(queries.size() == measured_s.size(), "queries and measurements differ in length");
+  for (const std::string& name : keep) {
+    ACCELSIM_CHECK(kernel_constant_names().count(name) > 0,
+                   "unknown kernel constant '" + name + "' to keep");
+  }
   const KernelConstants initial = device.kernel;
   auto memory = [](const KernelQuery& q) { return q.kind == KernelKind::memory; };
   auto library = [](const KernelQuery& q) { return q.kind != KernelKind::memory; };
@@ -235,39 +252,53 @@ KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
   auto descend = [&](KernelConstants& k) {
     bool any = false;
     for (int round = 0; round < 8; ++round) {
-      any |= fit_field(queries, measured_s, device, k, &KernelConstants::stream_floor_s, 0.5e-6,
+      any |= fit_field(queries, measured_s, device, k, keep, "stream_floor_s",
+                       &KernelConstants::stream_floor_s, 0.5e-6,
                        20e-6, 78, memory);
-      any |= fit_field(queries, measured_s, device, k, &KernelConstants::memory_efficiency, 0.40,
+      any |= fit_field(queries, measured_s, device, k, keep, "memory_efficiency",
+                       &KernelConstants::memory_efficiency, 0.40,
                        1.00, 60, memory);
-      any |= fit_field(queries, measured_s, device, k, &KernelConstants::kernel_floor_s, 0.5e-6,
+      any |= fit_field(queries, measured_s, device, k, keep, "kernel_floor_s",
+                       &KernelConstants::kernel_floor_s, 0.5e-6,
                        10e-6, 38, library);
       const double gemm_bandwidth = k.gemm_memory_efficiency;
       if (gemm_bandwidth <= 0) k.gemm_memory_efficiency = k.memory_efficiency;
       // Up to 0.95: no GPU streams at its DRAM peak (the best streaming kernels in
       // validation/kernels.csv reach about 0.9 of it).
-      if (fit_field(queries, measured_s, device, k, &KernelConstants::gemm_memory_efficiency, 0.40,
+      if (fit_field(queries, measured_s, device, k, keep, "gemm_memory_efficiency",
+                    &KernelConstants::gemm_memory_efficiency, 0.40,
                     0.95, 55, any_matmul)) {
         any = true;
       } else {
         k.gemm_memory_efficiency = gemm_bandwidth;  // no GEMM rows: as the streaming kernels
       }
-      any |= fit_field(queries, measured_s, device, k, &KernelConstants::gemm_tile_overhead_s, 0.0,
+      any |= fit_field(queries, measured_s, device, k, keep, "gemm_tile_overhead_s",
+                       &KernelConstants::gemm_tile_overhead_s, 0.0,
                        4e-6, 40, any_matmul);
-      any |= fit_field(queries, measured_s, device, k, &KernelConstants::matmul_efficiency, 0.30,
+      any |= fit_field(queries, measured_s, device, k, keep, "matmul_efficiency",
+                       &KernelConstants::matmul_efficiency, 0.30,
                        1.00, 70, matmul);
       if (k.fp8_matmul_efficiency <= 0) k.fp8_matmul_efficiency = k.matmul_efficiency;
-      any |= fit_field(queries, measured_s, device, k, &KernelConstants::fp8_matmul_efficiency, 0.30,
+      any |= fit_field(queries, measured_s, device, k, keep, "fp8_matmul_efficiency",
+                       &KernelConstants::fp8_matmul_efficiency, 0.30,
                        1.00, 70, fp8_matmul);
-      any |= fit_field(queries, measured_s, device, k, &KernelConstants::attention_efficiency, 0.15,
+      any |= fit_field(queries, measured_s, device, k, keep, "attention_efficiency",
+                       &KernelConstants::attention_efficiency, 0.15,
                        1.00, 85, attention(AttentionImpl::flash2, false));
-      any |= fit_field(queries, measured_s, device, k,
+      any |= fit_field(queries, measured_s, device, k, keep, "attention_backward_efficiency",
                        &KernelConstants::attention_backward_efficiency, 0.15, 1.00, 85,
                        attention(AttentionImpl::flash2, true));
-      any |= fit_field(queries, measured_s, device, k, &KernelConstants::flash3_efficiency, 0.15,
+      any |= fit_field(queries, measured_s, device, k, keep, "flash3_efficiency",
+                       &KernelConstants::flash3_efficiency, 0.15,
                        1.00, 85, attention(AttentionImpl::flash3, false));
-      any |= fit_field(queries, measured_s, device, k, &KernelConstants::cudnn_efficiency, 0.15,
+      any |= fit_field(queries, measured_s, device, k, keep, "cudnn_efficiency",
+                       &KernelConstants::cudnn_efficiency, 0.15,
                        1.00, 85, attention(AttentionImpl::cudnn, false));
-      any |= fit_field(queries, measured_s, device, k, &KernelConstants::fp8_attention_efficiency,
+      any |= fit_field(queries, measured_s, device, k, keep, "cudnn_backward_efficiency",
+                       &KernelConstants::cudnn_backward_efficiency,
+                       0.15, 1.00, 85, attention(AttentionImpl::cudnn, true));
+      any |= fit_field(queries, measured_s, device, k, keep, "fp8_attention_efficiency",
+                       &KernelConstants::fp8_attention_efficiency,
                        0.10, 1.00, 90, fp8_attention);
     }
     return any;

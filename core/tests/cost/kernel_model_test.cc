@@ -145,6 +145,19 @@ TEST(KernelModelTest, AttentionScalesWithHeadDimAndClock) {
   const double forward = 4.0 * 4 * 512 * 512 * 128;
   EXPECT_DOUBLE_EQ(e.flops, 3.5 * forward);
   EXPECT_NEAR(e.time_s, forward / 100e12 + 2.5 * forward / 50e12, 1e-15);
+  // cuDNN's backward runs at its own efficiency where the device has one (0.8 here), its
+  // forward at cudnn_efficiency (0.25 here); without one, at FlashAttention-2's backward.
+  KernelQuery cudnn = both;
+  cudnn.impl = AttentionImpl::cudnn;
+  d.kernel.cudnn_efficiency = 0.25;
+  EXPECT_NEAR(estimate_kernel(cudnn, d, "kernel", no_launch()).time_s,
+              forward / 25e12 + 2.5 * forward / 50e12, 1e-15);
+  d.kernel.cudnn_backward_efficiency = 0.8;
+  EXPECT_NEAR(estimate_kernel(cudnn, d, "kernel", no_launch()).time_s,
+              forward / 25e12 + 2.5 * forward / 80e12, 1e-15);
+  // FlashAttention-2 keeps its own backward.
+  EXPECT_NEAR(estimate_kernel(both, d, "kernel", no_launch()).time_s,
+              forward / 100e12 + 2.5 * forward / 50e12, 1e-15);
 }
 
 TEST(KernelModelTest, AttentionWavesCausalImbalanceAndSplitKvDecode) {
@@ -234,6 +247,14 @@ TEST(KernelModelTest, FitRecoversTheConstantsThatMadeTheMeasurements) {
                 0.02)
         << i;
   }
+  // Constants named in `keep` hold the starting device's values (the streaming floor and
+  // efficiency here, though the rows ask for 6 us and 0.7); an unknown name is refused.
+  const KernelConstants held =
+      fit_kernel_constants(queries, measured, start, {"stream_floor_s", "memory_efficiency"});
+  EXPECT_EQ(held.stream_floor_s, start.kernel.stream_floor_s);
+  EXPECT_EQ(held.memory_efficiency, start.kernel.memory_efficiency);
+  EXPECT_NEAR(held.matmul_efficiency, 0.6, 0.011);
+  EXPECT_THROW(fit_kernel_constants(queries, measured, start, {"stream_floor_us"}), ConfigError);
 }
 
 TEST(KernelModelTest, LatencyBandWeighsEachClassErrorByItsTime) {

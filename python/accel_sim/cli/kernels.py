@@ -61,11 +61,14 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--device", required=True, help="device name or alias")
     p.add_argument("--data", metavar="FILE", nargs="?", const="", help="fit from measured kernels instead of benchmarking (default file: the shipped validation data, its fit split)")
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file; repeatable")
+    p.add_argument("--keep", action="append", default=[], metavar="CONSTANT",
+                   help="hold this kernel constant at the device's value instead of fitting it (repeatable; "
+                   "e.g. kernel_floor_s where the rows cannot pin it)")
     p.add_argument("--out-dir", default="calibration", metavar="DIR", help="where the GPU sweep writes measurements.csv and the fitted device file (default: calibration/)")
 
 
 _KERNEL_KEYS = ("matmul_efficiency", "fp8_matmul_efficiency", "attention_efficiency", "attention_backward_efficiency",
-                "flash3_efficiency", "cudnn_efficiency", "fp8_attention_efficiency", "memory_efficiency",
+                "flash3_efficiency", "cudnn_efficiency", "cudnn_backward_efficiency", "fp8_attention_efficiency", "memory_efficiency",
                 "gemm_memory_efficiency")
 
 
@@ -201,6 +204,7 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
     from accel_sim.device import catalog
 
     unmeasured = sorted(e.spec.id for e in catalog().entries if e.spec.id not in devices)
+    step_memory = validation.end_to_end_memory(devices, end_to_end, args.split)
     progress(1, stages)
     memory_rows = validation.load_training_memory() if args.split in ("report", "all") else []
     memory = []
@@ -259,6 +263,7 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
                                     "median_signed_error": l.roofline.median_signed_error}}
                       for s, l in lines],
             "training_memory": memory,
+            "end_to_end_memory": step_memory,
             "serving": serving,
             "serving_summary": serving_summary,
         }, indent=1))
@@ -284,6 +289,19 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
                      for m in memory],
                     [False, False, True, True, False, True, True, True]))
         print(f"\n  data: {validation.training_memory_path()} (validation/extract_memory.py)")
+    if step_memory:
+        st = _core.error_stats([m["predicted_bytes"] for m in step_memory], [m["measured_bytes"] for m in step_memory])
+        print(f"\nwhole-model steps, peak memory ({args.split} rows): torch.cuda.max_memory_allocated() of "
+              "HF transformers steps measured by `accel-sim calibrate` vs the builder's peak live bytes\n")
+        print(table(["device", "model", "phase", "batch", "seq", "context", "precision", "recompute", "measured",
+                     "predicted", "error"],
+                    [(m["device"], m["model"] + (" " + m["overrides"] if m["overrides"] else ""), m["phase"], m["batch"],
+                      m["seq"], m["context"], m["precision"], m["recompute"], f"{m['measured_bytes'] / 2**30:.2f} GiB",
+                      f"{m['predicted_bytes'] / 2**30:.2f} GiB", f"{m['error'] * 100:+.1f}%") for m in step_memory],
+                    [False, False, False, True, True, True, False, False, True, True, True]))
+        print(f"\n  {st.rows} steps · median |error| {st.median_abs_error * 100:.1f}% · worst "
+              f"{st.max_abs_error * 100:.1f}%; data: {args.e2e_data or validation.end_to_end_path()} "
+              "(validation/measured/, validation/extract_measured.py)")
     if collectives:
         print(f"\ncollectives ({args.split} rows): nccl-tests / rccl-tests bus bandwidth at large messages vs the model\n")
         print(table(["system", "collective", "GPUs", "algorithm", "measured", "predicted", "error", "split"],
@@ -350,22 +368,25 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                              "none; use --data [FILE] to fit from measured kernels instead")
         from pathlib import Path
 
-        from accel_sim.calibration import measure, write_rows
-
-        from accel_sim.calibration import E2E_COLUMNS, measure_models
+        from accel_sim.calibration import (E2E_COLUMNS, HOST_COLUMNS, measure, measure_host, measure_models,
+                                           write_rows)
 
         print(f"# measuring on {torch.cuda.get_device_name(0)} as '{spec.id}' ...", flush=True)
         rows_out = measure(spec.id, "cuda")
         data = str(Path(args.out_dir) / "measurements.csv")
         write_rows(rows_out, Path(data))
-        print(f"# wrote {len(rows_out)} kernel measurements to {data}")
+        print(f"# wrote {len(rows_out)} kernel measurements to {data}", flush=True)
+        host_out = measure_host(spec.id, "cuda")
+        write_rows(host_out, Path(args.out_dir) / "host_overhead.csv", HOST_COLUMNS)
+        print(f"# wrote {len(host_out)} host-overhead measurements to {Path(args.out_dir) / 'host_overhead.csv'}",
+              flush=True)
         models_out = measure_models(spec.id, "cuda")
         write_rows(models_out, Path(args.out_dir) / "end_to_end.csv", E2E_COLUMNS)
         print(f"# wrote {len(models_out)} whole-model measurements to {Path(args.out_dir) / 'end_to_end.csv'} "
               "(compare with `accel-sim validate --e2e-data`)")
     rows, _ = validation.load_rows(data)
     before = validation.validate({spec.id: spec}, rows, "fit")
-    constants, n = validation.fit_device(spec, rows)
+    constants, n = validation.fit_device(spec, rows, tuple(args.keep))
     if n == 0:
         raise UsageError(f"no fit-split measurements for device '{spec.id}' in {args.data or validation.data_path()}")
     spec.kernel = constants
