@@ -23,6 +23,7 @@ void bind_device(nb::module_& m) {
       .def_rw("flash3_efficiency", &KernelConstants::flash3_efficiency)
       .def_rw("cudnn_efficiency", &KernelConstants::cudnn_efficiency)
       .def_rw("cudnn_backward_efficiency", &KernelConstants::cudnn_backward_efficiency)
+      .def_rw("unaligned_matmul_efficiency", &KernelConstants::unaligned_matmul_efficiency)
       .def_rw("fp8_attention_efficiency", &KernelConstants::fp8_attention_efficiency)
       .def_rw("memory_efficiency", &KernelConstants::memory_efficiency)
       .def_rw("kernel_floor_s", &KernelConstants::kernel_floor_s)

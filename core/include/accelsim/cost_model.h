@@ -106,4 +106,15 @@ std::unique_ptr<CostModel> make_cost_model(std::string_view name);
 // Names make_cost_model() accepts.
 std::vector<std::string> cost_model_names();
 
+// Whether a GEMM's leading dimensions suit cuBLAS's fast kernels: K (the operands' rows) and
+// N (B's and the result's rows) each a multiple of 16 bytes, as TMA (Hopper) and 16-byte
+// cp.async (Ampere) need. M does not matter (M = 4,095 and 4,097 ran as fast as 4,096 on H100,
+// N or K = 10,922 bf16 at a third of the speed of 10,944: validation/measured/h100_sxm-2026-11-24).
+bool gemm_leading_dims_aligned(int64_t n, int64_t k, DType operand, DType result);
+
+// An unaligned GEMM's share of the aligned efficiency where the device has no constant for it:
+// H100 SXM, 4,096 x 10,922 x 4,096 bf16 at 240 TFLOP/s against 741 at N = 10,944 (the fit
+// split of validation/measured/h100_sxm-2026-11-24/measurements.csv).
+inline constexpr double kUnalignedMatmulShare = 0.32;
+
 }  // namespace accelsim

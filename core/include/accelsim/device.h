@@ -25,6 +25,10 @@ struct KernelConstants {
   double matmul_efficiency = 0.75;
   // The same for fp8 GEMMs (per-block scaling costs extra); 0: as matmul_efficiency.
   double fp8_matmul_efficiency = 0.0;
+  // A GEMM whose leading dimensions (K of the operands, N of B and of the result) are not
+  // multiples of 16 bytes cannot use the fast kernels (TMA on Hopper, 16-byte cp.async before):
+  // fraction of the matrix peak it sustains; 0: kUnalignedMatmulShare of the aligned efficiency.
+  double unaligned_matmul_efficiency = 0.0;
   // Fraction of the matrix peak a FlashAttention-style fused attention kernel sustains on large
   // shapes (head dim 128), forward and backward.
   double attention_efficiency = 0.55;

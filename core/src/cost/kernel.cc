@@ -83,6 +83,13 @@ constexpr double kSoftmaxHeadDims = 63.0;
 // Query rows up to which attention runs as decode (split-KV) rather than in query blocks.
 constexpr int64_t kDecodeQueries = 16;
 
+bool gemm_aligned(const OpCount& count) {
+  // An fp8 GEMM writes bf16 (torch._scaled_mm, Transformer Engine); others write their dtype.
+  const bool fp8 = count.compute_dtype == DType::fp8_e4m3 || count.compute_dtype == DType::fp8_e5m2;
+  return gemm_leading_dims_aligned(count.gemm.n, count.gemm.k, count.compute_dtype,
+                                   fp8 ? DType::bf16 : count.compute_dtype);
+}
+
 // Seconds for a fused attention kernel.
 // `softmax_head_dims`: kSoftmaxHeadDims scaled by the matrix rate of the kernel's dtype over the
 // fp16 rate (the exp units do not speed up with fp8 matmuls). `block_overhead`: the fixed time of
@@ -123,6 +130,14 @@ double attention_time(const OpCount& c, double peak, double bandwidth, int units
 
 }  // namespace
 
+bool gemm_leading_dims_aligned(int64_t n, int64_t k, DType operand, DType result) {
+  const auto a = static_cast<double>(size_bytes(operand));
+  const auto r = static_cast<double>(size_bytes(result));
+  auto multiple_of_16 = [](double bytes) { return std::fmod(bytes, 16.0) == 0.0; };
+  return multiple_of_16(static_cast<double>(k) * a) && multiple_of_16(static_cast<double>(n) * a) &&
+         multiple_of_16(static_cast<double>(n) * r);
+}
+
 OpCost KernelCostModel::cost(const OpCount& count, const DeviceSpec& device,
                              const CostOptions& options) const {
   OpCost c;
@@ -149,9 +164,13 @@ OpCost KernelCostModel::cost(const OpCount& count, const DeviceSpec& device,
   double body = 0.0;
   if (count.op_class == OpClass::matmul && count.gemm.m > 0 && peak.flops_per_s > 0) {
     const bool fp8 = count.compute_dtype == DType::fp8_e4m3 || count.compute_dtype == DType::fp8_e5m2;
-    const double sustained = c.peak_flops_per_s * (fp8 && k.fp8_matmul_efficiency > 0
-                                                       ? k.fp8_matmul_efficiency
-                                                       : k.matmul_efficiency);
+    double efficiency =
+        fp8 && k.fp8_matmul_efficiency > 0 ? k.fp8_matmul_efficiency : k.matmul_efficiency;
+    if (!gemm_aligned(count)) {
+      efficiency = k.unaligned_matmul_efficiency > 0 ? k.unaligned_matmul_efficiency
+                                                     : kUnalignedMatmulShare * efficiency;
+    }
+    const double sustained = c.peak_flops_per_s * efficiency;
     const double batch = static_cast<double>(count.gemm.batch);
     const double m = static_cast<double>(count.gemm.m), n = static_cast<double>(count.gemm.n);
     const double kk = static_cast<double>(count.gemm.k);

@@ -144,6 +144,7 @@ void DeviceSpec::validate() const {
       {"kernel.flash3_efficiency", kernel.flash3_efficiency},
       {"kernel.cudnn_efficiency", kernel.cudnn_efficiency},
       {"kernel.cudnn_backward_efficiency", kernel.cudnn_backward_efficiency},
+      {"kernel.unaligned_matmul_efficiency", kernel.unaligned_matmul_efficiency},
       {"kernel.fp8_attention_efficiency", kernel.fp8_attention_efficiency},
       {"kernel.gemm_memory_efficiency", kernel.gemm_memory_efficiency},
   };

@@ -538,11 +538,14 @@ class Builder {
     const int64_t d = m_.head_dim;
     const Shape full{b_, r_.kv_heads, past_ + s_, d};
     if (eager_) {
-      // DynamicCache: torch.cat([past, new], dim=-2) copies the whole cache every step.
+      // DynamicCache: torch.cat([past, new], dim=-2) copies the whole cache every step, and the
+      // layer's old cache is freed as the new one replaces it. The past is therefore an
+      // activation that dies after the cat: the peak holds every new cache plus the old one of
+      // the layer being replaced, as torch.cuda measured it (validation/measured/, decode rows).
       std::vector<TensorId> parts;
       if (past_ > 0) {
-        parts.push_back(
-            e_.resident({b_, r_.kv_heads, past_, d}, m_.kv_cache_dtype, StorageKind::input, name));
+        parts.push_back(e_.resident({b_, r_.kv_heads, past_, d}, m_.kv_cache_dtype,
+                                    StorageKind::activation, name));
       }
       parts.push_back(x);
       TensorId all = e_.op("cat", parts, full, m_.kv_cache_dtype, {{"dim", int64_t{-2}}});
@@ -814,7 +817,8 @@ class Builder {
     if (eager_) {
       std::vector<TensorId> parts;
       if (past_ > 0) {
-        parts.push_back(e_.resident({b_, 1, past_, width}, m_.kv_cache_dtype, StorageKind::input, name));
+        parts.push_back(  // replaced and freed as in cache()
+            e_.resident({b_, 1, past_, width}, m_.kv_cache_dtype, StorageKind::activation, name));
       }
       parts.push_back(x);
       TensorId all = e_.op("cat", parts, full, m_.kv_cache_dtype, {{"dim", int64_t{-2}}});

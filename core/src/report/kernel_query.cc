@@ -211,7 +211,8 @@ bool fit_field(const std::vector<KernelQuery>& queries, const std::vector<double
 
 const std::set<std::string>& kernel_constant_names() {
   static const std::set<std::string> names = {
-      "matmul_efficiency",  "fp8_matmul_efficiency", "attention_efficiency",
+      "matmul_efficiency",  "fp8_matmul_efficiency", "unaligned_matmul_efficiency",
+      "attention_efficiency",
       "attention_backward_efficiency", "flash3_efficiency", "cudnn_efficiency",
       "cudnn_backward_efficiency", "fp8_attention_efficiency", "memory_efficiency",
       "gemm_memory_efficiency", "gemm_tile_overhead_s", "kernel_floor_s", "stream_floor_s"};
@@ -231,8 +232,18 @@ KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
   auto memory = [](const KernelQuery& q) { return q.kind == KernelKind::memory; };
   auto library = [](const KernelQuery& q) { return q.kind != KernelKind::memory; };
   auto is_fp8 = [](DType d) { return d == DType::fp8_e4m3 || d == DType::fp8_e5m2; };
-  auto matmul = [&](const KernelQuery& q) { return q.kind == KernelKind::matmul && !is_fp8(q.dtype); };
-  auto fp8_matmul = [&](const KernelQuery& q) { return q.kind == KernelKind::matmul && is_fp8(q.dtype); };
+  auto aligned = [&](const KernelQuery& q) {
+    return gemm_leading_dims_aligned(q.n, q.k, q.dtype, is_fp8(q.dtype) ? DType::bf16 : q.dtype);
+  };
+  auto matmul = [&](const KernelQuery& q) {
+    return q.kind == KernelKind::matmul && !is_fp8(q.dtype) && aligned(q);
+  };
+  auto unaligned_matmul = [&](const KernelQuery& q) {
+    return q.kind == KernelKind::matmul && !aligned(q);
+  };
+  auto fp8_matmul = [&](const KernelQuery& q) {
+    return q.kind == KernelKind::matmul && is_fp8(q.dtype) && aligned(q);
+  };
   auto any_matmul = [](const KernelQuery& q) { return q.kind == KernelKind::matmul; };
   auto attention = [&](AttentionImpl impl, bool backward) {
     return [=](const KernelQuery& q) {
@@ -279,6 +290,9 @@ KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
                        &KernelConstants::matmul_efficiency, 0.30,
                        1.00, 70, matmul);
       if (k.fp8_matmul_efficiency <= 0) k.fp8_matmul_efficiency = k.matmul_efficiency;
+      any |= fit_field(queries, measured_s, device, k, keep, "unaligned_matmul_efficiency",
+                       &KernelConstants::unaligned_matmul_efficiency, 0.05, 1.00, 95,
+                       unaligned_matmul);
       any |= fit_field(queries, measured_s, device, k, keep, "fp8_matmul_efficiency",
                        &KernelConstants::fp8_matmul_efficiency, 0.30,
                        1.00, 70, fp8_matmul);

@@ -257,6 +257,31 @@ TEST(KernelModelTest, FitRecoversTheConstantsThatMadeTheMeasurements) {
   EXPECT_THROW(fit_kernel_constants(queries, measured, start, {"stream_floor_us"}), ConfigError);
 }
 
+TEST(KernelModelTest, GemmsOffTheSixteenByteAlignmentRunOnTheSlowKernels) {
+  // K of the operands and N of B and of the result must be multiples of 16 bytes: 8 bf16
+  // elements, 16 fp8 ones (whose result, bf16, needs N a multiple of 8). M does not matter.
+  EXPECT_FALSE(gemm_leading_dims_aligned(4096, 10922, DType::bf16, DType::bf16));
+  EXPECT_TRUE(gemm_leading_dims_aligned(4096, 10944, DType::bf16, DType::bf16));
+  EXPECT_FALSE(gemm_leading_dims_aligned(10922, 4096, DType::bf16, DType::bf16));
+  EXPECT_TRUE(gemm_leading_dims_aligned(4096, 10936, DType::bf16, DType::bf16));
+  EXPECT_FALSE(gemm_leading_dims_aligned(4096, 10936, DType::fp8_e4m3, DType::bf16));
+  EXPECT_TRUE(gemm_leading_dims_aligned(50304, 768, DType::bf16, DType::bf16));
+  EXPECT_FALSE(gemm_leading_dims_aligned(50257, 768, DType::bf16, DType::bf16));  // GPT-2's vocab
+  // Compute-bound (bandwidth made irrelevant): the kernel steps through K in whole 64-deep
+  // slices, so K = 4,092 costs as much as 4,096 for 4,092/4,096 of the FLOPs; the time per FLOP
+  // of K = 4,092 over that of K = 4,096 is 4,096/4,092 times the ratio of the efficiencies.
+  DeviceSpec d = ideal_device();
+  d.memory_bandwidth_bytes_per_s = 1e18;
+  auto per_flop = [&](int64_t k) {
+    const KernelEstimate e = estimate_kernel(matmul(4096, 4096, k), d, "kernel", no_launch());
+    return e.time_s / e.flops;
+  };
+  // No constant: 0.32 of the aligned efficiency (1.0 here).
+  EXPECT_NEAR(per_flop(4092) / per_flop(4096), 4096.0 / 4092.0 / 0.32, 1e-9);
+  d.kernel.unaligned_matmul_efficiency = 0.25;
+  EXPECT_NEAR(per_flop(4092) / per_flop(4096), 4096.0 / 4092.0 * 4.0, 1e-9);
+}
+
 TEST(KernelModelTest, LatencyBandWeighsEachClassErrorByItsTime) {
   // 3 s of matmul at 10%, 1 s of attention at 20%, 1 s of elementwise at 30%; collectives are
   // not timed here and do not count: (0.3 + 0.2 + 0.3) / 5 = 0.16.
