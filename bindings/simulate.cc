@@ -37,6 +37,7 @@ void bind_simulate(nb::module_& m) {
       .def_rw("allow_tf32", &CostOptions::allow_tf32)
       .def_rw("include_launch_overhead", &CostOptions::include_launch_overhead)
       .def_rw("cuda_graphs", &CostOptions::cuda_graphs)
+      .def_rw("host_overhead_per_kernel_s", &CostOptions::host_overhead_per_kernel_s)
       .def_rw("clock_hz", &CostOptions::clock_hz)
       .def_rw("attention_impl", &CostOptions::attention_impl);
 

@@ -100,3 +100,51 @@ def test_a_malformed_stack_file_is_one_line(tmp_path, edit, message):
     assert str(bad) in str(e.value) and message in str(e.value) and "\n" not in str(e.value)
     r = run_cli(*TRAIN, "--stack", str(bad))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+HF = GOOD.with_name("hf-accelerate.yaml")
+
+
+def test_a_stack_charges_its_own_host_cost_per_kernel(tmp_path):
+    # hf-accelerate's runtime section: 21 us per kernel, measured (HF eager decode on an H100 host).
+    assert resolve_stack("hf-accelerate").host_overhead_per_kernel_s == pytest.approx(21e-6)
+    assert resolve_stack("megatron-core").host_overhead_per_kernel_s == 0.0  # the device's launch cost
+    # GPT-2 at batch 1 x 64 tokens on one H100: most kernels are shorter than 21 us, so the step
+    # waits on the host; at 4 us per kernel it waits far less (the optimizer's and the LM head's
+    # kernels are longer than 21 us and cost the same in both). 4 us is the H100's bare launch
+    # cost (h100_sxm.yaml), so a stack without a runtime section gives exactly that step.
+    slow = tmp_path / "slow.yaml"
+    slow.write_text(HF.read_text())
+    fast = tmp_path / "fast.yaml"
+    fast.write_text(HF.read_text().replace("host_overhead_per_kernel_us: 21", "host_overhead_per_kernel_us: 4"))
+    base = ("train", "--model", "gpt2", "--system", "dgx_h100", "--gpus", "1", "--seq", "64", "--global-batch", "1",
+            "--json")
+
+    def step(stack: Path) -> dict:
+        r = run_cli(*base, "--stack", str(stack))
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("".join(line for line in HF.read_text().splitlines(keepends=True)
+                            if not line.startswith(("runtime:", "  host_overhead_per_kernel_us:",
+                                                    "  runtime.host_overhead_per_kernel_us:"))))
+    a, b, c = step(slow), step(fast), step(bare)
+    assert a["step_s"] > 2 * b["step_s"]
+    assert c["step_s"] == pytest.approx(b["step_s"], rel=1e-12)
+
+
+@pytest.mark.parametrize("edit,message", [
+    (("host_overhead_per_kernel_us: 21", "host_overhead_per_kernel_us: -1"), "must be at least 0"),
+    (("host_overhead_per_kernel_us: 21", "host_overhead_per_kernel_us: 21\n  per_step_us: 5"),
+     "unknown field 'runtime.per_step_us'"),
+    (("  runtime.host_overhead_per_kernel_us:", "  runtime.host_cost:"), "names no source for runtime.host_overhead_per_kernel_us"),
+])
+def test_a_malformed_runtime_section_is_one_line(tmp_path, edit, message):
+    text = HF.read_text()
+    assert edit[0] in text
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace(edit[0], edit[1], 1))
+    with pytest.raises(UsageError) as e:
+        load_stack_file(bad)
+    assert str(bad) in str(e.value) and message in str(e.value) and "\n" not in str(e.value)

@@ -210,10 +210,18 @@ def _end_to_end_graph(row: dict) -> Any:
     return build_model_graph(model, **keywords).graph
 
 
+# The stack the measured whole-model rows ran: HF transformers' eager modules from Python.
+E2E_STACK = "hf-accelerate"
+
+
 def predict_end_to_end(row: dict, spec: Any, cost_model: str) -> Any:
-    """The simulated step (`_core.SimulationResult`) of a measured whole-model row."""
+    """The simulated step (`_core.SimulationResult`) of a measured whole-model row, with the host
+    cost per kernel of the stack it ran (E2E_STACK)."""
+    from accel_sim.io.stack_file import resolve_stack
+
     options = _core.SimulateOptions()
     options.cost_model = cost_model
+    options.cost.host_overhead_per_kernel_s = resolve_stack(E2E_STACK).host_overhead_per_kernel_s
     return _core.simulate(_end_to_end_graph(row), spec, options)
 
 

@@ -42,6 +42,12 @@ struct CostOptions {
   // Kernels replayed from a CUDA graph: no host launch overhead per kernel (the device-side
   // kernel floor of the kernel model stays).
   bool cuda_graphs = false;
+  // The host's cost of issuing one kernel in the software stack that runs the graph (Python
+  // module code, the dispatcher, the launch itself); 0: the device's kernel_launch_overhead_s,
+  // the bare CUDA launch. HF transformers' eager decode spends about 21 us per kernel on an H100
+  // host (validation/measured/h100_sxm-2026-11-24/step_profile.csv); a stack file's
+  // runtime.host_overhead_per_kernel_us sets it.
+  double host_overhead_per_kernel_s = 0.0;
   // Core clock override in Hz (a power-capped or down-clocked part); 0: the device's clock.
   // Scales compute rates by clock / device clock in the kernel model; memory is unaffected.
   double clock_hz = 0.0;
@@ -64,6 +70,10 @@ struct OpCost {
 };
 
 // Every figure of `c` by name, as for_each_figure(OpCount) (op_catalog.h).
+// The host's time to issue one kernel under `options` on `device` (0 when replayed from a CUDA
+// graph or when launch overhead is off).
+double host_launch_s(const DeviceSpec& device, const CostOptions& options);
+
 template <typename F>
 void for_each_figure(const OpCost& c, F&& f) {
   f("time_s", c.time_s);

@@ -239,8 +239,7 @@ OpCost KernelCostModel::cost(const OpCount& count, const DeviceSpec& device,
   // the op's time the device spends waiting for the host.
   const bool library = count.op_class == OpClass::matmul || count.op_class == OpClass::attention;
   const double device_time = body + (library ? k.kernel_floor_s : k.stream_floor_s);
-  const double launch =
-      options.include_launch_overhead && !options.cuda_graphs ? device.kernel_launch_overhead_s : 0.0;
+  const double launch = host_launch_s(device, options);
   c.launch_overhead_s = std::max(0.0, launch - device_time);
   c.time_s = device_time + c.launch_overhead_s;
   return c;

@@ -49,10 +49,15 @@ OpCost RooflineCostModel::cost(const OpCount& count, const DeviceSpec& device,
   c.compute_time_s = peak.flops_per_s > 0 ? count.flops / peak.flops_per_s : 0.0;
   c.memory_time_s = count.bytes() / device.memory_bandwidth_bytes_per_s;
   c.bound = c.compute_time_s > c.memory_time_s ? Bound::compute : Bound::memory;
-  c.launch_overhead_s =
-      options.include_launch_overhead && !options.cuda_graphs ? device.kernel_launch_overhead_s : 0.0;
+  c.launch_overhead_s = host_launch_s(device, options);
   c.time_s = std::max(c.compute_time_s, c.memory_time_s) + c.launch_overhead_s;
   return c;
+}
+
+double host_launch_s(const DeviceSpec& device, const CostOptions& options) {
+  if (!options.include_launch_overhead || options.cuda_graphs) return 0.0;
+  return options.host_overhead_per_kernel_s > 0 ? options.host_overhead_per_kernel_s
+                                                : device.kernel_launch_overhead_s;
 }
 
 std::unique_ptr<CostModel> make_cost_model(std::string_view name) {

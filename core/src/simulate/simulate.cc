@@ -354,6 +354,8 @@ void require_physical(const Graph& graph, const SimulationResult& r, double unsu
 void SimulateOptions::validate() const {
   ACCELSIM_CHECK(micro_batches >= 1, "micro_batches must be at least 1");
   require_in_range("", "the clock override (clock_hz; 0: the device's)", cost.clock_hz, kNonNegative);
+  require_in_range("", "the host overhead per kernel (host_overhead_per_kernel_s; 0: the device's launch cost)",
+                   cost.host_overhead_per_kernel_s, kNonNegative);
   if (system.has_value()) system->validate();
   for (const CommGroup& g : groups) {
     ACCELSIM_CHECK(g.size >= 1 && g.ranks_per_domain >= 0,

@@ -101,6 +101,13 @@ TEST(KernelModelTest, StreamingKernelIsFloorPlusBytesOrWaitsForTheHost) {
   CostOptions graphs;
   graphs.cuda_graphs = true;
   EXPECT_NEAR(KernelCostModel().cost(c, d, graphs).time_s, 15e-6, 1e-15);
+  // A software stack's own host cost per kernel replaces the device's bare launch: 60 us.
+  CostOptions python;
+  python.host_overhead_per_kernel_s = 60e-6;
+  EXPECT_NEAR(KernelCostModel().cost(c, d, python).time_s, 60e-6, 1e-15);
+  EXPECT_NEAR(RooflineCostModel().cost(c, d, python).launch_overhead_s, 60e-6, 1e-15);
+  python.cuda_graphs = true;  // a graph replays without the host
+  EXPECT_NEAR(KernelCostModel().cost(c, d, python).time_s, 15e-6, 1e-15);
   q.op = "no_such_op";
   EXPECT_THROW(estimate_kernel(q, d, "kernel", no_launch()), ConfigError);
 }

@@ -105,6 +105,10 @@ TEST(PhysicalRangeTest, SystemModelAndOptionValidationRejectNonFiniteNumbers) {
   EXPECT_EQ(error_of([&] { o.validate(); }),
             "the clock override (clock_hz; 0: the device's) must be finite (got inf)");
   o = SimulateOptions{};
+  o.cost.host_overhead_per_kernel_s = -1e-6;
+  EXPECT_NE(error_of([&] { o.validate(); }).find("the host overhead per kernel (host_overhead_per_kernel_s"),
+            std::string::npos);
+  o = SimulateOptions{};
   o.system = slow;
   EXPECT_THROW(simulate(build_graph(testing::small_gpt(2), {.seq = 16}), testing::round_device(), o), ConfigError);
   BuildOptions b{.seq = 16, .expert_imbalance = kNaN};

@@ -143,7 +143,8 @@ def apply_training_stack(stack: Any, base: Any, options: Any, architecture: str,
     """Sets what the stack runs (io/stack_file.py) on a training step's BuildOptions `base` (its
     precision already set) and SimulateOptions `options`: the attention kernel on a device of
     `architecture` (or `attention`, when given), the fused gated activation, fp8 parameters and
-    weight cache, the gradient buffers' dtype and TP-communication overlap."""
+    weight cache, the gradient buffers' dtype, TP-communication overlap and the host's cost per
+    kernel (its runtime section; the device's launch cost when it has none)."""
     from accel_sim import _core
 
     t = stack.training
@@ -155,6 +156,7 @@ def apply_training_stack(stack: Any, base: Any, options: Any, architecture: str,
     options.cost.attention_impl = getattr(_core.AttentionImpl, kernel)
     options.overlap_tp_comm = t.tp_comm_overlap
     options.fp8_weight_cache = t.fp8_weight_cache
+    options.cost.host_overhead_per_kernel_s = stack.host_overhead_per_kernel_s
 
 
 def refuse_layout_the_stack_cannot_run(stack: Any, degrees: dict[str, list[int]], zero: list[int] | None) -> None:

@@ -48,7 +48,11 @@ _TRAINING_FIELDS = {
     "overlap_grad_reduce": "true or false",
     "overlap_param_gather": "true or false",
 }
-_TOP = {"id", "name", "version", "kind", "training", "sources", "notes"}
+# The optional `runtime` section: how the stack issues kernels, whatever it runs.
+_RUNTIME_FIELDS = {
+    "host_overhead_per_kernel_us": "the host's microseconds to issue one kernel (Python, dispatcher, launch)",
+}
+_TOP = {"id", "name", "version", "kind", "training", "runtime", "sources", "notes"}
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,8 @@ class StackEntry:
     training: TrainingStack
     sources: dict[str, str] = field(default_factory=dict)
     notes: str = ""
+    # runtime.host_overhead_per_kernel_us in seconds; 0: the device's bare launch cost.
+    host_overhead_per_kernel_s: float = 0.0
 
     def as_dict(self) -> dict:
         return {"id": self.id, "name": self.name, "version": self.version}
@@ -139,6 +145,24 @@ def _training(data: Any, where: str, sources: dict[str, str]) -> TrainingStack:
                          gradients_in_weight_dtype=grads == "weight", zero=zero, zero_stages=stages, **flag)
 
 
+def _runtime(data: Any, where: str, sources: dict[str, str]) -> float:
+    """The `runtime` section's host cost per kernel in seconds (0 when absent)."""
+    if data is None:
+        return 0.0
+    r = fields.mapping(data, where, "runtime")
+    unknown = sorted(set(r) - set(_RUNTIME_FIELDS))
+    if unknown:
+        raise UsageError(f"{where}: unknown field 'runtime.{unknown[0]}' (known: {', '.join(_RUNTIME_FIELDS)})")
+    for key in r:
+        if f"runtime.{key}" not in sources:
+            raise UsageError(f"{where}: 'sources' names no source for runtime.{key} "
+                             "(every choice of a stack names where it is read from)")
+    if "host_overhead_per_kernel_us" not in r:
+        return 0.0
+    return fields.number(r["host_overhead_per_kernel_us"], f"{where}: runtime", "host_overhead_per_kernel_us",
+                         minimum=0.0) * 1e-6
+
+
 def load_stack_file(path: str | Path) -> StackEntry:
     """Reads and checks one stack file; errors name the file and the field in one line."""
     p = Path(path)
@@ -159,7 +183,8 @@ def load_stack_file(path: str | Path) -> StackEntry:
     return StackEntry(id=fields.text(data["id"], where, "id"), name=fields.text(data["name"], where, "name"),
                       version=fields.text(data["version"], where, "version"), path=where,
                       training=_training(data["training"], where, sources), sources=sources,
-                      notes=fields.text(data.get("notes", ""), where, "notes"))
+                      notes=fields.text(data.get("notes", ""), where, "notes"),
+                      host_overhead_per_kernel_s=_runtime(data.get("runtime"), where, sources))
 
 
 def builtin_stack_files() -> list[Path]:
