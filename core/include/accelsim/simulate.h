@@ -215,6 +215,12 @@ void for_each_figure(const SimulationResult& r, F&& f) {
   f("required_bytes", r.required_bytes);
 }
 
+// The kernel model's launch waits over a graph's ops in order, the host issuing each kernel
+// after `host_s` of its own work and running ahead of the device while long kernels execute:
+// each kernel's cost.launch_overhead_s becomes the time the device waits for it and its
+// cost.time_s its device time plus that wait. simulate() applies it under the kernel model.
+void charge_launch_queue(std::vector<OpResult>& ops, double host_s);
+
 // REQUIRES: device.validate() and options.validate() pass (checked; throws ConfigError
 // otherwise). Every figure of the result is finite and every byte count non-negative: a result
 // that is not (an input out of physical range that validation let through) throws ConfigError

@@ -32,6 +32,36 @@ TEST(SimulateTest, OpsRunBackToBack) {
   EXPECT_NEAR(r.bandwidth_utilization, 1.4e7 / (31e-6 * 1e12), 1e-12);
 }
 
+TEST(SimulateTest, TheHostRunsAheadOfLongKernels) {
+  // Host 10 us per kernel; one 100 us kernel then nine of 1 us. The host issues kernel i at
+  // 10 i us: the long one runs 10-110 us while the host issues the other nine (by 100 us), which
+  // then run back to back: 119 us, not 100 + 9 x 10 (each short kernel charged the host's 10 us).
+  std::vector<OpResult> ops(10);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    ops[i].count.launches_kernel = true;
+    ops[i].cost.time_s = i == 0 ? 100e-6 : 1e-6;
+  }
+  OpResult view;  // a view launches nothing and waits for nothing
+  ops.insert(ops.begin() + 3, view);
+  charge_launch_queue(ops, 10e-6);
+  double total = 0;
+  for (const OpResult& op : ops) total += op.cost.time_s;
+  EXPECT_NEAR(total, 119e-6, 1e-15);
+  EXPECT_NEAR(ops[0].cost.launch_overhead_s, 10e-6, 1e-15);
+  EXPECT_NEAR(ops[1].cost.launch_overhead_s, 0.0, 1e-15);
+  EXPECT_DOUBLE_EQ(ops[3].cost.time_s, 0.0);
+  // Ten short kernels alone: the device waits for each, 10 x 10 us + the last one's 1 us.
+  std::vector<OpResult> short_ones(10);
+  for (OpResult& op : short_ones) {
+    op.count.launches_kernel = true;
+    op.cost.time_s = 1e-6;
+  }
+  charge_launch_queue(short_ones, 10e-6);
+  total = 0;
+  for (const OpResult& op : short_ones) total += op.cost.time_s;
+  EXPECT_NEAR(total, 101e-6, 1e-15);
+}
+
 TEST(SimulateTest, AFourTimesFasterPeakTurnsTheGemmMemoryBound) {
   // 400 TFLOP/s (x4 every rate, with_device_parameter): n0 compute 2e9 / 400e12 = 5 us < memory
   // 6 us -> memory, 7 us; n2 compute 1e6 / 4e12 = 0.25 us < 4 us -> 5 us; n3 5 us. 17 us.
