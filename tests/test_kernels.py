@@ -303,3 +303,21 @@ def test_host_overhead_sweep_runs_and_reports_seconds_per_kernel():
     rows = measure_host("h100_sxm", torch_device="cpu", quick=True)
     assert [r["mode"] for r in rows] == ["eager"]  # no CUDA graph without a GPU
     assert set(rows[0]) == set(HOST_COLUMNS) and 0 < float(rows[0]["seconds_per_kernel"]) < 1e-3
+
+
+def test_host_cost_script_counts_kernels_and_wall_time(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import csv
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "validation" / "gpu" / "measure_host.py"
+    r = subprocess.run([sys.executable, str(script), "--out", str(tmp_path), "--device", "cpu", "--quick"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(open(tmp_path / "host_stacks.csv", encoding="utf-8")))
+    # Two frameworks x (forward, forward + backward) x three repeats.
+    assert len(rows) == 12 and {r["framework"] for r in rows} == {"hf-transformers", "plain-pytorch (torchtitan-style)"}
+    assert all(float(r["seconds_per_kernel"]) > 0 and "host CPU" in r["source"] for r in rows)
