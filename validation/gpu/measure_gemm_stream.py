@@ -5,7 +5,9 @@ per pass) flatters or penalises them, beside the same GEMM timed alone between C
     python validation/gpu/measure_gemm_stream.py --out DIR
 
 writes DIR/gemm_stream.csv: per shape, seconds per GEMM in the stream and alone, and the bytes
-the weights stream; each row with the GPU, driver, torch and CUDA versions and the date.
+the weights stream; and DIR/stream_ops.csv: streaming ops (add, silu, rms_norm, softmax) the same
+way, 16 buffers back to back per replay. Each row with the GPU, driver, torch and CUDA versions
+and the date.
 """
 
 from __future__ import annotations
@@ -78,8 +80,48 @@ def main() -> int:
             del graph, outs
         del weights
         torch.cuda.empty_cache()
+    import torch.nn.functional as F
+
+    ops_rows = []
+    for elements in [1 << e for e in range(13, 28, 2)]:
+        xs = [torch.randn(elements // 4096 or 1, min(elements, 4096), device="cuda", dtype=dtype) for _ in range(16)]
+        ys = [torch.randn_like(x) for x in xs]
+        w = torch.ones(xs[0].shape[-1], device="cuda", dtype=dtype)
+        for op, fn, per_element in (("add", lambda x, y: torch.add(x, y), 6), ("silu", lambda x, y: F.silu(x), 4),
+                                    ("rms_norm", lambda x, y: F.rms_norm(x, (x.shape[-1],), w), 4),
+                                    ("softmax", lambda x, y: torch.softmax(x, dim=-1), 4)):
+            def chain():
+                for x, y in zip(xs, ys):
+                    fn(x, y)
+
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    chain()
+            torch.cuda.current_stream().wait_stream(s)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                chain()
+            times = []
+            for _ in range(20):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                graph.replay()
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end) * 1e-3 / len(xs))
+            ops_rows.append(dict(dtype="bf16", op=op, elements=xs[0].numel(), bytes=per_element * xs[0].numel(),
+                                 stream_s_per_op=f"{statistics.median(times):.6g}", source=source))
+            print(op, xs[0].numel(), ops_rows[-1]["stream_s_per_op"], flush=True)
+            del graph
+        del xs, ys
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    with open(out / "stream_ops.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=["dtype", "op", "elements", "bytes", "stream_s_per_op", "source"])
+        w.writeheader()
+        w.writerows(ops_rows)
     with open(out / "gemm_stream.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)
         w.writeheader()
