@@ -18,7 +18,10 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+try:  # the installed package, or else this checkout's python/ (a build that put _core there)
+    import accel_sim  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
 from accel_sim.calibration import provenance  # noqa: E402
 

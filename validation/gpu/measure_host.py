@@ -20,7 +20,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+try:  # the installed package, or else this checkout's python/ (a build that put _core there)
+    import accel_sim  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
 from accel_sim.calibration import provenance  # noqa: E402
 from accel_sim.io.model_config import load_model_config  # noqa: E402
