@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-from conftest import REPO, run_cli
+from conftest import run_cli
 
 
 def _plan(*args: str) -> dict:
