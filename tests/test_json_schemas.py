@@ -49,6 +49,7 @@ RUNS = {
     "devices": ("devices", ["devices", "--json"]),
     "models": ("models", ["models", "--json"]),
     "systems": ("systems", ["systems", "--json"]),
+    "stacks": ("stacks", ["stacks", "--json"]),
     "train": ("train", ["train", "--model", "gpt2", "--system", "dgx-h100", "--gpus", "8", "--tp", "2", "--pp", "2",
                         "--dp", "2", "--sp", "--global-batch", "16", "--seq", "1024", "--json"]),
     "plan": ("plan", ["plan", "--model", "gpt2", "--system", "dgx-h100", "--gpus", "8", "--global-batch", "64",

@@ -149,3 +149,22 @@ def test_a_malformed_runtime_section_is_one_line(tmp_path, edit, message):
     with pytest.raises(UsageError) as e:
         load_stack_file(bad)
     assert str(bad) in str(e.value) and message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_stacks_lists_every_shipped_stack_with_its_choices(tmp_path):
+    r = run_cli("stacks", "--json")
+    assert r.returncode == 0, r.stderr
+    listed = {s["id"]: s for s in json.loads(r.stdout)["stacks"]}
+    assert set(SHIPPED) <= set(listed)
+    assert [s for s in listed.values() if s["default"]] == [listed["megatron-core"]]
+    assert listed["megatron-core"]["attention"] == {"sm_90": "cudnn", "sm_100": "cudnn", "default": "flash2"}
+    assert listed["hf-accelerate"]["host_overhead_per_kernel_us"] == pytest.approx(23)
+    assert listed["megatron-core"]["host_overhead_per_kernel_us"] is None  # the device's launch cost
+    text = run_cli("stacks")
+    assert text.returncode == 0 and "megatron-core (default)" in text.stdout
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(GOOD.read_text().replace("id: torchtitan", "id: mine"))
+    extra = json.loads(run_cli("stacks", "--stack-file", str(mine), "--json").stdout)["stacks"]
+    assert extra[0]["id"] == "mine" and extra[0]["path"] == str(mine)
+    missing = run_cli("stacks", "--stack-file", str(tmp_path / "none.yaml"))
+    assert missing.returncode == 2 and "stack file not found" in missing.stderr

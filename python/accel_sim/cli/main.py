@@ -23,7 +23,7 @@ from accel_sim.cli.kernels import add_parsers as add_kernel_parsers
 from accel_sim.cli.plan import add_parser as add_plan_parser
 from accel_sim.cli.plan import cmd_plan
 from accel_sim.cli.script_watch import add_timeout_argument, watch_script
-from accel_sim.cli.systems import add_systems_parser, cmd_systems
+from accel_sim.cli.systems import add_stacks_parser, add_systems_parser, cmd_stacks, cmd_systems
 from accel_sim.cli.serve import add_parser as add_serve_parser
 from accel_sim.cli.serve import cmd_serve
 from accel_sim.cli.sweep import add_parser as add_sweep_parser
@@ -162,6 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     add_fit_parser(sub, _DTYPES)
     add_kernel_parsers(sub)
     add_systems_parser(sub)
+    add_stacks_parser(sub)
     add_train_parser(sub)
     add_serve_parser(sub)
     add_plan_parser(sub)
@@ -660,6 +661,7 @@ _COMMANDS = {
     "kernel": cmd_kernel,
     "fit": cmd_fit,
     "systems": cmd_systems,
+    "stacks": cmd_stacks,
     "train": cmd_train,
     "serve": cmd_serve,
     "plan": cmd_plan,

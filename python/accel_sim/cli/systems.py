@@ -137,3 +137,47 @@ def collective_validation() -> list[dict]:
                          "error": _core.error_stats([predicted], [m["busbw_gbs"]]).median_signed_error,
                          "split": split, "source": m["source"]})
     return rows
+
+
+def add_stacks_parser(sub: Any) -> None:
+    p = sub.add_parser("stacks", help="list the software stacks train and plan take with --stack")
+    p.add_argument("--stack-file", action="append", default=[], metavar="FILE", help="also list this stack file")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+
+
+def cmd_stacks(args: argparse.Namespace) -> int:
+    """The shipped stacks (and any --stack-file): what each runs, the default marked."""
+    from accel_sim.io.stack_file import DEFAULT_STACK, builtin_stacks, load_stack_file
+    from accel_sim.report.tables import table
+
+    entries = [load_stack_file(f) for f in args.stack_file] + builtin_stacks()
+
+    def attention(e: Any) -> str:
+        a = e.training.attention
+        return ", ".join(f"{k}: {v}" for k, v in sorted(a.items(), key=lambda kv: kv[0] == "default"))
+
+    if args.json:
+        from accel_sim.report.json_report import SCHEMA_VERSION
+
+        print(json.dumps({"schema": "accel-sim/stacks", "schema_version": SCHEMA_VERSION, "stacks": [
+                          {"id": e.id, "name": e.name, "version": e.version, "default": e.id == DEFAULT_STACK,
+                           "attention": dict(e.training.attention),
+                           "gated_activation": "fused" if e.training.fused_gated_activation else "unfused",
+                           "fp8": e.training.fp8, "zero": e.training.zero, "zero_stages": list(e.training.zero_stages),
+                           "tensor_parallel": e.training.tensor_parallel,
+                           "pipeline_parallel": e.training.pipeline_parallel,
+                           "context_parallel": e.training.context_parallel,
+                           "host_overhead_per_kernel_us": e.host_overhead_per_kernel_s * 1e6 or None,
+                           "path": e.path} for e in entries]}, indent=1))
+        return 0
+    print(table(["id", "version", "attention", "SwiGLU", "fp8", "ZeRO", "TP/PP/CP", "host µs/kernel"],
+                [(e.id + (" (default)" if e.id == DEFAULT_STACK else ""), e.version, attention(e),
+                  "fused" if e.training.fused_gated_activation else "unfused", e.training.fp8,
+                  f"{e.training.zero} of {'/'.join(map(str, e.training.zero_stages))}",
+                  "/".join("yes" if f else "no" for f in (e.training.tensor_parallel, e.training.pipeline_parallel,
+                                                           e.training.context_parallel)),
+                  f"{e.host_overhead_per_kernel_s * 1e6:g}" if e.host_overhead_per_kernel_s else "device's")
+                 for e in entries],
+                [False, False, False, False, False, False, False, True]))
+    print("\n  each choice's source: the stack file's `sources` (python/accel_sim/data/stacks/, docs/formats/stack.md)")
+    return 0
