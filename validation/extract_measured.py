@@ -18,17 +18,14 @@ sys.path.insert(0, str(REPO_ROOT / "python"))
 
 
 def main() -> int:
-    from accel_sim.calibration import E2E_COLUMNS
+    from accel_sim.calibration import E2E_COLUMNS, write_rows
 
     rows = []
     for path in sorted(MEASURED.glob("*/end_to_end.csv")):
         with open(path, newline="", encoding="utf-8") as f:
             for row in csv.DictReader(f):
                 rows.append({**{c: row.get(c, "") for c in E2E_COLUMNS}, "id": f"{path.parent.name}/{row['id']}"})
-    with open(OUTPUT, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=E2E_COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(rows, OUTPUT, E2E_COLUMNS)
     print(f"wrote {len(rows)} whole-model rows to {OUTPUT.relative_to(REPO_ROOT)}")
     return 0
 

@@ -119,6 +119,61 @@ def _timer(torch: Any, torch_device: str, repeats: int, flush_l2: bool) -> Calla
     return run
 
 
+def wall_seconds(torch: Any, fn: Callable[[], Any], repeats: int, cuda: bool, warmup: int = 3) -> float:
+    """Median wall-clock seconds of fn() to a synchronized device, after `warmup` calls: what a
+    host-bound step costs (CUDA events would hide where the host stalls)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        if cuda:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def capture_graph(torch: Any, fn: Callable[[], Any], warmup: int = 3) -> Any:
+    """fn captured once as a torch.cuda.CUDAGraph, after `warmup` calls on a side stream (as
+    torch.cuda.graphs documents); replay() then reruns its kernels without the host."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
+
+
+def build_hf_model(model_id: str, overrides: dict, torch_device: str, dtype: Any) -> tuple[Any, Any]:
+    """(an HF transformers model with random weights, its config) from a shipped config with
+    `overrides`, SDPA attention, built directly on `torch_device` in `dtype`."""
+    import torch
+    import transformers
+
+    from accel_sim.io.model_config import load_model_config
+
+    config, _ = load_model_config(model_id)
+    config = {**config, **overrides}
+    hf_config = transformers.AutoConfig.for_model(**{k: v for k, v in config.items() if k != "architectures"})
+    hf_config._attn_implementation = "sdpa"
+    architecture = getattr(transformers, (config.get("architectures") or ["AutoModelForCausalLM"])[0])
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(torch_device):
+            model = architecture(hf_config)
+    finally:
+        torch.set_default_dtype(previous)
+    return model, hf_config
+
+
 class _Cases:
     """Runs each case; one that raises is reported on stderr and counted, not recorded."""
 
@@ -299,29 +354,12 @@ def measure_host(device_id: str, torch_device: str = "cuda", quick: bool = False
             x.add_(1.0)
 
     def wall(fn: Callable[[], None]) -> float:
-        fn()
-        if cuda:
-            torch.cuda.synchronize()
-        times = []
-        for _ in range(3 if quick else 7):
-            t0 = time.perf_counter()
-            fn()
-            if cuda:
-                torch.cuda.synchronize()
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times) / kernels
+        return wall_seconds(torch, fn, 3 if quick else 7, cuda, warmup=1) / kernels
 
     rows.append(dict(mode="eager", seconds_per_kernel=wall(chain),
                      notes="in-place add on 256 floats, launched from a Python loop, wall clock to synchronize"))
     if cuda:
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            chain()
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            chain()
+        graph = capture_graph(torch, chain, warmup=1)
         rows.append(dict(mode="cuda_graph", seconds_per_kernel=wall(graph.replay),
                          notes="the same chain captured once and replayed as a CUDA graph"))
     for i, row in enumerate(rows, 1):
@@ -359,8 +397,6 @@ def measure_models(device_id: str, torch_device: str = "cuda", quick: bool = Fal
     import torch
     import transformers
 
-    from accel_sim.io.model_config import load_model_config
-
     cuda = torch_device.startswith("cuda")
     low = torch.bfloat16 if cuda else torch.float32
     low_name = "bf16" if cuda else "fp32"
@@ -373,21 +409,10 @@ def measure_models(device_id: str, torch_device: str = "cuda", quick: bool = Fal
         model_id, phase, batch, seq = case["model"], case["phase"], case["batch"], case["seq"]
         precision, recompute = case.get("precision", low_name), case.get("recompute", "none")
         overrides, context = case.get("overrides", {}), case.get("context", 0)
-        config, _ = load_model_config(model_id)
-        config = {**config, **overrides}
-        hf_config = transformers.AutoConfig.for_model(**{k: v for k, v in config.items() if k != "architectures"})
-        hf_config._attn_implementation = "sdpa"
-        architecture = getattr(transformers, (config.get("architectures") or ["AutoModelForCausalLM"])[0])
-        weights = torch.float32 if precision == "amp-bf16" else low
         if cuda:
             torch.cuda.empty_cache()
-        previous = torch.get_default_dtype()
-        torch.set_default_dtype(weights)
-        try:
-            with torch.device(torch_device):
-                model = architecture(hf_config)
-        finally:
-            torch.set_default_dtype(previous)
+        model, hf_config = build_hf_model(model_id, overrides, torch_device,
+                                          torch.float32 if precision == "amp-bf16" else low)
         ids = torch.randint(0, hf_config.vocab_size, (batch, seq), device=torch_device)
         if cuda:
             torch.cuda.synchronize()
@@ -453,6 +478,6 @@ def measure_models(device_id: str, torch_device: str = "cuda", quick: bool = Fal
 def write_rows(rows: list[dict], path: Path, columns: list[str] | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=columns or COLUMNS)
+        writer = csv.DictWriter(f, fieldnames=columns or COLUMNS, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)

@@ -13,7 +13,6 @@ and the date.
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import sys
 from pathlib import Path
@@ -23,9 +22,22 @@ try:  # the installed package, or else this checkout's python/ (a build that put
 except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
-from accel_sim.calibration import provenance  # noqa: E402
+from accel_sim.calibration import capture_graph, provenance, write_rows  # noqa: E402
 
 COLUMNS = ["dtype", "m", "n", "k", "weights", "stream_s_per_gemm", "alone_s", "weight_bytes", "source"]
+
+
+def replays(torch, graph, repeats: int = 20) -> list[float]:
+    """Seconds of each of `repeats` replays of a CUDA graph, between CUDA events."""
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3)
+    return times
 
 
 def main() -> int:
@@ -49,23 +61,8 @@ def main() -> int:
                 for w, o in zip(weights, outs):
                     torch.matmul(x, w, out=o)
 
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                for _ in range(3):
-                    chain()
-            torch.cuda.current_stream().wait_stream(s)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                chain()
-            times = []
-            for _ in range(20):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                graph.replay()
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end) * 1e-3 / count)
+            graph = capture_graph(torch, chain)
+            times = [t / count for t in replays(torch, graph)]
             alone = []
             flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
             for _ in range(20):
@@ -97,23 +94,8 @@ def main() -> int:
                 for x, y in zip(xs, ys):
                     fn(x, y)
 
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                for _ in range(3):
-                    chain()
-            torch.cuda.current_stream().wait_stream(s)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                chain()
-            times = []
-            for _ in range(20):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                graph.replay()
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end) * 1e-3 / len(xs))
+            graph = capture_graph(torch, chain)
+            times = [t / len(xs) for t in replays(torch, graph)]
             ops_rows.append(dict(dtype="bf16", op=op, elements=xs[0].numel(), bytes=per_element * xs[0].numel(),
                                  stream_s_per_op=f"{statistics.median(times):.6g}", source=source))
             print(op, xs[0].numel(), ops_rows[-1]["stream_s_per_op"], flush=True)
@@ -121,14 +103,8 @@ def main() -> int:
         del xs, ys
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "stream_ops.csv", "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=["dtype", "op", "elements", "bytes", "stream_s_per_op", "source"])
-        w.writeheader()
-        w.writerows(ops_rows)
-    with open(out / "gemm_stream.csv", "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(ops_rows, out / "stream_ops.csv", ["dtype", "op", "elements", "bytes", "stream_s_per_op", "source"])
+    write_rows(rows, out / "gemm_stream.csv", COLUMNS)
     print(f"# wrote {len(rows)} rows to {out / 'gemm_stream.csv'}")
     return 0
 

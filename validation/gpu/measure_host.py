@@ -13,11 +13,8 @@ date. The models are built from the shipped Llama-3-8B config with random weight
 from __future__ import annotations
 
 import argparse
-import csv
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 try:  # the installed package, or else this checkout's python/ (a build that put _core there)
@@ -25,7 +22,7 @@ try:  # the installed package, or else this checkout's python/ (a build that put
 except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
-from accel_sim.calibration import provenance  # noqa: E402
+from accel_sim.calibration import provenance, wall_seconds, write_rows  # noqa: E402
 from accel_sim.io.model_config import load_model_config  # noqa: E402
 
 COLUMNS = ["framework", "phase", "layers", "batch", "seq", "kernels", "wall_s", "kernel_sum_s",
@@ -141,16 +138,7 @@ def main() -> int:
                 logits.float().sum().backward()
                 for p in model.parameters():
                     p.grad = None
-        for _ in range(3):
-            step()
-        sync()
-        times = []
-        for _ in range(5 if args.quick else 20):
-            t0 = time.perf_counter()
-            step()
-            sync()
-            times.append(time.perf_counter() - t0)
-        wall = statistics.median(times)
+        wall = wall_seconds(torch, step, 5 if args.quick else 20, cuda)
         with profile(activities=[ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]) as prof:
             step()
             sync()
@@ -182,10 +170,7 @@ def main() -> int:
                     print(f"# left out {name} {phase}: {type(e).__name__}: {e}", file=sys.stderr)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "host_stacks.csv", "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(rows, out / "host_stacks.csv", COLUMNS)
     print(f"# wrote {len(rows)} rows to {out / 'host_stacks.csv'}")
     return 0
 

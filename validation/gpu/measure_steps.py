@@ -13,8 +13,6 @@ built from the shipped configs with random weights (no hub access).
 from __future__ import annotations
 
 import argparse
-import csv
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -24,8 +22,7 @@ try:  # the installed package, or else this checkout's python/ (a build that put
 except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
-from accel_sim.calibration import provenance  # noqa: E402
-from accel_sim.io.model_config import load_model_config  # noqa: E402
+from accel_sim.calibration import build_hf_model, capture_graph, provenance, wall_seconds, write_rows  # noqa: E402
 
 PROFILE_COLUMNS = ["case", "model", "phase", "batch", "seq", "context", "layers", "kernels", "gemm_s",
                    "attention_s", "other_s", "kernel_sum_s", "wall_s", "source"]
@@ -40,41 +37,6 @@ def _classify(name: str) -> str:
     if any(s in n for s in ("gemm", "nvjet", "cutlass", "xmma", "matmul", "cublas", "gemv", "splitk")):
         return "gemm"
     return "other"
-
-
-def build(model_id: str, layers: int | None, device: str, dtype):
-    import torch
-    import transformers
-
-    config, _ = load_model_config(model_id)
-    if layers:
-        config = {**config, "num_hidden_layers": layers}
-    hf = transformers.AutoConfig.for_model(**{k: v for k, v in config.items() if k != "architectures"})
-    hf._attn_implementation = "sdpa"
-    arch = getattr(transformers, config["architectures"][0])
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        with torch.device(device):
-            model = arch(hf)
-    finally:
-        torch.set_default_dtype(previous)
-    return model, hf
-
-
-def wall(torch, fn, repeats: int, cuda: bool) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        if cuda:
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        if cuda:
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> int:
@@ -106,7 +68,7 @@ def main() -> int:
                   file=sys.stderr, flush=True)
 
     def model_of(layers):
-        model, hf = build("llama-3-8b", layers, args.device, dtype)
+        model, hf = build_hf_model("llama-3-8b", {"num_hidden_layers": layers} if layers else {}, args.device, dtype)
         if args.quick:
             import transformers as t
             cfg = t.LlamaConfig(**{**small, "num_hidden_layers": layers or 2})
@@ -147,7 +109,7 @@ def main() -> int:
                 with torch.no_grad():
                     model(input_ids=ids, past_key_values=cache, use_cache=True)
                 cache.crop(-1)
-        seconds = wall(torch, step, 3 if args.quick else 10, cuda)
+        seconds = wall_seconds(torch, step, 3 if args.quick else 10, cuda)
         with profile(activities=[ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]) as prof:
             step()
             if cuda:
@@ -191,7 +153,7 @@ def main() -> int:
                 return model(input_ids=ids, past_key_values=cache, use_cache=True, cache_position=position,
                              position_ids=position.expand(batch, 1)).logits
 
-        eager = wall(torch, step, 3 if args.quick else 10, cuda)
+        eager = wall_seconds(torch, step, 3 if args.quick else 10, cuda)
         row = dict(case=f"decode b{batch} ctx{context}", model="llama-3-8b", phase="decode", batch=batch, seq=1,
                    context=context, layers=full or 32, source=source)
         times.append(dict(row, mode="eager static cache", measured_s=f"{eager:.6g}",
@@ -199,17 +161,9 @@ def main() -> int:
                           notes=f"HF StaticCache of {max_len} tokens, launched from Python"))
         print(times[-1], flush=True)
         if cuda:
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                for _ in range(3):
-                    step()
-            torch.cuda.current_stream().wait_stream(s)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                step()
+            graph = capture_graph(torch, step)
             torch.cuda.reset_peak_memory_stats()
-            seconds = wall(torch, graph.replay, 20, cuda)
+            seconds = wall_seconds(torch, graph.replay, 20, cuda)
             times.append(dict(row, mode="cuda graph", measured_s=f"{seconds:.6g}",
                               peak_allocated_bytes=torch.cuda.max_memory_allocated(),
                               notes=f"HF StaticCache of {max_len} tokens, the step captured once and replayed"))
@@ -240,7 +194,7 @@ def main() -> int:
         compile_s = time.perf_counter() - t0
         if cuda:
             torch.cuda.reset_peak_memory_stats()
-        seconds = wall(torch, step, 3 if args.quick else 10, cuda)
+        seconds = wall_seconds(torch, step, 3 if args.quick else 10, cuda)
         times.append(dict(case=f"compiled train b{batch} s{seq}", model="llama-3-8b", phase="train", batch=batch,
                           seq=seq, context=0, layers=layers, mode="torch.compile", measured_s=f"{seconds:.6g}",
                           peak_allocated_bytes=torch.cuda.max_memory_allocated() if cuda else 0, source=source,
@@ -251,10 +205,7 @@ def main() -> int:
     one("compiled train", lambda: compiled_train(1, 16 if args.quick else 4096, four))
 
     for name, rows, columns in (("step_profile.csv", profiles, PROFILE_COLUMNS), ("step_times.csv", times, TIME_COLUMNS)):
-        with open(out / name, "w", newline="", encoding="utf-8") as f:
-            w = csv.DictWriter(f, fieldnames=columns)
-            w.writeheader()
-            w.writerows(rows)
+        write_rows(rows, out / name, columns)
     print(f"# wrote {len(profiles)} profiles and {len(times)} step times to {out}")
     return 0
 
