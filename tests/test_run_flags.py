@@ -96,7 +96,7 @@ REFUSED = [
 
 
 def _traces(tmp_path: Path) -> dict[str, str]:
-    """The files the argument lists name by placeholder: traces and a device file."""
+    """The files that the tokens TIMED, AT_ONCE, PLAIN and DEVICE in the argument lists stand for."""
     paths = {TIMED: tmp_path / "timed.jsonl", AT_ONCE: tmp_path / "at_once.jsonl", PLAIN: tmp_path / "plain.jsonl",
              DEVICE: tmp_path / "acme_h1.yaml"}
     stock = next(p for p in builtin_device_files() if p.stem == "h100_sxm").read_text()

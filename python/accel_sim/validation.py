@@ -225,40 +225,51 @@ def predict_end_to_end(row: dict, spec: Any, cost_model: str) -> Any:
     return _core.simulate(_end_to_end_graph(row), spec, options)
 
 
-def end_to_end_memory(devices: dict[str, Any], rows: list[dict], split: str) -> list[dict]:
+@dataclass(frozen=True)
+class EndToEndResult:
+    row: dict
+    kernel: Any  # _core.SimulationResult under the kernel model
+    roofline_latency_s: float
+
+
+def simulate_end_to_end(devices: dict[str, Any], rows: list[dict]) -> list[EndToEndResult]:
+    """Each measured whole-model row on a known device, simulated once under each cost model;
+    validate() and end_to_end_memory() read these."""
+    return [EndToEndResult(r, predict_end_to_end(r, devices[r["device"]], "kernel"),
+                           predict_end_to_end(r, devices[r["device"]], "roofline").latency_s)
+            for r in rows if r["device"] in devices]
+
+
+def end_to_end_memory(results: list[EndToEndResult], split: str) -> list[dict]:
     """Peak allocated bytes of each measured whole-model step (torch.cuda.max_memory_allocated)
-    beside the builder's peak live bytes for the same step."""
+    beside the builder's peak live bytes for the same step, on `split` (or all)."""
     out = []
-    for row in rows:
-        spec = devices.get(row["device"])
-        if spec is None or (split != "all" and row["split"] != split) or not row.get("peak_allocated_bytes"):
+    for res in results:
+        row = res.row
+        if (split != "all" and row["split"] != split) or float(row.get("peak_allocated_bytes") or 0) <= 0:
             continue
         measured = float(row["peak_allocated_bytes"])
-        if measured <= 0:
-            continue
-        predicted = float(predict_end_to_end(row, spec, "kernel").memory.peak_bytes)
+        predicted = float(res.kernel.memory.peak_bytes)
         out.append({"id": row["id"], "device": row["device"], "model": row["model"], "phase": row["phase"],
                     "batch": int(row["batch"]), "seq": int(row["seq"]), "context": int(row.get("context") or 0),
                     "precision": row.get("precision") or row["dtype"], "recompute": row.get("recompute") or "none",
                     "overrides": row.get("overrides") or "", "measured_bytes": measured, "predicted_bytes": predicted,
-                    "error": predicted / measured - 1})
+                    "error": _core.error_stats([predicted], [measured]).median_signed_error})
     return out
 
 
 def validate(devices: dict[str, Any], rows: list[KernelRow], split: str = "report",
-             end_to_end: list[dict] | None = None) -> list[ValidationLine]:
-    """Error of the kernel model and of the roofline per device and class, on one split."""
+             end_to_end: list[EndToEndResult] | None = None) -> list[ValidationLine]:
+    """Error of the kernel model and of the roofline per device and class, on one split; the
+    whole-model steps from simulate_end_to_end()."""
     lines = []
-    for device_id in sorted({r["device"] for r in end_to_end or [] if r["split"] == split}):
-        spec = devices.get(device_id)
-        mine = [r for r in end_to_end or [] if r["device"] == device_id and r["split"] == split]
-        if spec is None or not mine:
-            continue
-        measured = [float(r["measured_s"]) for r in mine]
+    for device_id in sorted({e.row["device"] for e in end_to_end or [] if e.row["split"] == split}):
+        mine = [e for e in end_to_end or [] if e.row["device"] == device_id and e.row["split"] == split]
+        measured = [float(e.row["measured_s"]) for e in mine]
         lines.append(ValidationLine(
-            device_id, "end-to-end", spec.kernel.calibrated,
-            _core.error_stats([predict_end_to_end(r, spec, "kernel").latency_s for r in mine], measured),
-            _core.error_stats([predict_end_to_end(r, spec, "roofline").latency_s for r in mine], measured)))
+            device_id, "end-to-end", devices[device_id].kernel.calibrated,
+            _core.error_stats([e.kernel.latency_s for e in mine], measured),
+            _core.error_stats([e.roofline_latency_s for e in mine], measured)))
     for device_id in sorted({r.device for r in rows}):
         spec = devices.get(device_id)
         if spec is None:

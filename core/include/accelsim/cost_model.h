@@ -90,6 +90,10 @@ class CostModel {
   // REQUIRES: device.validate() passes.
   virtual OpCost cost(const OpCount& count, const DeviceSpec& device,
                       const CostOptions& options) const = 0;
+  // Whether simulate() charges this model's launch waits as one queue over the step
+  // (charge_launch_queue, simulate.h), the host running ahead of long kernels; otherwise each
+  // op keeps the launch overhead its cost() added.
+  virtual bool queues_launches() const { return false; }
 };
 
 // Roofline with launch overhead (layer 2).
@@ -108,6 +112,7 @@ class KernelCostModel final : public CostModel {
   std::string_view name() const override { return "kernel"; }
   OpCost cost(const OpCount& count, const DeviceSpec& device,
               const CostOptions& options) const override;
+  bool queues_launches() const override { return true; }
 };
 
 // Makes a cost model by name. Throws ConfigError listing the known names.
@@ -120,7 +125,9 @@ std::vector<std::string> cost_model_names();
 // N (B's and the result's rows) each a multiple of 16 bytes, as TMA (Hopper) and 16-byte
 // cp.async (Ampere) need. M does not matter (M = 4,095 and 4,097 ran as fast as 4,096 on H100,
 // N or K = 10,922 bf16 at a third of the speed of 10,944: validation/measured/h100_sxm-2026-11-24).
-bool gemm_leading_dims_aligned(int64_t n, int64_t k, DType operand, DType result);
+// The result is in the operands' dtype, bf16 for fp8 operands (torch._scaled_mm, Transformer
+// Engine).
+bool gemm_leading_dims_aligned(int64_t n, int64_t k, DType operand);
 
 // An unaligned GEMM's share of the aligned efficiency where the device has no constant for it:
 // H100 SXM, 4,096 x 10,922 x 4,096 bf16 at 240 TFLOP/s against 741 at N = 10,944 (the fit

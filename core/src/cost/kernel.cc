@@ -83,13 +83,6 @@ constexpr double kSoftmaxHeadDims = 63.0;
 // Query rows up to which attention runs as decode (split-KV) rather than in query blocks.
 constexpr int64_t kDecodeQueries = 16;
 
-bool gemm_aligned(const OpCount& count) {
-  // An fp8 GEMM writes bf16 (torch._scaled_mm, Transformer Engine); others write their dtype.
-  const bool fp8 = count.compute_dtype == DType::fp8_e4m3 || count.compute_dtype == DType::fp8_e5m2;
-  return gemm_leading_dims_aligned(count.gemm.n, count.gemm.k, count.compute_dtype,
-                                   fp8 ? DType::bf16 : count.compute_dtype);
-}
-
 // Seconds for a fused attention kernel.
 // `softmax_head_dims`: kSoftmaxHeadDims scaled by the matrix rate of the kernel's dtype over the
 // fp16 rate (the exp units do not speed up with fp8 matmuls). `block_overhead`: the fixed time of
@@ -130,9 +123,10 @@ double attention_time(const OpCount& c, double peak, double bandwidth, int units
 
 }  // namespace
 
-bool gemm_leading_dims_aligned(int64_t n, int64_t k, DType operand, DType result) {
+bool gemm_leading_dims_aligned(int64_t n, int64_t k, DType operand) {
+  const bool fp8 = operand == DType::fp8_e4m3 || operand == DType::fp8_e5m2;
   const auto a = static_cast<double>(size_bytes(operand));
-  const auto r = static_cast<double>(size_bytes(result));
+  const auto r = static_cast<double>(size_bytes(fp8 ? DType::bf16 : operand));
   auto multiple_of_16 = [](double bytes) { return std::fmod(bytes, 16.0) == 0.0; };
   return multiple_of_16(static_cast<double>(k) * a) && multiple_of_16(static_cast<double>(n) * a) &&
          multiple_of_16(static_cast<double>(n) * r);
@@ -166,7 +160,7 @@ OpCost KernelCostModel::cost(const OpCount& count, const DeviceSpec& device,
     const bool fp8 = count.compute_dtype == DType::fp8_e4m3 || count.compute_dtype == DType::fp8_e5m2;
     double efficiency =
         fp8 && k.fp8_matmul_efficiency > 0 ? k.fp8_matmul_efficiency : k.matmul_efficiency;
-    if (!gemm_aligned(count)) {
+    if (!gemm_leading_dims_aligned(count.gemm.n, count.gemm.k, count.compute_dtype)) {
       efficiency = k.unaligned_matmul_efficiency > 0 ? k.unaligned_matmul_efficiency
                                                      : kUnalignedMatmulShare * efficiency;
     }

@@ -232,9 +232,7 @@ KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
   auto memory = [](const KernelQuery& q) { return q.kind == KernelKind::memory; };
   auto library = [](const KernelQuery& q) { return q.kind != KernelKind::memory; };
   auto is_fp8 = [](DType d) { return d == DType::fp8_e4m3 || d == DType::fp8_e5m2; };
-  auto aligned = [&](const KernelQuery& q) {
-    return gemm_leading_dims_aligned(q.n, q.k, q.dtype, is_fp8(q.dtype) ? DType::bf16 : q.dtype);
-  };
+  auto aligned = [](const KernelQuery& q) { return gemm_leading_dims_aligned(q.n, q.k, q.dtype); };
   auto matmul = [&](const KernelQuery& q) {
     return q.kind == KernelKind::matmul && !is_fp8(q.dtype) && aligned(q);
   };

@@ -433,7 +433,7 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
       for (OpResult& op : r.ops) op.cost.time_s -= op.overlapped_s;
     }
   }
-  if (options.cost_model == "kernel") charge_launch_queue(r.ops, host_launch_s(device, options.cost));
+  if (model->queues_launches()) charge_launch_queue(r.ops, host_launch_s(device, options.cost));
 
   std::map<std::string, size_t> uncovered_index;
   double clock_s = 0.0;

@@ -267,13 +267,15 @@ TEST(KernelModelTest, FitRecoversTheConstantsThatMadeTheMeasurements) {
 TEST(KernelModelTest, GemmsOffTheSixteenByteAlignmentRunOnTheSlowKernels) {
   // K of the operands and N of B and of the result must be multiples of 16 bytes: 8 bf16
   // elements, 16 fp8 ones (whose result, bf16, needs N a multiple of 8). M does not matter.
-  EXPECT_FALSE(gemm_leading_dims_aligned(4096, 10922, DType::bf16, DType::bf16));
-  EXPECT_TRUE(gemm_leading_dims_aligned(4096, 10944, DType::bf16, DType::bf16));
-  EXPECT_FALSE(gemm_leading_dims_aligned(10922, 4096, DType::bf16, DType::bf16));
-  EXPECT_TRUE(gemm_leading_dims_aligned(4096, 10936, DType::bf16, DType::bf16));
-  EXPECT_FALSE(gemm_leading_dims_aligned(4096, 10936, DType::fp8_e4m3, DType::bf16));
-  EXPECT_TRUE(gemm_leading_dims_aligned(50304, 768, DType::bf16, DType::bf16));
-  EXPECT_FALSE(gemm_leading_dims_aligned(50257, 768, DType::bf16, DType::bf16));  // GPT-2's vocab
+  EXPECT_FALSE(gemm_leading_dims_aligned(4096, 10922, DType::bf16));
+  EXPECT_TRUE(gemm_leading_dims_aligned(4096, 10944, DType::bf16));
+  EXPECT_FALSE(gemm_leading_dims_aligned(10922, 4096, DType::bf16));
+  EXPECT_TRUE(gemm_leading_dims_aligned(4096, 10936, DType::bf16));
+  EXPECT_FALSE(gemm_leading_dims_aligned(4096, 10936, DType::fp8_e4m3));
+  EXPECT_FALSE(gemm_leading_dims_aligned(10936, 4096, DType::fp8_e4m3));  // B's rows: 16 fp8
+  EXPECT_TRUE(gemm_leading_dims_aligned(10944, 4096, DType::fp8_e4m3));
+  EXPECT_TRUE(gemm_leading_dims_aligned(50304, 768, DType::bf16));
+  EXPECT_FALSE(gemm_leading_dims_aligned(50257, 768, DType::bf16));  // GPT-2's vocab
   // Compute-bound (bandwidth made irrelevant): the kernel steps through K in whole 64-deep
   // slices, so K = 4,092 costs as much as 4,096 for 4,092/4,096 of the FLOPs; the time per FLOP
   // of K = 4,092 over that of K = 4,096 is 4,096/4,092 times the ratio of the efficiencies.

@@ -49,6 +49,9 @@ TEST(RooflineTest, ViewsTakeNoTime) {
 
 TEST(CostModelFactoryTest, KnownAndUnknownNames) {
   EXPECT_EQ(make_cost_model("roofline")->name(), "roofline");
+  // The kernel model's launch waits are one queue over the step; the roofline adds its own to each op.
+  EXPECT_TRUE(make_cost_model("kernel")->queues_launches());
+  EXPECT_FALSE(make_cost_model("roofline")->queues_launches());
   EXPECT_THROW(make_cost_model("magic"), ConfigError);
 }
 
