@@ -28,6 +28,8 @@ void bind_device(nb::module_& m) {
       .def_rw("memory_efficiency", &KernelConstants::memory_efficiency)
       .def_rw("kernel_floor_s", &KernelConstants::kernel_floor_s)
       .def_rw("stream_floor_s", &KernelConstants::stream_floor_s)
+      .def_rw("alone_kernel_overhead_s", &KernelConstants::alone_kernel_overhead_s)
+      .def_rw("alone_stream_overhead_s", &KernelConstants::alone_stream_overhead_s)
       .def_rw("gemm_memory_efficiency", &KernelConstants::gemm_memory_efficiency)
       .def_rw("gemm_tile_overhead_s", &KernelConstants::gemm_tile_overhead_s);
 

@@ -106,7 +106,8 @@ void bind_report(nb::module_& m) {
       .def_rw("impl", &KernelQuery::impl)
       .def_rw("bytes", &KernelQuery::bytes)
       .def_rw("elements", &KernelQuery::elements)
-      .def_rw("op", &KernelQuery::op);
+      .def_rw("op", &KernelQuery::op)
+      .def_rw("timed_alone", &KernelQuery::timed_alone);
   nb::class_<KernelEstimate>(m, "KernelEstimate")
       .def_ro("time_s", &KernelEstimate::time_s)
       .def_ro("roofline_time_s", &KernelEstimate::roofline_time_s)

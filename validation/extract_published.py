@@ -122,14 +122,38 @@ Skipped memory-bound kernels:
   config" and no default stated in the source notes (skipped as "dtype not
   stated").
 
+Timing
+------
+``timing`` says how the source timed the kernel, which decides whether its
+prediction adds the device's alone overhead (docs/formats/device.md):
+
+* ``events``: one launch between CUDA events right after an L2-flushing write,
+  as ``triton.testing.do_bench`` does (the Liger-Kernel benchmark harness and
+  every row whose source notes name do_bench), and ``accel-sim calibrate``
+  (``validation/measured/*/measurements.csv``, ``alone_s`` of
+  ``gemm_stream.csv``).
+* ``graph``: replays of a CUDA graph of many launches:
+  ``triton.testing.do_bench_cudagraph`` (vLLM's
+  ``benchmarks/kernels/bench_fp8_gemm.py``, the vLLM PR rows) and
+  ``validation/gpu/measure_gemm_stream.py`` (``stream_s_per_gemm`` of
+  ``gemm_stream.csv``, ``stream_s_per_op`` of ``stream_ops.csv``).
+* ``profiler``: kernel durations read from torch.profiler (DeepGEMM's
+  ``bench_kineto``).
+* ``loop``: the mean of back-to-back launches (torch.utils.benchmark, which
+  the FlashAttention benchmark scripts use; the FlashAttention paper, issue
+  and PR rows).
+
 Split
 -----
 ``split`` is ``fit`` when the first byte of
 sha256("device|kind|op|dtype|m|n|k|batch|heads|kv_heads|seq_q|seq_k|head_dim|causal|impl|direction")
-(the output row's own field values, empty where blank) is < 102 (about 40%),
-else ``report``.  The source and the measured value are not in the key, so the
-same shape on the same device with the same impl/direction always lands in
-the same split.
+(the output row's own field values, empty where blank; then "|elements" where
+the row has elements, i.e. memory-bound rows) is < 102 (about 40%),
+else ``report``.  The source, the timing and the measured value are not in the
+key, so the same shape on the same device with the same impl/direction always
+lands in the same split, however it was timed.  (``elements`` joined the key on
+2026-11-24: without it every size of a memory-bound op fell in one split, and
+the H100's fit split held no element-wise kernel.)
 
 At the end the script prints counts per kind x device x split and the number
 of rows skipped per reason.
@@ -152,7 +176,7 @@ OUTPUT = REPO_ROOT / "python" / "accel_sim" / "data" / "validation" / "kernels.c
 COLUMNS = [
     "id", "kind", "device", "dtype", "op", "m", "n", "k", "batch", "heads",
     "kv_heads", "seq_q", "seq_k", "head_dim", "causal", "direction", "impl",
-    "elements", "bytes", "measured_s", "split", "source", "notes",
+    "elements", "bytes", "measured_s", "timing", "split", "source", "notes",
 ]
 SHAPE_FIELDS = ["m", "n", "k", "batch", "heads", "kv_heads", "seq_q", "seq_k",
                 "head_dim", "causal"]
@@ -458,6 +482,20 @@ def extra_source_caveat(row: dict) -> str:
     return "; ".join(parts)
 
 
+def timing_of(row: dict) -> str:
+    """How the source timed the kernel (see "Timing" above)."""
+    source, notes = row["source"], row["notes"]
+    if "do_bench_cudagraph" in notes or "vllm-project/vllm/pull/20071" in source:
+        return "graph"
+    if "do_bench" in notes or "Liger-Kernel" in source:
+        return "events"
+    if "DeepGEMM" in source:
+        return "profiler"
+    if "flash-attention" in source or "FlashAttention" in source:
+        return "loop"
+    raise Skip("timing method not stated")
+
+
 def convert(row: dict) -> dict:
     kind = KIND_OF_CATEGORY.get(row["category"])
     if kind is None:
@@ -474,7 +512,7 @@ def convert(row: dict) -> dict:
         raise Skip("params_json unparsable") from None
     dtype, dt_note = parse_dtype(row, params)
     out = {c: "" for c in COLUMNS}
-    out.update(kind=kind, device=device, dtype=dtype, source=row["source"])
+    out.update(kind=kind, device=device, dtype=dtype, source=row["source"], timing=timing_of(row))
     notes: list[str] = []
     CONVERTERS[kind](row, params, out, notes)
     for extra in (dt_note, hw_note, extra_source_caveat(row)):
@@ -486,8 +524,7 @@ def convert(row: dict) -> dict:
     out["notes"] = "; ".join(notes)
     for c in COLUMNS:
         out[c] = "" if out[c] is None else str(out[c])
-    key = "|".join(out[f] for f in SPLIT_KEY_FIELDS)
-    out["split"] = "fit" if hashlib.sha256(key.encode()).digest()[0] < FIT_THRESHOLD else "report"
+    out["split"] = split_of(out)
     return out
 
 
@@ -502,14 +539,49 @@ def sort_key(r: dict):
 MEASURED = REPO_ROOT / "validation" / "measured"
 
 
+def split_of(row: dict) -> str:
+    key = "|".join(row[f] for f in SPLIT_KEY_FIELDS) + (f"|{row['elements']}" if row["elements"] else "")
+    return "fit" if hashlib.sha256(key.encode()).digest()[0] < FIT_THRESHOLD else "report"
+
+
+def _read(path: Path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
 def measured_rows() -> list[dict]:
-    """The kernels timed by `accel-sim calibrate` on a GPU (validation/measured/<session>/), with
-    their own provenance and split, ids prefixed with the session's folder."""
+    """The kernels timed on a GPU with accel-sim's own scripts (validation/measured/<session>/),
+    with their own provenance, ids prefixed with the session's folder: `accel-sim calibrate`'s
+    measurements.csv (timed alone), and measure_gemm_stream.py's decode GEMMs in a
+    stream and alone (gemm_stream.csv) and streaming ops in a stream (stream_ops.csv), split by the
+    rule above, so a kernel timed both ways lands in one split."""
     rows = []
-    for path in sorted(MEASURED.glob("*/measurements.csv")):
-        with open(path, newline="", encoding="utf-8") as f:
-            for row in csv.DictReader(f):
-                rows.append({**{c: row.get(c, "") for c in COLUMNS}, "id": f"{path.parent.name}/{row['id']}"})
+    for session in sorted(p for p in MEASURED.iterdir() if p.is_dir()):
+        device = session.name.rsplit("-", 3)[0]
+        if (session / "measurements.csv").is_file():
+            for row in _read(session / "measurements.csv"):
+                r = {c: row.get(c, "") for c in COLUMNS} | {"timing": row.get("timing") or "events",
+                                                            "id": f"{session.name}/{row['id']}"}
+                rows.append(r | {"split": split_of(r)})
+        if (session / "gemm_stream.csv").is_file():
+            for i, row in enumerate(_read(session / "gemm_stream.csv"), 1):
+                base = {c: "" for c in COLUMNS} | {
+                    "kind": "gemm", "device": device, "dtype": row["dtype"], "op": "matmul", "m": row["m"],
+                    "n": row["n"], "k": row["k"], "batch": "1", "impl": "torch", "source": row["source"]}
+                base["split"] = split_of(base)
+                rows.append(base | {"id": f"{session.name}/gs{i:03d}", "measured_s": row["stream_s_per_gemm"],
+                                    "timing": "graph",
+                                    "notes": f"mean of {row['weights']} weight matrices back to back in one CUDA graph"})
+                rows.append(base | {"id": f"{session.name}/ga{i:03d}", "measured_s": row["alone_s"],
+                                    "timing": "events", "notes": "alone between CUDA events, L2 flushed"})
+        if (session / "stream_ops.csv").is_file():
+            for i, row in enumerate(_read(session / "stream_ops.csv"), 1):
+                r = {c: "" for c in COLUMNS} | {
+                    "kind": "memory", "device": device, "dtype": row["dtype"], "op": row["op"],
+                    "direction": "forward", "impl": "torch", "elements": row["elements"], "bytes": row["bytes"],
+                    "measured_s": row["stream_s_per_op"], "timing": "graph", "source": row["source"],
+                    "notes": "mean of 16 buffers back to back in one CUDA graph", "id": f"{session.name}/so{i:03d}"}
+                rows.append(r | {"split": split_of(r)})
     return rows
 
 

@@ -43,13 +43,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 COLUMNS = ["id", "kind", "device", "dtype", "op", "m", "n", "k", "batch", "heads", "kv_heads", "seq_q",
-           "seq_k", "head_dim", "causal", "direction", "impl", "elements", "bytes", "measured_s", "split",
-           "source", "notes"]
+           "seq_k", "head_dim", "causal", "direction", "impl", "elements", "bytes", "measured_s", "timing",
+           "split", "source", "notes"]
 E2E_COLUMNS = ["id", "device", "model", "phase", "batch", "seq", "dtype", "kernels", "optimizer", "measured_s",
                "peak_allocated_bytes", "peak_reserved_bytes", "split", "source", "notes", "overrides", "precision",
                "recompute", "context"]
 HOST_COLUMNS = ["id", "device", "mode", "op", "kernels", "seconds_per_kernel", "source", "notes"]
-# The split rule of validation/extract_published.py: sha256 of these fields, first byte < 102 -> fit.
+# The split rule of validation/extract_published.py: sha256 of these fields (and a memory-bound row's
+# elements), first byte < 102 -> fit.
 _SPLIT_KEY = ["device", "kind", "op", "dtype", "m", "n", "k", "batch", "heads", "kv_heads", "seq_q", "seq_k",
               "head_dim", "causal", "impl", "direction"]
 _FIT_THRESHOLD = 102
@@ -57,7 +58,7 @@ _L2_FLUSH_BYTES = 256 << 20  # triton.testing.do_bench's cache-clearing buffer
 
 
 def split_of(row: dict) -> str:
-    key = "|".join(str(row.get(f, "")) for f in _SPLIT_KEY)
+    key = "|".join(str(row.get(f, "")) for f in _SPLIT_KEY) + (f"|{row['elements']}" if row.get("elements") else "")
     return "fit" if hashlib.sha256(key.encode()).digest()[0] < _FIT_THRESHOLD else "report"
 
 
@@ -228,7 +229,7 @@ def measure(device_id: str, torch_device: str = "cuda", quick: bool = False) -> 
     def add(dtype_label: str = dtype_name, **fields: Any) -> None:
         row = {c: "" for c in COLUMNS}
         row.update({k: ("true" if v is True else "false" if v is False else v) for k, v in fields.items()})
-        row.update(device=device_id, dtype=dtype_label, source=source)
+        row.update(device=device_id, dtype=dtype_label, source=source, timing="events")  # alone (see _timer)
         row["split"] = split_of(row)
         rows.append(row)
 

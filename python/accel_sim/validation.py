@@ -13,8 +13,14 @@ HF's eager modules (an RMSNorm is seven kernels there), the unfused add-then-RMS
 Liger's fused_add_rms_norm benchmark (two kernels), torch.compile's backward graphs and a
 norm's backward (per-block weight-gradient partials, then their sum), which are not one kernel.
 
-Measurements are device times of one kernel launched back to back (CUDA events, do_bench), so
-predictions leave out the host launch overhead of a model's eager loop.
+Measurements are device times, so predictions leave out the host launch waits of a model's eager
+loop. The `timing` column says how each was taken: `events` (one launch between CUDA events after
+an L2-flushing write: triton.testing.do_bench, `accel-sim calibrate`), `graph` (replays of a CUDA
+graph of many launches: do_bench_cudagraph, validation/gpu/measure_gemm_stream.py), `loop` (the
+mean of back-to-back launches: torch.utils.benchmark) or `profiler` (the profiler's kernel
+durations). A kernel timed alone (`events`; also when the column is absent) shows its launch, ramp
+and drain in full, which a stream overlaps: its prediction adds the device's alone overhead
+(KernelConstants::alone_kernel_overhead_s, alone_stream_overhead_s).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ CLASSES = ("gemm", "attention", "memory", "end-to-end")
 _IMPLS = {"flash2", "flash3", "cudnn", "eager"}
 # Data and command-line dtype names -> core dtypes (tf32: fp32 data on TF32 tensor cores).
 DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "fp8": "fp8_e4m3", "tf32": "fp32"}
+TIMINGS = ("events", "graph", "loop", "profiler")
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,7 @@ def _query(row: dict) -> tuple[Any, str] | None:
                 or (row["direction"] == "backward" and (row["impl"] == "torch_compile" or "norm" in row["op"]))):
             return None
         q.kind = _core.KernelKind.memory
+        q.op = row["op"]
         q.bytes = float(row["bytes"])
         q.elements = float(row["elements"] or 0)
         return q, f"{row['op']} {row['impl']} {row['direction']} {q.bytes / 1e6:.1f} MB"
@@ -118,6 +126,12 @@ def _read_rows(path: str, mtime: float) -> tuple[tuple[KernelRow, ...], tuple[tu
                     skipped[reason] = skipped.get(reason, 0) + 1
                     continue
                 query, label = made
+                timing = row.get("timing") or "events"
+                if timing not in TIMINGS:
+                    raise ValueError(f"timing {timing!r} is not one of {', '.join(TIMINGS)}")
+                query.timed_alone = timing == "events"
+                if timing != "events":
+                    label += f" ({timing})"
                 rows.append(KernelRow(row["id"], row["kind"], row["device"], row["split"], query,
                                       float(row["measured_s"]), row["source"], label))
             except KeyError as e:

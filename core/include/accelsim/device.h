@@ -56,9 +56,18 @@ struct KernelConstants {
   // Fixed time of a library kernel (GEMM, attention) beyond its work: launch latency, prologue
   // and epilogue, the tail of the last wave.
   double kernel_floor_s = 3e-6;
-  // Fixed time of a streaming (memory-bound) kernel, as back-to-back benchmarks of small ones
-  // measure it.
+  // Fixed time of a streaming (memory-bound) kernel in a step's stream, as back-to-back
+  // benchmarks of small ones measure it.
   double stream_floor_s = 3e-6;
+  // What a kernel timed alone shows beyond the same kernel in a step's stream: one launch between
+  // two CUDA events right after an L2-flushing write (triton.testing.do_bench, `accel-sim
+  // calibrate`) pays its launch latency, ramp and drain in full, where a stream (a CUDA graph,
+  // back-to-back launches) overlaps them with its neighbours. A KernelQuery with timed_alone adds
+  // it; simulated steps never do. Defaults: medians of alone minus in-stream of the same kernels
+  // on H100 SXM and H200 (validation/measured/*-2026-11-24/gemm_stream.csv, stream_ops.csv and
+  // measurements.csv): decode GEMMs 8.2 and 7.0 us; add, silu and softmax 2.4-2.7 us.
+  double alone_kernel_overhead_s = 7.5e-6;   // GEMM and attention (library) kernels
+  double alone_stream_overhead_s = 2.5e-6;   // streaming kernels
 };
 
 struct DeviceSpec {

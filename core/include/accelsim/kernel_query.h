@@ -41,6 +41,11 @@ struct KernelQuery {
   // ones read two operands; norms, softmax and RoPE read and write once) at the dtype's size.
   double bytes = 0, elements = 0;
   std::string op;
+  // How the measurement it is compared with was taken: alone, one launch between CUDA events
+  // after an L2-flushing write (do_bench, `accel-sim calibrate`), which adds the device's
+  // alone_*_overhead_s; otherwise as a step's stream runs it (CUDA graph replays, back-to-back
+  // loops, profiler kernel durations).
+  bool timed_alone = false;
 };
 
 struct KernelEstimate {
@@ -77,10 +82,12 @@ ErrorStats error_stats(const std::vector<double>& predicted, const std::vector<d
 // (fp8 apart),
 // the attention efficiencies on the FlashAttention-2 forward and backward rows, the memory
 // efficiency and floor of streaming kernels on the memory-bound rows, the library kernel floor
-// on the GEMM and attention rows, the GEMM bandwidth and tile overhead on the GEMM rows. A constant whose class has no rows keeps
-// the device's value. The result is marked calibrated when any class had rows. Measurements
-// are taken to be device times of kernels launched back to back (CUDA events, do_bench).
-// Constants named in `keep` (kernel_constant_names()) hold the device's values.
+// on the GEMM and attention rows, the GEMM bandwidth and tile overhead on the GEMM rows, the
+// alone overheads on the rows of a class that has both timed-alone and in-stream rows (alone, a
+// floor and the overhead add up and cannot be told apart). A constant whose class has no rows
+// keeps the device's value. The result is marked calibrated when any class had rows. Rows are
+// device times without host launch waits; timed_alone rows add the alone overhead. Constants
+// named in `keep` (kernel_constant_names()) hold the device's values.
 KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
                                      const std::vector<double>& measured_s,
                                      const DeviceSpec& device,

@@ -130,6 +130,8 @@ void DeviceSpec::validate() const {
       {"kernel.gemm_tile_overhead_s", kernel.gemm_tile_overhead_s},
       {"kernel.kernel_floor_s", kernel.kernel_floor_s},
       {"kernel.stream_floor_s", kernel.stream_floor_s},
+      {"kernel.alone_kernel_overhead_s", kernel.alone_kernel_overhead_s},
+      {"kernel.alone_stream_overhead_s", kernel.alone_stream_overhead_s},
   };
   for (const auto& [field, value] : non_negative) require_in_range(who, field, value, kNonNegative);
   const std::pair<const char*, double> efficiencies[] = {

@@ -264,6 +264,96 @@ TEST(KernelModelTest, FitRecoversTheConstantsThatMadeTheMeasurements) {
   EXPECT_THROW(fit_kernel_constants(queries, measured, start, {"stream_floor_us"}), ConfigError);
 }
 
+TEST(KernelModelTest, AKernelTimedAloneAddsItsClassOverheadAndTheFitTellsItFromTheFloor) {
+  DeviceSpec d = ideal_device();
+  d.memory_bandwidth_bytes_per_s = 1e12;
+  d.kernel.kernel_floor_s = 3e-6;
+  d.kernel.stream_floor_s = 1.5e-6;
+  d.kernel.alone_kernel_overhead_s = 7e-6;
+  d.kernel.alone_stream_overhead_s = 2.5e-6;
+  // A decode GEMM (M = 1 against a 4,096 x 4,096 bf16 weight: 33.6 MB) and a streaming mul of
+  // 1e6 bf16 elements (6 MB): alone, each is its in-stream time plus its class's overhead.
+  KernelQuery gemm = matmul(1, 4096, 4096);
+  KernelQuery mul{.kind = KernelKind::memory, .elements = 1e6, .op = "mul"};
+  const double gemm_stream = estimate_kernel(gemm, d, "kernel", no_launch()).time_s;
+  const double mul_stream = estimate_kernel(mul, d, "kernel", no_launch()).time_s;
+  EXPECT_NEAR(mul_stream, 1.5e-6 + 6e6 / 1e12, 1e-12);  // floor + bytes at 1 TB/s (efficiency 1)
+  gemm.timed_alone = mul.timed_alone = true;
+  EXPECT_NEAR(estimate_kernel(gemm, d, "kernel", no_launch()).time_s - gemm_stream, 7e-6, 1e-12);
+  EXPECT_NEAR(estimate_kernel(mul, d, "kernel", no_launch()).time_s - mul_stream, 2.5e-6, 1e-12);
+  // The roofline is compared with the same measurements: it adds the same overhead.
+  gemm.timed_alone = false;
+  const double roof = estimate_kernel(gemm, d, "roofline", no_launch()).roofline_time_s;
+  gemm.timed_alone = true;
+  EXPECT_NEAR(estimate_kernel(gemm, d, "roofline", no_launch()).roofline_time_s - roof, 7e-6, 1e-12);
+
+  // Rows of both timings pin a floor and an overhead apart (each timed-alone row is a stream
+  // row plus the overhead); from the defaults the fit finds the grid points they were made with.
+  std::vector<KernelQuery> queries;
+  for (int64_t m : {1, 16, 64, 4096}) {
+    for (bool alone : {false, true}) {
+      KernelQuery q = matmul(m, 4096, 4096);
+      q.timed_alone = alone;
+      queries.push_back(q);
+    }
+  }
+  for (double n : {1e3, 1e5, 1e7, 1e8}) {
+    for (bool alone : {false, true}) {
+      queries.push_back({.kind = KernelKind::memory, .elements = n, .op = "add", .timed_alone = alone});
+    }
+  }
+  std::vector<double> measured;
+  for (const KernelQuery& q : queries) measured.push_back(estimate_kernel(q, d, "kernel", no_launch()).time_s);
+  DeviceSpec start = d;
+  start.kernel = KernelConstants{};
+  const KernelConstants k = fit_kernel_constants(queries, measured, start);
+  EXPECT_NEAR(k.alone_kernel_overhead_s, 7e-6, 0.26e-6);
+  EXPECT_NEAR(k.alone_stream_overhead_s, 2.5e-6, 0.13e-6);
+  EXPECT_NEAR(k.stream_floor_s, 1.5e-6, 0.26e-6);
+  // Timed alone only, a floor and the overhead add up: the overheads hold the device's values.
+  std::vector<KernelQuery> alone_only;
+  std::vector<double> alone_measured;
+  for (size_t i = 0; i < queries.size(); ++i) {
+    if (!queries[i].timed_alone) continue;
+    alone_only.push_back(queries[i]);
+    alone_measured.push_back(measured[i]);
+  }
+  const KernelConstants held = fit_kernel_constants(alone_only, alone_measured, start);
+  EXPECT_EQ(held.alone_kernel_overhead_s, start.kernel.alone_kernel_overhead_s);
+  EXPECT_EQ(held.alone_stream_overhead_s, start.kernel.alone_stream_overhead_s);
+}
+
+TEST(KernelModelTest, StreamingConstantsAreFittedOnElementWiseKernelsWhereThereAreAny) {
+  // add and copy stream at 0.8 of 1 TB/s; a softmax over the same bytes takes three times as long
+  // (bound by its SMs). The streaming efficiency comes from the element-wise rows alone; without
+  // them, from the softmax rows.
+  DeviceSpec d = ideal_device();
+  d.memory_bandwidth_bytes_per_s = 1e12;
+  d.kernel.memory_efficiency = 0.8;
+  d.kernel.stream_floor_s = 2e-6;
+  std::vector<KernelQuery> queries;
+  std::vector<double> measured;
+  for (double n : {1e6, 1e7, 1e8}) {
+    for (const char* op : {"add", "copy", "softmax"}) {
+      const KernelQuery q{.kind = KernelKind::memory, .elements = n, .op = op};
+      const double t = estimate_kernel(q, d, "kernel", no_launch()).time_s;
+      queries.push_back(q);
+      measured.push_back(std::string(op) == "softmax" ? 3.0 * t : t);
+    }
+  }
+  DeviceSpec start = d;
+  start.kernel = KernelConstants{};
+  EXPECT_NEAR(fit_kernel_constants(queries, measured, start).memory_efficiency, 0.8, 0.011);
+  std::vector<KernelQuery> softmax_only;
+  std::vector<double> softmax_measured;
+  for (size_t i = 2; i < queries.size(); i += 3) {
+    softmax_only.push_back(queries[i]);
+    softmax_measured.push_back(measured[i]);
+  }
+  // They ask for 0.8 / 3 = 0.27: the fit goes to its grid's lowest efficiency, 0.40.
+  EXPECT_NEAR(fit_kernel_constants(softmax_only, softmax_measured, start).memory_efficiency, 0.40, 1e-9);
+}
+
 TEST(KernelModelTest, GemmsOffTheSixteenByteAlignmentRunOnTheSlowKernels) {
   // K of the operands and N of B and of the result must be multiples of 16 bytes: 8 bf16
   // elements, 16 fp8 ones (whose result, bf16, needs N a multiple of 8). M does not matter.

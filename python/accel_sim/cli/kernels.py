@@ -27,6 +27,10 @@ def add_parsers(sub: Any) -> None:
         k.add_argument("--clock-mhz", **CLOCK_MHZ, help="core clock override (power-capped or down-clocked parts)")
         k.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file; repeatable")
         k.add_argument("--json", action="store_true", help="print JSON")
+        k.add_argument("--timed-alone", action="store_true",
+                       help="what a benchmark timing one launch between CUDA events after an L2 flush measures "
+                            "(triton.testing.do_bench): adds the device's alone overhead; default: the kernel in a "
+                            "step's stream")
         if name == "matmul":
             for dim in ("m", "n", "k"):
                 k.add_argument(f"--{dim}", **COUNT, required=True)
@@ -88,6 +92,8 @@ def _write_device_file(args: argparse.Namespace, k: Any, rows: int, data: str) -
     section["gemm_tile_overhead_us"] = round(k.gemm_tile_overhead_s * 1e6, 3)
     section["kernel_floor_us"] = round(k.kernel_floor_s * 1e6, 3)
     section["stream_floor_us"] = round(k.stream_floor_s * 1e6, 3)
+    section["alone_kernel_overhead_us"] = round(k.alone_kernel_overhead_s * 1e6, 3)
+    section["alone_stream_overhead_us"] = round(k.alone_stream_overhead_s * 1e6, 3)
     doc["kernel"] = section
     doc.setdefault("sources", {})["kernel"] = f"fitted by accel-sim calibrate on the fit split ({rows} rows) of {data}"
     out = Path(args.out_dir) / f"{entry.spec.id}.yaml"
@@ -137,6 +143,7 @@ def cmd_kernel(args: argparse.Namespace) -> int:
         q.op = args.op
         q.elements = args.elements
         what = f"{args.op} over {args.elements:,.0f} elements"
+    q.timed_alone = args.timed_alone
     options = _core.CostOptions()
     options.include_launch_overhead = False
     options.allow_tf32 = args.dtype == "tf32"
@@ -155,10 +162,12 @@ def cmd_kernel(args: argparse.Namespace) -> int:
             "bandwidth_bytes_per_s": e.achieved_bytes_per_s,
             "bound": e.bound.name, "roofline_time_s": e.roofline_time_s, "flops": e.flops,
             "bytes": e.bytes, "calibrated": spec.kernel.calibrated,
+            "timing": "alone" if args.timed_alone else "stream",
         }, indent=1))
         return 0
     calibrated = "calibrated" if spec.kernel.calibrated else "uncalibrated constants"
-    print(f"accel-sim · {what} · {args.dtype} on {spec.name} ({args.cost_model} model, {calibrated})")
+    timing = "timed alone between CUDA events" if args.timed_alone else "in a step's stream"
+    print(f"accel-sim · {what} · {args.dtype} on {spec.name} ({args.cost_model} model, {calibrated}, {timing})")
     print(f"  time       {e.time_s * 1e6:,.2f} µs   ({e.bound.name}-bound; roofline {e.roofline_time_s * 1e6:,.2f} µs)")
     print(f"  achieved   {tflops:,.1f} TFLOP/s · {e.achieved_bytes_per_s / 1e9:,.0f} GB/s")
     print(f"  work       {e.flops / 1e9:,.3f} GFLOP · {e.bytes / 1e6:,.3f} MB")
@@ -408,4 +417,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(f"  gemm_tile_overhead_us: {k.gemm_tile_overhead_s * 1e6:.2f}")
     print(f"  kernel_floor_us: {k.kernel_floor_s * 1e6:.2f}")
     print(f"  stream_floor_us: {k.stream_floor_s * 1e6:.2f}")
+    print(f"  alone_kernel_overhead_us: {k.alone_kernel_overhead_s * 1e6:.2f}")
+    print(f"  alone_stream_overhead_us: {k.alone_stream_overhead_s * 1e6:.2f}")
     return 0

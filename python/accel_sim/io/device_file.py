@@ -161,7 +161,8 @@ def parse_device(data: Any, where: str, expected_id: str | None = None) -> Devic
 
 _KERNEL_FIELDS = ("calibrated", "matmul_efficiency", "fp8_matmul_efficiency", "unaligned_matmul_efficiency", "attention_efficiency", "attention_backward_efficiency",
                   "flash3_efficiency", "cudnn_efficiency", "cudnn_backward_efficiency", "fp8_attention_efficiency", "memory_efficiency",
-                  "gemm_memory_efficiency", "gemm_tile_overhead_us", "kernel_floor_us", "stream_floor_us")
+                  "gemm_memory_efficiency", "gemm_tile_overhead_us", "kernel_floor_us", "stream_floor_us",
+                  "alone_kernel_overhead_us", "alone_stream_overhead_us")
 
 
 # What a variant of a device (a system file's `device_overrides`, docs/formats/system.md) may
@@ -235,7 +236,7 @@ def _read_kernel_constants(spec: Any, data: dict, where: str) -> None:
                 raise UsageError(f"{where}: 'kernel.calibrated' must be true or false")
             k.calibrated = value
             continue
-        if key in ("kernel_floor_us", "stream_floor_us", "gemm_tile_overhead_us"):
+        if key.endswith("_us"):
             number = fields.number(value, f"{where}: kernel", key, minimum=0.0, maximum=1e6)
             setattr(k, key.replace("_us", "_s"), number * 1e-6)
             continue
