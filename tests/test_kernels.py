@@ -362,8 +362,10 @@ def test_a_kernel_timed_alone_is_predicted_with_the_devices_alone_overhead(tmp_p
 
     rows, _ = validation.load_rows(_kernel_rows(tmp_path, ["events", "graph", "loop", "profiler"]))
     alone, graph, loop, profiler = validation.predict(rows, resolve_device("h100_sxm", []).spec, "kernel")
-    # h100_sxm.yaml: alone_kernel_overhead_us 7.75; only the row timed alone between events adds it.
-    assert alone - graph == pytest.approx(7.75e-6, rel=1e-9)
+    # Only the row timed alone between events adds the device's alone overhead of a library kernel.
+    spec = resolve_device("h100_sxm", []).spec
+    assert spec.kernel.alone_kernel_overhead_s > 0
+    assert alone - graph == pytest.approx(spec.kernel.alone_kernel_overhead_s, rel=1e-9)
     assert graph == loop == profiler
     # Bad timing values are refused with the line they are on.
     bad = _kernel_rows(tmp_path, ["events", "stopwatch"])
@@ -375,6 +377,9 @@ def test_kernel_timed_alone_adds_the_devices_alone_overhead():
     args = ("kernel", "memory", "--op", "add", "--elements", "1000000", "--device", "h100", "--json")
     stream = json.loads(run_cli(*args).stdout)
     alone = json.loads(run_cli(*args, "--timed-alone").stdout)
-    # h100_sxm.yaml: alone_stream_overhead_us 2.63.
-    assert alone["time_s"] - stream["time_s"] == pytest.approx(2.63e-6, rel=1e-9)
+    from accel_sim.device import resolve_device
+
+    overhead = resolve_device("h100", []).spec.kernel.alone_stream_overhead_s
+    assert overhead > 0
+    assert alone["time_s"] - stream["time_s"] == pytest.approx(overhead, rel=1e-9)
     assert (stream["timing"], alone["timing"]) == ("stream", "alone")

@@ -20,18 +20,33 @@ TensorId tensor(Graph& g, std::vector<int64_t> shape, DType dtype) {
   return g.add_tensor(std::move(t));
 }
 
-// Passes over the elements a named streaming op makes: reads plus writes.
+// The named streaming ops: passes over the elements (reads plus writes), and whether the op
+// reduces over rows (norms, softmax) rather than touching each element alone.
+struct StreamingOp {
+  const char* name;
+  double passes;
+  bool reduces;
+};
+constexpr StreamingOp kStreamingOps[] = {
+    {"relu", 2, false},     {"gelu", 2, false},      {"silu", 2, false},    {"sigmoid", 2, false},
+    {"tanh", 2, false},     {"exp", 2, false},       {"neg", 2, false},     {"copy", 2, false},
+    {"cast", 2, false},     {"add", 3, false},       {"mul", 3, false},     {"sub", 3, false},
+    {"div", 3, false},      {"rms_norm", 2, true},   {"layer_norm", 2, true}, {"softmax", 2, true},
+    {"rope", 2, true},
+};
+
+const StreamingOp* find_streaming_op(const std::string& op) {
+  for (const StreamingOp& s : kStreamingOps) {
+    if (op == s.name) return &s;
+  }
+  return nullptr;
+}
+
 double streaming_passes(const std::string& op) {
-  for (const char* unary : {"relu", "gelu", "silu", "sigmoid", "tanh", "exp", "neg", "copy", "cast",
-                            "rms_norm", "layer_norm", "softmax", "rope"}) {
-    if (op == unary) return 2.0;
-  }
-  for (const char* binary : {"add", "mul", "sub", "div"}) {
-    if (op == binary) return 3.0;
-  }
-  throw ConfigError("unknown memory-bound op '" + op +
-                    "' (known: relu, gelu, silu, sigmoid, tanh, exp, neg, copy, cast, add, mul, sub, "
-                    "div, rms_norm, layer_norm, softmax, rope)");
+  if (const StreamingOp* s = find_streaming_op(op)) return s->passes;
+  std::string known;
+  for (const StreamingOp& s : kStreamingOps) known += (known.empty() ? "" : ", ") + std::string(s.name);
+  throw ConfigError("unknown memory-bound op '" + op + "' (known: " + known + ")");
 }
 
 // The one-node graphs whose op the catalogue counts.
@@ -249,9 +264,8 @@ KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
   // torch's softmax over rows of 4,096 streams at 0.39 of the H100's DRAM peak in a CUDA graph
   // where add reaches 0.91 (validation/measured/h100_sxm-2026-11-24/stream_ops.csv).
   auto elementwise = [](const KernelQuery& q) {
-    static const std::set<std::string> ops = {"add", "mul", "sub", "div", "copy", "cast", "relu",
-                                              "gelu", "silu", "sigmoid", "tanh", "exp", "neg"};
-    return q.kind == KernelKind::memory && ops.count(q.op) > 0;
+    const StreamingOp* op = find_streaming_op(q.op);
+    return q.kind == KernelKind::memory && op != nullptr && !op->reduces;
   };
   const bool has_elementwise = std::any_of(queries.begin(), queries.end(), elementwise);
   auto memory = [=](const KernelQuery& q) {
