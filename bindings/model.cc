@@ -140,6 +140,7 @@ void bind_model(nb::module_& m) {
       .def_rw("persistent_gradients", &BuildOptions::persistent_gradients)
       .def_rw("fp8_gemms", &BuildOptions::fp8_gemms)
       .def_rw("fused_gated_activation", &BuildOptions::fused_gated_activation)
+      .def_rw("fused_cross_entropy", &BuildOptions::fused_cross_entropy)
       .def_rw("fp8_parameters", &BuildOptions::fp8_parameters)
       .def_rw("gradients_in_weight_dtype", &BuildOptions::gradients_in_weight_dtype);
   m.def(

@@ -24,6 +24,8 @@ ENTRIES = {m["id"]: m for m in INDEX}
 B = 10**9
 M = 10**6
 
+_FOUNDRY = ("llm-foundry scripts/train/benchmarking/README.md (commit 8c8dd48), "
+            "NumParams of the seq_len 2048 rows")
 # id: (published total, tolerance, source). Tolerance 0 = the exact count is published.
 PUBLISHED = {
     "gpt2": (124_439_808, 0, "HF openai-community/gpt2 (124M)"),
@@ -60,6 +62,16 @@ PUBLISHED = {
     # Main model only: the hub's 685B adds the 14B multi-token-prediction module, which
     # transformers' DeepseekV3ForCausalLM does not build.
     "deepseek-v3": (671 * B, 0.5 * B, "DeepSeek-V3 technical report (arXiv 2412.19437): 671B"),
+    # llm-foundry's benchmark tables give NumParams exactly; these are their seq_len 2048 rows.
+    "mpt-125m": (125_311_488, 0, _FOUNDRY),
+    "mpt-350m": (355_985_408, 0, _FOUNDRY),
+    "mpt-760m": (760_470_528, 0, _FOUNDRY),
+    "mpt-1b": (1_315_950_592, 0, _FOUNDRY),
+    "mpt-3b": (2_651_837_440, 0, _FOUNDRY),
+    "mpt-7b": (6_658_859_008, 0, _FOUNDRY),
+    "mpt-13b": (12_853_954_560, 0, _FOUNDRY),
+    "mpt-30b": (29_975_214_080, 0, _FOUNDRY),
+    "mpt-70b": (64_862_437_376, 0, _FOUNDRY),
 }
 
 # id: (published activated parameters per token, tolerance, source); figures are truncated.
@@ -179,7 +191,7 @@ def test_non_embedding_parameters_agree_with_model_card(model_id):
     assert abs(total - embedding - published) <= tolerance
 
 
-@pytest.mark.parametrize("model_id", ["gpt3-175b", "gpt3-1t"])
+@pytest.mark.parametrize("model_id", ["gpt3-175b", "gpt3-1t"] + [m for m in ENTRIES if m.startswith("mpt-")])
 def test_gpt3_counts_follow_the_megatron_formula(model_id):
     """P = L*(12 d^2 + 13 d) + (V + S) d + 2 d (Narayanan et al. 2021, eq. for GPT, tied head)."""
     c = _config(model_id)

@@ -82,6 +82,8 @@ HF = GOOD.with_name("hf-accelerate.yaml")  # its runtime section charges 23 us p
 
 @pytest.mark.parametrize("edit,message", [
     (("gated_activation: unfused", "gated_activation: half"), "'gated_activation' must be fused or unfused"),
+    (("cross_entropy: upcast", "cross_entropy: liger"), "'cross_entropy' must be fused or upcast"),
+    (("  cross_entropy: upcast\n", ""), "'training' lacks cross_entropy"),
     (("attention: {default: flash2}", "attention: {sm_90: flash9, default: flash2}"), "'attention.sm_90' must be one of"),
     (("attention: {default: flash2}", "attention: {sm_90: cudnn}"), "'attention' needs a default kernel"),
     (("zero: 3\n", "zero: 1\n"), "'zero' 1 is not one of its zero_stages [0, 2, 3]"),

@@ -1,14 +1,27 @@
 """Extracts the large training runs of validation/published.csv that `accel-sim train`
-can reproduce into python/accel_sim/data/validation/training_runs.csv.
+can reproduce into python/accel_sim/data/validation/training_runs.csv, each with the stack that ran
+it (python/accel_sim/data/stacks).
 
-Kept: Megatron-LM / NeMo (Megatron-Bridge) pre-training rows with a full parallel configuration
-(gpus, TP, PP, CP, virtual stages, global and micro batch, sequence length) of a dense model
-whose config accel-sim ships, on a system it has a file for. Left out, with the reason printed:
-fine-tuning (SFT, LoRA), FSDP, MoE and hybrid models, models without a shipped config. The
-precision is the row's: its dtype column or its params' precision naming FP8 (NeMo 24.07's
+Megatron-LM / NeMo (Megatron-Bridge), stack megatron-core: pre-training rows with a full parallel
+configuration (gpus, TP, PP, CP, virtual stages, global and micro batch, sequence length) of a dense
+model whose config accel-sim ships, on a system it has a file for. Left out, with the reason
+printed: fine-tuning (SFT, LoRA), FSDP, MoE and hybrid models, models without a shipped config.
+The precision is the row's: its dtype column or its params' precision naming FP8 (NeMo 24.07's
 tables are all "DGX-H100, FP8"; the Megatron-Bridge tables without a precision column footnote
 their parenthesized values as "alternative FP8 quantization granularity", i.e. both figures are FP8
-recipes) -> fp8-mixed, BF16 -> bf16-mixed; "unstated" where nothing says. All rows are report-only: nothing is fitted to them.
+recipes) -> fp8-mixed, BF16 -> bf16-mixed; "unstated" where nothing says.
+
+llm-foundry (MosaicML's MPT benchmark tables, scripts/train/benchmarking/README.md), stack
+llm-foundry: PyTorch FSDP1 over all GPUs (FULL_SHARD -> ZeRO-3, SHARD_GRAD_OP -> ZeRO-2), no model
+parallelism, activation checkpointing -> --recompute full, amp_fp8 -> fp8-mixed (Transformer
+Engine), amp_bf16 and bf16 -> bf16-mixed (FSDP1 keeps fp32 sharded parameters under every
+mixed-precision mode). The MPT models are the shipped mpt-* configs; each row sets n_positions to
+its sequence length, as the benchmark's max_seq_len does (the table's parameter counts grow by
+seq_len x d_model). GPUs: the section's a100_40gb / a100_80gb in DGX A100 nodes (the tables state
+1600 Gbps RoCE between nodes, the DGX A100's 8 x 200 Gb/s), h100_80gb in DGX H100 nodes (the H100
+sections state no fabric).
+
+All rows are report-only: nothing is fitted to them.
 
 Run: python validation/extract_training_runs.py [path/to/published.csv [path/to/output.csv]]
 (standard library only)
@@ -24,12 +37,17 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_INPUT = REPO_ROOT / "validation" / "published.csv"
 OUTPUT = REPO_ROOT / "python" / "accel_sim" / "data" / "validation" / "training_runs.csv"
-COLUMNS = ["id", "system", "model", "gpus", "tp", "pp", "cp", "dp", "virtual_stages", "global_batch", "micro_batch",
-           "seq", "precision", "measured_tokens_per_s_per_gpu", "split", "source", "notes"]
+COLUMNS = ["id", "stack", "system", "device", "model", "overrides", "gpus", "tp", "pp", "cp", "dp", "virtual_stages",
+           "zero", "recompute", "global_batch", "micro_batch", "seq", "precision", "measured_tokens_per_s_per_gpu",
+           "split", "source", "notes"]
 MODELS = {"LLAMA3_8B": "llama-3-8b", "LLAMA3-8B": "llama-3-8b", "LLAMA3_70B": "llama-3-70b", "LLAMA3-70B": "llama-3-70b",
           "LLAMA3.1_405B": "llama-3.1-405b", "LLAMA2-7B": "llama-2-7b", "LLAMA2-13B": "llama-2-13b",
           "LLAMA2-70B": "llama-2-70b", "GPT3-175B": "gpt3-175b"}
 SYSTEMS = {"DGX-H100": "dgx_h100", "DGX-B200": "dgx_b200"}
+# llm-foundry's GPU types (the section's hardware) -> (system, device).
+FOUNDRY_GPUS = {"A100 40GB": ("dgx_a100", "a100_40gb"), "A100 80GB": ("dgx_a100", "a100_80gb"),
+                "H100 80GB": ("dgx_h100", "h100_sxm")}
+FOUNDRY_ZERO = {"FULL_SHARD": 3, "SHARD_GRAD_OP": 2, "NO_SHARD": 0}
 
 
 def _int(value) -> int | None:
@@ -39,12 +57,37 @@ def _int(value) -> int | None:
         return None
 
 
+def _foundry_row(r: dict, skip) -> dict | None:
+    """One llm-foundry benchmark row as a training run (see the module's docstring), or None."""
+    p = json.loads(r["params_json"])
+    if "tokens/s/GPU" not in r["unit"]:
+        skip(f"metric {r['metric']!r}")
+        return None
+    gpu = next((v for k, v in FOUNDRY_GPUS.items() if k in r["hardware"]), None)
+    zero = FOUNDRY_ZERO.get(p.get("fsdp_sharding"))
+    if gpu is None or zero is None:
+        skip(f"llm-foundry on {r['hardware']} with {p.get('fsdp_sharding')}")
+        return None
+    model, seq = f"mpt-{str(p['model']).split('-', 1)[1].lower()}", int(p["seq_len"])
+    mbs, accum, gpus = int(p["micro_batch"]), int(p["grad_accum"]), int(p["gpus"])
+    if mbs * accum * gpus != int(p["global_batch_seqs"]):
+        skip("llm-foundry batch that is not micro x accumulation x GPUs")
+        return None
+    return {"stack": "llm-foundry", "system": gpu[0], "device": gpu[1], "model": model,
+            "overrides": json.dumps({"n_positions": seq}) if seq != 2048 else "", "gpus": gpus, "tp": 1, "pp": 1,
+            "cp": 1, "dp": gpus, "virtual_stages": 1, "zero": zero,
+            "recompute": "full" if p.get("activation_checkpointing") else "none", "global_batch": mbs * accum * gpus,
+            "micro_batch": mbs, "seq": seq, "precision": "fp8-mixed" if p["precision"] == "amp_fp8" else "bf16-mixed",
+            "measured_tokens_per_s_per_gpu": float(r["value"]), "split": "report", "source": r["source"],
+            "notes": f"{r['notes'].split(';')[0]}; precision {p['precision']}, mixed_precision {p['mp_mode']}"}
+
+
 def main(argv: list[str]) -> int:
     src = Path(argv[1]) if len(argv) > 1 else DEFAULT_INPUT
     out = Path(argv[2]) if len(argv) > 2 else OUTPUT
     with open(src, newline="", encoding="utf-8") as f:
-        rows = [r for r in csv.DictReader(f) if r["category"] == "training" and
-                ("Megatron" in r["source"] or "NeMo" in r["workload"] or "NeMo" in r["params_json"])]
+        training = [r for r in csv.DictReader(f) if r["category"] == "training"]
+    rows = [r for r in training if "Megatron" in r["source"] or "NeMo" in r["workload"] or "NeMo" in r["params_json"]]
     kept, skipped = [], {}
 
     def skip(reason: str) -> None:
@@ -78,11 +121,17 @@ def main(argv: list[str]) -> int:
         text = str(p.get("precision", ""))
         precision = ("fp8-mixed" if "FP8" in text or r["dtype"].lower().startswith("fp8")
                      else "bf16-mixed" if text == "BF16" else "unstated")
-        kept.append({"id": f"t{len(kept) + 1:03d}", "system": system, "model": model, "gpus": gpus, "tp": tp, "pp": pp,
-                     "cp": cp, "dp": gpus // (tp * pp * cp), "virtual_stages": vp, "global_batch": gbs,
+        kept.append({"id": f"t{len(kept) + 1:03d}", "stack": "megatron-core", "system": system, "device": "",
+                     "model": model, "overrides": "", "gpus": gpus, "tp": tp, "pp": pp, "cp": cp,
+                     "dp": gpus // (tp * pp * cp), "virtual_stages": vp, "zero": "", "recompute": "none", "global_batch": gbs,
                      "micro_batch": mbs, "seq": seq, "precision": precision,
                      "measured_tokens_per_s_per_gpu": float(r["value"]), "split": "report", "source": r["source"],
                      "notes": p.get("software", "")})
+    for r in training:
+        if "mosaicml/llm-foundry" in r["source"]:
+            row = _foundry_row(r, skip)
+            if row:
+                kept.append({"id": f"t{len(kept) + 1:03d}", **row})
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")

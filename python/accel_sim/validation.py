@@ -408,20 +408,33 @@ def training_runs_path() -> Path:
 
 def predict_training_run(row: dict) -> Any:
     """`accel-sim train`'s estimate for a published run (validation/extract_training_runs.py) under
-    the megatron-core stack (data/stacks/megatron-core.yaml: what NeMo's performance recipes
-    run): sequence parallelism with TP, no recomputation (the recipes of these runs set none),
-    the distributed optimizer, the row's precision (bf16-mixed where it is unstated)."""
+    the row's stack (data/stacks/*.yaml): megatron-core for the Megatron-LM / NeMo rows (what NeMo's
+    performance recipes run: sequence parallelism with TP, no recomputation, the distributed
+    optimizer), llm-foundry for MosaicML's FSDP benchmark. The row names its device where the
+    system's own is not the one measured, its ZeRO stage where the stack's default is not the one
+    run, its recomputation, and config overrides (an MPT run's n_positions); the row's precision
+    (bf16-mixed where it is unstated)."""
+    import json
+
     from accel_sim.cli.train import apply_training_stack
     from accel_sim.device import resolve_device
-    from accel_sim.io.model_config import load_model_spec
+    from accel_sim.errors import UsageError
+    from accel_sim.io.model_config import load_model_config, spec_from_hf_config
     from accel_sim.io.stack_file import resolve_stack
     from accel_sim.io.system_file import resolve_system
 
     system = resolve_system(row["system"]).spec
-    chosen = resolve_device(system.device, [])
+    chosen = resolve_device(row.get("device") or system.device, [])
     device = chosen.spec
     precision = row["precision"] if row["precision"] != "unstated" else "bf16-mixed"
-    spec = load_model_spec(row["model"], dtype="bf16")
+    config, where = load_model_config(row["model"])
+    try:
+        overrides = json.loads(row.get("overrides") or "{}")
+    except json.JSONDecodeError:
+        overrides = None
+    if not isinstance(overrides, dict):
+        raise UsageError(f"training run {row.get('id', '?')}: overrides are not a JSON object")
+    spec = spec_from_hf_config({**config, **overrides}, where, name=row["model"], dtype="bf16")
     layout = _core.ParallelLayout()
     for name in ("tp", "pp", "cp", "dp"):
         setattr(layout, name, int(row[name]))
@@ -431,10 +444,13 @@ def predict_training_run(row: dict) -> Any:
     base = _core.BuildOptions()
     base.seq = int(row["seq"])
     base.fp8_gemms = precision == "fp8-mixed"
+    base.recompute = getattr(_core.Recompute, row.get("recompute") or "none")
     options = _core.SimulateOptions()
     options.cost_model = "kernel"
-    stack = resolve_stack("megatron-core")
-    layout.zero = stack.training.zero
+    stack = resolve_stack(row.get("stack") or "megatron-core")
+    t = stack.training
+    layout.zero = int(row["zero"]) if row.get("zero") else t.zero
+    layout.overlap_grad_reduce, layout.overlap_param_gather = t.overlap_grad_reduce, t.overlap_param_gather
     apply_training_stack(stack, base, options, chosen.entry.architecture)
     return _core.estimate_training(spec, base, layout, device, system, options)
 

@@ -116,6 +116,14 @@ struct BuildOptions {
   // [tokens, ffn] tensor more per layer. Dense, shared-expert and routed-expert FFNs alike.
   // Fused kernels only.
   bool fused_gated_activation = false;
+  // Training step of a model with an LM head: the cross-entropy as one kernel on the logits in
+  // their own (16-bit) dtype, op accel_sim::cross_entropy, which keeps the logits and each row's
+  // log-sum-exp (fp32) for its backward, accel_sim::cross_entropy_backward, which writes the
+  // logits' gradient in their dtype (flash-attn's losses/cross_entropy.py CrossEntropyLoss, the
+  // loss llm-foundry's MPT trains with: loss_fn 'fused_crossentropy'). Off: HF's and torchtitan's
+  // loss, log_softmax of the logits upcast to fp32 and nll_loss, with fp32 tensors of the logits'
+  // size in both passes. A model without an LM head takes its MSE loss either way.
+  bool fused_cross_entropy = false;
 
   // Validates `model` and these options for it: throws ConfigError naming the option when the
   // options do not suit the model (build_graph's REQUIRES, divisibility by the parallel degrees)

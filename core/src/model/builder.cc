@@ -1296,12 +1296,17 @@ class Builder {
                                {{"dim", std::vector<int64_t>{-1}}});
         collective("accel_sim::all_reduce", stats, {rows}, "tp");
       }
-      TensorId logp = e_.op("_log_softmax", {logits}, {rows, vocab}, DType::fp32,
-                            {{"dim", int64_t{-1}}, {"half_to_float", true}});
       TensorId target = e_.resident({rows}, DType::int64, StorageKind::input, "input.labels");
       loss = e_.fresh({}, DType::fp32);
-      e_.node("nll_loss_forward", {logp, target}, {loss, e_.fresh({}, DType::fp32)},
-              {{"reduction", int64_t{1}}, {"ignore_index", int64_t{-100}}});
+      if (o_.fused_cross_entropy) {
+        e_.node("accel_sim::cross_entropy", {logits, target}, {loss, e_.fresh({rows}, DType::fp32)},
+                {{"ignore_index", int64_t{-100}}});
+      } else {
+        TensorId logp = e_.op("_log_softmax", {logits}, {rows, vocab}, DType::fp32,
+                              {{"dim", int64_t{-1}}, {"half_to_float", true}});
+        e_.node("nll_loss_forward", {logp, target}, {loss, e_.fresh({}, DType::fp32)},
+                {{"reduction", int64_t{1}}, {"ignore_index", int64_t{-100}}});
+      }
     } else {
       e_.module_type = "MSELoss";
       const TensorId out = outputs_.front();
@@ -1483,6 +1488,8 @@ void BuildOptions::validate(const ModelSpec& model) const {
   ACCELSIM_CHECK(!options.fused_gated_activation || options.kernels == KernelStyle::fused,
                  "a fused gated activation is modelled with fused kernels only (HF eager runs the "
                  "activation and the product as two ops)");
+  ACCELSIM_CHECK(!options.fused_cross_entropy || options.phase == Phase::train,
+                 "a fused cross-entropy applies to a training step");
   ACCELSIM_CHECK(!options.fp8_gemms || options.kernels == KernelStyle::fused,
                  "fp8 GEMMs are modelled with fused kernels only (HF eager has no fp8 path)");
   ACCELSIM_CHECK(options.kernels != KernelStyle::hf_eager || model.family != "falcon",

@@ -23,7 +23,10 @@ void add_reduction_ops(OpTable& t) {
                          "nll_loss2d_backward", "mse_loss", "mse_loss_backward", "l1_loss",
                          "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
                          "binary_cross_entropy_with_logits", "binary_cross_entropy_backward",
-                         "kl_div", "cross_entropy_loss"}) {
+                         "kl_div", "cross_entropy_loss",
+                         // the fused LM loss the builder emits (BuildOptions::fused_cross_entropy):
+                         // one pass over the logits forward, read and write of their size backward
+                         "accel_sim::cross_entropy", "accel_sim::cross_entropy_backward"}) {
     t[op] = count_reduction;
   }
 }

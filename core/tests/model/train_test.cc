@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "accelsim/builder.h"
 #include "accelsim/error.h"
@@ -648,6 +649,49 @@ TEST(TrainTest, FusedGatedActivationKeepsGateAndUpOnly) {
   EXPECT_EQ(backward, 1);
   EXPECT_THROW(build_graph(dense, {.kernels = KernelStyle::hf_eager, .fused_gated_activation = true}),
                ConfigError);
+}
+
+TEST(TrainTest, FusedCrossEntropyReadsTheSixteenBitLogitsOnce) {
+  // A Llama-style model (h = 256, vocab 1000), b = 2, s = 128: 256 rows of bf16 logits,
+  // 256 x 1000 x 2 = 512,000 bytes. The fused loss reads them and the int64 labels (2,048 bytes)
+  // and writes the fp32 loss (4) and each row's log-sum-exp (1,024); its backward reads dy (4),
+  // the logits, the log-sum-exp and the labels and writes the logits' gradient in bf16 (512,000).
+  // No fp32 tensor of the logits' size is made: where the upcast loss keeps an fp32 log-softmax
+  // (1,024,000 bytes) for its backward, the fused one keeps the bf16 logits (512,000), so the
+  // fused step peaks at least 512,000 bytes lower.
+  ModelSpec m{.name = "small-llama", .hidden_size = 256, .num_heads = 8, .num_kv_heads = 2,
+              .head_dim = 32, .ffn_size = 704, .vocab_size = 1000, .max_position_embeddings = 512};
+  m.num_layers = 2;
+  auto step = [&](bool fused) {
+    return build_graph(m, {.phase = Phase::train, .batch = 2, .seq = 128, .optimizer = Optimizer::none,
+                           .fused_cross_entropy = fused});
+  };
+  const Graph g = step(true);
+  int forward = 0, backward = 0;
+  for (const Node& n : g.nodes()) {
+    EXPECT_NE(n.op, "_log_softmax");
+    EXPECT_NE(n.op, "nll_loss_forward");
+    const OpCount c = count_op(g, n);
+    if (n.op == "accel_sim::cross_entropy") {
+      ++forward;
+      EXPECT_EQ(c.bytes_read, 512000 + 2048);
+      EXPECT_EQ(c.bytes_written, 4 + 1024);
+    } else if (n.op == "accel_sim::cross_entropy_backward") {
+      ++backward;
+      EXPECT_EQ(c.bytes_read, 4 + 512000 + 1024 + 2048);
+      EXPECT_EQ(c.bytes_written, 512000);
+    }
+  }
+  EXPECT_EQ(forward, 1);
+  EXPECT_EQ(backward, 1);
+  for (const TensorMeta& t : g.tensors()) {
+    const bool logits_sized = t.shape == std::vector<int64_t>{256, 1000};
+    EXPECT_FALSE(t.dtype == DType::fp32 && logits_sized);
+  }
+  const Graph upcast = step(false);
+  EXPECT_EQ(count(upcast, "_log_softmax", Pass::forward), 1);
+  EXPECT_LE(compute_memory_profile(g).peak_bytes + 512000, compute_memory_profile(upcast).peak_bytes);
+  EXPECT_THROW(build_graph(m, {.phase = Phase::prefill, .seq = 8, .fused_cross_entropy = true}), ConfigError);
 }
 
 TEST(TrainTest, Fp8ParametersAndWeightDtypeGradients) {

@@ -237,8 +237,13 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
                 e = validation.predict_training_run(row)
                 measured = float(row["measured_tokens_per_s_per_gpu"])
                 predicted = e.tokens_per_s / int(row["gpus"]) if e.step_s > 0 else None
-                runs.append({"id": row["id"], "system": row["system"], "model": row["model"], "gpus": int(row["gpus"]),
-                             "layout": f"TP{row['tp']} PP{row['pp']} CP{row['cp']} DP{row['dp']} VP{row['virtual_stages']}",
+                zero = f" ZeRO-{row['zero']}" if row.get("zero") else ""
+                recompute = f" rc-{row['recompute']}" if row.get("recompute") not in (None, "", "none") else ""
+                runs.append({"id": row["id"], "stack": row.get("stack") or "megatron-core", "system": row["system"],
+                             "device": row.get("device") or "", "model": row["model"], "gpus": int(row["gpus"]),
+                             "seq": int(row["seq"]),
+                             "layout": f"TP{row['tp']} PP{row['pp']} CP{row['cp']} DP{row['dp']} VP{row['virtual_stages']}"
+                                       f" mb{row['micro_batch']}{zero}{recompute}",
                              "precision": row["precision"], "measured_tokens_per_s_per_gpu": measured,
                              "predicted_tokens_per_s_per_gpu": predicted,
                              "error": _core.error_stats([predicted], [measured]).median_signed_error if predicted else None,
@@ -258,6 +263,14 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
     done = [r for r in runs if r["predicted_tokens_per_s_per_gpu"]]
     run_stats = _core.error_stats([r["predicted_tokens_per_s_per_gpu"] for r in done],
                                   [r["measured_tokens_per_s_per_gpu"] for r in done])
+    run_families = []  # per stack and device: the source families of the training runs
+    for key in sorted({(r["stack"], r["device"] or r["system"]) for r in done}):
+        fam = [r for r in done if (r["stack"], r["device"] or r["system"]) == key]
+        st = _core.error_stats([r["predicted_tokens_per_s_per_gpu"] for r in fam],
+                               [r["measured_tokens_per_s_per_gpu"] for r in fam])
+        run_families.append({"stack": key[0], "device": key[1], "rows": st.rows,
+                             "median_abs_error": st.median_abs_error, "max_abs_error": st.max_abs_error,
+                             "median_signed_error": st.median_signed_error})
     if args.json:
         print(json.dumps({
             "schema": "accel-sim/validate", "schema_version": SCHEMA_VERSION, "rows": len(rows), "skipped": skipped, "collectives": collectives,
@@ -265,6 +278,7 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
             "training_runs_summary": {"rows": run_stats.rows, "median_abs_error": run_stats.median_abs_error,
                                       "max_abs_error": run_stats.max_abs_error,
                                       "median_signed_error": run_stats.median_signed_error},
+            "training_runs_by_family": run_families,
             "uncalibrated_devices": unmeasured,
             "lines": [{"split": s, "device": l.device, "class": l.kind, "calibrated": l.calibrated, "rows": l.kernel.rows,
                        "kernel": {"median_abs_error": l.kernel.median_abs_error, "p90_abs_error": l.kernel.p90_abs_error,
@@ -320,15 +334,23 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
                     [False, False, True, False, True, True, True, False]))
         print("\n  data: the `measured` lists of python/accel_sim/data/systems/*.yaml, each with its source")
     if runs:
-        print("\ntraining runs (report only; `accel-sim train --stack megatron-core`, what NeMo's performance recipes run, with SP and no recompute): "
-              "tokens/s per GPU vs Megatron-LM / NeMo\n")
-        print(table(["id", "system", "model", "GPUs", "layout", "precision", "measured", "predicted", "error / why not"],
-                    [(r["id"], r["system"], r["model"], r["gpus"], r["layout"], r["precision"],
+        print("\ntraining runs (report only; `accel-sim train --stack S` under the stack that ran each: megatron-core for "
+              "Megatron-LM / NeMo, with SP and no recompute; llm-foundry for MosaicML's MPT benchmark, FSDP1): "
+              "tokens/s per GPU\n")
+        print(table(["id", "stack", "device", "model", "GPUs", "seq", "layout", "precision", "measured", "predicted",
+                     "error / why not"],
+                    [(r["id"], r["stack"], r["device"] or r["system"], r["model"], r["gpus"], r["seq"], r["layout"],
+                      r["precision"],
                       f"{r['measured_tokens_per_s_per_gpu']:,.0f}",
                       f"{r['predicted_tokens_per_s_per_gpu']:,.0f}" if r["predicted_tokens_per_s_per_gpu"] else "-",
                       (f"{r['error'] * 100:+.1f}%" + ("" if r["feasible"] else f" (but: {r['reason']})"))
                       if r["error"] is not None else r["reason"]) for r in runs],
-                    [False, False, False, True, False, False, True, True, False]))
+                    [False, False, False, False, True, True, False, False, True, True, False]))
+        print()
+        print(table(["stack", "device", "rows", "median |error|", "worst", "median signed"],
+                    [(f["stack"], f["device"], f["rows"], f"{f['median_abs_error'] * 100:.1f}%",
+                      f"{f['max_abs_error'] * 100:.1f}%", f"{f['median_signed_error'] * 100:+.1f}%")
+                     for f in run_families], [False, False, True, True, True, True]))
         stats = run_stats
         print(f"\n  {stats.rows} of {len(runs)} runs predicted · median |error| {stats.median_abs_error * 100:.1f}% · "
               f"worst {stats.max_abs_error * 100:.1f}% · median signed {stats.median_signed_error * 100:+.1f}% "

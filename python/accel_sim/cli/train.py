@@ -151,6 +151,7 @@ def apply_training_stack(stack: Any, base: Any, options: Any, architecture: str,
     kernel = attention or t.attention_for(architecture)
     base.eager_attention = kernel == "eager"
     base.fused_gated_activation = t.fused_gated_activation
+    base.fused_cross_entropy = t.fused_cross_entropy
     base.fp8_parameters = base.fp8_gemms and t.fp8_parameters
     base.gradients_in_weight_dtype = base.master_weights and t.gradients_in_weight_dtype
     options.cost.attention_impl = getattr(_core.AttentionImpl, kernel)

@@ -35,6 +35,7 @@ FP8_RECIPES = ("transformer-engine", "torchao", "none")
 _TRAINING_FIELDS = {
     "attention": "a mapping of sm_NN (or default) to an attention kernel",
     "gated_activation": "fused or unfused",
+    "cross_entropy": "fused or upcast",
     "tp_comm_overlap": "true or false",
     "fp8": "the fp8 recipe (transformer-engine, torchao or none)",
     "fp8_weight_cache": "true or false",
@@ -59,6 +60,7 @@ _TOP = {"id", "name", "version", "kind", "training", "runtime", "sources", "note
 class TrainingStack:
     attention: dict[str, str]
     fused_gated_activation: bool
+    fused_cross_entropy: bool
     tp_comm_overlap: bool
     fp8: str
     fp8_weight_cache: bool
@@ -121,6 +123,9 @@ def _training(data: Any, where: str, sources: dict[str, str]) -> TrainingStack:
     gated = fields.text(t["gated_activation"], at, "gated_activation")
     if gated not in ("fused", "unfused"):
         raise UsageError(f"{at}: 'gated_activation' must be fused or unfused, got {gated!r}")
+    loss = fields.text(t["cross_entropy"], at, "cross_entropy")
+    if loss not in ("fused", "upcast"):
+        raise UsageError(f"{at}: 'cross_entropy' must be fused or upcast, got {loss!r}")
     fp8 = fields.text(t["fp8"], at, "fp8")
     if fp8 not in FP8_RECIPES:
         raise UsageError(f"{at}: 'fp8' must be one of {', '.join(FP8_RECIPES)}, got {fp8!r}")
@@ -141,7 +146,8 @@ def _training(data: Any, where: str, sources: dict[str, str]) -> TrainingStack:
         raise UsageError(f"{at}: fp8_weight_cache and fp8_parameters need an fp8 recipe (fp8 is none)")
     if flag["tp_comm_overlap"] and not flag["tensor_parallel"]:
         raise UsageError(f"{at}: tp_comm_overlap needs tensor_parallel")
-    return TrainingStack(attention=dict(attention), fused_gated_activation=gated == "fused", fp8=fp8,
+    return TrainingStack(attention=dict(attention), fused_gated_activation=gated == "fused",
+                         fused_cross_entropy=loss == "fused", fp8=fp8,
                          gradients_in_weight_dtype=grads == "weight", zero=zero, zero_stages=stages, **flag)
 
 
