@@ -193,6 +193,7 @@ void bind_simulate(nb::module_& m) {
       .def_ro("pp_comm_s", &TrainingEstimate::pp_comm_s)
       .def_ro("p2p_send_s", &TrainingEstimate::p2p_send_s)
       .def_ro("dp_comm_s", &TrainingEstimate::dp_comm_s)
+      .def_ro("overlap_slowdown_s", &TrainingEstimate::overlap_slowdown_s)
       .def_ro("optimizer_s", &TrainingEstimate::optimizer_s)
       .def_ro("tokens_per_s", &TrainingEstimate::tokens_per_s)
       .def_ro("model_flops", &TrainingEstimate::model_flops)

@@ -84,7 +84,7 @@ struct StageBytes {
 
 // A stage graph's times on the device, for the linear stage profile.
 struct StageTimes {
-  double forward_s = 0, backward_s = 0, communication_s = 0, optimizer_s = 0, once_per_step_s = 0;
+  double forward_s = 0, backward_s = 0, communication_s = 0, overlapped_s = 0, optimizer_s = 0, once_per_step_s = 0;
   double model_flops = 0, reference = 0;
 };
 
@@ -101,6 +101,7 @@ StageTimes stage_times(const Graph& g, const DeviceSpec& device, const SimulateO
   t.forward_s = r.forward_time_s;
   t.backward_s = r.backward_time_s;
   t.communication_s = r.communication_time_s - r.overlapped_communication_s;  // exposed
+  t.overlapped_s = r.overlapped_communication_s;
   t.once_per_step_s = r.once_per_step_time_s;
   t.optimizer_s = r.optimizer_time_s;
   t.model_flops = r.model_flops;
@@ -186,6 +187,7 @@ void require_physical(const TrainingEstimate& e) {
       {"pp_comm_s", e.pp_comm_s},
       {"p2p_send_s", e.p2p_send_s},
       {"dp_comm_s", e.dp_comm_s},
+      {"overlap_slowdown_s", e.overlap_slowdown_s},
       {"optimizer_s", e.optimizer_s},
       {"forward_s", e.forward_s},
       {"backward_s", e.backward_s},
@@ -308,6 +310,7 @@ StageProfile profile_built_stage(const ModelSpec& model, const StageGraphs& s, c
   p.forward_s = line(t0.forward_s, t1.forward_s);
   p.backward_s = line(t0.backward_s, t1.backward_s);
   p.communication_s = line(t0.communication_s, t1.communication_s);
+  p.overlapped_communication_s = line(t0.overlapped_s, t1.overlapped_s);
   p.optimizer_s = line(t0.optimizer_s, t1.optimizer_s);
   p.once_per_step_s = line(t0.once_per_step_s, t1.once_per_step_s);
   p.parameter_bytes = line(s0.parameter_bytes, s1.parameter_bytes);
@@ -451,6 +454,7 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   // intra_dp_cp_group), torchtitan shards FSDP2 over the flattened dp_shard x cp mesh
   // (torchtitan/distributed/parallel_dims.py, dp_shard_cp).
   const int64_t shard_ranks = l.dp * l.cp;
+  double hidden_dp = 0.0;  // data-parallel communication behind compute, per step
   const auto shard = static_cast<double>(shard_ranks);
   if (shard_ranks > 1) {
     const int64_t shard_per_domain = std::max<int64_t>(
@@ -462,24 +466,35 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
     const double hide_bwd = l.overlap_grad_reduce ? e.backward_s : 0.0;
     const double hide_fwd = l.overlap_param_gather ? e.forward_s : 0.0;
     if (l.zero == 0) {
-      e.dp_comm_s = std::max(0.0, collective(CollectiveKind::all_reduce, grads) - hide_bwd);
+      const double ar = collective(CollectiveKind::all_reduce, grads);
+      e.dp_comm_s = std::max(0.0, ar - hide_bwd);
+      hidden_dp = ar - e.dp_comm_s;
     } else if (l.zero <= 2) {
-      const double rs = std::max(0.0, collective(CollectiveKind::reduce_scatter, grads) - hide_bwd);
-      e.dp_comm_s = (l.zero == 2 ? md : 1.0) * rs +
-                    std::max(0.0, collective(CollectiveKind::all_gather, params) - hide_fwd);
+      const double rs = collective(CollectiveKind::reduce_scatter, grads);
+      const double ag = collective(CollectiveKind::all_gather, params);
+      const double rs_exposed = std::max(0.0, rs - hide_bwd), ag_exposed = std::max(0.0, ag - hide_fwd);
+      const double times = l.zero == 2 ? md : 1.0;
+      e.dp_comm_s = times * rs_exposed + ag_exposed;
+      hidden_dp = times * (rs - rs_exposed) + (ag - ag_exposed);
     } else {
       const double ag = collective(CollectiveKind::all_gather, params);
       const double rs = collective(CollectiveKind::reduce_scatter, grads);
-      const double per = l.overlap_param_gather
-                             ? std::max(0.0, ag - e.forward_s) + collective(CollectiveKind::all_gather, layer_params) +
-                                   std::max(0.0, ag + rs - e.backward_s) +
-                                   collective(CollectiveKind::reduce_scatter, layer_grads)
-                             : 2.0 * ag + rs;
+      double per = 2.0 * ag + rs, hidden = 0.0;
+      if (l.overlap_param_gather) {
+        // The first layer's gather (forward) and the last layer's reduce-scatter (backward) wait
+        // for nothing to hide behind; the rest overlaps the passes as far as they last.
+        const double fwd = std::min(ag, e.forward_s), bwd = std::min(ag + rs, e.backward_s);
+        per = (ag - fwd) + collective(CollectiveKind::all_gather, layer_params) + (ag + rs - bwd) +
+              collective(CollectiveKind::reduce_scatter, layer_grads);
+        hidden = fwd + bwd;
+      }
       e.dp_comm_s = md * per;
+      hidden_dp = md * hidden;
     }
   }
+  e.overlap_slowdown_s = kOverlapComputeSlowdown * (md * p.overlapped_communication_s.at(n) + hidden_dp);
   e.optimizer_s = p.optimizer_s.at(n) / (l.zero >= 1 ? shard : 1.0);
-  e.step_s = e.compute_s + e.bubble_s + e.pp_comm_s + e.dp_comm_s + e.optimizer_s;
+  e.step_s = e.compute_s + e.bubble_s + e.pp_comm_s + e.dp_comm_s + e.overlap_slowdown_s + e.optimizer_s;
 
   const double tokens = static_cast<double>(l.global_batch) * static_cast<double>(base.seq);
   e.tokens_per_s = tokens / e.step_s;

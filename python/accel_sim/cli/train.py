@@ -220,7 +220,8 @@ def layout_dict(layout: Any, recompute: str) -> dict:
 def estimate_dict(e: Any) -> dict:
     return {"step_s": e.step_s, "micro_batches": e.micro_batches, "stage_layers": e.stage_layers,
             "breakdown_s": {"compute": e.compute_s, "of_which_tp_comm": e.tp_comm_s, "bubble": e.bubble_s,
-                            "pp_comm": e.pp_comm_s, "dp_comm_exposed": e.dp_comm_s, "optimizer": e.optimizer_s},
+                            "pp_comm": e.pp_comm_s, "dp_comm_exposed": e.dp_comm_s,
+                            "overlap_slowdown": e.overlap_slowdown_s, "optimizer": e.optimizer_s},
             "tokens_per_s": e.tokens_per_s, "tflops_per_gpu": e.tflops_per_gpu, "mfu": e.mfu,
             "memory_per_gpu_bytes": e.memory_per_gpu_bytes, "activation_bytes": e.activation_bytes,
             "fits": e.fits, "reason": e.reason}
@@ -317,6 +318,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"  step         {ms(e.step_s)} · {e.micro_batches} micro-batches of {args.microbatch} x {args.seq} tokens")
     print(f"               compute {ms(e.compute_s)} (TP/CP/EP collectives {ms(e.tp_comm_s)}) · bubble {ms(e.bubble_s)} · "
           f"pipeline sends {ms(e.pp_comm_s)} · data-parallel exposed {ms(e.dp_comm_s)} · optimizer {ms(e.optimizer_s)}")
+    print(f"               compute slowed by the collectives it overlaps {ms(e.overlap_slowdown_s)}")
     print(f"  throughput   {e.tokens_per_s:,.0f} tokens/s · {e.tflops_per_gpu:,.0f} TFLOP/s per GPU · MFU {e.mfu * 100:.1f}%")
     print(f"  memory       {e.memory_per_gpu_bytes / 2**30:,.1f} GiB per GPU of {run.device.memory_bytes / 2**30:,.0f} GiB "
           f"(activations {e.activation_bytes / 2**30:,.1f} GiB)")
@@ -338,8 +340,10 @@ def step_schedule(e: Any, layout: Any) -> tuple[Any, list[tuple[str, float, floa
     v = layout.virtual_stages
     schedule = _core.schedule_pipeline(layout.pp, v, e.micro_batches, e.forward_s / v, e.backward_s / v, e.p2p_send_s)
     end = schedule.makespan_s
-    tail = [("data-parallel communication (exposed)", end, end + e.dp_comm_s),
-            ("optimizer", end + e.dp_comm_s, end + e.dp_comm_s + e.optimizer_s)]
+    slowed = end + e.overlap_slowdown_s
+    tail = [("compute slowed by overlapped collectives", end, slowed),
+            ("data-parallel communication (exposed)", slowed, slowed + e.dp_comm_s),
+            ("optimizer", slowed + e.dp_comm_s, slowed + e.dp_comm_s + e.optimizer_s)]
     return schedule, tail
 
 

@@ -25,6 +25,7 @@ def _step_items(e: Any) -> list[tuple[str, float, str, str]]:
              ("pipeline bubble", e.bubble_s, "#9aa3ad"),
              ("pipeline sends", e.pp_comm_s, "#e08a00"),
              ("data-parallel communication (exposed)", e.dp_comm_s, "#7b4fa0"),
+             ("compute slowed by overlapped collectives", e.overlap_slowdown_s, "#b5651d"),
              ("optimizer", e.optimizer_s, "#2e8b57")]
     return [(name, v, colour, f"{name}: {fmt_seconds(v)} ({v / e.step_s * 100:.1f}% of the step)")
             for name, v, colour in parts]
