@@ -85,8 +85,8 @@ struct ParallelLayout {
 // bandwidth from the GEMMs and attention kernels they overlap. Measured on A100, H100, MI250 and
 // MI210 running GPT and Llama layers with overlapped collectives: an average computational
 // slowdown of 18.9% (at most 40.0%) against the same compute with no communication beside it
-// (Jain et al., "Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed
-// Deep Learning: Performance and Power Implications", arXiv 2507.03114, abstract and sec. 5).
+// ("Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed Deep Learning:
+// Performance and Power Implications", arXiv 2507.03114, abstract).
 // The step pays this fraction of every second of communication it hides.
 inline constexpr double kOverlapComputeSlowdown = 0.189;
 
