@@ -191,29 +191,36 @@ def load_end_to_end(path: str | Path | None = None) -> list[dict]:
 _E2E_PRECISIONS = ("bf16", "fp16", "fp32", "amp-bf16")
 
 
+def _row_model_spec(row: dict, what: str, dtype: str) -> Any:
+    """The ModelSpec of a validation row: its shipped `model` config with the row's `overrides`
+    (a JSON object of config fields, e.g. fewer layers or an MPT run's n_positions)."""
+    import json
+
+    from accel_sim.io.model_config import load_model_config, spec_from_hf_config
+
+    config, where = load_model_config(row["model"])
+    try:
+        overrides = json.loads(row.get("overrides") or "{}")
+    except ValueError:
+        overrides = None
+    if not isinstance(overrides, dict):
+        raise UsageError(f"{what} {row.get('id', '?')}: overrides are not a JSON object")
+    return spec_from_hf_config({**config, **overrides}, where, name=row["model"], dtype=dtype)
+
+
 def _end_to_end_graph(row: dict) -> Any:
     """The builder's graph of a measured whole-model row: the shipped config with the row's
     `overrides` (fewer layers), its phase, shape and KV context; HF-eager kernels for a forward
     and a decode; for training the builder's fused step (it builds no HF-eager training step),
     AdamW, the row's recompute, and for "amp-bf16" (fp32 weights under bf16 autocast) bf16
     compute with fp32 master weights, gradients and states."""
-    import json
-
     from accel_sim.api import build_model_graph
-    from accel_sim.io.model_config import load_model_config, spec_from_hf_config
 
     precision = row.get("precision") or row["dtype"]
     if precision not in _E2E_PRECISIONS:
         raise UsageError(f"end-to-end row {row.get('id', '?')}: unknown precision '{precision}' "
                          f"(known: {', '.join(_E2E_PRECISIONS)})")
-    config, where = load_model_config(row["model"])
-    try:
-        overrides = json.loads(row.get("overrides") or "{}")
-    except ValueError:
-        raise UsageError(f"end-to-end row {row.get('id', '?')}: overrides are not a JSON object") from None
-    if not isinstance(overrides, dict):
-        raise UsageError(f"end-to-end row {row.get('id', '?')}: overrides are not a JSON object")
-    model = spec_from_hf_config({**config, **overrides}, where, name=row["model"], dtype=row["dtype"])
+    model = _row_model_spec(row, "end-to-end row", row["dtype"])
     train = row["phase"] == "train"
     keywords = dict(phase=row["phase"], batch=int(row["batch"]), seq=int(row["seq"]),
                     context=int(row.get("context") or 0),
@@ -414,12 +421,8 @@ def predict_training_run(row: dict) -> Any:
     system's own is not the one measured, its ZeRO stage where the stack's default is not the one
     run, its recomputation, and config overrides (an MPT run's n_positions); the row's precision
     (bf16-mixed where it is unstated)."""
-    import json
-
     from accel_sim.cli.train import apply_training_stack
     from accel_sim.device import resolve_device
-    from accel_sim.errors import UsageError
-    from accel_sim.io.model_config import load_model_config, spec_from_hf_config
     from accel_sim.io.stack_file import resolve_stack
     from accel_sim.io.system_file import resolve_system
 
@@ -427,14 +430,7 @@ def predict_training_run(row: dict) -> Any:
     chosen = resolve_device(row.get("device") or system.device, [])
     device = chosen.spec
     precision = row["precision"] if row["precision"] != "unstated" else "bf16-mixed"
-    config, where = load_model_config(row["model"])
-    try:
-        overrides = json.loads(row.get("overrides") or "{}")
-    except json.JSONDecodeError:
-        overrides = None
-    if not isinstance(overrides, dict):
-        raise UsageError(f"training run {row.get('id', '?')}: overrides are not a JSON object")
-    spec = spec_from_hf_config({**config, **overrides}, where, name=row["model"], dtype="bf16")
+    spec = _row_model_spec(row, "training run", "bf16")
     layout = _core.ParallelLayout()
     for name in ("tp", "pp", "cp", "dp"):
         setattr(layout, name, int(row[name]))
