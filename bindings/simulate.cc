@@ -25,7 +25,8 @@ void bind_simulate(nb::module_& m) {
       .value("flash2", AttentionImpl::flash2)
       .value("flash3", AttentionImpl::flash3)
       .value("cudnn", AttentionImpl::cudnn)
-      .value("eager", AttentionImpl::eager);
+      .value("eager", AttentionImpl::eager)
+      .value("flash1", AttentionImpl::flash1);
 
   // The options are plain values: copy.copy / copy.deepcopy (or the copy constructor) give an
   // independent copy of every field, nested options, system and groups included.

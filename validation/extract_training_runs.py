@@ -12,7 +12,7 @@ their parenthesized values as "alternative FP8 quantization granularity", i.e. b
 recipes) -> fp8-mixed, BF16 -> bf16-mixed; "unstated" where nothing says.
 
 llm-foundry (MosaicML's MPT benchmark tables, scripts/train/benchmarking/README.md), stack
-llm-foundry: PyTorch FSDP1 over all GPUs (FULL_SHARD -> ZeRO-3, SHARD_GRAD_OP -> ZeRO-2), no model
+llm-foundry-2023 (the release the sweep ran, with flash-attn 1.x attention): PyTorch FSDP1 over all GPUs (FULL_SHARD -> ZeRO-3, SHARD_GRAD_OP -> ZeRO-2), no model
 parallelism, activation checkpointing -> --recompute full, amp_fp8 -> fp8-mixed (Transformer
 Engine), amp_bf16 and bf16 -> bf16-mixed (FSDP1 keeps fp32 sharded parameters under every
 mixed-precision mode). The MPT models are the shipped mpt-* configs; each row sets n_positions to
@@ -73,7 +73,7 @@ def _foundry_row(r: dict, skip) -> dict | None:
     if mbs * accum * gpus != int(p["global_batch_seqs"]):
         skip("llm-foundry batch that is not micro x accumulation x GPUs")
         return None
-    return {"stack": "llm-foundry", "system": gpu[0], "device": gpu[1], "model": model,
+    return {"stack": "llm-foundry-2023", "system": gpu[0], "device": gpu[1], "model": model,
             "overrides": json.dumps({"n_positions": seq}) if seq != 2048 else "", "gpus": gpus, "tp": 1, "pp": 1,
             "cp": 1, "dp": gpus, "virtual_stages": 1, "zero": zero,
             "recompute": "full" if p.get("activation_checkpointing") else "none", "global_batch": mbs * accum * gpus,

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 from accel_sim import _core
 from accel_sim.device import Device, resolve_device
 from accel_sim.errors import UsageError
+from accel_sim.io.stack_file import ATTENTION_KERNELS
 from accel_sim.io.graph_file import load_graph, to_core
 
 _GROUPINGS = {
@@ -313,8 +314,8 @@ def _options(cost_model: str, tf32: bool, launch_overhead: bool, free_at_last_us
                 group = g
             made.append(group)
         options.groups = made
-    if attention_impl not in ("flash2", "flash3", "cudnn", "eager"):
-        raise UsageError(f"unknown attention implementation '{attention_impl}' (known: flash2, flash3, cudnn, eager)")
+    if attention_impl not in ATTENTION_KERNELS:
+        raise UsageError(f"unknown attention implementation '{attention_impl}' (known: {', '.join(ATTENTION_KERNELS)})")
     options.cost.attention_impl = getattr(_core.AttentionImpl, attention_impl)
     if clock_mhz is not None:
         if clock_mhz <= 0:

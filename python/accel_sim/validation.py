@@ -34,9 +34,10 @@ from typing import Any, Iterable
 
 from accel_sim import _core
 from accel_sim.errors import UsageError
+from accel_sim.io.stack_file import ATTENTION_KERNELS
 
 CLASSES = ("gemm", "attention", "memory", "end-to-end")
-_IMPLS = {"flash2", "flash3", "cudnn", "eager"}
+_IMPLS = set(ATTENTION_KERNELS)
 # Data and command-line dtype names -> core dtypes (tf32: fp32 data on TF32 tensor cores).
 DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "fp8": "fp8_e4m3", "tf32": "fp32"}
 TIMINGS = ("events", "graph", "loop", "profiler")
@@ -417,7 +418,7 @@ def predict_training_run(row: dict) -> Any:
     """`accel-sim train`'s estimate for a published run (validation/extract_training_runs.py) under
     the row's stack (data/stacks/*.yaml): megatron-core for the Megatron-LM / NeMo rows (what NeMo's
     performance recipes run: sequence parallelism with TP, no recomputation, the distributed
-    optimizer), llm-foundry for MosaicML's FSDP benchmark. The row names its device where the
+    optimizer), llm-foundry-2023 for MosaicML's FSDP benchmark (flash-attn 1.x). The row names its device where the
     system's own is not the one measured, its ZeRO stage where the stack's default is not the one
     run, its recomputation, and config overrides (an MPT run's n_positions); the row's precision
     (bf16-mixed where it is unstated)."""

@@ -26,9 +26,10 @@ enum class Bound : uint8_t { none, compute, memory };
 std::string_view bound_name(Bound bound);
 
 // Attention implementations the kernel model times: PyTorch SDPA's flash backend
-// (FlashAttention-2), FlashAttention-3 (Hopper), cuDNN's fused attention, and eager attention
-// (two batched GEMMs around a softmax over the materialised scores).
-enum class AttentionImpl : uint8_t { flash2, flash3, cudnn, eager };
+// (FlashAttention-2), FlashAttention-3 (Hopper), cuDNN's fused attention, eager attention
+// (two batched GEMMs around a softmax over the materialised scores), and FlashAttention-1
+// (flash-attn 1.x and the Triton kernels of its time, which 2023 stacks ran).
+enum class AttentionImpl : uint8_t { flash2, flash3, cudnn, eager, flash1 };
 
 std::string_view attention_impl_name(AttentionImpl impl);
 AttentionImpl parse_attention_impl(std::string_view name);  // throws ConfigError

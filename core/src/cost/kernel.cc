@@ -14,7 +14,8 @@
 // Attention (FlashAttention-2, Dao 2023; FlashAttention-3, Shah et al. 2024): one CTA per
 // (batch x head, 128-query block), waves over the SMs; the FLOPs over the unmasked pairs at the
 // device's sustained attention rate, or the traffic of q, k, v and the output at the achievable
-// bandwidth (decode: the KV cache), plus the floor.
+// bandwidth (decode: the KV cache), plus the floor. FlashAttention-1 runs the same work at
+// kFlash1OverFlash2 of FlashAttention-2's sustained rate, forward and backward.
 //
 // Everything else is a streaming kernel: the kernel floor plus its bytes at the achievable
 // bandwidth, or its FLOPs at the vector peak if that is longer.
@@ -30,6 +31,13 @@ namespace accelsim {
 namespace {
 
 double ceil_div(double a, double b) { return std::ceil(a / b); }
+
+// FlashAttention-1's sustained rate over FlashAttention-2's on the same device: "up to
+// 124 TFLOPs/s on A100" for FlashAttention against "up to 230 TFLOPs/s on A100" for
+// FlashAttention-2 (T. Dao, "FlashAttention-2: Faster Attention with Better Parallelism and Work
+// Partitioning", https://hazyresearch.stanford.edu/blog/2023-07-17-flash2, and arXiv 2307.08691
+// section 1). One ratio for forward and backward, as the paper's "about 2x" is for both.
+constexpr double kFlash1OverFlash2 = 124.0 / 230.0;
 
 // Output tile shapes the GEMM libraries pick from, most efficient first (cuBLAS tile list of the
 // NVIDIA matmul performance guide; CUTLASS/hipBLASLt use the same family).
@@ -215,6 +223,7 @@ OpCost KernelCostModel::cost(const OpCount& count, const DeviceSpec& device,
     if (fp8 && !count.attention.backward && k.fp8_attention_efficiency > 0) {
       efficiency = k.fp8_attention_efficiency;
     }
+    if (options.attention_impl == AttentionImpl::flash1) efficiency *= kFlash1OverFlash2;
     const double sustained = c.peak_flops_per_s * efficiency;
     const double fp16_rate = device.fp16_matrix_flops_per_s * clock_scale;
     const double softmax = fp8 && fp16_rate > 0 ? kSoftmaxHeadDims * c.peak_flops_per_s / fp16_rate

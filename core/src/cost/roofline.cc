@@ -21,6 +21,7 @@ std::string_view attention_impl_name(AttentionImpl impl) {
     case AttentionImpl::flash3: return "flash3";
     case AttentionImpl::cudnn: return "cudnn";
     case AttentionImpl::eager: return "eager";
+    case AttentionImpl::flash1: return "flash1";
   }
   return "flash2";
 }
@@ -30,8 +31,9 @@ AttentionImpl parse_attention_impl(std::string_view name) {
   if (name == "flash3") return AttentionImpl::flash3;
   if (name == "cudnn") return AttentionImpl::cudnn;
   if (name == "eager") return AttentionImpl::eager;
+  if (name == "flash1") return AttentionImpl::flash1;
   throw ConfigError("unknown attention implementation '" + std::string(name) +
-                    "' (known: flash2, flash3, cudnn, eager)");
+                    "' (known: flash2, flash3, cudnn, eager, flash1)");
 }
 
 OpCost RooflineCostModel::cost(const OpCount& count, const DeviceSpec& device,

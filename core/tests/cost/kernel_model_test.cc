@@ -165,6 +165,12 @@ TEST(KernelModelTest, AttentionScalesWithHeadDimAndClock) {
   // FlashAttention-2 keeps its own backward.
   EXPECT_NEAR(estimate_kernel(both, d, "kernel", no_launch()).time_s,
               forward / 100e12 + 2.5 * forward / 50e12, 1e-15);
+  // FlashAttention-1 runs forward and backward at 124/230 of FlashAttention-2's rates (the
+  // FlashAttention-2 post's A100 maxima): 100 -> 53.913 and 50 -> 26.957 TFLOP/s.
+  KernelQuery flash1 = both;
+  flash1.impl = AttentionImpl::flash1;
+  EXPECT_NEAR(estimate_kernel(flash1, d, "kernel", no_launch()).time_s,
+              forward / (100e12 * 124 / 230) + 2.5 * forward / (50e12 * 124 / 230), 1e-15);
 }
 
 TEST(KernelModelTest, AttentionWavesCausalImbalanceAndSplitKvDecode) {

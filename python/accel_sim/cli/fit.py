@@ -8,6 +8,7 @@ from typing import Any
 
 from accel_sim.cli.flags import COUNT, counts_up_to
 from accel_sim.fit import MAX_LIMIT
+from accel_sim.io.stack_file import ATTENTION_KERNELS
 from accel_sim.cli.script_watch import add_timeout_argument, watch_script
 
 _WHAT = {"batch": "batch", "seq": "sequence length"}
@@ -30,7 +31,7 @@ def add_parser(sub: Any, dtypes: tuple[str, ...]) -> None:
     p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="with --phase train: activation recomputation (default: none)")
     p.add_argument("--keep-grads", action="store_true", help="with --phase train: gradients kept between steps (zero_grad(set_to_none=False))")
     p.add_argument("--kernels", choices=("fused", "hf-eager"), default="fused", help="with --model: kernel style (default: fused)")
-    p.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn", "eager"), default="flash2", help="with --model: eager builds the unfused attention core, whose scores take memory (default: a fused kernel)")
+    p.add_argument("--attention-impl", choices=ATTENTION_KERNELS, default="flash2", help="with --model: eager builds the unfused attention core, whose scores take memory (default: a fused kernel)")
     p.add_argument("--tp", **COUNT, default=1, help="with --model: tensor-parallel degree (one rank's memory)")
     p.add_argument("--sp", action="store_true", help="with --model and --tp > 1: sequence parallelism")
     p.add_argument("--dtype", choices=dtypes, help="the model's dtype (a script: cast before capture)")

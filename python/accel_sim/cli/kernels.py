@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from accel_sim.cli.flags import CLOCK_MHZ, COUNT, ELEMENTS
+from accel_sim.io.stack_file import ATTENTION_KERNELS
 from accel_sim.report.json_report import SCHEMA_VERSION
 from accel_sim.validation import DTYPES as _CORE_DTYPES
 
@@ -45,7 +46,7 @@ def add_parsers(sub: Any) -> None:
             k.add_argument("--causal", action="store_true")
             k.add_argument("--backward", action="store_true", help="time the backward kernel (with --forward too: both)")
             k.add_argument("--forward", action="store_true", help="with --backward: time forward and backward")
-            k.add_argument("--impl", choices=("flash2", "flash3", "cudnn", "eager"), default="flash2",
+            k.add_argument("--impl", choices=ATTENTION_KERNELS, default="flash2",
                            help="implementation (default: flash2, what PyTorch's SDPA flash backend runs)")
         else:
             k.add_argument("--op", required=True, help="unary (relu, gelu, silu, exp, cast, copy), binary (add, mul, sub, div), rms_norm, layer_norm, softmax, rope")
@@ -335,7 +336,7 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
         print("\n  data: the `measured` lists of python/accel_sim/data/systems/*.yaml, each with its source")
     if runs:
         print("\ntraining runs (report only; `accel-sim train --stack S` under the stack that ran each: megatron-core for "
-              "Megatron-LM / NeMo, with SP and no recompute; llm-foundry for MosaicML's MPT benchmark, FSDP1): "
+              "Megatron-LM / NeMo, with SP and no recompute; llm-foundry-2023 for MosaicML's MPT benchmark, FSDP1 and flash-attn 1.x): "
               "tokens/s per GPU\n")
         print(table(["id", "stack", "device", "model", "GPUs", "seq", "layout", "precision", "measured", "predicted",
                      "error / why not"],

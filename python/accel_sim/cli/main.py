@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from accel_sim.cli.fit import add_parser as add_fit_parser
 from accel_sim.cli.flags import CLOCK_MHZ, COUNT, WHOLE, Parser, check_numbers, record_given
+from accel_sim.io.stack_file import ATTENTION_KERNELS
 from accel_sim.cli.fit import cmd_fit
 from accel_sim.cli.kernels import add_parsers as add_kernel_parsers
 from accel_sim.cli.plan import add_parser as add_plan_parser
@@ -78,7 +79,7 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-launch-overhead", action="store_true", help="leave out the per-kernel launch overhead")
     p.add_argument("--cuda-graphs", action="store_true", help="kernels replayed from a CUDA graph: no host launch cost per kernel")
     p.add_argument("--fuse", action="store_true", help="cost chains of elementwise ops as single kernels, as torch.compile fuses them")
-    p.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn", "eager"), default="flash2",
+    p.add_argument("--attention-impl", choices=ATTENTION_KERNELS, default="flash2",
                    help="which kernel runs attention in the kernel model (default: flash2, PyTorch SDPA's flash backend); eager with --model: the builder emits the unfused core (QK^T, softmax, dropout, PV) with its scores in memory")
     p.add_argument("--clock-mhz", **CLOCK_MHZ, help="core clock override for the kernel model (a power-capped or down-clocked part)")
     p.add_argument("--system", help="with --model and --tp/--cp/--ep: the cluster whose fabric times the graph's collectives (see `accel-sim systems`); TP is placed inside a scale-up domain first, then CP, then EP")

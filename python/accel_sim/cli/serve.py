@@ -14,6 +14,7 @@ from accel_sim.cli.flags import CLOCK_MHZ, COUNT, FRACTION, POSITIVE, RESERVE_FR
 from accel_sim.cli.progress import Progress
 from accel_sim.io import fields
 from accel_sim.io.serve_trace import MAX_LENGTH  # a request's lengths: the core's int32 (core/include/accelsim/serve.h)
+from accel_sim.io.stack_file import ATTENTION_KERNELS
 from accel_sim.report.json_report import SCHEMA_VERSION
 
 SCHEDULERS = ("vllm", "sarathi", "orca", "static")
@@ -139,7 +140,7 @@ def add_parser(sub: Any) -> None:
     o.add_argument("--slo-tpot-p99", metavar="DURATION", help="p99 time-per-output-token target, e.g. 50ms")
     o.add_argument("--find-max-qps", action="store_true", help="search the highest rate meeting the SLOs")
     o.add_argument("--cost-model", default="kernel")
-    o.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn"), default="flash2")
+    o.add_argument("--attention-impl", choices=tuple(k for k in ATTENTION_KERNELS if k != "eager"), default="flash2")
     o.add_argument("--clock-mhz", **CLOCK_MHZ, help="core clock override for the kernel model (a power-capped or down-clocked part)")
     o.add_argument("--no-cuda-graphs", action="store_true", help="charge host launch overhead per kernel (default: engines replay CUDA graphs)")
     o.add_argument("--trace", metavar="FILE", help="write the first steps of every engine as a Perfetto / Chrome trace")

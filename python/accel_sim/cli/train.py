@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from accel_sim.cli.flags import AT_LEAST_ONE, CLOCK_MHZ, COUNT, check_clock
+from accel_sim.io.stack_file import ATTENTION_KERNELS
 from accel_sim.report.json_report import SCHEMA_VERSION
 
 PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8-mixed", "bf16", "fp16", "fp32")
@@ -22,12 +23,12 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scaleup-domain", **COUNT, metavar="N", help="GPUs per scale-up domain (NVLink/NVSwitch, xGMI), overriding the system file's")
     p.add_argument("--precision", choices=PRECISIONS, default="bf16-mixed", help="bf16-mixed (default): 16-bit compute, fp32 master weights, gradients and optimizer states; fp8-mixed: the blocks' GEMMs in fp8 as Transformer Engine runs them")
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd"), default="adamw")
-    p.add_argument("--attention-impl", choices=("flash2", "flash3", "cudnn", "eager"),
+    p.add_argument("--attention-impl", choices=ATTENTION_KERNELS,
                    help="the attention kernel (default: the stack's on this device)")
     p.add_argument("--stack", metavar="NAME|FILE",
                    help="the training framework as a stack file: what it runs (attention kernel, fused SwiGLU, TP "
                         "overlap, fp8 weights, gradient dtype, ZeRO stages); default: megatron-core "
-                        "(shipped: megatron-core, torchtitan, llm-foundry, deepspeed, hf-accelerate; docs/formats/stack.md)")
+                        "(shipped: megatron-core, torchtitan, llm-foundry, llm-foundry-2023, deepspeed, hf-accelerate; docs/formats/stack.md)")
     p.add_argument("--expert-imbalance", **AT_LEAST_ONE, default=1.0, metavar="F",
                    help="MoE under EP: the busiest rank's routed tokens over the mean (default: 1, balanced)")
     p.add_argument("--no-tp-overlap", action="store_true",

@@ -24,13 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from accel_sim import _core
 from accel_sim.errors import UsageError
 from accel_sim.io import fields
 
 # The stack `train` and `plan` run when --stack is not given: Megatron-Core as NeMo's performance
 # recipes configure it, the stack the calibration set's training runs were measured on.
 DEFAULT_STACK = "megatron-core"
-ATTENTION_KERNELS = ("flash2", "flash3", "cudnn", "eager")
+# The attention kernels, as the core names them (AttentionImpl): the one list the flags, the stack
+# and the validation rows take theirs from.
+ATTENTION_KERNELS = tuple(m.name for m in _core.AttentionImpl)
 FP8_RECIPES = ("transformer-engine", "torchao", "none")
 _TRAINING_FIELDS = {
     "attention": "a mapping of sm_NN (or default) to an attention kernel",
