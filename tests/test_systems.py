@@ -3,11 +3,12 @@ published bus bandwidths in `validate`."""
 
 from __future__ import annotations
 
+import csv
 import json
 import statistics
 
 import pytest
-from conftest import run_cli
+from conftest import REPO, run_cli
 
 
 def test_systems_lists_the_shipped_clusters():
@@ -139,6 +140,13 @@ def test_published_training_runs_are_reported():
     # parameters, bf16 gradient buffers; llm-foundry: the fused loss on bf16 logits) none may be
     # said not to fit.
     assert [r["id"] for r in runs if r["reason"]] == []
+    # Every other training row of the calibration set is listed with its reason: the runs and the
+    # grouped rows together are all of validation/published.csv's training rows.
+    with open(REPO / "validation" / "published.csv", newline="", encoding="utf-8") as f:
+        published = sum(r["category"] == "training" for r in csv.DictReader(f))
+    left_out = d["training_runs_left_out"]
+    assert len(runs) + sum(g["rows"] for g in left_out) == published
+    assert all(g["reason"] and g["rows"] > 0 for g in left_out)
 
 
 # ---- device_overrides: a system of a device variant ------------------------------------------------

@@ -414,6 +414,17 @@ def training_runs_path() -> Path:
     return Path(str(importlib.resources.files("accel_sim") / "data" / "validation" / "training_runs.csv"))
 
 
+def training_runs_left_out() -> list[tuple[str, int]]:
+    """The calibration set's training rows validation/extract_training_runs.py does not turn into
+    runs, grouped by its reason (python/accel_sim/data/validation/training_runs_skipped.csv), most
+    rows first."""
+    with open(training_runs_path().with_name("training_runs_skipped.csv"), newline="", encoding="utf-8") as f:
+        counts: dict[str, int] = {}
+        for row in csv.DictReader(f):
+            counts[row["reason"]] = counts.get(row["reason"], 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
 def predict_training_run(row: dict) -> Any:
     """`accel-sim train`'s estimate for a published run (validation/extract_training_runs.py) under
     the row's stack (data/stacks/*.yaml): megatron-core for the Megatron-LM / NeMo rows (what NeMo's

@@ -262,6 +262,7 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
     if args.split != "all":
         collectives = [c for c in collectives if c["split"] == args.split]
     done = [r for r in runs if r["predicted_tokens_per_s_per_gpu"]]
+    left_out = validation.training_runs_left_out() if runs else []
     run_stats = _core.error_stats([r["predicted_tokens_per_s_per_gpu"] for r in done],
                                   [r["measured_tokens_per_s_per_gpu"] for r in done])
     run_families = []  # per stack and device: the source families of the training runs
@@ -280,6 +281,7 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
                                       "max_abs_error": run_stats.max_abs_error,
                                       "median_signed_error": run_stats.median_signed_error},
             "training_runs_by_family": run_families,
+            "training_runs_left_out": [{"reason": why, "rows": n} for why, n in left_out],
             "uncalibrated_devices": unmeasured,
             "lines": [{"split": s, "device": l.device, "class": l.kind, "calibrated": l.calibrated, "rows": l.kernel.rows,
                        "kernel": {"median_abs_error": l.kernel.median_abs_error, "p90_abs_error": l.kernel.p90_abs_error,
@@ -358,6 +360,11 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
               "(tokens/s and model TFLOP/s per GPU share the error)")
         print(f"  data: {validation.training_runs_path()} (validation/extract_training_runs.py); "
               "precision 'unstated' is predicted as bf16-mixed")
+        total = len(runs) + sum(n for _, n in left_out)
+        print(f"\n  {len(runs)} of the calibration set's {total} training rows are runs above "
+              f"({len(runs) / total * 100:.0f}%); the other {total - len(runs)}, by reason:")
+        for why, n in left_out:
+            print(f"  {n:5d}  {why}")
     if serving:
         print("\nserving (report only; `accel-sim serve`, every request at t = 0 as the benchmarks submit them): "
               "TensorRT-LLM static batches and TTFT, vLLM batch latency and offline throughput\n")
