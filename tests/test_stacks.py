@@ -29,6 +29,10 @@ def test_the_shipped_stacks_load_with_a_source_for_every_choice():
     # llm-foundry's 2023 benchmark release ran flash-attn 1.x; the current release runs flash-attn 2.
     assert stacks["llm-foundry-2023"].training.attention_for("Hopper GH100 (sm_90)") == "flash1"
     assert stacks["llm-foundry"].training.attention_for("Hopper GH100 (sm_90)") == "flash2"
+    # Megatron-Core overlaps TP communication through Transformer Engine's userbuffers, which need
+    # CUDA multicast (sm_90 on): on A100 NeMo's recipes leave it off.
+    assert [mc.tp_comm_overlap_for(a) for a in ("Ampere GA100 (sm_80)", "Hopper GH100 (sm_90)",
+                                                 "Blackwell dual-die (sm_100)", "CDNA 3 (gfx942)")] == [False, True, True, False]
 
 
 def _train(*extra: str) -> dict:
@@ -88,7 +92,10 @@ HF = GOOD.with_name("hf-accelerate.yaml")  # its runtime section charges 23 us p
     (("cross_entropy: upcast", "cross_entropy: liger"), "'cross_entropy' must be fused or upcast"),
     (("  cross_entropy: upcast\n", ""), "'training' lacks cross_entropy"),
     (("attention: {default: flash2}", "attention: {sm_90: flash9, default: flash2}"), "'attention.sm_90' must be one of"),
-    (("attention: {default: flash2}", "attention: {sm_90: cudnn}"), "'attention' needs a default kernel"),
+    (("attention: {default: flash2}", "attention: {sm_90: cudnn}"), "'attention' needs a default"),
+    (("tp_comm_overlap: false", "tp_comm_overlap: {sm_90: false}"), "'tp_comm_overlap' needs a default"),
+    (("tp_comm_overlap: false", "tp_comm_overlap: {hopper: false, default: false}"), "'tp_comm_overlap' keys are sm_NN or default"),
+    (("tp_comm_overlap: false", "tp_comm_overlap: {sm_90: maybe, default: false}"), "tp_comm_overlap.sm_90"),
     (("zero: 3\n", "zero: 1\n"), "'zero' 1 is not one of its zero_stages [0, 2, 3]"),
     (("  overlap_grad_reduce: true\n", "  overlap_grad_reduce: true\n  prefetch: 2\n"), "unknown field 'training.prefetch'"),
     (("  training.gradient_dtype:", "  training.gradient_dtype_source:"), "names no source for training.gradient_dtype"),

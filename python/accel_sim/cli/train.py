@@ -156,7 +156,7 @@ def apply_training_stack(stack: Any, base: Any, options: Any, architecture: str,
     base.fp8_parameters = base.fp8_gemms and t.fp8_parameters
     base.gradients_in_weight_dtype = base.master_weights and t.gradients_in_weight_dtype
     options.cost.attention_impl = getattr(_core.AttentionImpl, kernel)
-    options.overlap_tp_comm = t.tp_comm_overlap
+    options.overlap_tp_comm = t.tp_comm_overlap_for(architecture)
     options.fp8_weight_cache = t.fp8_weight_cache
     options.cost.host_overhead_per_kernel_s = stack.host_overhead_per_kernel_s
 

@@ -39,7 +39,7 @@ _TRAINING_FIELDS = {
     "attention": "a mapping of sm_NN (or default) to an attention kernel",
     "gated_activation": "fused or unfused",
     "cross_entropy": "fused or upcast",
-    "tp_comm_overlap": "true or false",
+    "tp_comm_overlap": "true or false, or a mapping of sm_NN (or default) to true or false",
     "fp8": "the fp8 recipe (transformer-engine, torchao or none)",
     "fp8_weight_cache": "true or false",
     "fp8_parameters": "true or false",
@@ -64,7 +64,7 @@ class TrainingStack:
     attention: dict[str, str]
     fused_gated_activation: bool
     fused_cross_entropy: bool
-    tp_comm_overlap: bool
+    tp_comm_overlap: dict[str, bool]
     fp8: str
     fp8_weight_cache: bool
     fp8_parameters: bool
@@ -80,10 +80,33 @@ class TrainingStack:
     def attention_for(self, architecture: str) -> str:
         """The attention kernel the stack runs on a device whose `architecture` names its
         compute capability (sm_90), or its default."""
-        m = re.search(r"sm_(\d+)", architecture or "")
-        if m and f"sm_{m.group(1)}" in self.attention:
-            return self.attention[f"sm_{m.group(1)}"]
-        return self.attention["default"]
+        return _for_architecture(self.attention, architecture)
+
+    def tp_comm_overlap_for(self, architecture: str) -> bool:
+        """Whether the stack overlaps TP collectives with their GEMMs on a device of
+        `architecture`, or by its default."""
+        return _for_architecture(self.tp_comm_overlap, architecture)
+
+
+def _for_architecture(choices: dict, architecture: str) -> Any:
+    """The entry of `choices` for the compute capability `architecture` names (sm_90), or the
+    default entry."""
+    m = re.search(r"sm_(\d+)", architecture or "")
+    if m and f"sm_{m.group(1)}" in choices:
+        return choices[f"sm_{m.group(1)}"]
+    return choices["default"]
+
+
+def _per_architecture(value: Any, at: str, name: str, check) -> dict:
+    """A choice given once (`default`) or per compute capability: {sm_90: x, default: y}."""
+    if not isinstance(value, dict):
+        return {"default": check(value, name)}
+    for arch in value:
+        if arch != "default" and not re.fullmatch(r"sm_\d+", str(arch)):
+            raise UsageError(f"{at}: '{name}' keys are sm_NN or default, got {arch!r}")
+    if "default" not in value:
+        raise UsageError(f"{at}: '{name}' needs a default")
+    return {arch: check(v, f"{name}.{arch}") for arch, v in value.items()}
 
 
 @dataclass(frozen=True)
@@ -115,14 +138,14 @@ def _training(data: Any, where: str, sources: dict[str, str]) -> TrainingStack:
         raise UsageError(f"{where}: 'sources' names no source for training.{unsourced[0]} "
                          "(every choice of a stack names where it is read from)")
     at = f"{where}: training"
-    attention = fields.mapping(t["attention"], at, "attention")
-    for arch, kernel in attention.items():
-        if arch != "default" and not re.fullmatch(r"sm_\d+", str(arch)):
-            raise UsageError(f"{at}: 'attention' keys are sm_NN or default, got {arch!r}")
-        if kernel not in ATTENTION_KERNELS:
-            raise UsageError(f"{at}: 'attention.{arch}' must be one of {', '.join(ATTENTION_KERNELS)}, got {kernel!r}")
-    if "default" not in attention:
-        raise UsageError(f"{at}: 'attention' needs a default kernel")
+    def kernel(value: Any, name: str) -> str:
+        if value not in ATTENTION_KERNELS:
+            raise UsageError(f"{at}: '{name}' must be one of {', '.join(ATTENTION_KERNELS)}, got {value!r}")
+        return value
+
+    attention = _per_architecture(fields.mapping(t["attention"], at, "attention"), at, "attention", kernel)
+    tp_overlap = _per_architecture(t["tp_comm_overlap"], at, "tp_comm_overlap",
+                                   lambda v, name: fields.boolean(v, at, name))
     gated = fields.text(t["gated_activation"], at, "gated_activation")
     if gated not in ("fused", "unfused"):
         raise UsageError(f"{at}: 'gated_activation' must be fused or unfused, got {gated!r}")
@@ -143,13 +166,13 @@ def _training(data: Any, where: str, sources: dict[str, str]) -> TrainingStack:
     if zero not in stages:
         raise UsageError(f"{at}: 'zero' {zero} is not one of its zero_stages {list(stages)}")
     flag = {k: fields.boolean(t[k], at, k) for k in (
-        "tp_comm_overlap", "fp8_weight_cache", "fp8_parameters", "tensor_parallel", "pipeline_parallel",
+        "fp8_weight_cache", "fp8_parameters", "tensor_parallel", "pipeline_parallel",
         "context_parallel", "overlap_grad_reduce", "overlap_param_gather")}
     if fp8 == "none" and (flag["fp8_weight_cache"] or flag["fp8_parameters"]):
         raise UsageError(f"{at}: fp8_weight_cache and fp8_parameters need an fp8 recipe (fp8 is none)")
-    if flag["tp_comm_overlap"] and not flag["tensor_parallel"]:
+    if any(tp_overlap.values()) and not flag["tensor_parallel"]:
         raise UsageError(f"{at}: tp_comm_overlap needs tensor_parallel")
-    return TrainingStack(attention=dict(attention), fused_gated_activation=gated == "fused",
+    return TrainingStack(attention=attention, tp_comm_overlap=tp_overlap, fused_gated_activation=gated == "fused",
                          fused_cross_entropy=loss == "fused", fp8=fp8,
                          gradients_in_weight_dtype=grads == "weight", zero=zero, zero_stages=stages, **flag)
 
