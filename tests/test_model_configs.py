@@ -26,6 +26,7 @@ M = 10**6
 
 _FOUNDRY = ("llm-foundry scripts/train/benchmarking/README.md (commit 8c8dd48), "
             "NumParams of the seq_len 2048 rows")
+_GPT3_SMALL = "Brown et al. 2020 (arXiv 2005.14165) Table 2.1 (nominal)"
 # id: (published total, tolerance, source). Tolerance 0 = the exact count is published.
 PUBLISHED = {
     "gpt2": (124_439_808, 0, "HF openai-community/gpt2 (124M)"),
@@ -63,6 +64,13 @@ PUBLISHED = {
     # transformers' DeepseekV3ForCausalLM does not build.
     "deepseek-v3": (671 * B, 0.5 * B, "DeepSeek-V3 technical report (arXiv 2412.19437): 671B"),
     # llm-foundry's benchmark tables give NumParams exactly; these are their seq_len 2048 rows.
+    # Brown et al. 2020 Table 2.1's nominal sizes; flash-attention's training scripts pad the vocab
+    # to 50264 and give the 2.7B head dim 128, within 2% of them.
+    "gpt3-125m": (125 * M, 0.02 * 125 * M, _GPT3_SMALL),
+    "gpt3-355m": (350 * M, 0.02 * 350 * M, _GPT3_SMALL),
+    "gpt3-760m": (760 * M, 0.02 * 760 * M, _GPT3_SMALL),
+    "gpt3-1.3b": (1.3 * B, 0.02 * 1.3 * B, _GPT3_SMALL),
+    "gpt3-2.7b-hd128": (2.7 * B, 0.02 * 2.7 * B, _GPT3_SMALL),
     "mpt-125m": (125_311_488, 0, _FOUNDRY),
     "mpt-350m": (355_985_408, 0, _FOUNDRY),
     "mpt-760m": (760_470_528, 0, _FOUNDRY),

@@ -11,7 +11,8 @@ from conftest import run_cli
 from accel_sim.errors import UsageError
 from accel_sim.io.stack_file import DEFAULT_STACK, builtin_stacks, load_stack_file, resolve_stack
 
-SHIPPED = ("megatron-core", "torchtitan", "llm-foundry", "llm-foundry-2023", "deepspeed", "hf-accelerate")
+SHIPPED = ("megatron-core", "torchtitan", "llm-foundry", "llm-foundry-2023", "deepspeed", "hf-accelerate",
+           "flash-attention-training")
 TRAIN = ("train", "--model", "llama-3-8b", "--system", "dgx_h100", "--gpus", "8", "--dp", "8", "--seq", "4096",
          "--global-batch", "8", "--json")
 
@@ -66,7 +67,7 @@ def test_the_stack_sets_the_default_zero_stage():
     (("--stack", "deepspeed", "--gpus", "16", "--tp", "2"), "--tp 2: deepspeed has no tensor parallelism"),
     (("--stack", "llm-foundry", "--gpus", "16", "--pp", "2"), "--pp 2: llm-foundry has no pipeline parallelism"),
     (("--stack", "megatron-core", "--zero", "3"), "--zero 3: megatron-core runs ZeRO stages 0, 1"),
-    (("--stack", "nemo-2"), "unknown stack 'nemo-2' (known: deepspeed, hf-accelerate, llm-foundry-2023, llm-foundry, megatron-core, torchtitan"),
+    (("--stack", "nemo-2"), "unknown stack 'nemo-2' (known: deepspeed, flash-attention-training, hf-accelerate, llm-foundry-2023, llm-foundry, megatron-core, torchtitan"),
 ])
 def test_a_layout_the_stack_cannot_run_is_refused(extra, message):
     r = run_cli(*TRAIN, *extra)

@@ -126,13 +126,14 @@ def test_train_says_why_a_configuration_cannot_run():
 
 def test_published_training_runs_are_reported():
     # Report-only: every row gets a prediction under the stack that ran it. 22 Megatron-LM / NeMo
-    # runs (megatron-core) and the 130 rows of llm-foundry's MPT benchmark tables
-    # (llm-foundry-2023: FSDP1, fused cross-entropy, flash-attn 1.x) extracted from
+    # runs (megatron-core), the 130 rows of llm-foundry's MPT benchmark tables (llm-foundry-2023:
+    # FSDP1, fused cross-entropy, flash-attn 1.x) and the 5 of flash-attention's training speed
+    # table (flash-attention-training: 8 x A100, DDP or ZeRO-1) extracted from
     # validation/published.csv.
     d = json.loads(run_cli("validate", "--json").stdout)
     runs = d["training_runs"]
-    assert len(runs) == 152
-    assert {r["stack"] for r in runs} == {"megatron-core", "llm-foundry-2023"}
+    assert len(runs) == 157
+    assert {r["stack"] for r in runs} == {"megatron-core", "llm-foundry-2023", "flash-attention-training"}
     assert sum(r["stack"] == "llm-foundry-2023" for r in runs) == 130
     assert all(r["predicted_tokens_per_s_per_gpu"] for r in runs)
     assert all(-0.5 < r["error"] < 1.0 for r in runs)

@@ -48,6 +48,15 @@ SYSTEMS = {"DGX-H100": "dgx_h100", "DGX-B200": "dgx_b200"}
 FOUNDRY_GPUS = {"A100 40GB": ("dgx_a100", "a100_40gb"), "A100 80GB": ("dgx_a100", "a100_80gb"),
                 "H100 80GB": ("dgx_h100", "h100_sxm")}
 FOUNDRY_ZERO = {"FULL_SHARD": 3, "SHARD_GRAD_OP": 2, "NO_SHARD": 0}
+# flash-attention's training speed table (training/README.md): model -> (config, micro-batch per
+# GPU, ZeRO stage). The micro-batch is what the experiment yamls pick for an 80 GB GPU
+# (datamodule.batch_size by train.gpu_mem; the global batch is 256 sequences for 125M-760M, 512
+# for 1.3B and 2.7B, the rest gradient accumulation); 760M and up run DDPStrategyZero1 with
+# ZeroRedundancyOptimizer, 125M and 355M plain DDP (configs/experiment/pile/*-flash*.yaml,
+# https://github.com/Dao-AILab/flash-attention/tree/main/training).
+FLASH_ATTENTION_RUNS = {"GPT3-125M": ("gpt3-125m", 32, 256, 0), "GPT3-355M": ("gpt3-355m", 16, 256, 0),
+                        "GPT3-760M": ("gpt3-760m", 16, 256, 1), "GPT3-1.3B": ("gpt3-1.3b", 8, 512, 1),
+                        "GPT3-2.7B": ("gpt3-2.7b-hd128", 4, 512, 1)}
 
 
 def _int(value) -> int | None:
@@ -89,8 +98,22 @@ OTHER_FAMILIES = (
     ("Efficient Training on a Single GPU", "HF Trainer BERT-large fine-tuning on V100 (samples/s): no extractor for this family yet"),
     ("huggingface/transformers", "HF Trainer BERT-large fine-tuning on V100 (samples/s): no extractor for this family yet"),
     ("MLPerf", "MLPerf time to train (minutes of a partial run): no tokens/s and no published layout"),
-    ("Dao-AILab/flash-attention", "flash-attention's GPT3 training scripts on 8x A100: no stack file for them yet"),
 )
+
+
+def _flash_attention_row(r: dict, skip) -> dict | None:
+    """One row of flash-attention's training speed table as a training run, or None."""
+    p = json.loads(r["params_json"])
+    run = FLASH_ATTENTION_RUNS.get(p.get("model"))
+    if run is None or r["unit"] != "tokens/s" or int(p["gpus"]) != 8:
+        skip(f"flash-attention training row {p.get('model')} in {r['unit']}")
+        return None
+    model, mbs, gbs, zero = run
+    return {"stack": "flash-attention-training", "system": "dgx_a100", "device": "a100_80gb", "model": model,
+            "overrides": "", "gpus": 8, "tp": 1, "pp": 1, "cp": 1, "dp": 8, "virtual_stages": 1, "zero": zero,
+            "recompute": "none", "global_batch": gbs, "micro_batch": mbs, "seq": int(p["seq_len"]),
+            "precision": "bf16-mixed", "measured_tokens_per_s_per_gpu": float(r["value"]) / 8, "split": "report",
+            "source": r["source"], "notes": f"{r['workload']}; {r['value']} tokens/s over 8 GPUs"}
 
 
 def main(argv: list[str]) -> int:
@@ -99,7 +122,7 @@ def main(argv: list[str]) -> int:
     skipped_out = out.with_name("training_runs_skipped.csv")
     with open(src, newline="", encoding="utf-8") as f:
         training = [r for r in csv.DictReader(f) if r["category"] == "training"]
-    kept, foundry, skipped, skipped_rows = [], [], {}, []
+    kept, foundry, flash, skipped, skipped_rows = [], [], [], {}, []
     row = None
 
     def skip(reason: str) -> None:
@@ -113,6 +136,11 @@ def main(argv: list[str]) -> int:
             run = _foundry_row(r, skip)
             if run:
                 foundry.append({"id": "", **run})
+            continue
+        if "Dao-AILab/flash-attention" in r["source"]:
+            run = _flash_attention_row(r, skip)
+            if run:
+                flash.append({"id": "", **run})
             continue
         if not ("Megatron-Bridge" in r["source"] or "NVIDIA/NeMo/blob" in r["source"]):
             text = f"{r['source']} {r['workload']}"
@@ -151,7 +179,7 @@ def main(argv: list[str]) -> int:
                      "micro_batch": mbs, "seq": seq, "precision": precision,
                      "measured_tokens_per_s_per_gpu": float(r["value"]), "split": "report", "source": r["source"],
                      "notes": p.get("software", "")})
-    kept += foundry   # the Megatron rows first, then llm-foundry's: ids as before
+    kept += foundry + flash   # the Megatron rows first, then llm-foundry's, flash-attention's: ids as before
     for i, run in enumerate(kept, 1):
         run["id"] = f"t{i:03d}"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -338,7 +338,7 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
         print("\n  data: the `measured` lists of python/accel_sim/data/systems/*.yaml, each with its source")
     if runs:
         print("\ntraining runs (report only; `accel-sim train --stack S` under the stack that ran each: megatron-core for "
-              "Megatron-LM / NeMo, with SP and no recompute; llm-foundry-2023 for MosaicML's MPT benchmark, FSDP1 and flash-attn 1.x): "
+              "Megatron-LM / NeMo, with SP and no recompute; llm-foundry-2023 for MosaicML's MPT benchmark, FSDP1 and flash-attn 1.x; flash-attention-training for flash-attention's GPT3 speed table): "
               "tokens/s per GPU\n")
         print(table(["id", "stack", "device", "model", "GPUs", "seq", "layout", "precision", "measured", "predicted",
                      "error / why not"],

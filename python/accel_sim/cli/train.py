@@ -28,7 +28,7 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stack", metavar="NAME|FILE",
                    help="the training framework as a stack file: what it runs (attention kernel, fused SwiGLU, TP "
                         "overlap, fp8 weights, gradient dtype, ZeRO stages); default: megatron-core "
-                        "(shipped: megatron-core, torchtitan, llm-foundry, llm-foundry-2023, deepspeed, hf-accelerate; docs/formats/stack.md)")
+                        "(shipped: megatron-core, torchtitan, llm-foundry, llm-foundry-2023, deepspeed, hf-accelerate, flash-attention-training; docs/formats/stack.md)")
     p.add_argument("--expert-imbalance", **AT_LEAST_ONE, default=1.0, metavar="F",
                    help="MoE under EP: the busiest rank's routed tokens over the mean (default: 1, balanced)")
     p.add_argument("--no-tp-overlap", action="store_true",
