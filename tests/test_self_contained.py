@@ -21,7 +21,10 @@ EXTRACTORS = {
     "extract_serving.py": "serving_runs.csv",
     "extract_training_runs.py": "training_runs.csv",
     "extract_memory.py": "training_memory.csv",
+    "extract_encoder.py": "encoder_runs.csv",
 }
+# Files an extractor writes beside its output: the rows it leaves out, with their reasons.
+BESIDE = {"extract_training_runs.py": ("training_runs_skipped.csv",)}
 # A path leaving the checkout: the sibling folder some working copies sit beside. Its name is put
 # together here, so that this file, read by the test like every other, names no such path itself.
 _UP, _SIBLING = "../", "sha" + "red"
@@ -82,6 +85,8 @@ def test_extractor_reproduces_the_shipped_file(script, tmp_path):
     subprocess.run([sys.executable, str(ROOT / "validation" / script), str(ROOT / "validation" / "published.csv"),
                     str(out)], check=True, capture_output=True)
     assert out.read_bytes() == (VALIDATION_DATA / EXTRACTORS[script]).read_bytes()
+    for name in BESIDE.get(script, ()):
+        assert (tmp_path / name).read_bytes() == (VALIDATION_DATA / name).read_bytes()
 
 
 def test_calibration_set_rows_each_name_a_source():

@@ -124,7 +124,7 @@ def _row(r: dict) -> dict:
     """The serving_runs.csv row of a published row, or Skip."""
     src, metric = r["source"], r["metric"]
     if "DeepLearningExamples" in src:
-        raise Skip("encoder forward latency (BERT), no generation: not a serving workload")
+        raise Skip("encoder forward latency (BERT), no generation: an encoder run (validation/extract_encoder.py)")
     if "vllm-project/vllm/issues/12315" in src:
         raise Skip("ShareGPT prompts: no fixed input/output lengths; A100 variant not stated")
     if "MLPerf" in r["workload"]:

@@ -463,6 +463,59 @@ def predict_training_run(row: dict) -> Any:
     return _core.estimate_training(spec, base, layout, device, system, options)
 
 
+def encoder_runs_path() -> Path:
+    return Path(str(importlib.resources.files("accel_sim") / "data" / "validation" / "encoder_runs.csv"))
+
+
+def predict_encoder_run(row: dict) -> Any:
+    """The simulated forward pass (`_core.SimulationResult`) of a published BERT inference row
+    (validation/extract_encoder.py): the shipped config without its masked-LM head (the rows run
+    SQuAD's [hidden, 2] QA head), the row's batch and sequence length, in the row's precision
+    (tf32: fp32 data on TF32 tensor cores), as TensorFlow 1 with XLA runs BERT: the unfused
+    attention core (batched GEMMs around a softmax over the materialised scores, the BERT
+    reference implementation's) and elementwise chains fused into single kernels (XLA's
+    fusion), each kernel issued at the device's bare launch cost."""
+    from accel_sim.api import build_model_graph
+    from accel_sim.device import resolve_device
+
+    precision = row["precision"]
+    if precision not in ("fp16", "fp32", "tf32"):
+        raise UsageError(f"encoder run {row.get('id', '?')}: unknown precision '{precision}' (known: fp16, fp32, tf32)")
+    dtype = "fp16" if precision == "fp16" else "fp32"
+    spec = _row_model_spec(row, "encoder run", dtype)
+    spec.lm_head = False
+    spec.lm_head_transform = False
+    graph = build_model_graph(spec, phase="prefill", batch=int(row["batch"]), seq=int(row["seq"]),
+                              eager_attention=True).graph
+    options = _core.SimulateOptions()
+    options.cost_model = "kernel"
+    options.fuse_elementwise = True
+    options.cost.allow_tf32 = precision == "tf32"
+    options.cost.attention_impl = _core.AttentionImpl.eager
+    return _core.simulate(graph, resolve_device(row["device"], []).spec, options)
+
+
+def encoder_validation() -> tuple[list[dict], list[dict]]:
+    """Every encoder run predicted (report-only), and their errors per device and precision."""
+    with open(encoder_runs_path(), newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    runs = []
+    for row in rows:
+        predicted = predict_encoder_run(row).latency_s
+        measured = float(row["measured_ms"]) / 1e3
+        runs.append({"id": row["id"], "device": row["device"], "model": row["model"], "batch": int(row["batch"]),
+                     "seq": int(row["seq"]), "precision": row["precision"], "metric": row["metric"],
+                     "measured_s": measured, "predicted_s": predicted,
+                     "error": _core.error_stats([predicted], [measured]).median_signed_error, "source": row["source"]})
+    groups = []
+    for key in sorted({(r["device"], r["precision"]) for r in runs}):
+        g = [r for r in runs if (r["device"], r["precision"]) == key]
+        st = _core.error_stats([r["predicted_s"] for r in g], [r["measured_s"] for r in g])
+        groups.append({"device": key[0], "precision": key[1], "rows": st.rows, "median_abs_error": st.median_abs_error,
+                       "max_abs_error": st.max_abs_error, "median_signed_error": st.median_signed_error})
+    return runs, groups
+
+
 def serving_runs_path() -> Path:
     return Path(str(importlib.resources.files("accel_sim") / "data" / "validation" / "serving_runs.csv"))
 

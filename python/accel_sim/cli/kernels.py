@@ -251,6 +251,7 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
                              "feasible": e.feasible, "reason": e.reason, "source": row["source"]})
     progress(4, stages)
     serving = validation.serving_validation() if args.split in ("report", "all") else []
+    encoder, encoder_groups = validation.encoder_validation() if args.split in ("report", "all") else ([], [])
     progress(5, stages)
     progress.close()
     serving_summary = {}
@@ -293,6 +294,8 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
             "end_to_end_memory": step_memory,
             "serving": serving,
             "serving_summary": serving_summary,
+            "encoder_runs": encoder,
+            "encoder_runs_by_device": encoder_groups,
         }, indent=1))
         return 0
     pct = lambda x: f"{x * 100:.1f}%"  # noqa: E731
@@ -384,6 +387,18 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
                   f"worst {st['max_abs_error'] * 100:.1f}% · median signed {st['median_signed_error'] * 100:+.1f}%")
         print(f"  data: {validation.serving_runs_path()} (validation/extract_serving.py); offline throughput is "
               "prompt + output tokens/s where the table does not say")
+    if encoder:
+        print(f"\nencoder inference (report only; {len(encoder)} BERT SQuAD forward passes, NVIDIA DeepLearningExamples' "
+              "TensorFlow 1 tables, predicted as TF1 with XLA runs them: unfused attention core, fused elementwise "
+              "chains, the device's bare launch cost): latency per batch by device and precision\n")
+        print(table(["device", "precision", "rows", "median |error|", "worst", "median signed"],
+                    [(g["device"], g["precision"], g["rows"], f"{g['median_abs_error'] * 100:.1f}%",
+                      f"{g['max_abs_error'] * 100:.1f}%", f"{g['median_signed_error'] * 100:+.1f}%")
+                     for g in encoder_groups], [False, False, True, True, True, True]))
+        st = _core.error_stats([r["predicted_s"] for r in encoder], [r["measured_s"] for r in encoder])
+        print(f"\n  {st.rows} runs · median |error| {st.median_abs_error * 100:.1f}% · median signed "
+              f"{st.median_signed_error * 100:+.1f}%; each row in --json (encoder_runs); data: "
+              f"{validation.encoder_runs_path()} (validation/extract_encoder.py)")
     return 0
 
 
