@@ -5,9 +5,12 @@ The rows are HF's single-GPU training study (BERT-large sequence classification,
 V100-SXM2 16GB, driver 460.91.03, CUDA 11.2, PyTorch ~1.10): GPU memory used after training as
 NVML reports it, which includes the CUDA context (measured in the same study as the memory used
 after `torch.ones((1, 1)).to("cuda")`) and whatever PyTorch's caching allocator kept reserved.
-Kept: the fp32 AdamW runs (plain, gradient accumulation, gradient accumulation with gradient
-checkpointing). Left out, with the reason printed: fp16 autocast (per-op casts with fp32 weights,
-not the builder's mixed precision) and the Adafactor and 8-bit Adam optimizers (not modelled).
+Kept: the AdamW runs (plain, gradient accumulation, gradient accumulation with gradient
+checkpointing) in fp32, and under fp16 autocast as precision "amp-fp16": fp32 weights, gradients
+and states with the 16-bit copies of the weights the autocast forward keeps for the backward, which
+the builder counts as 16-bit weights beside fp32 masters (the same bytes per parameter; its
+activations are all 16-bit where autocast keeps a LayerNorm's or softmax's output in fp32). Left
+out, with the reason printed: the Adafactor and 8-bit Adam optimizers (not modelled).
 All rows are report-only: nothing is fitted to them (the context is its own measured row).
 
 Run: python validation/extract_memory.py [path/to/published.csv [path/to/output.csv]]
@@ -43,8 +46,7 @@ def main(argv: list[str]) -> int:
         p = json.loads(r["params_json"])
         if "task" not in p:
             continue  # the context row and the weights-only row
-        why = ("fp16 autocast (per-op casts, fp32 weights) is not the builder's mixed precision" if p.get("fp16")
-               else f"optimizer {p['optim']!r} is not modelled" if p.get("optim") else "")
+        why = f"optimizer {p['optim']!r} is not modelled" if p.get("optim") else ""
         if why:
             skipped.append(f"{r['workload']}: {why}")
             continue
@@ -52,7 +54,7 @@ def main(argv: list[str]) -> int:
             "id": f"m{len(kept) + 1:03d}", "device": "v100_sxm2_16gb", "model": p["model"], "task": p["task"],
             "batch": p["per_device_bs"], "seq": p["seq_len"], "grad_accum": p.get("grad_accum", 1),
             "gradient_checkpointing": str(bool(p.get("gradient_checkpointing", False))).lower(),
-            "precision": "fp32", "optimizer": "adamw",
+            "precision": "amp-fp16" if p.get("fp16") else "fp32", "optimizer": "adamw",
             # PyTorch ~1.10's optimizer.zero_grad() zeroed gradients in place (set_to_none=False).
             "zero_grad": "in_place",
             # transformers' BERT of that time computed attention with matmul, softmax, dropout.

@@ -390,16 +390,21 @@ def predict_training_memory(row: dict) -> dict:
 
     A sequence-classification fine-tune is built as the encoder without the MLM head (its
     pooler and 2-way classifier hold 0.1% of BERT-large's parameters); gradient accumulation
-    runs micro-batches of `batch`, so one micro-step's memory is the step's."""
+    runs micro-batches of `batch`, so one micro-step's memory is the step's. Precision "amp-fp16"
+    (fp16 autocast over fp32 weights) is built as fp16 compute with fp32 master weights,
+    gradients and states (validation/extract_memory.py says what that counts)."""
     from accel_sim.api import build_model_graph
     from accel_sim.io.model_config import load_model_spec
 
-    spec = load_model_spec(row["model"], dtype=row.get("precision") or "fp32")
+    precision = row.get("precision") or "fp32"
+    if precision not in ("fp32", "amp-fp16"):
+        raise UsageError(f"training memory row {row.get('id', '?')}: unknown precision '{precision}' (known: fp32, amp-fp16)")
+    spec = load_model_spec(row["model"], dtype="fp16" if precision == "amp-fp16" else "fp32")
     if "classification" in row.get("task", ""):
         spec.lm_head = spec.lm_head_transform = spec.lm_head_bias = False
         spec.pooler = True
     built = build_model_graph(spec, phase="train", batch=int(row["batch"]), seq=int(row["seq"]),
-                              optimizer=row.get("optimizer") or "adamw",
+                              optimizer=row.get("optimizer") or "adamw", master_weights=precision == "amp-fp16",
                               recompute="full" if row.get("gradient_checkpointing") == "true" else "none",
                               eager_attention=row.get("attention") == "eager",
                               persistent_gradients=row.get("zero_grad") == "in_place")
