@@ -118,9 +118,23 @@ Skipped memory-bound kernels:
 * geglu, swiglu: the Liger benchmark times the whole LlamaMLP / Liger MLP
   module (gate, up and down projections, i.e. three GEMMs, plus the
   activation), so it is not a memory-bound kernel and bytes are not defined.
-* cross_entropy, megatron_rms_norm, megatron_swiglu: dtype "not stated in
-  config" and no default stated in the source notes (skipped as "dtype not
-  stated").
+* cross_entropy: the providers move different bytes for the same loss (Liger
+  writes the logits' gradient in its forward and skips its backward when the
+  loss's gradient is 1; torch's log-softmax and NLL keep and re-read the
+  log-probabilities), so no one minimal traffic describes the rows (skipped).
+
+Dtypes the Liger data leaves unstated ("not stated in config") are the ones the
+benchmark scripts give their tensors (LIGER_SCRIPT_DTYPES): megatron_rms_norm
+and megatron_swiglu build bf16 inputs (benchmark/scripts/benchmark_megatron_rms_norm.py,
+benchmark_megatron_swiglu.py in linkedin/Liger-Kernel); cross_entropy, kl_div,
+jsd and tvd make torch.randn inputs without a dtype, torch's default fp32.
+
+* megatron_rms_norm (x: S x B x H, weight H): as rms_norm with M = S*B.
+* megatron_swiglu (x: S x B x 2F -> y: S x B x F, F = ffn_local, Megatron-LM's
+  bias-free SwiGLU on the concatenated gate and up projections): m=S*B, n=F,
+  E = S*B*F.
+  forward  = 3E s              [read x (2E); write y]
+  backward = 5E s              [read dy, x; write dx (2E)]
 
 Timing
 ------
@@ -225,7 +239,12 @@ MEMORY_PROVIDERS = {
     "megatron": "megatron", "liger_in_place": "liger_in_place",
     "liger_fused_add_rms_norm": "liger", "liger_rms_norm": "liger_unfused_add",
 }
+# The dtype of the inputs of Liger benchmark scripts whose data rows do not record one (see
+# "Dtypes the Liger data leaves unstated" above).
+LIGER_SCRIPT_DTYPES = {"megatron_rms_norm": "bf16", "megatron_swiglu": "bf16", "cross_entropy": "fp32",
+                       "kl_div": "fp32", "jsd": "fp32", "tvd": "fp32"}
 MEMORY_SKIPPED_KERNELS = {
+    "cross_entropy": "memory: cross_entropy providers move different bytes (Liger's gradient in the forward)",
     "geglu": "memory: geglu times full MLP incl. 3 GEMMs (bytes undefined)",
     "swiglu": "memory: swiglu times full MLP incl. 3 GEMMs (bytes undefined)",
 }
@@ -263,6 +282,9 @@ def parse_dtype(row: dict, params: dict) -> tuple[str, str]:
         cdt = cfg.get("dtype") if isinstance(cfg, dict) else None
         if cdt and first_dtype(str(cdt)):
             return first_dtype(str(cdt)), ""
+        kernel = params.get("kernel")
+        if "not stated" in low and "Liger-Kernel" in row["source"] and kernel in LIGER_SCRIPT_DTYPES:
+            return LIGER_SCRIPT_DTYPES[kernel], f"dtype from benchmark/scripts/benchmark_{kernel}.py"
         raise Skip("dtype not stated" if "not stated" in low else "dtype not recognized")
     note = "" if text.lower() in ("bf16", "fp16", "fp32", "bfloat16", "float32", "float16", "fp8") else f"dtype '{text}'"
     return dt, note
@@ -409,6 +431,14 @@ def _memory_shape(kernel: str, p: dict, cfg: dict, direction: str):
         M, H = cfg["M"], p["H"]
         E = M * H
         return dict(m=M, n=H), E, (2 * E + H, 3 * E + 2 * H)
+    if kernel == "megatron_rms_norm":
+        M, H = cfg["S"] * cfg["B"], p["H"]
+        E = M * H
+        return dict(m=M, n=H), E, (2 * E + H, 3 * E + 2 * H)
+    if kernel == "megatron_swiglu":
+        M, F = cfg["S"] * cfg["B"], p["ffn_local"]
+        E = M * F
+        return dict(m=M, n=F), E, (3 * E, 5 * E)
     if kernel == "layer_norm":
         M, N = cfg["M"], p["N"]
         E = M * N

@@ -91,10 +91,15 @@ def _query(row: dict) -> tuple[Any, str] | None:
             return None
         return q, f"{row['impl']} {direction} b{q.batch} h{q.heads} s{q.seq_q} d{q.head_dim}" + (" causal" if q.causal else "")
     if kind == "memory":
-        # Not one kernel: Liger's "full" timings, HF's eager modules, the unfused add-then-norm
-        # baseline (torch's add, then Liger's RMSNorm), a compiled backward graph, and a norm's
-        # backward (a kernel writing per-block weight-gradient partials, then their sum).
+        # Not one kernel: Liger's "full" timings, HF's eager modules, the eager torch baselines of
+        # the Megatron kernels (RMSNorm's pow, mean, rsqrt and products; SwiGLU's silu and
+        # product) and Megatron-LM's SwiGLU (a TorchScript function: whether it runs fused
+        # depends on the profiling executor; its measured backward takes 5x one pass), the unfused add-then-norm baseline (torch's add, then Liger's RMSNorm), a
+        # compiled backward graph, and a norm's backward (a kernel writing per-block
+        # weight-gradient partials, then their sum).
         if (row["direction"] not in ("forward", "backward") or row["impl"] in ("huggingface", "liger_unfused_add")
+                or (row["impl"] == "torch" and row["op"].startswith("megatron_"))
+                or (row["impl"] == "megatron" and row["op"] == "megatron_swiglu")
                 or (row["direction"] == "backward" and (row["impl"] == "torch_compile" or "norm" in row["op"]))):
             return None
         q.kind = _core.KernelKind.memory
