@@ -55,17 +55,23 @@ def test_validate_reports_the_kernel_model_against_measurements():
     lines = {(l["device"], l["class"]): l for l in d["lines"]}
     assert ("h100_sxm", "gemm") in lines and ("h100_sxm", "attention") in lines
     for (device, cls), line in lines.items():
-        # On rows never used for fitting, the kernel model beats the roofline everywhere.
-        assert line["kernel"]["median_abs_error"] < line["roofline"]["median_abs_error"], (device, cls)
+        # On kernel rows never used for fitting, the kernel model beats the roofline everywhere.
+        # Whole HF steps are not decided by kernel rates alone: a third of them are host-bound
+        # decode steps (the H100 host's timings ran about 30 us per kernel), where the roofline's
+        # flat launch cost per kernel lands nearer; their error is guarded by the limits below.
+        if cls != "end-to-end":
+            assert line["kernel"]["median_abs_error"] < line["roofline"]["median_abs_error"], (device, cls)
     # Regression guard at today's measured levels (README table), with the H100 and H200 sweeps
     # of validation/measured/ beside the published rows, kernels timed alone adding the device's
-    # alone overhead: H100 GEMM 7.0%, attention 12.4%, memory-bound 12.3%; H200 GEMM 5.3%,
+    # alone overhead: H100 GEMM 7.0%, attention 12.4%, memory-bound 12.0%; H200 GEMM 5.3%,
     # attention 12.9%, memory-bound 16.2% (torch's SM-bound softmax and norms); B200 GEMM 4.7%,
     # attention 8.9%; A100 memory-bound 9.1% (SXM) and 7.6% (PCIe); H100 NVL 12.5%.
     limits = {("h100_sxm", "gemm"): 0.08, ("h100_sxm", "attention"): 0.135, ("h100_sxm", "memory"): 0.135,
               ("h200", "gemm"): 0.065, ("h200", "attention"): 0.14, ("h200", "memory"): 0.175,
               ("b200", "gemm"): 0.06, ("b200", "attention"): 0.10, ("a100_80gb", "memory"): 0.10,
-              ("a100_pcie_80gb", "memory"): 0.09, ("h100_nvl", "memory"): 0.135}
+              ("a100_pcie_80gb", "memory"): 0.09, ("h100_nvl", "memory"): 0.135,
+              # Whole HF steps, training built as HF's eager modules run it: 22.7% and 13.5%.
+              ("h100_sxm", "end-to-end"): 0.24, ("h200", "end-to-end"): 0.15}
     for key, limit in limits.items():
         assert lines[key]["kernel"]["median_abs_error"] <= limit, key
     # At least 2x better than the roofline on H100 GEMMs and attention, and on A100 memory-bound kernels.

@@ -46,7 +46,7 @@ def test_train_text_report_and_optimizer_choice():
 
 def test_train_usage_errors():
     bad = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--phase", "train",
-                  "--kernels", "hf-eager")
+                  "--kernels", "hf-eager", "--precision", "fp8-mixed")
     assert bad.returncode == 2 and "fused kernels only" in bad.stderr and "Traceback" not in bad.stderr
 
 

@@ -216,10 +216,10 @@ def _row_model_spec(row: dict, what: str, dtype: str) -> Any:
 
 def _end_to_end_graph(row: dict) -> Any:
     """The builder's graph of a measured whole-model row: the shipped config with the row's
-    `overrides` (fewer layers), its phase, shape and KV context; HF-eager kernels for a forward
-    and a decode; for training the builder's fused step (it builds no HF-eager training step),
-    AdamW, the row's recompute, and for "amp-bf16" (fp32 weights under bf16 autocast) bf16
-    compute with fp32 master weights, gradients and states."""
+    `overrides` (fewer layers), its phase, shape and KV context, in the row's kernels (HF's
+    eager modules, forward and backward as autograd runs them); for training AdamW, the row's
+    recompute, and for "amp-bf16" (fp32 weights under bf16 autocast) bf16 compute with fp32
+    master weights, gradients and states."""
     from accel_sim.api import build_model_graph
 
     precision = row.get("precision") or row["dtype"]
@@ -230,7 +230,7 @@ def _end_to_end_graph(row: dict) -> Any:
     train = row["phase"] == "train"
     keywords = dict(phase=row["phase"], batch=int(row["batch"]), seq=int(row["seq"]),
                     context=int(row.get("context") or 0),
-                    kernels="fused" if train else row.get("kernels") or "hf-eager")
+                    kernels=row.get("kernels") or "hf-eager")
     if train:
         keywords.update(optimizer=row.get("optimizer") or "adamw", master_weights=precision == "amp-bf16",
                         recompute=row.get("recompute") or "none")

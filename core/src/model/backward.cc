@@ -305,6 +305,35 @@ class Backward {
       if (in(0)) grad_op(op == "silu" ? "silu_backward" : "gelu_backward", {dy, x[0]}, x[0], n.attrs);
     } else if (op == "relu") {
       if (in(0)) grad_op("threshold_backward", {dy, n.outputs[0]}, x[0]);
+    } else if (op == "pow") {
+      // Autograd's pow_backward for a scalar exponent: grad * (exponent * x.pow(exponent - 1)),
+      // three elementwise kernels (pow, the scalar product, the product with grad).
+      if (in(0)) {
+        const Shape& s = shape(x[0]);
+        const DType dt = meta(x[0]).dtype;
+        TensorId powered = fresh(s, dt, StorageKind::activation);
+        emit("pow", {x[0]}, {powered});
+        TensorId scaled = fresh(s, dt, StorageKind::activation);
+        emit("mul", {powered}, {scaled});
+        grad_op("mul", {dy, scaled}, x[0]);
+      }
+    } else if (op == "rsqrt") {
+      // Autograd: -0.5 * grad * result.pow(3), three elementwise kernels.
+      if (in(0)) {
+        const Shape& s = shape(n.outputs[0]);
+        const DType dt = meta(n.outputs[0]).dtype;
+        TensorId scaled = fresh(s, dt, StorageKind::activation);
+        emit("mul", {dy}, {scaled});
+        TensorId cubed = fresh(s, dt, StorageKind::activation);
+        emit("pow", {n.outputs[0]}, {cubed});
+        grad_op("mul", {scaled, cubed}, x[0]);
+      }
+    } else if (op == "neg") {
+      if (in(0)) grad_op("neg", {dy}, x[0]);
+    } else if (op == "mean") {
+      // Autograd: grad.expand(input's shape) / the count reduced, one kernel writing the input's
+      // shape.
+      if (in(0)) grad_op("div", {dy}, x[0]);
     } else if (op == "tanh" || op == "sigmoid") {
       if (in(0)) grad_op(op == "tanh" ? "tanh_backward" : "sigmoid_backward", {dy, n.outputs[0]}, x[0]);
     } else if (op == "_softmax" || op == "_log_softmax") {

@@ -1498,9 +1498,6 @@ void BuildOptions::validate(const ModelSpec& model) const {
   ACCELSIM_CHECK(!options.eager_attention || options.context_parallel == 1,
                  "eager (unfused) attention under context parallelism is not modelled");
   if (options.phase == Phase::train) {
-    ACCELSIM_CHECK(options.kernels == KernelStyle::fused,
-                   "the training step is built with fused kernels only (hf_eager training is not "
-                   "modelled by the builder)");
     ACCELSIM_CHECK(is_floating(model.weight_dtype) && model.int4_group_size == 0,
                    "training needs floating-point weights (model '" + model.name + "' has " +
                        (model.int4_group_size > 0 ? std::string("int4")
