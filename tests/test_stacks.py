@@ -169,3 +169,47 @@ def test_stacks_lists_every_shipped_stack_with_its_choices(tmp_path):
     assert extra[0]["id"] == "mine" and extra[0]["path"] == str(mine)
     missing = run_cli("stacks", "--stack-file", str(tmp_path / "none.yaml"))
     assert missing.returncode == 2 and "stack file not found" in missing.stderr
+
+
+# ---- --stack on simulate, compare and sweep ---------------------------------------------------
+
+def _simulate(*extra: str) -> dict:
+    r = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--json", "--no-ops", "--quiet", *extra)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_simulate_runs_the_stack_s_kernels_and_names_it():
+    # A training step (no optimizer, so the peak is the activations at the loss) under torchtitan
+    # keeps silu(w1 x) beside w1 x and w3 x, Megatron-Core's fused SwiGLU does not: 32 layers x
+    # 4,096 tokens x 14,336 x 2 bytes more, on the same attention kernel.
+    train = ("--phase", "train", "--seq", "4096", "--optimizer", "none", "--attention-impl", "flash2")
+    mc, tt = _simulate(*train, "--stack", "megatron-core"), _simulate(*train, "--stack", "torchtitan")
+    assert tt["peak_memory_bytes"] - mc["peak_memory_bytes"] == 32 * 4096 * 14336 * 2
+    assert (mc["stack"]["id"], tt["stack"]["id"], mc["attention_impl"]) == ("megatron-core", "torchtitan", "flash2")
+    # Without --attention-impl the stack picks: Transformer Engine's cuDNN attention on Hopper.
+    assert _simulate("--stack", "megatron-core")["attention_impl"] == "cudnn"
+    plain = _simulate()
+    assert plain["stack"] is None and plain["attention_impl"] == "flash2"
+    # HF's eager stack issues every kernel at 23 us: a batch-1 decode step cannot take less.
+    decode = ("--phase", "decode", "--context", "1024")
+    hf = _simulate(*decode, "--stack", "hf-accelerate")
+    assert hf["latency_s"] >= hf["num_kernels"] * 23e-6 > _simulate(*decode)["latency_s"]
+
+
+def test_compare_gives_each_device_the_kernel_the_stack_runs_there():
+    r = run_cli("compare", "--model", "llama-3-8b", "--devices", "a100,h100", "--stack", "megatron-core", "--json")
+    assert r.returncode == 0, r.stderr
+    devices = {d["device"]["id"]: d for d in json.loads(r.stdout)["devices"]}
+    assert devices["a100_80gb"]["attention_impl"] == "flash2" and devices["h100_sxm"]["attention_impl"] == "cudnn"
+    assert {d["stack"]["id"] for d in devices.values()} == {"megatron-core"}
+
+
+def test_sweep_runs_under_the_stack_and_a_stack_refuses_what_it_cannot_run():
+    r = run_cli("sweep", "--model", "gpt2", "--seq", "128", "--stack", "hf-accelerate", "--vary", "batch=1,2", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["stack"]["id"] == "hf-accelerate"
+    bad = run_cli("simulate", "--model", "llama-3-8b", "--stack", "deepspeed", "--tp", "2")
+    assert bad.returncode == 2 and "--tp 2: deepspeed has no tensor parallelism" in bad.stderr
+    unknown = run_cli("simulate", "--model", "gpt2", "--stack", "nemo-2")
+    assert unknown.returncode == 2 and "unknown stack 'nemo-2'" in unknown.stderr

@@ -161,7 +161,8 @@ def _spec_and_options(model: Any, phase: str, batch: int, seq: int, context: int
                       sequence_parallel: bool, expert_parallel: int, context_parallel: int, moe_impl: str,
                       dtype: str | None, optimizer: str, master_weights: bool, recompute: str, eager_attention: bool,
                       persistent_gradients: bool, fp8_gemms: bool, weight_dtype: str | None,
-                      kv_dtype: str | None) -> tuple[Any, Any]:
+                      kv_dtype: str | None, fused_gated_activation: bool = False,
+                      fused_cross_entropy: bool = False) -> tuple[Any, Any]:
     """(the model's _core.ModelSpec, the _core.BuildOptions) that build_model_graph builds from,
     checked (build_model_graph's keywords, every one given)."""
     from accel_sim.io.model_config import load_model_spec
@@ -201,6 +202,8 @@ def _spec_and_options(model: Any, phase: str, batch: int, seq: int, context: int
     # fp8 GEMMs: Transformer Engine's recipe in a training step; in prefill and decode an fp8
     # inference engine's block linears with their weights stored in fp8 (BuildOptions::fp8_gemms).
     options.fp8_gemms = fp8_gemms
+    options.fused_gated_activation = fused_gated_activation
+    options.fused_cross_entropy = fused_cross_entropy
     return spec, options
 
 
@@ -236,6 +239,8 @@ def build_model_graph(
     fp8_gemms: bool = False,
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
+    fused_gated_activation: bool = False,
+    fused_cross_entropy: bool = False,
 ) -> BuiltModel:
     """The C++ builder's graph of a shipped model (id or alias), a config.json path or a
     `_core.ModelSpec`, for one phase and shape; simulate() and compare() accept the result."""
@@ -327,12 +332,13 @@ def _options(cost_model: str, tf32: bool, launch_overhead: bool, free_at_last_us
 class SimulationReport:
     """The simulation of one graph on one device. Figures are in SI units (s, bytes, FLOP)."""
 
-    def __init__(self, graph: Any, device: Device, result: Any, options: Any, metadata: dict):
+    def __init__(self, graph: Any, device: Device, result: Any, options: Any, metadata: dict, stack: Any = None):
         self.graph = graph
         self.device = device
         self.result = result
         self.options = options
         self.metadata = metadata
+        self.stack = stack  # the software stack the run was costed under (io/stack_file.StackEntry), or None
 
     @property
     def name(self) -> str:
@@ -506,6 +512,26 @@ class CompareReport:
         return comparison_to_dict(self, include_ops=include_ops)
 
 
+def _stack_options(options: Any, device: Device, stack: Any, attention_impl: str | None) -> Any:
+    """`options` for one device under a software stack (io/stack_file.py): the attention kernel
+    the stack runs on that device's architecture (unless `attention_impl` names one) and the host's
+    cost per kernel of its runtime (the device's bare launch cost when it has none)."""
+    out = copy.copy(options)
+    kernel = attention_impl or stack.training.attention_for(device.entry.architecture)
+    out.cost.attention_impl = getattr(_core.AttentionImpl, kernel)
+    out.cost.host_overhead_per_kernel_s = stack.host_overhead_per_kernel_s
+    return out
+
+
+def _resolve_stack(stack: Any) -> Any:
+    from accel_sim.io.stack_file import StackEntry, resolve_stack
+
+    if stack is None or isinstance(stack, StackEntry):
+        return stack
+
+    return resolve_stack(stack)
+
+
 def simulate(
     model_or_graph: Any,
     example_inputs: Any = None,
@@ -520,10 +546,11 @@ def simulate(
     cuda_graphs: bool = False,
     clock_mhz: float | None = None,
     fuse: bool = False,
-    attention_impl: str = "flash2",
+    attention_impl: str | None = None,
     micro_batches: int = 1,
     system: Any = None,
     groups: Sequence[tuple[str, int, int]] = (),
+    stack: Any = None,
 ) -> SimulationReport:
     """Simulates `model_or_graph` (an nn.Module with example inputs, a graph dict, a graph file
     or a script path) on `device` (a name, a Device, or a DeviceProfile). With a `system`
@@ -533,13 +560,20 @@ def simulate(
     Memory follows the captured program's own lifetimes (a tensor held by a local variable stays
     live until its function returns, as in eager PyTorch); `free_at_last_use=True` frees every
     activation after its last use instead, as a memory-planning compiler would.
+
+    `stack` (a shipped stack's name, a stack file's path, or a StackEntry) costs the graph as that
+    framework runs it: its attention kernel on this device and its host cost per kernel;
+    `attention_impl` overrides its kernel (without a stack: flash2, PyTorch SDPA's flash backend).
     """
     dev = resolve_device(device, list(device_files))
+    st = _resolve_stack(stack)
     options = _options(cost_model, tf32, launch_overhead, free_at_last_use, cuda_graphs, clock_mhz, fuse,
-                       attention_impl, micro_batches, system, groups)
+                       attention_impl or "flash2", micro_batches, system, groups)
+    if st is not None:
+        options = _stack_options(options, dev, st, attention_impl)
     graph, metadata = _as_graph(model_or_graph, example_inputs, dtype)
     result = _core.simulate(graph, dev.spec, options)
-    return SimulationReport(graph, dev, result, options, metadata)
+    return SimulationReport(graph, dev, result, options, metadata, st)
 
 
 def compare(
@@ -556,19 +590,25 @@ def compare(
     cuda_graphs: bool = False,
     clock_mhz: float | None = None,
     fuse: bool = False,
-    attention_impl: str = "flash2",
+    attention_impl: str | None = None,
     micro_batches: int = 1,
     system: Any = None,
     groups: Sequence[tuple[str, int, int]] = (),
+    stack: Any = None,
 ) -> CompareReport:
-    """Captures once, simulates on every device and returns the core's comparison."""
+    """Captures once, simulates on every device and returns the core's comparison; under a
+    `stack` each device runs the attention kernel the stack runs on it (see simulate())."""
     if not devices:
         raise UsageError("compare needs at least one device")
     devs = [resolve_device(d, list(device_files)) for d in devices]
+    st = _resolve_stack(stack)
     options = _options(cost_model, tf32, launch_overhead, free_at_last_use, cuda_graphs, clock_mhz, fuse,
-                       attention_impl, micro_batches, system, groups)
+                       attention_impl or "flash2", micro_batches, system, groups)
     graph, metadata = _as_graph(model_or_graph, example_inputs, dtype)
-    reports = [SimulationReport(graph, d, _core.simulate(graph, d.spec, options), options, metadata) for d in devs]
+    reports = []
+    for d in devs:
+        o = _stack_options(options, d, st, attention_impl) if st is not None else options
+        reports.append(SimulationReport(graph, d, _core.simulate(graph, d.spec, o), o, metadata, st))
     comparison = _core.compare_devices([r.result for r in reports], [d.spec for d in devs])
     return CompareReport(reports, comparison)
 

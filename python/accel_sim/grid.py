@@ -632,7 +632,7 @@ def _lean_context(grid: Grid, params: dict) -> Any:
     from accel_sim.device import resolve_device
 
     args = _namespace(grid, params)
-    if args.sweep_parameters or args.system or args.model is None or args.target is not None:
+    if args.sweep_parameters or args.system or args.model is None or args.target is not None or args.stack:
         return False
     _refuse_flags("simulate", args)
     cli._check_devices(args)
@@ -644,7 +644,7 @@ def _lean_context(grid: Grid, params: dict) -> Any:
     device = resolve_device(args.device, list(args.device_file)).spec
     sim = _options(common.get("cost_model", "kernel"), common.get("tf32", False), common.get("launch_overhead", True),
                    common.get("free_at_last_use", False), common.get("cuda_graphs", False), common.get("clock_mhz"),
-                   common.get("fuse", False), common.get("attention_impl", "flash2"), common.get("micro_batches", 1))
+                   common.get("fuse", False), common.get("attention_impl") or "flash2", common.get("micro_batches", 1))
     base = {"batch": options.batch, "seq": options.seq, "context": options.context}  # fixed or default
     return spec, options, device, sim, build["phase"], sim.micro_batches, base
 

@@ -79,8 +79,10 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-launch-overhead", action="store_true", help="leave out the per-kernel launch overhead")
     p.add_argument("--cuda-graphs", action="store_true", help="kernels replayed from a CUDA graph: no host launch cost per kernel")
     p.add_argument("--fuse", action="store_true", help="cost chains of elementwise ops as single kernels, as torch.compile fuses them")
-    p.add_argument("--attention-impl", choices=ATTENTION_KERNELS, default="flash2",
-                   help="which kernel runs attention in the kernel model (default: flash2, PyTorch SDPA's flash backend); eager with --model: the builder emits the unfused core (QK^T, softmax, dropout, PV) with its scores in memory")
+    p.add_argument("--attention-impl", choices=ATTENTION_KERNELS,
+                   help="which kernel runs attention in the kernel model (default: the --stack's on the device, else flash2, PyTorch SDPA's flash backend); eager with --model: the builder emits the unfused core (QK^T, softmax, dropout, PV) with its scores in memory")
+    p.add_argument("--stack", metavar="NAME|FILE",
+                   help="cost the run as a framework runs it (docs/formats/stack.md): its attention kernel on each device and its host cost per kernel; with --model also its fused SwiGLU and, in a training step, its fused cross-entropy (default: none, the kernels' own defaults)")
     p.add_argument("--clock-mhz", **CLOCK_MHZ, help="core clock override for the kernel model (a power-capped or down-clocked part)")
     p.add_argument("--system", help="with --model and --tp/--cp/--ep: the cluster whose fabric times the graph's collectives (see `accel-sim systems`); TP is placed inside a scale-up domain first, then CP, then EP")
     p.add_argument("--free-at-last-use", action="store_true",
@@ -204,6 +206,7 @@ def _common(args: argparse.Namespace) -> dict:
         "fuse": args.fuse,
         "attention_impl": args.attention_impl,
         "micro_batches": args.grad_accum,
+        "stack": args.stack,
     }
 
 
@@ -220,6 +223,19 @@ def _model_build_args(args: argparse.Namespace) -> dict:
     dtype = {"fp32": "fp32", "bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp8-mixed": "bf16"}.get(
         precision, precision) or args.dtype
     masters = precision.endswith("-mixed") if precision else not args.no_master_weights
+    fused_gated = fused_loss = False
+    if args.stack:
+        from accel_sim.cli.train import refuse_layout_the_stack_cannot_run
+        from accel_sim.io.stack_file import resolve_stack
+
+        stack = resolve_stack(args.stack)
+        refuse_layout_the_stack_cannot_run(stack, {"tp": [args.tp], "cp": [args.cp]}, None)
+        t = stack.training
+        if precision == "fp8-mixed" and t.fp8 != "transformer-engine":
+            raise UsageError(f"--precision fp8-mixed under {args.stack}: its fp8 recipe is {t.fp8}, and the builder's fp8 "
+                             "GEMMs are Transformer Engine's; not modelled")
+        fused_gated = t.fused_gated_activation and args.kernels == "fused"
+        fused_loss = t.fused_cross_entropy and phase == "train"
     return dict(model=args.model, phase=phase, batch=args.batch, seq=args.seq,
                 context=args.context, kernels=args.kernels, tensor_parallel=args.tp,
                 sequence_parallel=args.sp, expert_parallel=args.ep,
@@ -228,7 +244,8 @@ def _model_build_args(args: argparse.Namespace) -> dict:
                 recompute=args.recompute, eager_attention=args.attention_impl == "eager",
                 persistent_gradients=args.keep_grads or args.grad_accum > 1,
                 fp8_gemms=precision == "fp8-mixed",
-                weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
+                weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
+                fused_gated_activation=fused_gated, fused_cross_entropy=fused_loss)
 
 
 # Flags of simulate / compare / check / sweep that only some runs use. A flag the user typed that

@@ -16,6 +16,15 @@ from accel_sim.cli.flags import COUNT, WHOLE
 from accel_sim.cli.progress import Progress
 
 
+
+def _stack_dict(stack: str | None) -> dict | None:
+    """The --stack a sweep ran under, as reports name it, or None."""
+    if not stack:
+        return None
+    from accel_sim.io.stack_file import resolve_stack
+
+    return resolve_stack(stack).as_dict()
+
 def add_parser(sub: Any, add_simulation_args: Callable[[argparse.ArgumentParser], None]) -> None:
     from accel_sim.sweep import METRICS, PARAMETERS
 
@@ -153,12 +162,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             "devices": list(dict.fromkeys(r["device"] for r in rows)),
             "system": args.system,
             "cost_model": args.cost_model,
+            "stack": _stack_dict(args.stack),
             "metric": metric_key,
             "points": rows,
         }, indent=1))
     else:
         headers, cells, right = _table_rows(rows, name)
-        print(f"accel-sim sweep · {workload} · {p.label} · {args.cost_model} model")
+        print(f"accel-sim sweep · {workload} · {p.label} · {args.cost_model} model"
+              + (f" · stack {args.stack}" if args.stack else ""))
         print()
         print(table(headers, [[c[0] if isinstance(c, tuple) else c for c in row] for row in cells], right))
         notes = [f"{len(rows)} points"]

@@ -47,6 +47,8 @@ def simulation_to_dict(report: Any, include_ops: bool = True) -> dict:
         "model": report.name,
         "device": _device(report),
         "cost_model": report.options.cost_model,
+        "stack": report.stack.as_dict() if getattr(report, "stack", None) is not None else None,
+        "attention_impl": report.options.cost.attention_impl.name,
         "tf32": report.options.cost.allow_tf32,
         "release_policy": report.options.release_policy.name,
         "capture": {k: v for k, v in report.metadata.items() if k != "model_info"},

@@ -61,6 +61,10 @@ def simulation_text(report: Any, top: int = 10) -> str:
     m = r.memory
     spec = report.device.spec
     lines = [f"accel-sim · {report.name or 'graph'} on {spec.name} ({report.options.cost_model})", ""]
+    stack = getattr(report, "stack", None)
+    if stack is not None:
+        lines.append(f"  stack        {stack.id}: {stack.name}, {stack.version} (attention "
+                     f"{report.options.cost.attention_impl.name})")
     total = r.latency_s or 1.0
     band, basis = report.latency_band
     lines.append(f"  latency      {ms(r.latency_s)} ±{band * 100:.0f}%   (band: the model's measured error, {basis})")
@@ -199,6 +203,10 @@ def comparison_text(compare: Any) -> str:
     c = compare.comparison
     name = compare.reports[0].name if compare.reports else ""
     lines = [f"accel-sim · {name or 'graph'} on {len(compare.reports)} devices", ""]
+    stack = getattr(compare.reports[0], "stack", None) if compare.reports else None
+    if stack is not None:
+        kernels = ", ".join(f"{r.device.id} {r.options.cost.attention_impl.name}" for r in compare.reports)
+        lines += [f"  stack: {stack.id}, {stack.version} (attention: {kernels})", ""]
     rows = []
     notes: list[str] = []
     for report, v in zip(compare.reports, c.devices):
