@@ -213,3 +213,14 @@ def test_sweep_runs_under_the_stack_and_a_stack_refuses_what_it_cannot_run():
     assert bad.returncode == 2 and "--tp 2: deepspeed has no tensor parallelism" in bad.stderr
     unknown = run_cli("simulate", "--model", "gpt2", "--stack", "nemo-2")
     assert unknown.returncode == 2 and "unknown stack 'nemo-2'" in unknown.stderr
+
+
+def test_check_refuses_a_baseline_of_another_stack(tmp_path):
+    baseline = tmp_path / "baseline.json"
+    run = ("check", "--model", "gpt2", "--seq", "128", "--baseline", str(baseline), "--quiet")
+    assert run_cli(*run, "--stack", "hf-accelerate", "--write-baseline").returncode == 0
+    assert run_cli(*run, "--stack", "hf-accelerate").returncode == 0
+    other = run_cli(*run, "--stack", "torchtitan")
+    assert other.returncode == 2 and "--stack hf-accelerate there, --stack torchtitan here" in other.stderr
+    none = run_cli(*run)
+    assert none.returncode == 2 and "--stack hf-accelerate there, no --stack here" in none.stderr

@@ -457,7 +457,17 @@ def _read_baseline(path: Path) -> dict:
         model_info = baseline.get("model_info")
         run = _run_definition(capture, None if model_info is None else fields.mapping(model_info, where, "model_info"),
                               where)
+        run["stack"] = _stack_phrase(baseline.get("stack"), where)
     return {**figures, "device_id": device_id, "run": run}
+
+
+def _stack_phrase(stack: Any, where: str) -> str:
+    """The software stack of a run as a message shows it (a report's `stack`: None, or its id)."""
+    from accel_sim.io import fields
+
+    if stack is None:
+        return "no --stack"
+    return "--stack " + fields.text(fields.mapping(stack, where, "stack").get("id"), where, "stack.id")
 
 
 # What defines a run of --model, in its report's model_info: the model, its shapes and layout,
@@ -542,7 +552,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
             raise UsageError(f"this run's {key} is {value}, which no baseline can be compared with")
     if baseline is not None and baseline["run"] is not None:
         _refuse_another_run(args.baseline, baseline["run"],
-                            _run_definition(current["capture"], current["model_info"], "this run"))
+                            _run_definition(current["capture"], current["model_info"], "this run")
+                            | {"stack": _stack_phrase(current["stack"], "this run")})
     if baseline is None:
         try:
             baseline_path.write_text(json.dumps(current, indent=1), encoding="utf-8")
