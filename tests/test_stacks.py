@@ -224,3 +224,20 @@ def test_check_refuses_a_baseline_of_another_stack(tmp_path):
     assert other.returncode == 2 and "--stack hf-accelerate there, --stack torchtitan here" in other.stderr
     none = run_cli(*run)
     assert none.returncode == 2 and "--stack hf-accelerate there, no --stack here" in none.stderr
+
+
+def test_fit_builds_as_the_stack_runs():
+    # The longest Llama-3-8B training step (no optimizer) on an H100 at its 8,192 positions: at
+    # that length torchtitan's unfused SwiGLU keeps 32 x 8,192 x 14,336 x 2 bytes more.
+    def peak(stack: str) -> int:
+        r = run_cli("fit", "--model", "llama-3-8b", "--devices", "h100", "--phase", "train", "--axis", "seq",
+                    "--optimizer", "none", "--stack", stack, "--json")
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["stack"]["id"] == stack and out["rows"][0]["largest"] == 8192
+        return out["rows"][0]["peak_bytes"]
+
+    assert peak("torchtitan") - peak("megatron-core") == 32 * 8192 * 14336 * 2
+    script = run_cli("fit", str(Path(__file__).resolve().parents[1] / "examples" / "transformer_block.py"),
+                     "--devices", "h100", "--axis", "batch", "--stack", "torchtitan")
+    assert script.returncode == 2 and "--stack" in script.stderr

@@ -32,6 +32,7 @@ def add_parser(sub: Any, dtypes: tuple[str, ...]) -> None:
     p.add_argument("--keep-grads", action="store_true", help="with --phase train: gradients kept between steps (zero_grad(set_to_none=False))")
     p.add_argument("--kernels", choices=("fused", "hf-eager"), default="fused", help="with --model: kernel style (default: fused)")
     p.add_argument("--attention-impl", choices=ATTENTION_KERNELS, default="flash2", help="with --model: eager builds the unfused attention core, whose scores take memory (default: a fused kernel)")
+    p.add_argument("--stack", metavar="NAME|FILE", help="with --model: build as the framework runs it (docs/formats/stack.md): its fused or unfused SwiGLU and, in a training step, its cross-entropy (default: none)")
     p.add_argument("--tp", **COUNT, default=1, help="with --model: tensor-parallel degree (one rank's memory)")
     p.add_argument("--sp", action="store_true", help="with --model and --tp > 1: sequence parallelism")
     p.add_argument("--dtype", choices=dtypes, help="the model's dtype (a script: cast before capture)")
@@ -55,7 +56,7 @@ def _refuse_inapplicable(args: argparse.Namespace, phase: str) -> None:
         refuse(args, ("timeout",), "bounds a script's import, get_model() and capture; --model runs no user code")
     if args.target is not None:
         refuse(args, ("phase",), "applies to --model; a script's training step is --train")
-        refuse(args, ("kernels", "tp", "sp", "no_master_weights", "recompute", "keep_grads"),
+        refuse(args, ("kernels", "tp", "sp", "no_master_weights", "recompute", "keep_grads", "stack"),
                "applies to a graph built with --model NAME; a script runs the ops its own code makes")
         if args.attention_impl != "eager":
             refuse(args, ("attention_impl",), "changes memory only with --model and eager (the unfused core); a "
@@ -93,12 +94,23 @@ def cmd_fit(args: argparse.Namespace) -> int:
         fixed = f"seq {args.seq}" if args.axis == "batch" and phase != "decode" else (
             f"context {args.seq}" if args.axis == "batch" else f"batch {args.batch}")
         what = f"{spec.name}, {phase}, {fixed}" + (f", recompute {args.recompute}" if phase == "train" else "")
+        fused_gated = fused_loss = False
+        if args.stack:
+            from accel_sim.cli.train import refuse_layout_the_stack_cannot_run
+            from accel_sim.io.stack_file import resolve_stack
+
+            stack = resolve_stack(args.stack)
+            refuse_layout_the_stack_cannot_run(stack, {"tp": [args.tp]}, None)
+            fused_gated = stack.training.fused_gated_activation and args.kernels == "fused"
+            fused_loss = stack.training.fused_cross_entropy and phase == "train"
+            what += f", stack {stack.id}"
         probe = builder_probe(args.model, args.axis, free_at_last_use=args.free_at_last_use, phase=phase,
                               batch=args.batch, seq=args.seq, context=args.seq, kernels=args.kernels,
                               tensor_parallel=args.tp, sequence_parallel=args.sp, dtype=args.dtype,
                               optimizer=args.optimizer, master_weights=not args.no_master_weights,
                               recompute=args.recompute, eager_attention=args.attention_impl == "eager",
-                              persistent_gradients=args.keep_grads)
+                              persistent_gradients=args.keep_grads, fused_gated_activation=fused_gated,
+                              fused_cross_entropy=fused_loss)
     else:
         if phase == "decode":
             raise UsageError("with a script, --train captures its training step; --phase decode applies to --model NAME")
@@ -125,7 +137,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if args.plot:
         write_svg(report, args.plot)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=1))
+        out = report.to_dict()
+        if args.model is not None:
+            from accel_sim.io.stack_file import resolve_stack
+
+            out["stack"] = resolve_stack(args.stack).as_dict() if args.stack else None
+        print(json.dumps(out, indent=1))
         return 0
     gib = 2**30
     print(f"accel-sim fit · largest {_WHAT[args.axis]} that fits · {what}")
