@@ -92,6 +92,12 @@ struct ReplicaConfig {
   double gpu_memory_utilization = 0.9;  // vLLM's default
   int64_t block_size = 16;              // tokens per KV block (vLLM's default)
   int64_t max_batched_tokens = 8192;    // the largest step: sizes the activation reserve
+  // How the decode attention kernel reads a grouped-query (GQA/MQA) model's KV cache. false: each
+  // KV head once for its group of query heads (TensorRT-LLM's XQA, FlashInfer, FlashAttention's
+  // GQA packing); true: once per query head, one thread block per (sequence, query head) reading
+  // its KV head's keys and values (TensorRT-LLM's masked multi-head attention before XQA, vLLM's
+  // paged_attention v1/v2 kernels): a group of g query heads reads the cache g times.
+  bool decode_kv_per_query_head = false;
 };
 
 // One engine step's work.

@@ -195,7 +195,14 @@ double IterationModel::attention_cost(const AttentionTemplate& t, int64_t batch,
   };
   Node n;
   n.op = "accel_sim::attention";
-  n.inputs = {add(t.q, sq), add(t.k, skv), add(t.v, skv)};
+  TensorMeta k = t.k, v = t.v;
+  if (&t == decode_template_.get() && replica_.decode_kv_per_query_head) {
+    // One block per query head reads its KV head: as many K/V heads read as query heads.
+    ACCELSIM_CHECK(t.q.shape.size() == 4 && k.shape.size() == 4 && v.shape.size() == 4,
+                   "decode attention without (batch, heads, tokens, head dim) operands");
+    k.shape[1] = v.shape[1] = t.q.shape[1];
+  }
+  n.inputs = {add(t.q, sq), add(k, skv), add(v, skv)};
   n.outputs = {add(t.out, sq)};
   n.attrs = t.attrs;
   n.attrs.push_back({"is_causal", t.causal && sq > 1});

@@ -71,6 +71,33 @@ TEST(IterationModel, DecodeStepEqualsTheWholeGraph) {
   EXPECT_NEAR(costs.step_time(b).total_s() / graph_latency(m, d, Phase::decode, 8, 40), 1.0, 1e-6);
 }
 
+TEST(IterationModel, DecodeKernelReadingKvPerQueryHeadReadsTheCacheOncePerQueryHead) {
+  // Llama-3-8B: 32 query heads share 8 KV heads. A decode kernel of one block per query head (a
+  // masked multi-head attention) reads each KV head's cache 4 times. 64 sequences at context 63
+  // (exact, below the token grid; the step attends 63 cached tokens + 1): K and V of
+  // 64 x 64 tokens x 32 layers x 8 heads x 128 x 2 bytes x 2 = 536,870,912 bytes, read 3 times more
+  // at 1 TB/s, the kernel memory-bound on the round device (4 FLOPs per byte of cache).
+  const ModelSpec m = testing::llama3_8b();
+  const DeviceSpec d = big_device();
+  ReplicaConfig shared = replica(), per_head = replica();
+  per_head.decode_kv_per_query_head = true;
+  IterationModel grouped(m, d, shared), mmha(m, d, per_head);
+  StepBatch b;
+  b.decode_seqs = 64;
+  b.decode_context = 64 * 63;
+  const double cache_bytes = 64.0 * 64.0 * 32.0 * 8.0 * 128.0 * 2.0 * 2.0;
+  EXPECT_NEAR(mmha.step_time(b).attention_s - grouped.step_time(b).attention_s, 3.0 * cache_bytes / 1e12, 1e-12);
+  EXPECT_DOUBLE_EQ(mmha.step_time(b).body_s, grouped.step_time(b).body_s);
+  // Prefill runs the context kernel, the same in both.
+  StepBatch p;
+  p.prefill = {{48, 0}};
+  EXPECT_DOUBLE_EQ(mmha.step_time(p).total_s(), grouped.step_time(p).total_s());
+  // A model without grouped heads reads its cache once either way.
+  const ModelSpec mha = testing::small_gpt(2);
+  IterationModel a(mha, d, shared), b2(mha, d, per_head);
+  EXPECT_DOUBLE_EQ(a.step_time(b).total_s(), b2.step_time(b).total_s());
+}
+
 TEST(IterationModel, MoeBodyCountsDenseAndMoeLayers) {
   // DeepSeek-V3's 3 dense + 58 MoE layers: the profile's split matches the whole graph.
   const ModelSpec m = testing::deepseek_v3();
