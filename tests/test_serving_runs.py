@@ -53,6 +53,18 @@ def test_kinds_and_the_tensorrt_llm_decisions():
     assert {r["model"] for r in rows if r["kind"] == "ttft"} == {"gpt-j-6b", "llama-2-7b", "llama-2-70b", "falcon-180b"}
 
 
+def test_each_row_names_the_serving_stack_it_ran():
+    # TensorRT-LLM's tables ran its 0.5/0.6 runtime (masked multi-head attention: XQA was opt-in),
+    # AMD's vLLM 0.8.5-0.10.2 rows the V1 engine, Oracle's 2024 rows V0.
+    from accel_sim.io.stack_file import resolve_stack
+
+    rows = _rows()
+    assert Counter(r["stack"] for r in rows) == {"tensorrt-llm-0.6": 45, "vllm": 26, "vllm-0.6": 9}
+    for r in rows:
+        assert resolve_stack(r["stack"], kind="serving").kind == "serving"
+    assert all(r["stack"] == "vllm-0.6" for r in rows if "oracle.com" in r["source"])
+
+
 def test_the_file_is_what_the_extractor_writes(tmp_path):
     out = tmp_path / "serving_runs.csv"
     subprocess.run([sys.executable, str(ROOT / "validation" / "extract_serving.py"), str(PUBLISHED), str(out)],

@@ -18,7 +18,7 @@ TRAIN = ("train", "--model", "llama-3-8b", "--system", "dgx_h100", "--gpus", "8"
 
 
 def test_the_shipped_stacks_load_with_a_source_for_every_choice():
-    stacks = {s.id: s for s in builtin_stacks()}
+    stacks = {s.id: s for s in builtin_stacks("training")}
     assert set(SHIPPED) <= set(stacks)
     for s in stacks.values():
         assert Path(s.path).stem == s.id and s.version
@@ -67,7 +67,7 @@ def test_the_stack_sets_the_default_zero_stage():
     (("--stack", "deepspeed", "--gpus", "16", "--tp", "2"), "--tp 2: deepspeed has no tensor parallelism"),
     (("--stack", "llm-foundry", "--gpus", "16", "--pp", "2"), "--pp 2: llm-foundry has no pipeline parallelism"),
     (("--stack", "megatron-core", "--zero", "3"), "--zero 3: megatron-core runs ZeRO stages 0, 1"),
-    (("--stack", "nemo-2"), "unknown stack 'nemo-2' (known: deepspeed, flash-attention-training, hf-accelerate, llm-foundry-2023, llm-foundry, megatron-core, torchtitan"),
+    (("--stack", "nemo-2"), "unknown training stack 'nemo-2' (known: deepspeed, flash-attention-training, hf-accelerate, llm-foundry-2023, llm-foundry, megatron-core, torchtitan"),
 ])
 def test_a_layout_the_stack_cannot_run_is_refused(extra, message):
     r = run_cli(*TRAIN, *extra)
@@ -88,6 +88,18 @@ GOOD = Path(__file__).resolve().parents[1] / "python" / "accel_sim" / "data" / "
 HF = GOOD.with_name("hf-accelerate.yaml")  # its runtime section charges 23 us per kernel
 
 
+def _edited_stack_refused(good: Path, edit: tuple[str, str], message: str, tmp_path: Path) -> Path:
+    """`good` with one edit, which load_stack_file refuses in one line naming the file and `message`."""
+    text = good.read_text()
+    assert edit[0] in text
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace(edit[0], edit[1], 1))
+    with pytest.raises(UsageError) as e:
+        load_stack_file(bad)
+    assert str(bad) in str(e.value) and message in str(e.value) and "\n" not in str(e.value)
+    return bad
+
+
 @pytest.mark.parametrize("edit,message", [
     (("gated_activation: unfused", "gated_activation: half"), "'gated_activation' must be fused or unfused"),
     (("cross_entropy: upcast", "cross_entropy: liger"), "'cross_entropy' must be fused or upcast"),
@@ -100,7 +112,8 @@ HF = GOOD.with_name("hf-accelerate.yaml")  # its runtime section charges 23 us p
     (("zero: 3\n", "zero: 1\n"), "'zero' 1 is not one of its zero_stages [0, 2, 3]"),
     (("  overlap_grad_reduce: true\n", "  overlap_grad_reduce: true\n  prefetch: 2\n"), "unknown field 'training.prefetch'"),
     (("  training.gradient_dtype:", "  training.gradient_dtype_source:"), "names no source for training.gradient_dtype"),
-    (("kind: training", "kind: serving"), "'kind' must be training"),
+    (("kind: training", "kind: serving"), "missing field 'serving'"),
+    (("kind: training", "kind: inference"), "'kind' must be training"),
     (("tensor_parallel: true", "tensor_parallel: yes please"), "'tensor_parallel' must be true or false"),
     (("zero: 3\n", "zero: 3\nzero: 2\n"), ""),  # a key twice: the strict loader names it
     (("host_overhead_per_kernel_us: 30", "host_overhead_per_kernel_us: -1"), "must be at least 0"),
@@ -110,13 +123,7 @@ HF = GOOD.with_name("hf-accelerate.yaml")  # its runtime section charges 23 us p
      "names no source for runtime.host_overhead_per_kernel_us"),
 ])
 def test_a_malformed_stack_file_is_one_line(tmp_path, edit, message):
-    text = GOOD.read_text()
-    assert edit[0] in text
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(text.replace(edit[0], edit[1], 1))
-    with pytest.raises(UsageError) as e:
-        load_stack_file(bad)
-    assert str(bad) in str(e.value) and message in str(e.value) and "\n" not in str(e.value)
+    bad = _edited_stack_refused(GOOD, edit, message, tmp_path)
     r = run_cli(*TRAIN, "--stack", str(bad))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
 
@@ -161,8 +168,12 @@ def test_stacks_lists_every_shipped_stack_with_its_choices(tmp_path):
     assert listed["megatron-core"]["attention"] == {"sm_90": "cudnn", "sm_100": "cudnn", "default": "flash2"}
     assert listed["hf-accelerate"]["host_overhead_per_kernel_us"] == pytest.approx(23)
     assert listed["megatron-core"]["host_overhead_per_kernel_us"] is None  # the device's launch cost
+    engines = {s["id"]: s for s in json.loads(r.stdout)["serving_stacks"]}
+    assert {"vllm", "sglang", "tensorrt-llm", "gpt-fast"} <= set(engines)
+    assert engines["gpt-fast"]["decode_attention"] == {"default": "per_query_head"}
+    assert engines["sglang"]["chunk"] is None and engines["sglang"]["max_batched_tokens"] == 8192
     text = run_cli("stacks")
-    assert text.returncode == 0 and "megatron-core (default)" in text.stdout
+    assert text.returncode == 0 and "megatron-core (default)" in text.stdout and "serving engines" in text.stdout
     mine = tmp_path / "mine.yaml"
     mine.write_text(GOOD.read_text().replace("id: torchtitan", "id: mine"))
     extra = json.loads(run_cli("stacks", "--stack-file", str(mine), "--json").stdout)["stacks"]
@@ -212,7 +223,7 @@ def test_sweep_runs_under_the_stack_and_a_stack_refuses_what_it_cannot_run():
     bad = run_cli("simulate", "--model", "llama-3-8b", "--stack", "deepspeed", "--tp", "2")
     assert bad.returncode == 2 and "--tp 2: deepspeed has no tensor parallelism" in bad.stderr
     unknown = run_cli("simulate", "--model", "gpt2", "--stack", "nemo-2")
-    assert unknown.returncode == 2 and "unknown stack 'nemo-2'" in unknown.stderr
+    assert unknown.returncode == 2 and "unknown training stack 'nemo-2'" in unknown.stderr
 
 
 def test_check_refuses_a_baseline_of_another_stack(tmp_path):
@@ -241,3 +252,95 @@ def test_fit_builds_as_the_stack_runs():
     script = run_cli("fit", str(Path(__file__).resolve().parents[1] / "examples" / "transformer_block.py"),
                      "--devices", "h100", "--axis", "batch", "--stack", "torchtitan")
     assert script.returncode == 2 and "--stack" in script.stderr
+
+
+# ---- serving stacks and serve --stack ---------------------------------------------------------
+
+ENGINES = ("vllm", "vllm-0.6", "sglang", "tensorrt-llm", "tensorrt-llm-0.6", "gpt-fast")
+VLLM = Path(__file__).resolve().parents[1] / "python" / "accel_sim" / "data" / "stacks" / "vllm.yaml"
+HOPPER, AMPERE = "Hopper GH100 (sm_90)", "Ampere GA100 (sm_80)"
+
+
+def test_the_shipped_serving_stacks_name_a_source_for_every_choice():
+    engines = {s.id: s for s in builtin_stacks("serving")}
+    assert set(ENGINES) <= set(engines)
+    for e in engines.values():
+        assert e.kind == "serving" and e.training is None and Path(e.path).stem == e.id
+        given = [k for k in ("prefill_attention", "decode_attention", "cuda_graphs", "scheduler", "max_seqs",
+                             "max_batched_tokens", "chunk", "block_size", "gpu_memory_utilization")
+                 if getattr(e.serving, k) is not None]
+        assert all(f"serving.{k}" in e.sources for k in given), e.id
+    # vLLM V1 runs FlashAttention 3 on Hopper, 2 before; chunked prefill (sarathi) at 8,192 tokens.
+    v = engines["vllm"].serving
+    assert (v.prefill_attention_for(HOPPER), v.prefill_attention_for(AMPERE)) == ("flash3", "flash2")
+    assert (v.scheduler, v.chunk, v.max_seqs, v.block_size) == ("sarathi", 8192, 256, 16)
+    # The masked multi-head attention of TensorRT-LLM 0.6 and gpt-fast's repeat_interleave read the
+    # cache once per query head; XQA, FlashAttention's and FlashInfer's decode once per KV head.
+    per_head = {i for i, e in engines.items() if e.serving.decode_kv_per_query_head(HOPPER)}
+    assert per_head == {"tensorrt-llm-0.6", "gpt-fast"}
+    assert engines["tensorrt-llm"].serving.scheduler == "orca"   # GUARANTEED_NO_EVICT in-flight batching
+
+
+@pytest.mark.parametrize("edit,message", [
+    (("  chunk: 8192\n", "  max_batched_tokens: 8192\n"), "'max_batched_tokens' is not a token budget of the sarathi scheduler (it takes chunk)"),
+    (("decode_attention: {default: grouped}", "decode_attention: {default: per_kv_head}"), "'decode_attention.default' must be one of grouped, per_query_head"),
+    (("prefill_attention: {sm_90: flash3, default: flash2}", "prefill_attention: {default: eager}"), "'prefill_attention.default' must be one of"),
+    (("  scheduler: sarathi\n", ""), "serving lacks scheduler"),
+    (("  scheduler: sarathi\n", "  scheduler: fifo\n"), "'scheduler' must be one of vllm, sarathi, orca, static"),
+    (("  gpu_memory_utilization: 0.9\n", "  gpu_memory_utilization: 0\n"), "gpu_memory_utilization"),
+    (("  serving.block_size:", "  serving.block:"), "names no source for serving.block_size"),
+    (("kind: serving\n", "kind: serving\ntraining: {}\n"), "a serving stack has no 'training' section"),
+])
+def test_a_malformed_serving_stack_is_one_line(tmp_path, edit, message):
+    bad = _edited_stack_refused(VLLM, edit, message, tmp_path)
+    r = run_cli("serve", "--model", "gpt2", "--qps", "1", "--requests", "4", "--stack", str(bad))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_stack_of_the_other_kind_is_refused():
+    serve = run_cli("serve", "--model", "gpt2", "--qps", "1", "--requests", "4", "--stack", "megatron-core")
+    assert serve.returncode == 2 and "'megatron-core' is a training stack; serve takes a serving stack" in serve.stderr
+    train = run_cli(*TRAIN, "--stack", "vllm")
+    assert train.returncode == 2 and "'vllm' is a serving stack" in train.stderr
+    unknown = run_cli("serve", "--model", "gpt2", "--qps", "1", "--stack", "ollama")
+    assert unknown.returncode == 2 and "unknown serving stack 'ollama' (known: gpt-fast, sglang" in unknown.stderr
+
+
+def _serve(*extra: str) -> dict:
+    r = run_cli("serve", "--device", "h100", "--qps", "1000", "--requests", "16", "--input-len", "256",
+                "--output-len", "64", "--json", "--quiet", *extra)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_serve_runs_the_engine_the_stack_names():
+    out = _serve("--model", "llama-3-8b", "--stack", "tensorrt-llm-0.6")
+    res = out["results"][0]
+    assert out["stack"]["id"] == "tensorrt-llm-0.6" and out["scheduler"] == "static"
+    assert res["engine"] == {"prefill_attention": "flash2", "decode_attention": "per_query_head", "cuda_graphs": False}
+    assert _serve("--model", "llama-3-8b")["stack"] is None
+    # Typed flags win over the stack's: the scheduler and the kernel.
+    typed = _serve("--model", "llama-3-8b", "--stack", "tensorrt-llm-0.6", "--scheduler", "vllm",
+                   "--attention-impl", "flash3")
+    assert typed["scheduler"] == "vllm" and typed["results"][0]["engine"]["prefill_attention"] == "flash3"
+    # vLLM's defaults: FlashAttention 3 on an H100, chunked prefill; a chunk typed under another
+    # scheduler is refused as before.
+    v = _serve("--model", "llama-3-8b", "--stack", "vllm")
+    assert v["scheduler"] == "sarathi" and v["results"][0]["engine"]["prefill_attention"] == "flash3"
+    bad = run_cli("serve", "--model", "gpt2", "--qps", "1", "--stack", "sglang", "--chunk", "512")
+    assert bad.returncode == 2 and "--chunk" in bad.stderr
+
+
+def test_reading_the_cache_per_query_head_costs_only_grouped_models(tmp_path):
+    # The same engine but for its decode kernel: Llama-3-8B (32 query heads on 8 KV heads) decodes
+    # slower when each query head reads its KV head; GPT-2 (12 heads, 12 KV heads) the same.
+    grouped = tmp_path / "grouped.yaml"
+    grouped.write_text(Path(VLLM.parent / "tensorrt-llm-0.6.yaml").read_text()
+                       .replace("decode_attention: {default: per_query_head}", "decode_attention: {default: grouped}"))
+    for model, slower in (("llama-3-8b", True), ("gpt2", False)):
+        a = _serve("--model", model, "--stack", "tensorrt-llm-0.6")["results"][0]
+        b = _serve("--model", model, "--stack", str(grouped))["results"][0]
+        if slower:
+            assert a["tpot_s"]["p50"] > 1.05 * b["tpot_s"]["p50"]
+        else:   # (the prefill runs the context kernel in both: the C++ test IterationModel.DecodeKernel...)
+            assert (a["tpot_s"], a["ttft_s"]) == (b["tpot_s"], b["ttft_s"])

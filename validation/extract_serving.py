@@ -24,7 +24,11 @@ offline_throughput vLLM offline throughput on AMD's pages: `num_requests` prompt
                    submitted at once ("infinite request rate"), at most `batch` (max_num_seqs) in
                    flight; tokens/s of the whole TP group.
 
-Columns: `tp` is also the GPU count (one replica). `num_requests` equals `batch` but for
+Columns: `stack` is the serving stack (python/accel_sim/data/stacks/) the row ran: tensorrt-llm-0.6
+for the TensorRT-LLM tables (masked multi-head attention in the generation phase: the document's
+commands do not enable the experimental XQA kernels), vllm for AMD's vLLM rows (V1 engine, the default
+from 0.8.0; their releases are 0.8.5 to 0.10.2) and vllm-0.6 for Oracle's (a 2024 blog on Llama 3.1,
+before V1). `tp` is also the GPU count (one replica). `num_requests` equals `batch` but for
 offline_throughput. `counts` says which tokens a throughput counts: "output", or "unstated" where
 the source does not say whether input tokens are included (AMD's tables: vLLM's throughput
 benchmark prints both); empty for latencies. `per_gpu` is 1 when the value is per GPU.
@@ -78,7 +82,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_INPUT = REPO_ROOT / "validation" / "published.csv"
 OUTPUT = REPO_ROOT / "python" / "accel_sim" / "data" / "validation" / "serving_runs.csv"
 COLUMNS = ["id", "kind", "model", "device", "tp", "batch", "num_requests", "input_len", "output_len", "precision",
-           "kv_cache_dtype", "measured", "unit", "counts", "per_gpu", "split", "source", "notes"]
+           "kv_cache_dtype", "stack", "measured", "unit", "counts", "per_gpu", "split", "source", "notes"]
 MODELS = {"GPT-J 6B": "gpt-j-6b", "LLaMA 7B": "llama-2-7b", "LLaMA 70B": "llama-2-70b", "Falcon 180B": "falcon-180b",
           "Llama 3.1 70B": "llama-3-70b", "Llama 3.1 405B": "llama-3.1-405b", "Llama 3.1 405B FP8": "llama-3.1-405b"}
 MODEL_NOTES = {"Llama 3.1 70B": "llama-3-70b config: Llama 3.1 70B has its shapes"}
@@ -139,6 +143,7 @@ def _row(r: dict) -> dict:
     row = {"model": model, "device": device, "tp": tp, "input_len": _int(p, "isl"), "measured": float(r["value"]),
            "split": "report", "source": src, "counts": "", "per_gpu": 0}
     if TRTLLM in src:
+        row["stack"] = "tensorrt-llm-0.6"
         fp8 = r["dtype"].startswith("fp8")
         row["precision"] = row["kv_cache_dtype"] = "fp8" if fp8 else "fp16"
         batch = _int(p, "batch")
@@ -152,6 +157,8 @@ def _row(r: dict) -> dict:
         else:
             raise Skip("TensorRT-LLM table not recognised")
     elif "amd.com" in src or "blogs.oracle.com" in src:
+        # AMD's pages name vLLM 0.8.5 to 0.10.2 (V1); Oracle's 2024 blog predates V1 (0.8.0).
+        row["stack"] = "vllm" if "amd.com" in src else "vllm-0.6"
         if not r["dtype"].startswith("fp8"):
             raise Skip(f"precision {r['dtype']!r} not mapped")
         row["precision"] = "fp8"

@@ -750,7 +750,7 @@ def _serve(grid: Grid, params: dict) -> dict:
     rows, failed = serve_runs(args)
     if failed:
         raise UsageError(f"{failed[0][0].id}: {failed[0][1]}")
-    _, _, r, found = rows[0]
+    _, _, r, found, _ = rows[0]
     return {"max_qps": found.qps if found is not None else None, "requests_per_s": r.requests_per_s,
             "output_tokens_per_s": r.output_tokens_per_s, "ttft_p50_s": r.ttft.p50, "ttft_p99_s": r.ttft.p99,
             "tpot_p50_s": r.tpot.p50, "tpot_p99_s": r.tpot.p99, "e2e_p99_s": r.e2e.p99,

@@ -535,22 +535,32 @@ _SERVING_SYSTEMS = {"h100_sxm": "dgx_h100", "a100_80gb": "dgx_a100", "mi300x": "
 
 def predict_serving_run(row: dict) -> dict:
     """`accel-sim serve`'s figure for a published inference measurement
-    (validation/extract_serving.py), every request arriving at once as the benchmarks submit them:
+    (validation/extract_serving.py), every request arriving at once as the benchmarks submit them,
+    under the serving stack the row ran (its `stack` column, python/accel_sim/data/stacks/): the
+    prefill attention kernel and the decode kernel's KV reads on the row's device, CUDA graphs, the
+    scheduler policy and its token budget:
 
     static_throughput   TensorRT-LLM gptSessionBenchmark: one static batch of `batch` requests,
                         output tokens/s (per GPU when the row is);
     ttft                TensorRT-LLM, batch 1 with one output token: the time to the first token;
-    batch_latency       vLLM benchmark_latency: the batch's end-to-end latency (vLLM scheduler);
+    batch_latency       vLLM benchmark_latency: the batch's end-to-end latency;
     offline_throughput  vLLM benchmark_throughput: `num_requests` prompts under max_num_seqs =
-                        `batch` (vLLM scheduler); the table's unlabelled tokens/s is read as that
-                        script's "tokens/s" line, prompt + output tokens (counts "unstated").
-    fp8 rows run the blocks' GEMMs in fp8 (BuildOptions.fp8_gemms) with the row's KV dtype (an
-    "unstated" one as the weights'); CUDA graphs on (both engines replay them)."""
+                        `batch`; the table's unlabelled tokens/s is read as that script's
+                        "tokens/s" line, prompt + output tokens (counts "unstated").
+    Both vLLM benchmarks run the offline LLM class, whose V1 token budget is 16,384 on GPUs of
+    70 GiB or more other than A100s and 8,192 below (vllm/engine/arg_utils.py,
+    _set_default_args_v1); V0's prefill budget is max(max_model_len, 2048) (vllm/config.py), at
+    least the prompt here. fp8 rows run the blocks' GEMMs in fp8 (BuildOptions.fp8_gemms) with the
+    row's KV dtype (an "unstated" one as the weights')."""
     from accel_sim.device import resolve_device
     from accel_sim.io.model_config import load_model_spec
+    from accel_sim.io.stack_file import resolve_stack
     from accel_sim.io.system_file import resolve_system
 
-    device = resolve_device(row["device"], []).spec
+    chosen = resolve_device(row["device"], [])
+    device, arch = chosen.spec, chosen.entry.architecture
+    engine = resolve_stack(row["stack"], kind="serving")
+    st = engine.serving
     fp8 = row["precision"] == "fp8"
     kv = row["kv_cache_dtype"] if row["kv_cache_dtype"] not in ("", "unstated") else ("fp8" if fp8 else None)
     spec = load_model_spec(row["model"], dtype="fp16" if row["precision"] == "fp16" else "bf16", kv_dtype=kv)
@@ -561,13 +571,29 @@ def predict_serving_run(row: dict) -> dict:
     build = _core.BuildOptions()
     build.fp8_gemms = fp8
     replica.build = build
+    replica.decode_kv_per_query_head = st.decode_kv_per_query_head(arch)
+    if st.block_size:
+        replica.block_size = st.block_size
+    if st.gpu_memory_utilization:
+        replica.gpu_memory_utilization = st.gpu_memory_utilization
     options = _core.SimulateOptions()
     options.cost_model = "kernel"
-    options.cost.cuda_graphs = True
+    options.cost.cuda_graphs = st.cuda_graphs
+    options.cost.attention_impl = getattr(_core.AttentionImpl, st.prefill_attention_for(arch))
+    options.cost.host_overhead_per_kernel_s = engine.host_overhead_per_kernel_s
     replica.simulate = options
     batch, n = int(row["batch"]), int(row["num_requests"] or row["batch"])
     isl, osl = int(row["input_len"]), int(row["output_len"])
-    replica.max_batched_tokens = max(8192, isl)
+    sched = _core.SchedulerConfig()
+    sched.kind = getattr(_core.SchedulerKind, st.scheduler)
+    sched.max_seqs = batch
+    if st.scheduler == "sarathi":  # vLLM V1 under the offline LLM class
+        large = device.memory_bytes >= 70 * 2**30 and "a100" not in row["device"]
+        sched.chunk = 16384 if large else 8192
+        replica.max_batched_tokens = sched.chunk
+    else:
+        sched.max_batched_tokens = max(st.max_batched_tokens or 8192, isl)
+        replica.max_batched_tokens = sched.max_batched_tokens
     costs = _core.IterationModel(spec, device, replica)
     wspec = _core.WorkloadSpec()
     wspec.requests, wspec.qps = n, 0.0  # all at t = 0
@@ -578,10 +604,6 @@ def predict_serving_run(row: dict) -> dict:
         lengths.append(ls)
     wspec.input, wspec.output = lengths
     config = _core.ServeConfig()
-    sched = _core.SchedulerConfig()
-    sched.kind = _core.SchedulerKind.static if row["kind"] in ("static_throughput", "ttft") else _core.SchedulerKind.vllm
-    sched.max_seqs = batch
-    sched.max_batched_tokens = max(8192, isl)
     config.scheduler = sched
     r = _core.simulate_serving(costs, _core.generate_workload(wspec), config)
     kind = row["kind"]
@@ -608,7 +630,7 @@ def serving_validation() -> list[dict]:
             measured = float(row["measured"]) * scale
             p = predict_serving_run(row)
             out.append({k: row[k] for k in ("id", "kind", "model", "device", "tp", "batch", "num_requests", "input_len",
-                                             "output_len", "precision", "counts", "per_gpu", "source")}
+                                             "output_len", "precision", "stack", "counts", "per_gpu", "source")}
                        | {"unit": "s" if scale != 1.0 else row["unit"], "measured": measured,
                           "predicted": p["predicted"], "error": p["predicted"] / measured - 1.0,
                           "preemptions": p["preemptions"]})

@@ -370,17 +370,19 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
             print(f"  {n:5d}  {why}")
     if serving:
         print("\nserving (report only; `accel-sim serve`, every request at t = 0 as the benchmarks submit them): "
-              "TensorRT-LLM static batches and TTFT, vLLM batch latency and offline throughput\n")
+              "TensorRT-LLM static batches and TTFT, vLLM batch latency and offline throughput, each under the "
+              "serving stack it ran (`accel-sim stacks`)\n")
 
         def fmt(v: float, unit: str) -> str:
             return f"{v * 1e3:,.1f} ms" if unit == "s" and v < 1 else f"{v:,.2f} s" if unit == "s" else f"{v:,.0f} {unit}"
 
-        print(table(["id", "kind", "model", "device", "TP", "batch", "in/out", "precision", "measured", "predicted", "error"],
-                    [(r["id"], r["kind"], r["model"], r["device"], r["tp"], r["batch"], f"{r['input_len']}/{r['output_len']}",
-                      r["precision"], fmt(r["measured"], r["unit"]) + ("/GPU" if r["per_gpu"] == "1" else ""),
+        print(table(["id", "kind", "model", "device", "stack", "TP", "batch", "in/out", "precision", "measured",
+                     "predicted", "error"],
+                    [(r["id"], r["kind"], r["model"], r["device"], r["stack"], r["tp"], r["batch"],
+                      f"{r['input_len']}/{r['output_len']}", r["precision"], fmt(r["measured"], r["unit"]) + ("/GPU" if r["per_gpu"] == "1" else ""),
                       fmt(r["predicted"], r["unit"]) + ("/GPU" if r["per_gpu"] == "1" else ""),
                       f"{r['error'] * 100:+.1f}%") for r in serving],
-                    [False, False, False, False, True, True, True, False, True, True, True]))
+                    [False, False, False, False, False, True, True, True, False, True, True, True]))
         print()
         for kind, st in serving_summary.items():
             print(f"  {kind:<19} {st['rows']:>3} rows · median |error| {st['median_abs_error'] * 100:.1f}% · "

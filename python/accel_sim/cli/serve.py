@@ -14,10 +14,9 @@ from accel_sim.cli.flags import CLOCK_MHZ, COUNT, FRACTION, POSITIVE, RESERVE_FR
 from accel_sim.cli.progress import Progress
 from accel_sim.io import fields
 from accel_sim.io.serve_trace import MAX_LENGTH  # a request's lengths: the core's int32 (core/include/accelsim/serve.h)
-from accel_sim.io.stack_file import ATTENTION_KERNELS
+from accel_sim.io.stack_file import ATTENTION_KERNELS, SCHEDULERS
 from accel_sim.report.json_report import SCHEMA_VERSION
 
-SCHEDULERS = ("vllm", "sarathi", "orca", "static")
 ROUTERS = ("round-robin", "least-outstanding")
 
 
@@ -104,6 +103,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--replicas", **counts_up_to(MAX_REPLICAS, "0.35 s for 100 requests on 10,000 replicas; 8.7 s on 100,000"),
                    default=1, help="model replicas behind the router (default: 1)")
     p.add_argument("--system", help="the node a multi-GPU replica runs in (default: the built-in system of its device)")
+    p.add_argument("--stack", metavar="NAME|FILE",
+                   help="the serving engine (vllm, sglang, tensorrt-llm, gpt-fast, ...; `accel-sim stacks`): its "
+                        "attention kernels, CUDA graphs and scheduler defaults; a flag typed here wins over the "
+                        "stack's (default: none, the flags' defaults)")
     p.add_argument("--router", choices=ROUTERS, default="round-robin", help="default: round-robin")
     p.add_argument("--dtype", choices=("bf16", "fp16"), help="the model's compute dtype (default: the config's)")
     p.add_argument("--weight-dtype", choices=("bf16", "fp16", "fp8", "int8", "int4"), help="the weights' dtype")
@@ -315,7 +318,47 @@ def _workload(args: argparse.Namespace, model: Any) -> tuple[Any, Any]:
     return spec, w
 
 
-def _replica(args: argparse.Namespace, device: Any) -> Any:
+# The serve flags a serving stack sets when they are not typed (flag destination: ServingStack field).
+_STACK_FLAGS = {"scheduler": "scheduler", "max_seqs": "max_seqs", "max_batched_tokens": "max_batched_tokens",
+                "chunk": "chunk", "block_size": "block_size", "gpu_memory_utilization": "gpu_memory_utilization"}
+
+
+def apply_serving_stack(args: argparse.Namespace) -> Any:
+    """The serving stack --stack names (or None), its scheduler defaults written into `args` for
+    each flag the user did not type; the kernels, which depend on the device, are applied in
+    _replica."""
+    from accel_sim.cli.flags import given
+    from accel_sim.io.stack_file import resolve_stack
+
+    if not args.stack:
+        return None
+    stack = resolve_stack(args.stack, kind="serving")
+    for dest, name in _STACK_FLAGS.items():
+        value = getattr(stack.serving, name)
+        if value is not None and not given(args, dest):
+            setattr(args, dest, value)
+    return stack
+
+
+def engine_kernels(args: argparse.Namespace, stack: Any, architecture: str) -> dict:
+    """What the engine runs on a device of `architecture`: the prefill attention kernel, how its
+    decode kernel reads the KV cache, CUDA graphs and the host's cost per kernel (typed flags
+    first, then the stack's choices, then the flags' defaults)."""
+    from accel_sim.cli.flags import given
+
+    out = {"prefill_attention": args.attention_impl, "decode_attention": "grouped",
+           "cuda_graphs": not args.no_cuda_graphs, "host_overhead_per_kernel_s": 0.0}
+    if stack is None:
+        return out
+    if not given(args, "attention_impl"):
+        out["prefill_attention"] = stack.serving.prefill_attention_for(architecture)
+    out["decode_attention"] = "per_query_head" if stack.serving.decode_kv_per_query_head(architecture) else "grouped"
+    out["cuda_graphs"] = stack.serving.cuda_graphs and not args.no_cuda_graphs
+    out["host_overhead_per_kernel_s"] = stack.host_overhead_per_kernel_s
+    return out
+
+
+def _replica(args: argparse.Namespace, device: Any, kernels: dict) -> Any:
     from accel_sim import _core
     from accel_sim.errors import UsageError
 
@@ -334,8 +377,10 @@ def _replica(args: argparse.Namespace, device: Any) -> Any:
     r.max_batched_tokens = max(args.max_batched_tokens, args.chunk)
     o = _core.SimulateOptions()
     o.cost_model = args.cost_model
-    o.cost.cuda_graphs = not args.no_cuda_graphs
-    o.cost.attention_impl = getattr(_core.AttentionImpl, args.attention_impl)
+    o.cost.cuda_graphs = kernels["cuda_graphs"]
+    o.cost.attention_impl = getattr(_core.AttentionImpl, kernels["prefill_attention"])
+    o.cost.host_overhead_per_kernel_s = kernels["host_overhead_per_kernel_s"]
+    r.decode_kv_per_query_head = kernels["decode_attention"] == "per_query_head"
     if args.clock_mhz is not None:
         o.cost.clock_hz = args.clock_mhz * 1e6
     r.simulate = o
@@ -441,6 +486,7 @@ def serve_runs(args: argparse.Namespace) -> tuple[list, list]:
         raise UsageError("--find-max-qps needs --slo-ttft-p99 and/or --slo-tpot-p99")
     if args.trace and len(devices) > 1:
         raise UsageError("--trace writes one deployment's steps: give one --device")
+    stack = apply_serving_stack(args)
     _refuse_inapplicable(args, devices)
     for flag in ("slo_ttft_p99", "slo_tpot_p99"):
         if getattr(args, flag):
@@ -453,7 +499,8 @@ def serve_runs(args: argparse.Namespace) -> tuple[list, list]:
     rows, failed = [], []
     for entry in entries:
         device = entry.spec
-        replica = _replica(args, device)
+        kernels = engine_kernels(args, stack, entry.architecture)
+        replica = _replica(args, device, kernels)
         config = _config(args, replica, device)
         try:
             costs = _core.IterationModel(spec, device, replica)
@@ -476,13 +523,14 @@ def serve_runs(args: argparse.Namespace) -> tuple[list, list]:
                 raise UsageError(f"{device.id}: {err}") from None
             failed.append((device, str(err)))  # a capacity table keeps going: this device gets a row saying why
             continue
-        rows.append((device, costs, result, found))
+        rows.append((device, costs, result, found, kernels))
     return rows, failed
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from accel_sim.device import device_label
     from accel_sim.io.model_config import load_model_spec
+    from accel_sim.io.stack_file import resolve_stack
 
     spec = load_model_spec(args.model, dtype=args.dtype, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
     devices = _device_names(args)
@@ -490,7 +538,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.trace and len(rows) == 1:
         from accel_sim.report.serve_timeline import write_serve_trace
 
-        device, _, result, _ = rows[0]
+        device, _, result, _, _ = rows[0]
         write_serve_trace(args.trace, result, replicas=args.replicas, engines_per_replica=args.pp,
                           title=f"{spec.name} on {args.replicas} x {args.tp * args.pp} {device_label(device, args.clock_mhz)}")
     if args.html:
@@ -499,18 +547,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         slo = {"ttft_p99_s": parse_duration(args.slo_ttft_p99) if args.slo_ttft_p99 else None,
                "tpot_p99_s": parse_duration(args.slo_tpot_p99) if args.slo_tpot_p99 else None}
-        write_html(args.html, serve_html(model=spec.name, rows=rows, slo=slo,
-                                         subtitle=f"{args.scheduler} scheduler · {args.replicas} replica(s) · TP {args.tp} PP {args.pp}"
+        write_html(args.html, serve_html(model=spec.name, rows=[row[:4] for row in rows], slo=slo,
+                                         subtitle=(f"{args.stack} · " if args.stack else "")
+                                         + f"{args.scheduler} scheduler · {args.replicas} replica(s) · TP {args.tp} PP {args.pp}"
                                          + (f" · clock overridden: {args.clock_mhz:g} MHz" if args.clock_mhz is not None else "")))
     if args.json:
         out = {"schema": "accel-sim/serve", "schema_version": SCHEMA_VERSION, "model": spec.name, "scheduler": args.scheduler,
                "replicas": args.replicas, "tp": args.tp, "pp": args.pp,
+               "stack": resolve_stack(args.stack, kind="serving").as_dict() if args.stack else None,
                "slo": {"ttft_p99_s": parse_duration(args.slo_ttft_p99) if args.slo_ttft_p99 else None,
                        "tpot_p99_s": parse_duration(args.slo_tpot_p99) if args.slo_tpot_p99 else None},
                "results": []}
-        for device, costs, r, found in rows:
+        for device, costs, r, found, kernels in rows:
             m = costs.memory
             out["results"].append({"device": device.id, "device_name": device.name, "clock_override_mhz": args.clock_mhz,
+                                   "engine": {"prefill_attention": kernels["prefill_attention"],
+                                              "decode_attention": kernels["decode_attention"],
+                                              "cuda_graphs": kernels["cuda_graphs"]},
                                    "max_qps": found.qps if found else None,
                                    "max_qps_per_gpu": found.qps_per_gpu if found else None, "memory_per_gpu": {
                 "weights_bytes": m.weight_bytes, "activations_bytes": m.activation_bytes, "kv_cache_bytes": m.kv_bytes,
@@ -519,7 +572,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=1, allow_nan=False, default=lambda v: None))
         return 0
     scheduler = args.scheduler + (f" chunk {args.chunk}" if args.scheduler == "sarathi" else "")
-    for device, costs, r, found in rows:
+    for device, costs, r, found, kernels in rows:
         head = (f"accel-sim serve · {spec.name} on {args.replicas} x {args.tp * args.pp} {device_label(device, args.clock_mhz)}"
                 + (f" (TP {args.tp}" + (f" PP {args.pp}" if args.pp > 1 else "") + ")" if args.tp * args.pp > 1 else "")
                 + f" · {scheduler} · " + (f"{args.disaggregate} prefill + {args.replicas - args.disaggregate} decode replicas · "
@@ -527,6 +580,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 + (f"{args.qps:g} requests/s" if args.qps and not args.find_max_qps else "rate searched"
                    if args.find_max_qps else "trace timestamps"))
         _render(r, args, head, costs.memory, found.qps if found else None)
+        if args.stack:
+            st = resolve_stack(args.stack, kind="serving")
+            print(f"  engine        {st.id} ({st.version}) · prefill attention {kernels['prefill_attention']} · decode "
+                  + ("reads the KV cache once per query head" if kernels["decode_attention"] == "per_query_head"
+                     else "reads each KV head once for its query group")
+                  + " · CUDA graphs " + ("on" if kernels["cuda_graphs"] else "off"))
         if len(rows) > 1:
             print()
     if len(devices) > 1:
@@ -545,7 +604,7 @@ def _capacity_table(rows: list, args: argparse.Namespace) -> None:
           + (f" {'replicas for ' + format(target, 'g') + '/s':>18}" if target and args.find_max_qps else ""))
     from accel_sim import _core
 
-    for device, _costs, r, found in rows:
+    for device, _costs, r, found, _ in rows:
         rate, per_gpu = (found.qps, found.qps_per_gpu) if found is not None else (r.requests_per_s, r.requests_per_s / r.gpus)
         cost = f"{r.cost_per_million_output_tokens_usd:,.2f}" if r.cost_per_million_output_tokens_usd else "n/a"
         line = (f"  {device.id:<12} {rate:>11,.2f} {per_gpu:>9,.3f} {_ms(r.ttft.p99):>10} {_ms(r.tpot.p99):>10} {cost:>9}")

@@ -140,7 +140,7 @@ def collective_validation() -> list[dict]:
 
 
 def add_stacks_parser(sub: Any) -> None:
-    p = sub.add_parser("stacks", help="list the software stacks train and plan take with --stack")
+    p = sub.add_parser("stacks", help="list the software stacks train, plan and serve take with --stack")
     p.add_argument("--stack-file", action="append", default=[], metavar="FILE", help="also list this stack file")
     p.add_argument("--json", action="store_true", help="print as JSON")
 
@@ -150,11 +150,18 @@ def cmd_stacks(args: argparse.Namespace) -> int:
     from accel_sim.io.stack_file import DEFAULT_STACK, builtin_stacks, load_stack_file
     from accel_sim.report.tables import table
 
-    entries = [load_stack_file(f) for f in args.stack_file] + builtin_stacks()
+    loaded = [load_stack_file(f) for f in args.stack_file] + builtin_stacks()
+    entries = [e for e in loaded if e.kind == "training"]
+    engines = [e for e in loaded if e.kind == "serving"]
+
+    def by_architecture(a: dict) -> str:
+        return ", ".join(f"{k}: {v}" for k, v in sorted(a.items(), key=lambda kv: kv[0] == "default"))
 
     def attention(e: Any) -> str:
-        a = e.training.attention
-        return ", ".join(f"{k}: {v}" for k, v in sorted(a.items(), key=lambda kv: kv[0] == "default"))
+        return by_architecture(e.training.attention)
+
+    def host_us(e: Any) -> float | None:
+        return e.host_overhead_per_kernel_s * 1e6 or None
 
     if args.json:
         from accel_sim.report.json_report import SCHEMA_VERSION
@@ -167,8 +174,17 @@ def cmd_stacks(args: argparse.Namespace) -> int:
                            "tensor_parallel": e.training.tensor_parallel,
                            "pipeline_parallel": e.training.pipeline_parallel,
                            "context_parallel": e.training.context_parallel,
-                           "host_overhead_per_kernel_us": e.host_overhead_per_kernel_s * 1e6 or None,
-                           "path": e.path} for e in entries]}, indent=1))
+                           "host_overhead_per_kernel_us": host_us(e),
+                           "path": e.path} for e in entries],
+                          "serving_stacks": [
+                          {"id": e.id, "name": e.name, "version": e.version,
+                           "prefill_attention": dict(e.serving.prefill_attention),
+                           "decode_attention": dict(e.serving.decode_attention),
+                           "cuda_graphs": e.serving.cuda_graphs, "scheduler": e.serving.scheduler,
+                           "max_seqs": e.serving.max_seqs, "max_batched_tokens": e.serving.max_batched_tokens,
+                           "chunk": e.serving.chunk, "block_size": e.serving.block_size,
+                           "gpu_memory_utilization": e.serving.gpu_memory_utilization,
+                           "host_overhead_per_kernel_us": host_us(e), "path": e.path} for e in engines]}, indent=1))
         return 0
     print(table(["id", "version", "attention", "SwiGLU", "fp8", "ZeRO", "TP/PP/CP", "host µs/kernel"],
                 [(e.id + (" (default)" if e.id == DEFAULT_STACK else ""), e.version, attention(e),
@@ -179,5 +195,17 @@ def cmd_stacks(args: argparse.Namespace) -> int:
                   f"{e.host_overhead_per_kernel_s * 1e6:g}" if e.host_overhead_per_kernel_s else "device's")
                  for e in entries],
                 [False, False, False, False, False, False, False, True]))
+    if engines:
+        print("\n  serving engines (serve --stack)")
+        print(table(["id", "version", "prefill attention", "decode KV reads", "CUDA graphs", "scheduler", "max seqs",
+                     "tokens/step"],
+                    [(e.id, e.version, by_architecture(e.serving.prefill_attention),
+                      by_architecture(e.serving.decode_attention).replace("per_query_head", "per query head"),
+                      "yes" if e.serving.cuda_graphs else "no", e.serving.scheduler,
+                      f"{e.serving.max_seqs:,}" if e.serving.max_seqs else "serve's",
+                      f"{(e.serving.max_batched_tokens or e.serving.chunk):,}"
+                      if (e.serving.max_batched_tokens or e.serving.chunk) else "serve's")
+                     for e in engines],
+                    [False, False, False, False, False, False, True, True]))
     print("\n  each choice's source: the stack file's `sources` (python/accel_sim/data/stacks/, docs/formats/stack.md)")
     return 0

@@ -1,4 +1,5 @@
-"""Stack files (`data/stacks/*.yaml`): what a training framework really runs, as data.
+"""Stack files (`data/stacks/*.yaml`): what a training framework or a serving engine really
+runs, as data.
 
 The same model on the same GPUs runs at a different speed and in a different amount of memory
 under Megatron-Core, torchtitan, llm-foundry, DeepSpeed or HF Accelerate: each picks its own
@@ -13,6 +14,11 @@ The stack's choices are the run's defaults; a flag typed on the command line (--
 --zero, --no-tp-overlap, --no-overlap) wins over them. A layout the stack cannot run (pipeline
 stages under a framework without pipeline parallelism, a ZeRO stage it does not implement) is
 refused, and `plan` searches only what the stack can run.
+
+A serving stack (`kind: serving`: vLLM, SGLang, TensorRT-LLM, gpt-fast) names the prefill and
+decode attention kernels an engine runs, whether its steps replay CUDA graphs, and its scheduler's
+defaults (policy, running-sequence cap, token budget, KV block size, memory fraction); `serve`
+takes `--stack` and a flag typed on the command line wins over the stack's value.
 """
 
 from __future__ import annotations
@@ -56,7 +62,26 @@ _TRAINING_FIELDS = {
 _RUNTIME_FIELDS = {
     "host_overhead_per_kernel_us": "the host's microseconds to issue one kernel (Python, dispatcher, launch)",
 }
-_TOP = {"id", "name", "version", "kind", "training", "runtime", "sources", "notes"}
+# The `serving` section of a serving engine's stack.
+_SERVING_FIELDS = {
+    "prefill_attention": "a mapping of sm_NN (or default) to the prefill attention kernel",
+    "decode_attention": "a mapping of sm_NN (or default) to grouped or per_query_head",
+    "cuda_graphs": "true or false",
+    "scheduler": "the scheduling policy (vllm, sarathi, orca or static)",
+    "max_seqs": "the running-sequence cap",
+    "max_batched_tokens": "the token budget of a step (vllm and orca)",
+    "chunk": "the token budget of a chunked-prefill step (sarathi)",
+    "block_size": "tokens per KV-cache block",
+    "gpu_memory_utilization": "the fraction of device memory the engine takes",
+}
+# Required; the scheduler's limits, block size and memory fraction are optional (absent: serve's
+# defaults), as engines differ in which they fix.
+_SERVING_REQUIRED = ("prefill_attention", "decode_attention", "cuda_graphs", "scheduler")
+# How a decode kernel reads a grouped-query model's KV cache (ReplicaConfig.decode_kv_per_query_head).
+DECODE_ATTENTION = ("grouped", "per_query_head")
+SCHEDULERS = ("vllm", "sarathi", "orca", "static")
+KINDS = ("training", "serving")
+_TOP = {"id", "name", "version", "kind", "training", "serving", "runtime", "sources", "notes"}
 
 
 @dataclass(frozen=True)
@@ -110,16 +135,43 @@ def _per_architecture(value: Any, at: str, name: str, check) -> dict:
 
 
 @dataclass(frozen=True)
+class ServingStack:
+    prefill_attention: dict[str, str]
+    decode_attention: dict[str, str]
+    cuda_graphs: bool
+    scheduler: str
+    # None where the stack leaves serve's default.
+    max_seqs: int | None
+    max_batched_tokens: int | None  # vllm and orca
+    chunk: int | None  # sarathi
+    block_size: int | None
+    gpu_memory_utilization: float | None
+
+    def prefill_attention_for(self, architecture: str) -> str:
+        return _for_architecture(self.prefill_attention, architecture)
+
+    def decode_kv_per_query_head(self, architecture: str) -> bool:
+        """Whether the engine's decode kernel reads the KV cache once per query head on a device
+        of `architecture` (rather than once per KV head for its group)."""
+        return _for_architecture(self.decode_attention, architecture) == "per_query_head"
+
+
+@dataclass(frozen=True)
 class StackEntry:
     id: str
     name: str
     version: str
     path: str
-    training: TrainingStack
+    training: TrainingStack | None  # kind training
+    serving: ServingStack | None = None  # kind serving
     sources: dict[str, str] = field(default_factory=dict)
     notes: str = ""
     # runtime.host_overhead_per_kernel_us in seconds; 0: the device's bare launch cost.
     host_overhead_per_kernel_s: float = 0.0
+
+    @property
+    def kind(self) -> str:
+        return "serving" if self.serving is not None else "training"
 
     def as_dict(self) -> dict:
         return {"id": self.id, "name": self.name, "version": self.version}
@@ -177,6 +229,55 @@ def _training(data: Any, where: str, sources: dict[str, str]) -> TrainingStack:
                          gradients_in_weight_dtype=grads == "weight", zero=zero, zero_stages=stages, **flag)
 
 
+def _serving(data: Any, where: str, sources: dict[str, str]) -> ServingStack:
+    t = fields.mapping(data, where, "serving")
+    unknown = sorted(set(t) - set(_SERVING_FIELDS))
+    if unknown:
+        raise UsageError(f"{where}: unknown field 'serving.{unknown[0]}' (known: {', '.join(_SERVING_FIELDS)})")
+    at = f"{where}: serving"
+    if "scheduler" not in t:
+        raise UsageError(f"{at} lacks scheduler")
+    scheduler = fields.text(t["scheduler"], at, "scheduler")
+    if scheduler not in SCHEDULERS:
+        raise UsageError(f"{at}: 'scheduler' must be one of {', '.join(SCHEDULERS)}, got {scheduler!r}")
+    # The token budget the policy has: max_batched_tokens (vllm, orca), chunk (sarathi), none (static).
+    budget = {"vllm": "max_batched_tokens", "orca": "max_batched_tokens", "sarathi": "chunk"}.get(scheduler)
+    missing = [k for k in _SERVING_REQUIRED if k not in t]
+    if missing:
+        raise UsageError(f"{at} lacks {', '.join(missing)}")
+    for k in ("max_batched_tokens", "chunk"):
+        if k in t and k != budget:
+            raise UsageError(f"{at}: '{k}' is not a token budget of the {scheduler} scheduler"
+                             + (f" (it takes {budget})" if budget else " (it batches whole prompts)"))
+    unsourced = [k for k in t if f"serving.{k}" not in sources]
+    if unsourced:
+        raise UsageError(f"{where}: 'sources' names no source for serving.{unsourced[0]} "
+                         "(every choice of a stack names where it is read from)")
+
+    def kernel(value: Any, name: str) -> str:
+        if value not in ATTENTION_KERNELS or value == "eager":
+            raise UsageError(f"{at}: '{name}' must be one of {', '.join(k for k in ATTENTION_KERNELS if k != 'eager')}, "
+                             f"got {value!r}")
+        return value
+
+    def decode(value: Any, name: str) -> str:
+        if value not in DECODE_ATTENTION:
+            raise UsageError(f"{at}: '{name}' must be one of {', '.join(DECODE_ATTENTION)}, got {value!r}")
+        return value
+
+    def count(key: str) -> int | None:
+        return fields.integer(t[key], at, key, minimum=1) if key in t else None
+
+    return ServingStack(
+        prefill_attention=_per_architecture(t["prefill_attention"], at, "prefill_attention", kernel),
+        decode_attention=_per_architecture(t["decode_attention"], at, "decode_attention", decode),
+        cuda_graphs=fields.boolean(t["cuda_graphs"], at, "cuda_graphs"), scheduler=scheduler,
+        max_seqs=count("max_seqs"), max_batched_tokens=count("max_batched_tokens"), chunk=count("chunk"),
+        block_size=count("block_size"),
+        gpu_memory_utilization=fields.number(t["gpu_memory_utilization"], at, "gpu_memory_utilization",
+                                             above=0.0, maximum=1.0) if "gpu_memory_utilization" in t else None)
+
+
 def _runtime(data: Any, where: str, sources: dict[str, str]) -> float:
     """The `runtime` section's host cost per kernel in seconds (0 when absent)."""
     if data is None:
@@ -205,17 +306,25 @@ def load_stack_file(path: str | Path) -> StackEntry:
     unknown = sorted(set(data) - _TOP)
     if unknown:
         raise UsageError(f"{where}: unknown field '{unknown[0]}' (known: {', '.join(sorted(_TOP))})")
-    for key in ("id", "name", "version", "kind", "training", "sources"):
+    for key in ("id", "name", "version", "kind", "sources"):
         if key not in data:
             raise UsageError(f"{where}: missing field '{key}'")
-    if data["kind"] != "training":
-        raise UsageError(f"{where}: 'kind' must be training (the stacks train and plan run), got {data['kind']!r}")
+    kind = data["kind"]
+    if kind not in KINDS:
+        raise UsageError(f"{where}: 'kind' must be training (the stacks train and plan run) or serving "
+                         f"(the engines serve runs), got {kind!r}")
+    other = "serving" if kind == "training" else "training"
+    if kind not in data:
+        raise UsageError(f"{where}: missing field '{kind}' (a {kind} stack's choices)")
+    if other in data:
+        raise UsageError(f"{where}: a {kind} stack has no '{other}' section")
     sources = {str(k): fields.text(v, where, f"sources.{k}")
                for k, v in fields.mapping(data["sources"], where, "sources").items()}
     return StackEntry(id=fields.text(data["id"], where, "id"), name=fields.text(data["name"], where, "name"),
                       version=fields.text(data["version"], where, "version"), path=where,
-                      training=_training(data["training"], where, sources), sources=sources,
-                      notes=fields.text(data.get("notes", ""), where, "notes"),
+                      training=_training(data["training"], where, sources) if kind == "training" else None,
+                      serving=_serving(data["serving"], where, sources) if kind == "serving" else None,
+                      sources=sources, notes=fields.text(data.get("notes", ""), where, "notes"),
                       host_overhead_per_kernel_s=_runtime(data.get("runtime"), where, sources))
 
 
@@ -229,17 +338,27 @@ def _builtin() -> tuple[StackEntry, ...]:
     return tuple(load_stack_file(p) for p in builtin_stack_files())
 
 
-def builtin_stacks() -> list[StackEntry]:
-    return list(_builtin())
+def builtin_stacks(kind: str | None = None) -> list[StackEntry]:
+    """The shipped stacks, of one kind (training, serving) or all."""
+    return [e for e in _builtin() if kind is None or e.kind == kind]
 
 
-def resolve_stack(name: str | None) -> StackEntry:
-    """A shipped stack by id, or a stack file by path; None: the default stack."""
-    name = DEFAULT_STACK if name is None else name
-    for entry in _builtin():
-        if entry.id == name:
-            return entry
-    if name.endswith((".yaml", ".yml")) or "/" in name:
-        return load_stack_file(name)
-    known = ", ".join(e.id for e in _builtin())
-    raise UsageError(f"unknown stack {name!r} (known: {known}; or a stack file's path)")
+def resolve_stack(name: str | None, kind: str = "training") -> StackEntry:
+    """A shipped stack by id, or a stack file by path, of `kind` (training: train, plan, simulate
+    and the rest; serving: serve); None: the default training stack. A stack of the other kind is
+    refused in one line."""
+    if name is None:
+        if kind != "training":
+            raise UsageError(f"no default {kind} stack")
+        name = DEFAULT_STACK
+    entry = next((e for e in _builtin() if e.id == name), None)
+    if entry is None:
+        if not (name.endswith((".yaml", ".yml")) or "/" in name):
+            known = ", ".join(e.id for e in builtin_stacks(kind))
+            raise UsageError(f"unknown {kind} stack {name!r} (known: {known}; or a stack file's path)")
+        entry = load_stack_file(name)
+    if entry.kind != kind:
+        takes = "serve takes" if kind == "serving" else "train, plan, simulate, compare, check, sweep and fit take"
+        raise UsageError(f"stack {entry.id!r} is a {entry.kind} stack; {takes} a {kind} stack "
+                         f"(`accel-sim stacks` lists them)")
+    return entry
