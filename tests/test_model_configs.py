@@ -59,6 +59,7 @@ PUBLISHED = {
     "qwen2.5-72b": (72.7 * B, 0.05 * B, "Qwen/Qwen2.5-72B model card: 72.7B"),
     "qwen3-8b": (8.2 * B, 0.05 * B, "Qwen/Qwen3-8B model card: 8.2B"),
     "qwen3-30b-a3b": (30.5 * B, 0.05 * B, "Qwen/Qwen3-30B-A3B model card: 30.5B"),
+    "qwen3-235b-a22b": (235 * B, 0.5 * B, "Qwen/Qwen3-235B-A22B model card: 235B"),
     "qwen1.5-moe-a2.7b": (14.3 * B, 0.05 * B, "Qwen blog 'Qwen1.5-MoE' (2024-03): 14.3B"),
     # Main model only: the hub's 685B adds the 14B multi-token-prediction module, which
     # transformers' DeepseekV3ForCausalLM does not build.
@@ -87,6 +88,7 @@ PUBLISHED_ACTIVE = {
     "mixtral-8x7b": (12.9 * B, 0.05 * B, "Mixtral of Experts (arXiv 2401.04088): 12.9B active"),
     "mixtral-8x22b": (39 * B, 0.5 * B, "Mistral AI (2024-04): 39B active"),
     "qwen3-30b-a3b": (3.3 * B, 0.1 * B, "Qwen/Qwen3-30B-A3B model card: 3.3B activated"),
+    "qwen3-235b-a22b": (22 * B, 0.5 * B, "Qwen/Qwen3-235B-A22B model card: 22B activated"),
     "qwen1.5-moe-a2.7b": (2.7 * B, 0.05 * B, "Qwen blog 'Qwen1.5-MoE': 2.7B activated"),
     "deepseek-v3": (37 * B, 1 * B, "DeepSeek-V3 technical report: 37B activated"),
 }
@@ -96,6 +98,7 @@ PUBLISHED_NON_EMBEDDING = {
     "qwen2.5-7b": (6.53 * B, 0.01 * B),
     "qwen3-8b": (6.95 * B, 0.01 * B),
     "qwen3-30b-a3b": (29.9 * B, 0.05 * B),
+    "qwen3-235b-a22b": (234 * B, 0.5 * B),
 }
 
 

@@ -456,6 +456,7 @@ def predict_training_run(row: dict) -> Any:
     layout = _core.ParallelLayout()
     for name in ("tp", "pp", "cp", "dp"):
         setattr(layout, name, int(row[name]))
+    layout.ep = int(row.get("ep") or 1)
     layout.sequence_parallel = int(row["tp"]) > 1
     layout.micro_batch, layout.global_batch = int(row["micro_batch"]), int(row["global_batch"])
     layout.virtual_stages = int(row["virtual_stages"])

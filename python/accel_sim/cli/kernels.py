@@ -243,7 +243,9 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
                 runs.append({"id": row["id"], "stack": row.get("stack") or "megatron-core", "system": row["system"],
                              "device": row.get("device") or "", "model": row["model"], "gpus": int(row["gpus"]),
                              "seq": int(row["seq"]),
-                             "layout": f"TP{row['tp']} PP{row['pp']} CP{row['cp']} DP{row['dp']} VP{row['virtual_stages']}"
+                             "layout": f"TP{row['tp']} PP{row['pp']} CP{row['cp']} DP{row['dp']}"
+                                       + (f" EP{row['ep']}" if row.get('ep') not in (None, '', '1') else '')
+                                       + f" VP{row['virtual_stages']}"
                                        f" mb{row['micro_batch']}{zero}{recompute}",
                              "precision": row["precision"], "measured_tokens_per_s_per_gpu": measured,
                              "predicted_tokens_per_s_per_gpu": predicted,
