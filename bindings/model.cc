@@ -109,7 +109,9 @@ void bind_model(nb::module_& m) {
       .value("adamw", Optimizer::adamw)
       .value("adam", Optimizer::adam)
       .value("sgd", Optimizer::sgd)
-      .value("none", Optimizer::none);
+      .value("none", Optimizer::none)
+      .value("adafactor", Optimizer::adafactor)
+      .value("adam8bit", Optimizer::adam8bit);
   nb::enum_<KernelStyle>(m, "KernelStyle")
       .value("fused", KernelStyle::fused)
       .value("hf_eager", KernelStyle::hf_eager);

@@ -10,7 +10,8 @@ checkpointing) in fp32, and under fp16 autocast as precision "amp-fp16": fp32 we
 and states with the 16-bit copies of the weights the autocast forward keeps for the backward, which
 the builder counts as 16-bit weights beside fp32 masters (the same bytes per parameter; its
 activations are all 16-bit where autocast keeps a LayerNorm's or softmax's output in fp32). Left
-out, with the reason printed: the Adafactor and 8-bit Adam optimizers (not modelled).
+out, with the reason printed: an optimizer the builder does not have. The Adafactor and bitsandbytes
+8-bit Adam runs are kept (optimizer adafactor, adam8bit) after the AdamW ones.
 All rows are report-only: nothing is fitted to them (the context is its own measured row).
 
 Run: python validation/extract_memory.py [path/to/published.csv [path/to/output.csv]]
@@ -27,6 +28,9 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_INPUT = REPO_ROOT / "validation" / "published.csv"
 OUTPUT = REPO_ROOT / "python" / "accel_sim" / "data" / "validation" / "training_memory.csv"
+# The study's `optim` -> the builder's optimizer (builder.h Optimizer): HF Trainer's default AdamW,
+# optim="adafactor" (transformers' Adafactor without a first moment) and bitsandbytes' Adam8bit.
+OPTIMIZERS = {"adamw": "adamw", "adafactor": "adafactor", "bnb Adam8bit": "adam8bit", "8-bit Adam": "adam8bit"}
 COLUMNS = ["id", "device", "model", "task", "batch", "seq", "grad_accum", "gradient_checkpointing",
            "precision", "optimizer", "zero_grad", "attention", "runtime_mib", "measured_mib", "metric",
            "split", "source", "notes"]
@@ -41,20 +45,20 @@ def main(argv: list[str]) -> int:
     if len(context) != 1:
         raise SystemExit(f"{src}: expected one CUDA-context row for the V100 study, found {len(context)}")
     runtime_mib = float(context[0]["value"])
-    kept, skipped = [], []
+    kept, later, skipped = [], [], []
     for r in rows:
         p = json.loads(r["params_json"])
         if "task" not in p:
             continue  # the context row and the weights-only row
-        why = f"optimizer {p['optim']!r} is not modelled" if p.get("optim") else ""
-        if why:
-            skipped.append(f"{r['workload']}: {why}")
+        optimizer = OPTIMIZERS.get(p.get("optim", "adamw"))
+        if optimizer is None:
+            skipped.append(f"{r['workload']}: optimizer {p['optim']!r} is not modelled")
             continue
-        kept.append({
-            "id": f"m{len(kept) + 1:03d}", "device": "v100_sxm2_16gb", "model": p["model"], "task": p["task"],
+        (kept if optimizer == "adamw" else later).append({
+            "id": "", "device": "v100_sxm2_16gb", "model": p["model"], "task": p["task"],
             "batch": p["per_device_bs"], "seq": p["seq_len"], "grad_accum": p.get("grad_accum", 1),
             "gradient_checkpointing": str(bool(p.get("gradient_checkpointing", False))).lower(),
-            "precision": "amp-fp16" if p.get("fp16") else "fp32", "optimizer": "adamw",
+            "precision": "amp-fp16" if p.get("fp16") else "fp32", "optimizer": optimizer,
             # PyTorch ~1.10's optimizer.zero_grad() zeroed gradients in place (set_to_none=False).
             "zero_grad": "in_place",
             # transformers' BERT of that time computed attention with matmul, softmax, dropout.
@@ -62,6 +66,9 @@ def main(argv: list[str]) -> int:
             "runtime_mib": runtime_mib, "measured_mib": float(r["value"]), "metric": r["metric"],
             "split": "report", "source": r["source"], "notes": r["notes"],
         })
+    kept += later  # the Adafactor and 8-bit Adam runs after the AdamW ones (whose ids stay)
+    for i, row in enumerate(kept, 1):
+        row["id"] = f"m{i:03d}"
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")

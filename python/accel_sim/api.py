@@ -145,7 +145,9 @@ def _as_graph(model_or_graph: Any, example_inputs: Any, dtype: str | None) -> tu
 
 
 _PHASES = {"prefill": _core.Phase.prefill, "decode": _core.Phase.decode, "train": _core.Phase.train}
-_OPTIMIZERS = ("adamw", "adam", "sgd", "none")
+# The optimizers of a built training step, as the core names them (builder.h Optimizer); `none`
+# stops after the backward.
+OPTIMIZERS = tuple(m.name for m in _core.Optimizer)
 _KERNELS = {"fused": _core.KernelStyle.fused, "hf-eager": _core.KernelStyle.hf_eager, "hf_eager": _core.KernelStyle.hf_eager}
 
 
@@ -186,8 +188,8 @@ def _spec_and_options(model: Any, phase: str, batch: int, seq: int, context: int
     if moe_impl not in ("grouped", "sequential"):
         raise UsageError(f"unknown MoE implementation '{moe_impl}' (known: grouped, sequential)")
     options.moe_impl = getattr(_core.MoeImpl, moe_impl)
-    if optimizer not in _OPTIMIZERS:
-        raise UsageError(f"unknown optimizer '{optimizer}' (known: {', '.join(_OPTIMIZERS)})")
+    if optimizer not in OPTIMIZERS:
+        raise UsageError(f"unknown optimizer '{optimizer}' (known: {', '.join(OPTIMIZERS)})")
     options.optimizer = getattr(_core.Optimizer, optimizer)
     options.master_weights = master_weights
     if recompute not in ("none", "selective", "full"):

@@ -32,8 +32,17 @@ enum class Phase : uint8_t {
   train,    // one training step on `seq` tokens per sequence: forward, loss, backward, optimizer
 };
 
-// The optimizer of a training step (torch.optim's fused kernels); `none` stops after backward.
-enum class Optimizer : uint8_t { adamw, adam, sgd, none };
+// The optimizer of a training step; `none` stops after backward.
+//   adamw, adam, sgd  torch.optim's fused kernels (two states per element, one for SGD);
+//   adafactor         HF transformers' Adafactor as its Trainer builds it (optim="adafactor": no
+//                     first moment; the second moment of a matrix factored into a row and a column
+//                     vector, of a vector kept whole; Shazeer & Stern 2018, arXiv 1804.04235,
+//                     Algorithm 4; transformers/optimization.py, Adafactor.step);
+//   adam8bit          bitsandbytes' Adam8bit (Dettmers et al. 2022, arXiv 2110.02861): both states
+//                     1 byte per element with an fp32 absmax per block of 2,048 elements, for
+//                     parameters of at least 4,096 elements (min_8bit_size); smaller ones keep
+//                     32-bit states.
+enum class Optimizer : uint8_t { adamw, adam, sgd, none, adafactor, adam8bit };
 
 enum class KernelStyle : uint8_t { fused, hf_eager };
 

@@ -17,6 +17,13 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
+// bitsandbytes' Adam8bit: blockwise quantization with blocks of 2,048 elements and an fp32 absmax
+// each (Dettmers et al. 2022, arXiv 2110.02861, sec. 2; bitsandbytes/functional.py,
+// quantize_blockwise), for parameters of at least min_8bit_size = 4,096 elements
+// (bitsandbytes/optim/optimizer.py, Optimizer8bit).
+constexpr int64_t kAdam8bitBlock = 2048;
+constexpr int64_t kAdam8bitMinElements = 4096;
+
 // Appends storages, tensors and nodes to a graph; `module` labels the nodes it emits.
 class Emitter {
  public:
@@ -1357,6 +1364,34 @@ class Builder {
     if (o_.optimizer != Optimizer::none) optimizer_step(grads);
   }
 
+  struct StateTensor {
+    Shape shape;
+    DType dtype;
+    const char* name;
+  };
+
+  // The optimizer states of one parameter of `shape` (Optimizer explains each optimizer's), in
+  // the order the step kernel takes them; `states` is torch.optim's count (adam, adamw, sgd).
+  std::vector<StateTensor> optimizer_states(const Shape& shape, DType state_dtype, int states) const {
+    std::vector<StateTensor> out;
+    if (o_.optimizer == Optimizer::adafactor) {
+      if (shape.size() < 2) return {{shape, state_dtype, ".exp_avg_sq"}};
+      Shape row(shape.begin(), shape.end() - 1), col(shape.begin(), shape.end() - 2);
+      col.push_back(shape.back());
+      return {{row, state_dtype, ".exp_avg_sq_row"}, {col, state_dtype, ".exp_avg_sq_col"}};
+    }
+    if (o_.optimizer == Optimizer::adam8bit) {
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      if (n < kAdam8bitMinElements) return {{shape, DType::fp32, ".state1"}, {shape, DType::fp32, ".state2"}};
+      const Shape blocks{ceil_div(n, kAdam8bitBlock)};
+      return {{Shape{n}, DType::uint8, ".state1"}, {Shape{n}, DType::uint8, ".state2"},
+              {blocks, DType::fp32, ".absmax1"}, {blocks, DType::fp32, ".absmax2"}};
+    }
+    for (int i = 0; i < states; ++i) out.push_back({shape, state_dtype, i == 0 ? ".exp_avg" : ".exp_avg_sq"});
+    return out;
+  }
+
   // One fused optimizer kernel per transformer layer (and one for the other parameters), over
   // the parameters that received a gradient, as torch.optim's fused AdamW/Adam/SGD run over a
   // parameter list. With master weights (mixed precision, Megatron-LM's default for bf16) the
@@ -1368,9 +1403,11 @@ class Builder {
     const bool masters = o_.master_weights && m_.weight_dtype != DType::fp32;
     const DType state_dtype = o_.master_weights ? DType::fp32 : m_.weight_dtype;
     const int states = o_.optimizer == Optimizer::sgd ? 1 : 2;
-    const char* kernel = o_.optimizer == Optimizer::adamw ? "_fused_adamw_"
-                         : o_.optimizer == Optimizer::adam ? "_fused_adam_"
-                                                           : "_fused_sgd_";
+    const char* kernel = o_.optimizer == Optimizer::adamw     ? "_fused_adamw_"
+                         : o_.optimizer == Optimizer::adam    ? "_fused_adam_"
+                         : o_.optimizer == Optimizer::sgd     ? "_fused_sgd_"
+                         : o_.optimizer == Optimizer::adafactor ? "accel_sim::adafactor_step"
+                                                              : "accel_sim::adam8bit_step";
     // Parameters grouped by layer, in creation order.
     std::vector<std::pair<std::string, std::vector<TensorId>>> groups;
     for (TensorId p : e_.parameters) {
@@ -1385,7 +1422,7 @@ class Builder {
     }
     for (const auto& [group, params] : groups) {
       e_.module = group;
-      std::vector<TensorId> targets, grad_list, state_lists[2], masters_list;
+      std::vector<TensorId> targets, grad_list, other_states, masters_list;
       for (TensorId p : params) {
         const TensorMeta& meta = graph_.tensor(p);
         const Shape shape = meta.shape;
@@ -1397,20 +1434,18 @@ class Builder {
         }
         targets.push_back(target);
         grad_list.push_back(grads[graph_.tensor(p).storage]);
-        for (int i = 0; i < states; ++i) {
-          state_lists[i].push_back(e_.resident(shape, state_dtype, StorageKind::optimizer_state,
-                                               name + (i == 0 ? ".exp_avg" : ".exp_avg_sq")));
+        for (const auto& [state_shape, dtype, state_name] : optimizer_states(shape, state_dtype, states)) {
+          other_states.push_back(e_.resident(state_shape, dtype, StorageKind::optimizer_state, name + state_name));
         }
       }
       std::vector<TensorId> inputs = targets;
       inputs.insert(inputs.end(), grad_list.begin(), grad_list.end());
       std::vector<TensorId> outputs;
       for (TensorId t : targets) outputs.push_back(e_.alias(t, e_.shape(t)));
-      for (int i = 0; i < states; ++i) {
-        inputs.insert(inputs.end(), state_lists[i].begin(), state_lists[i].end());
-        for (TensorId t : state_lists[i]) outputs.push_back(e_.alias(t, e_.shape(t)));
-      }
-      e_.node(kernel, std::move(inputs), std::move(outputs));
+      inputs.insert(inputs.end(), other_states.begin(), other_states.end());
+      for (TensorId t : other_states) outputs.push_back(e_.alias(t, e_.shape(t)));
+      const auto listed = static_cast<int64_t>(targets.size());
+      e_.node(kernel, std::move(inputs), std::move(outputs), {{"parameters", listed}});
       if (masters) {
         std::vector<TensorId> copy_in = params;
         copy_in.insert(copy_in.end(), masters_list.begin(), masters_list.end());

@@ -78,6 +78,29 @@ OpCount count_sgd(const Graph& g, const Node& n) {
   return count_multi_tensor(g, n, 3, {0, 2}, 7.0);
 }
 
+// accel_sim::adafactor_step(self[N], grads[N], states...) and accel_sim::adam8bit_step (the model
+// builder's, builder.h Optimizer): a parameter's states vary in number and shape (Adafactor's row
+// and column vectors; Adam8bit's 1-byte states and their per-block absmax), so the bytes are
+// every input read and every output written, and the FLOPs are per parameter element:
+//   Adafactor (Shazeer & Stern 2018, Algorithm 4): G^2 + eps (2), row and column sums (2),
+//     the factored estimate R C / sum(R) (2), G / sqrt (2), the update's RMS (2), its clip and
+//     the scaled step with weight decay (5) = 15;
+//   Adam8bit: Adam's 16 plus, for each of its two states, a codebook dequantization times the
+//     block's absmax (2) and a requantization (divide, search: 3) = 26.
+OpCount count_stateful_step(const Graph& g, const Node& n, double flops_per_element) {
+  // The parameters' count is the node's `parameters` attribute: self[N] and grads[N] lead.
+  const int64_t listed = n.attr_int("parameters", -1);
+  ACCELSIM_CHECK(listed >= 0 && static_cast<size_t>(2 * listed) <= n.inputs.size(),
+                 "op '" + n.op + "': needs a 'parameters' count of its leading parameter list");
+  OpCount c;
+  c.op_class = OpClass::elementwise;
+  c.compute_dtype = DType::fp32;
+  c.flops = flops_per_element * numel_of(g, n, static_cast<size_t>(listed));
+  c.bytes_read = read_inputs(g, n);
+  c.bytes_written = write_outputs(g, n);
+  return c;
+}
+
 // _foreach_copy_(self, src): reads src, writes self; no arithmetic (a cast at most).
 OpCount count_foreach_copy(const Graph& g, const Node& n) {
   OpCount c = count_multi_tensor(g, n, 2, {0}, 0.0);
@@ -125,6 +148,8 @@ void add_optimizer_ops(OpTable& t) {
   t["_fused_sgd_"] = count_sgd;
   t["_fused_sgd"] = count_sgd;
   t["_foreach_copy_"] = count_foreach_copy;
+  t["accel_sim::adafactor_step"] = [](const Graph& g, const Node& n) { return count_stateful_step(g, n, 15.0); };
+  t["accel_sim::adam8bit_step"] = [](const Graph& g, const Node& n) { return count_stateful_step(g, n, 26.0); };
 }
 
 }  // namespace accelsim::ops

@@ -138,6 +138,30 @@ TEST(TrainTest, TensorParallelCollectivesAreTimedOnASystem) {
   EXPECT_THROW(simulate(g, testing::round_device(), o), ConfigError);
 }
 
+TEST(TrainTest, AdafactorAndEightBitAdamKeepTheirStates) {
+  // Llama-3-8B with fp32 master weights (4 bytes per parameter) beside the optimizer's states.
+  const int64_t masters = 4 * kLlamaParams;
+  // Adafactor: a matrix's second moment as a row and a column vector, a norm's whole; fp32.
+  // Embedding and LM head [128256, 4096]: 132,352 each. A layer: q and o 8,192 each, k and v
+  // 5,120 each, gate, up and down 18,432 each, two norms 4,096 each: 90,112; 32 layers, the
+  // final norm: 2 x 132,352 + 32 x 90,112 + 4,096 = 3,152,384 floats.
+  const Graph a = build_graph(testing::llama3_8b(), {.phase = Phase::train, .seq = 128,
+                                                     .optimizer = Optimizer::adafactor});
+  EXPECT_EQ(sums(a).state_bytes, masters + 4 * 3152384);
+  EXPECT_EQ(count(a, "accel_sim::adafactor_step", Pass::optimizer), 33);  // a kernel per layer, one for the rest
+  // Adam8bit: 1 byte per element per state, an fp32 absmax per 2,048 elements per state. Every
+  // tensor has at least 4,096 elements. Blocks: embedding and LM head 256,512 each; a layer
+  // 8,192 + 2,048 + 2,048 + 8,192 + 3 x 28,672 + 2 x 2 = 106,500; the final norm 2.
+  const Graph b = build_graph(testing::llama3_8b(), {.phase = Phase::train, .seq = 128,
+                                                     .optimizer = Optimizer::adam8bit});
+  const int64_t blocks = 2 * 256512 + 32 * 106500 + 2;
+  EXPECT_EQ(sums(b).state_bytes, masters + 2 * kLlamaParams + 2 * 4 * blocks);
+  // Both steps are streaming kernels over their bytes: Adafactor reads the gradients and writes
+  // the masters, 15 FLOPs per parameter element (optimizer.cc).
+  EXPECT_DOUBLE_EQ(sums(a).optimizer_flops, 15.0 * static_cast<double>(kLlamaParams));
+  EXPECT_DOUBLE_EQ(sums(b).optimizer_flops, 26.0 * static_cast<double>(kLlamaParams));
+}
+
 TEST(TrainTest, MixedPrecisionAdamHoldsEighteenBytesPerParameter) {
   // bf16 weights (2) + fp32 gradients (4) + fp32 master weights, exp_avg, exp_avg_sq (12):
   // Megatron-LM's 18 bytes per parameter.

@@ -8,6 +8,7 @@ from typing import Any
 
 from accel_sim.cli.flags import COUNT, counts_up_to
 from accel_sim.fit import MAX_LIMIT
+from accel_sim.api import OPTIMIZERS
 from accel_sim.io.stack_file import ATTENTION_KERNELS
 from accel_sim.cli.script_watch import add_timeout_argument, watch_script
 
@@ -26,7 +27,7 @@ def add_parser(sub: Any, dtypes: tuple[str, ...]) -> None:
     p.add_argument("--seq", **COUNT, default=2048, help="with --axis batch: the sequence length, or decode's context (--model, default: 2048; a script: its example inputs resized along dim 1)")
     p.add_argument("--max", **counts_up_to(MAX_LIMIT, "2^50: no device holds as many bytes, and each sequence or token takes at least one"),
                    help="largest value to try (default: 65536 for batch; the model's position limit, or 131072, for seq)")
-    p.add_argument("--optimizer", choices=("adamw", "adam", "sgd", "none"), default="adamw", help="with --phase train (default: adamw)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw", help="with --phase train (default: adamw)")
     p.add_argument("--no-master-weights", action="store_true", help="with --phase train: gradients and states in the weight dtype")
     p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="with --phase train: activation recomputation (default: none)")
     p.add_argument("--keep-grads", action="store_true", help="with --phase train: gradients kept between steps (zero_grad(set_to_none=False))")

@@ -222,7 +222,7 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
     for row in memory_rows:
         p = validation.predict_training_memory(row)
         memory.append({**{k: row[k] for k in ("id", "device", "model", "batch", "seq", "grad_accum",
-                                              "gradient_checkpointing", "precision", "measured_mib", "runtime_mib")},
+                                              "gradient_checkpointing", "precision", "optimizer", "measured_mib", "runtime_mib")},
                        **p, "error": _core.error_stats([p["predicted_mib"]], [float(row["measured_mib"])]).median_signed_error})
     progress(2, stages)
     from accel_sim.cli.systems import collective_validation
@@ -315,11 +315,13 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
     if memory:
         print("\ntraining memory (report only): the builder's step through PyTorch's caching allocator + the CUDA context, "
               "vs GPU memory used after training (NVML)\n")
-        print(table(["device", "model", "batch", "accum", "checkpointing", "precision", "measured", "predicted", "error"],
+        print(table(["device", "model", "batch", "accum", "checkpointing", "precision", "optimizer", "measured",
+                     "predicted", "error"],
                     [(m["device"], m["model"], m["batch"], m["grad_accum"], m["gradient_checkpointing"], m["precision"],
-                      f"{float(m['measured_mib']):,.0f} MiB", f"{m['predicted_mib']:,.0f} MiB", f"{m['error'] * 100:+.1f}%")
+                      m["optimizer"], f"{float(m['measured_mib']):,.0f} MiB", f"{m['predicted_mib']:,.0f} MiB",
+                      f"{m['error'] * 100:+.1f}%")
                      for m in memory],
-                    [False, False, True, True, False, False, True, True, True]))
+                    [False, False, True, True, False, False, False, True, True, True]))
         print(f"\n  data: {validation.training_memory_path()} (validation/extract_memory.py)")
     if step_memory:
         st = _core.error_stats([m["predicted_bytes"] for m in step_memory], [m["measured_bytes"] for m in step_memory])

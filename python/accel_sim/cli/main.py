@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from accel_sim.cli.fit import add_parser as add_fit_parser
 from accel_sim.cli.flags import CLOCK_MHZ, COUNT, WHOLE, Parser, check_numbers, record_given
+from accel_sim.api import OPTIMIZERS
 from accel_sim.io.stack_file import ATTENTION_KERNELS
 from accel_sim.cli.fit import cmd_fit
 from accel_sim.cli.kernels import add_parsers as add_kernel_parsers
@@ -57,7 +58,7 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--phase", choices=("prefill", "decode", "train"), default="prefill", help="with --model: prefill (batch x seq new tokens), one decode step, or one training step on batch x seq tokens (default: prefill)")
     p.add_argument("--train", action="store_true", help="one training step: for a script, capture its forward, loss, backward and optimizer step; with --model, the same as --phase train")
     p.add_argument("--precision", choices=_PRECISIONS, help="training precision: bf16-mixed / fp16-mixed compute in 16 bits with fp32 weights, gradients and optimizer states (a script: torch.autocast; --model: fp32 master weights); fp8-mixed (--model): bf16-mixed with the blocks' GEMMs in fp8 as Transformer Engine runs them; bf16 / fp16: everything in 16 bits; fp32")
-    p.add_argument("--optimizer", choices=("adamw", "adam", "sgd", "none"), default="adamw", help="with a training step: the optimizer step (fused kernels; none: stop after backward; default: adamw)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw", help="with a training step: the optimizer step (adamw, adam, sgd: torch.optim's fused kernels; adafactor: HF's Adafactor, factored second moment; adam8bit: bitsandbytes' 8-bit Adam; none: stop after backward; default: adamw)")
     p.add_argument("--grad-accum", **COUNT, default=1, metavar="N", help="with a training step: N micro-batches' forward and backward per optimizer step, gradients accumulated in buffers kept across them (default: 1)")
     p.add_argument("--no-master-weights", action="store_true", help="with --phase train: keep gradients and optimizer states in the weight dtype instead of fp32 master weights, fp32 gradients and fp32 states")
     p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="with --phase train: activation recomputation (Korthikanti et al. 2022): none; selective, the core attention checkpointed as Megatron-LM does (q, k, v kept, the kernel run again in backward; with FlashAttention it saves the log-sum-exp, the output under fp8 GEMMs and the unfused core's scores); full, each layer's input kept and its forward run again in backward (default: none)")
@@ -153,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="graph file to write")
     p.add_argument("--dtype", choices=_DTYPES, help="cast the model and its float inputs before capture")
     p.add_argument("--train", action="store_true", help="capture one training step (forward, loss, backward, optimizer)")
-    p.add_argument("--optimizer", choices=("adamw", "adam", "sgd", "none"), default="adamw", help="with --train (default: adamw)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw", help="with --train (default: adamw)")
     p.add_argument("--precision", choices=("bf16-mixed", "fp16-mixed"), help="with --train: torch.autocast mixed precision")
     p.add_argument("--json", action="store_true", help="print a summary of the written graph as JSON")
     p.add_argument("--quiet", action="store_true", help="no status line on stderr")
