@@ -329,6 +329,10 @@ def test_serve_runs_the_engine_the_stack_names():
     assert v["scheduler"] == "sarathi" and v["results"][0]["engine"]["prefill_attention"] == "flash3"
     bad = run_cli("serve", "--model", "gpt2", "--qps", "1", "--stack", "sglang", "--chunk", "512")
     assert bad.returncode == 2 and "--chunk" in bad.stderr
+    # A disaggregated deployment runs chunked prefill: a stack scheduling otherwise is refused.
+    split = run_cli("serve", "--model", "gpt2", "--qps", "1", "--replicas", "2", "--disaggregate", "1",
+                    "--stack", "tensorrt-llm-0.6")
+    assert split.returncode == 2 and "tensorrt-llm-0.6 schedules with static: add --scheduler sarathi" in split.stderr
 
 
 def test_reading_the_cache_per_query_head_costs_only_grouped_models(tmp_path):

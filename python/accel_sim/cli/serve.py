@@ -328,6 +328,7 @@ def apply_serving_stack(args: argparse.Namespace) -> Any:
     each flag the user did not type; the kernels, which depend on the device, are applied in
     _replica."""
     from accel_sim.cli.flags import given
+    from accel_sim.errors import UsageError
     from accel_sim.io.stack_file import resolve_stack
 
     if not args.stack:
@@ -337,6 +338,9 @@ def apply_serving_stack(args: argparse.Namespace) -> Any:
         value = getattr(stack.serving, name)
         if value is not None and not given(args, dest):
             setattr(args, dest, value)
+    if args.disaggregate and args.scheduler != "sarathi" and not given(args, "scheduler"):
+        raise UsageError(f"--disaggregate runs chunked prefill (sarathi) on its prefill engines; {stack.id} schedules "
+                         f"with {args.scheduler}: add --scheduler sarathi to run it disaggregated")
     return stack
 
 
