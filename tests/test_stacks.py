@@ -276,7 +276,7 @@ def test_the_shipped_serving_stacks_name_a_source_for_every_choice():
     assert (v.scheduler, v.chunk, v.max_seqs, v.block_size) == ("sarathi", 8192, 256, 16)
     # The masked multi-head attention of TensorRT-LLM 0.6 and gpt-fast's repeat_interleave read the
     # cache once per query head; XQA, FlashAttention's and FlashInfer's decode once per KV head.
-    per_head = {i for i, e in engines.items() if e.serving.decode_kv_per_query_head(HOPPER)}
+    per_head = {i for i, e in engines.items() if e.serving.engine_for(HOPPER)["decode_attention"] == "per_query_head"}
     assert per_head == {"tensorrt-llm-0.6", "gpt-fast"}
     assert engines["tensorrt-llm"].serving.scheduler == "orca"   # GUARANTEED_NO_EVICT in-flight batching
 

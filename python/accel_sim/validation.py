@@ -555,7 +555,7 @@ def predict_serving_run(row: dict) -> dict:
     row's KV dtype (an "unstated" one as the weights')."""
     from accel_sim.device import resolve_device
     from accel_sim.io.model_config import load_model_spec
-    from accel_sim.io.stack_file import resolve_stack
+    from accel_sim.io.stack_file import configure_engine, resolve_stack
     from accel_sim.io.system_file import resolve_system
 
     chosen = resolve_device(row["device"], [])
@@ -572,16 +572,13 @@ def predict_serving_run(row: dict) -> dict:
     build = _core.BuildOptions()
     build.fp8_gemms = fp8
     replica.build = build
-    replica.decode_kv_per_query_head = st.decode_kv_per_query_head(arch)
     if st.block_size:
         replica.block_size = st.block_size
     if st.gpu_memory_utilization:
         replica.gpu_memory_utilization = st.gpu_memory_utilization
     options = _core.SimulateOptions()
     options.cost_model = "kernel"
-    options.cost.cuda_graphs = st.cuda_graphs
-    options.cost.attention_impl = getattr(_core.AttentionImpl, st.prefill_attention_for(arch))
-    options.cost.host_overhead_per_kernel_s = engine.host_overhead_per_kernel_s
+    configure_engine(options, replica, st.engine_for(arch), engine.host_overhead_per_kernel_s)
     replica.simulate = options
     batch, n = int(row["batch"]), int(row["num_requests"] or row["batch"])
     isl, osl = int(row["input_len"]), int(row["output_len"])
@@ -593,7 +590,7 @@ def predict_serving_run(row: dict) -> dict:
         sched.chunk = 16384 if large else 8192
         replica.max_batched_tokens = sched.chunk
     else:
-        sched.max_batched_tokens = max(st.max_batched_tokens or 8192, isl)
+        sched.max_batched_tokens = max(st.max_batched_tokens or sched.max_batched_tokens, isl)
         replica.max_batched_tokens = sched.max_batched_tokens
     costs = _core.IterationModel(spec, device, replica)
     wspec = _core.WorkloadSpec()

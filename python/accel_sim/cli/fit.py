@@ -97,13 +97,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
         what = f"{spec.name}, {phase}, {fixed}" + (f", recompute {args.recompute}" if phase == "train" else "")
         fused_gated = fused_loss = False
         if args.stack:
-            from accel_sim.cli.train import refuse_layout_the_stack_cannot_run
-            from accel_sim.io.stack_file import resolve_stack
+            from accel_sim.cli.train import stack_builder_choices
 
-            stack = resolve_stack(args.stack)
-            refuse_layout_the_stack_cannot_run(stack, {"tp": [args.tp]}, None)
-            fused_gated = stack.training.fused_gated_activation and args.kernels == "fused"
-            fused_loss = stack.training.fused_cross_entropy and phase == "train"
+            stack, fused_gated, fused_loss = stack_builder_choices(args.stack, {"tp": [args.tp]}, args.kernels, phase)
             what += f", stack {stack.id}"
         probe = builder_probe(args.model, args.axis, free_at_last_use=args.free_at_last_use, phase=phase,
                               batch=args.batch, seq=args.seq, context=args.seq, kernels=args.kernels,

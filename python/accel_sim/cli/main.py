@@ -226,17 +226,13 @@ def _model_build_args(args: argparse.Namespace) -> dict:
     masters = precision.endswith("-mixed") if precision else not args.no_master_weights
     fused_gated = fused_loss = False
     if args.stack:
-        from accel_sim.cli.train import refuse_layout_the_stack_cannot_run
-        from accel_sim.io.stack_file import resolve_stack
+        from accel_sim.cli.train import stack_builder_choices
 
-        stack = resolve_stack(args.stack)
-        refuse_layout_the_stack_cannot_run(stack, {"tp": [args.tp], "cp": [args.cp]}, None)
-        t = stack.training
-        if precision == "fp8-mixed" and t.fp8 != "transformer-engine":
-            raise UsageError(f"--precision fp8-mixed under {args.stack}: its fp8 recipe is {t.fp8}, and the builder's fp8 "
-                             "GEMMs are Transformer Engine's; not modelled")
-        fused_gated = t.fused_gated_activation and args.kernels == "fused"
-        fused_loss = t.fused_cross_entropy and phase == "train"
+        stack, fused_gated, fused_loss = stack_builder_choices(args.stack, {"tp": [args.tp], "cp": [args.cp]},
+                                                               args.kernels, phase)
+        if precision == "fp8-mixed" and stack.training.fp8 != "transformer-engine":
+            raise UsageError(f"--precision fp8-mixed under {args.stack}: its fp8 recipe is {stack.training.fp8}, and the "
+                             "builder's fp8 GEMMs are Transformer Engine's; not modelled")
     return dict(model=args.model, phase=phase, batch=args.batch, seq=args.seq,
                 context=args.context, kernels=args.kernels, tensor_parallel=args.tp,
                 sequence_parallel=args.sp, expert_parallel=args.ep,

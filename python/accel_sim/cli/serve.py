@@ -14,7 +14,7 @@ from accel_sim.cli.flags import CLOCK_MHZ, COUNT, FRACTION, POSITIVE, RESERVE_FR
 from accel_sim.cli.progress import Progress
 from accel_sim.io import fields
 from accel_sim.io.serve_trace import MAX_LENGTH  # a request's lengths: the core's int32 (core/include/accelsim/serve.h)
-from accel_sim.io.stack_file import ATTENTION_KERNELS, SCHEDULERS
+from accel_sim.io.stack_file import ATTENTION_KERNELS, SCHEDULERS, configure_engine
 from accel_sim.report.json_report import SCHEMA_VERSION
 
 ROUTERS = ("round-robin", "least-outstanding")
@@ -345,20 +345,18 @@ def apply_serving_stack(args: argparse.Namespace) -> Any:
 
 
 def engine_kernels(args: argparse.Namespace, stack: Any, architecture: str) -> dict:
-    """What the engine runs on a device of `architecture`: the prefill attention kernel, how its
-    decode kernel reads the KV cache, CUDA graphs and the host's cost per kernel (typed flags
-    first, then the stack's choices, then the flags' defaults)."""
+    """What the engine runs on a device of `architecture` (ServingStack.engine_for's keys and the
+    host's cost per kernel): typed flags first, then the stack's choices, then the flags' defaults."""
     from accel_sim.cli.flags import given
 
-    out = {"prefill_attention": args.attention_impl, "decode_attention": "grouped",
-           "cuda_graphs": not args.no_cuda_graphs, "host_overhead_per_kernel_s": 0.0}
-    if stack is None:
-        return out
-    if not given(args, "attention_impl"):
-        out["prefill_attention"] = stack.serving.prefill_attention_for(architecture)
-    out["decode_attention"] = "per_query_head" if stack.serving.decode_kv_per_query_head(architecture) else "grouped"
-    out["cuda_graphs"] = stack.serving.cuda_graphs and not args.no_cuda_graphs
-    out["host_overhead_per_kernel_s"] = stack.host_overhead_per_kernel_s
+    out = {"prefill_attention": args.attention_impl, "decode_attention": "grouped", "cuda_graphs": True,
+           "host_overhead_per_kernel_s": 0.0}
+    if stack is not None:
+        out |= stack.serving.engine_for(architecture)
+        out["host_overhead_per_kernel_s"] = stack.host_overhead_per_kernel_s
+        if given(args, "attention_impl"):
+            out["prefill_attention"] = args.attention_impl
+    out["cuda_graphs"] = out["cuda_graphs"] and not args.no_cuda_graphs
     return out
 
 
@@ -381,10 +379,7 @@ def _replica(args: argparse.Namespace, device: Any, kernels: dict) -> Any:
     r.max_batched_tokens = max(args.max_batched_tokens, args.chunk)
     o = _core.SimulateOptions()
     o.cost_model = args.cost_model
-    o.cost.cuda_graphs = kernels["cuda_graphs"]
-    o.cost.attention_impl = getattr(_core.AttentionImpl, kernels["prefill_attention"])
-    o.cost.host_overhead_per_kernel_s = kernels["host_overhead_per_kernel_s"]
-    r.decode_kv_per_query_head = kernels["decode_attention"] == "per_query_head"
+    configure_engine(o, r, kernels, kernels["host_overhead_per_kernel_s"])
     if args.clock_mhz is not None:
         o.cost.clock_hz = args.clock_mhz * 1e6
     r.simulate = o

@@ -16,7 +16,6 @@ from accel_sim.cli.flags import COUNT, WHOLE
 from accel_sim.cli.progress import Progress
 
 
-
 def _stack_dict(stack: str | None) -> dict | None:
     """The --stack a sweep ran under, as reports name it, or None."""
     if not stack:
@@ -24,6 +23,7 @@ def _stack_dict(stack: str | None) -> dict | None:
     from accel_sim.io.stack_file import resolve_stack
 
     return resolve_stack(stack).as_dict()
+
 
 def add_parser(sub: Any, add_simulation_args: Callable[[argparse.ArgumentParser], None]) -> None:
     from accel_sim.sweep import METRICS, PARAMETERS

@@ -179,6 +179,19 @@ def refuse_layout_the_stack_cannot_run(stack: Any, degrees: dict[str, list[int]]
                          f"({stack.sources.get('training.zero_stages', stack.path)})")
 
 
+def stack_builder_choices(name: str, degrees: dict[str, list[int]], kernels: str, phase: str) -> tuple[Any, bool, bool]:
+    """(the training stack `name` resolves to, its fused SwiGLU, its fused cross-entropy) for a
+    graph the builder makes in `kernels` style for `phase`: what --stack changes in simulate's,
+    compare's and fit's --model graphs; a parallel degree the stack has no implementation of is
+    refused."""
+    from accel_sim.io.stack_file import resolve_stack
+
+    stack = resolve_stack(name)
+    refuse_layout_the_stack_cannot_run(stack, degrees, None)
+    t = stack.training
+    return stack, t.fused_gated_activation and kernels == "fused", t.fused_cross_entropy and phase == "train"
+
+
 def _refuse_run_flags(args: argparse.Namespace, spec: Any) -> None:
     """Refuses typed flags of add_run_args that `spec` or the cost model would not use
     (accel_sim.cli.flags); `train` refuses its layout's own in _refuse_layout_flags."""

@@ -150,10 +150,21 @@ class ServingStack:
     def prefill_attention_for(self, architecture: str) -> str:
         return _for_architecture(self.prefill_attention, architecture)
 
-    def decode_kv_per_query_head(self, architecture: str) -> bool:
-        """Whether the engine's decode kernel reads the KV cache once per query head on a device
-        of `architecture` (rather than once per KV head for its group)."""
-        return _for_architecture(self.decode_attention, architecture) == "per_query_head"
+    def engine_for(self, architecture: str) -> dict:
+        """What the engine runs on a device of `architecture`, as serve reports it and
+        configure_engine applies it."""
+        return {"prefill_attention": self.prefill_attention_for(architecture),
+                "decode_attention": _for_architecture(self.decode_attention, architecture),
+                "cuda_graphs": self.cuda_graphs}
+
+
+def configure_engine(options: Any, replica: Any, engine: dict, host_overhead_per_kernel_s: float) -> None:
+    """Sets a serving replica's cost options (`_core.SimulateOptions`) and its decode kernel
+    (`_core.ReplicaConfig`) to what `engine` (ServingStack.engine_for's keys) runs."""
+    options.cost.cuda_graphs = engine["cuda_graphs"]
+    options.cost.attention_impl = getattr(_core.AttentionImpl, engine["prefill_attention"])
+    options.cost.host_overhead_per_kernel_s = host_overhead_per_kernel_s
+    replica.decode_kv_per_query_head = engine["decode_attention"] == "per_query_head"
 
 
 @dataclass(frozen=True)
