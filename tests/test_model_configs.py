@@ -36,6 +36,9 @@ PUBLISHED = {
     "bert-large-uncased": (340 * M, 0.015 * 340 * M, "Devlin et al. 2019 (arXiv 1810.04805)"),
     # Brown et al. 2020 Table 2.1 "175.0B": nominal; 12*L*d^2 + 13*L*d + (V + S)*d = 174.6B.
     "gpt3-175b": (175 * B, 0.005 * 175 * B, "Brown et al. 2020 (arXiv 2005.14165) Table 2.1"),
+    # NeMo's names are nominal sizes: 5.05B and 20.26B with the padded vocabulary.
+    "gpt3-5b": (5 * B, 0.02 * 5 * B, "NeMo GPTConfig5B (nominal)"),
+    "gpt3-20b": (20 * B, 0.02 * 20 * B, "NeMo GPTConfig20B (nominal)"),
     "gpt3-1t": (1008 * B, 0.05 * B, "Narayanan et al. 2021 (arXiv 2104.04473) Table 1: 1008.0B"),
     "llama-2-7b": (6_738_415_616, 0, "HF meta-llama/Llama-2-7b-hf"),
     "llama-2-13b": (13 * B, 0.05 * B, "Touvron et al. 2023 (arXiv 2307.09288): 13B"),
@@ -202,7 +205,7 @@ def test_non_embedding_parameters_agree_with_model_card(model_id):
     assert abs(total - embedding - published) <= tolerance
 
 
-@pytest.mark.parametrize("model_id", ["gpt3-175b", "gpt3-1t"] + [m for m in ENTRIES if m.startswith("mpt-")])
+@pytest.mark.parametrize("model_id", ["gpt3-175b", "gpt3-1t", "gpt3-5b", "gpt3-20b"] + [m for m in ENTRIES if m.startswith("mpt-")])
 def test_gpt3_counts_follow_the_megatron_formula(model_id):
     """P = L*(12 d^2 + 13 d) + (V + S) d + 2 d (Narayanan et al. 2021, eq. for GPT, tied head)."""
     c = _config(model_id)

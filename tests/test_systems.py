@@ -129,11 +129,12 @@ def test_published_training_runs_are_reported():
     # NeMo runs (megatron-core), the 130 rows of llm-foundry's MPT benchmark tables
     # (llm-foundry-2023: FSDP1, fused cross-entropy, flash-attn 1.x), the 5 of flash-attention's
     # training speed table (flash-attention-training: 8 x A100, DDP or ZeRO-1) and 14 Qwen3 MoE
-    # runs of Megatron-Bridge's tables (megatron-core with expert parallelism) extracted from
-    # validation/published.csv.
+    # runs of Megatron-Bridge's tables (megatron-core with expert parallelism) and NeMo 24.07's
+    # GPT3-5B and GPT3-20B runs, extracted from validation/published.csv.
     d = json.loads(run_cli("validate", "--json").stdout)
     runs = d["training_runs"]
-    assert len(runs) == 171
+    assert len(runs) == 173
+    assert {r["model"] for r in runs if r["id"] in ("t172", "t173")} == {"gpt3-5b", "gpt3-20b"}
     assert {r["stack"] for r in runs} == {"megatron-core", "llm-foundry-2023", "flash-attention-training"}
     assert sum(r["stack"] == "llm-foundry-2023" for r in runs) == 130
     moe = [r for r in runs if r["model"].startswith("qwen3-")]

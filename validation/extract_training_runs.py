@@ -4,8 +4,8 @@ it (python/accel_sim/data/stacks).
 
 Megatron-LM / NeMo (Megatron-Bridge), stack megatron-core: pre-training rows with a full parallel
 configuration (gpus, TP, PP, CP, EP, virtual stages, global and micro batch, sequence length) of a
-model whose config accel-sim ships (dense, and the Qwen3 and DeepSeek-V3 MoE models with their
-expert parallelism), on a system it has a file for. Left out, with the reason printed: fine-tuning
+model whose config accel-sim ships (dense, NeMo's GPT3-5B and 20B, and the Qwen3 and DeepSeek-V3 MoE
+models with their expert parallelism), on a system it has a file for. Left out, with the reason printed: fine-tuning
 (SFT, LoRA), FSDP, token-dropping MoE runs, expert parallelism spanning tensor-parallel ranks,
 hybrid models, models without a shipped config.
 The precision is the row's: its dtype column or its params' precision naming FP8 (NeMo 24.07's
@@ -45,9 +45,10 @@ COLUMNS = ["id", "stack", "system", "device", "model", "overrides", "gpus", "tp"
 MODELS = {"LLAMA3_8B": "llama-3-8b", "LLAMA3-8B": "llama-3-8b", "LLAMA3_70B": "llama-3-70b", "LLAMA3-70B": "llama-3-70b",
           "LLAMA3.1_405B": "llama-3.1-405b", "LLAMA2-7B": "llama-2-7b", "LLAMA2-13B": "llama-2-13b",
           "LLAMA2-70B": "llama-2-70b", "GPT3-175B": "gpt3-175b", "Qwen3_30B_a3B": "qwen3-30b-a3b",
-          "Qwen3_235B_a22B": "qwen3-235b-a22b"}
-# MoE models whose runs come after the dense ones (the earlier rows keep their ids).
-MOE_MODELS = {"qwen3-30b-a3b", "qwen3-235b-a22b"}
+          "Qwen3_235B_a22B": "qwen3-235b-a22b", "GPT3-5B": "gpt3-5b", "GPT3-20B": "gpt3-20b"}
+# Models whose runs were added later: they come after the others, in this order, so that the
+# earlier rows keep their ids.
+LATER_MODELS = ({"qwen3-30b-a3b", "qwen3-235b-a22b"}, {"gpt3-5b", "gpt3-20b"})
 # Left out with what their runs do that the tool does not model.
 UNMODELLED_RUNS = {
     "DeepSeekV3": "DeepSeek-V3 under Megatron-Bridge: its recipes' activation recomputation and pipeline layout "
@@ -132,7 +133,8 @@ def main(argv: list[str]) -> int:
     skipped_out = out.with_name("training_runs_skipped.csv")
     with open(src, newline="", encoding="utf-8") as f:
         training = [r for r in csv.DictReader(f) if r["category"] == "training"]
-    kept, foundry, flash, moe, skipped, skipped_rows = [], [], [], [], {}, []
+    kept, foundry, flash, skipped, skipped_rows = [], [], [], {}, []
+    later: list[list[dict]] = [[] for _ in LATER_MODELS]
     row = None
 
     def skip(reason: str) -> None:
@@ -197,13 +199,14 @@ def main(argv: list[str]) -> int:
         text = str(p.get("precision", ""))
         precision = ("fp8-mixed" if "FP8" in text or r["dtype"].lower().startswith("fp8")
                      else "bf16-mixed" if text == "BF16" else "unstated")
-        (moe if model in MOE_MODELS else kept).append({"id": "", "stack": "megatron-core", "system": system, "device": "",
+        group = next((later[i] for i, models in enumerate(LATER_MODELS) if model in models), kept)
+        group.append({"id": "", "stack": "megatron-core", "system": system, "device": "",
                      "model": model, "overrides": "", "gpus": gpus, "tp": tp, "pp": pp, "cp": cp,
                      "dp": gpus // (tp * pp * cp), "ep": ep, "virtual_stages": vp, "zero": "", "recompute": "none", "global_batch": gbs,
                      "micro_batch": mbs, "seq": seq, "precision": precision,
                      "measured_tokens_per_s_per_gpu": float(r["value"]), "split": "report", "source": r["source"],
                      "notes": p.get("software", "")})
-    kept += foundry + flash + moe   # the dense Megatron rows, llm-foundry's, flash-attention's, the MoE runs
+    kept += foundry + flash + sum(later, [])   # the first Megatron rows, llm-foundry's, flash-attention's, the later ones
     for i, run in enumerate(kept, 1):
         run["id"] = f"t{i:03d}"
     out.parent.mkdir(parents=True, exist_ok=True)
