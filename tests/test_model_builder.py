@@ -218,3 +218,18 @@ def test_training_step_gemms_match_hf_autograd(file):
     built = accel_sim.simulate(accel_sim.build_model_graph(spec, phase="train", batch=batch, seq=seq), device="h100")
     # FlopCounterMode counts addmm without its bias add (one FLOP per output): within 1%.
     assert _matmul_flops(built) == pytest.approx(hf, rel=0.01)
+
+
+def test_gpt_oss_reads_its_window_pattern_and_refuses_others():
+    """gpt-oss's layer_types (sliding, full, sliding, ...) become a window on every layer but each
+    second; a pattern that is not every-p-th-layer-full is refused with the field named."""
+    config = _config("gpt-oss-120b.json")
+    spec = spec_from_hf_config(config, "gpt-oss-120b.json")
+    assert (spec.sliding_window, spec.sliding_window_period, spec.attention_sinks) == (128, 2, True)
+    assert spec.moe.router_bias and spec.moe.expert_bias and (spec.moe.num_experts, spec.moe.top_k) == (128, 4)
+    odd = dict(config, layer_types=["full_attention"] + config["layer_types"][1:])
+    with pytest.raises(accel_sim.errors.UsageError, match="layer_types"):
+        spec_from_hf_config(odd, "odd.json")
+    short = dict(config, layer_types=config["layer_types"][:4])
+    with pytest.raises(accel_sim.errors.UsageError, match="one attention type per layer"):
+        spec_from_hf_config(short, "short.json")

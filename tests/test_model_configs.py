@@ -67,6 +67,7 @@ PUBLISHED = {
     # Main model only: the hub's 685B adds the 14B multi-token-prediction module, which
     # transformers' DeepseekV3ForCausalLM does not build.
     "deepseek-v3": (671 * B, 0.5 * B, "DeepSeek-V3 technical report (arXiv 2412.19437): 671B"),
+    "gpt-oss-120b": (116.83 * B, 0.005 * B, "gpt-oss model card (arXiv 2508.10925): 116.83B"),
     # llm-foundry's benchmark tables give NumParams exactly; these are their seq_len 2048 rows.
     # Brown et al. 2020 Table 2.1's nominal sizes; flash-attention's training scripts pad the vocab
     # to 50264 and give the 2.7B head dim 128, within 2% of them.
@@ -230,6 +231,22 @@ def test_deepseek_v3_count_by_hand():
     k, layers = c["first_k_dense_replace"], c["num_hidden_layers"]
     total = layers * (attention + 2 * h) + k * dense + (layers - k) * moe + 2 * c["vocab_size"] * h + h
     assert total == 671_026_404_352 == _counts("deepseek-v3")[0]
+
+
+def test_gpt_oss_active_parameters_are_the_model_cards():
+    """The card's 5.13B active parameters count every weight a token uses except the input
+    embedding table: attention (with sinks and biases), the router, 4 of 128 experts with their
+    biases, the norms and the unembedding."""
+    c = _config("gpt-oss-120b")
+    h, heads, kv, d = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    f, k = c["intermediate_size"], c["num_experts_per_tok"]
+    attention = h * heads * d + heads * d + 2 * (h * kv * d + kv * d) + heads * d * h + h + heads
+    experts = k * (h * 2 * f + 2 * f + f * h + h) + c["num_local_experts"] * (h + 1)
+    layer = attention + experts + 2 * h
+    active = c["num_hidden_layers"] * layer + h + c["vocab_size"] * h
+    assert abs(active - 5.13 * B) <= 0.005 * B
+    total, with_embedding, embedding = _counts("gpt-oss-120b")
+    assert with_embedding == active + embedding // 2  # input and output tables, untied
 
 
 def test_vit_era5_is_the_nersc_study_transformer():

@@ -11,7 +11,7 @@ from conftest import run_cli
 from accel_sim.errors import UsageError
 from accel_sim.io.stack_file import DEFAULT_STACK, builtin_stacks, load_stack_file, resolve_stack
 
-SHIPPED = ("megatron-core", "torchtitan", "llm-foundry", "llm-foundry-2023", "deepspeed", "hf-accelerate",
+SHIPPED = ("megatron-core", "megatron-core-24.07", "torchtitan", "llm-foundry", "llm-foundry-2023", "deepspeed", "hf-accelerate",
            "flash-attention-training")
 TRAIN = ("train", "--model", "llama-3-8b", "--system", "dgx_h100", "--gpus", "8", "--dp", "8", "--seq", "4096",
          "--global-batch", "8", "--json")
@@ -27,6 +27,8 @@ def test_the_shipped_stacks_load_with_a_source_for_every_choice():
     # Transformer Engine runs cuDNN attention from Hopper on, flash-attn before.
     mc = stacks["megatron-core"].training
     assert (mc.attention_for("Hopper GH100 (sm_90)"), mc.attention_for("Ampere GA100 (sm_80)")) == ("cudnn", "flash2")
+    # NeMo 24.07's configs cast bf16 weights to fp8 each step; the current recipes keep fp8 weights.
+    assert (mc.fp8_parameters, stacks["megatron-core-24.07"].training.fp8_parameters) == (True, False)
     # llm-foundry's 2023 benchmark release ran flash-attn 1.x; the current release runs flash-attn 2.
     assert stacks["llm-foundry-2023"].training.attention_for("Hopper GH100 (sm_90)") == "flash1"
     assert stacks["llm-foundry"].training.attention_for("Hopper GH100 (sm_90)") == "flash2"
@@ -67,7 +69,7 @@ def test_the_stack_sets_the_default_zero_stage():
     (("--stack", "deepspeed", "--gpus", "16", "--tp", "2"), "--tp 2: deepspeed has no tensor parallelism"),
     (("--stack", "llm-foundry", "--gpus", "16", "--pp", "2"), "--pp 2: llm-foundry has no pipeline parallelism"),
     (("--stack", "megatron-core", "--zero", "3"), "--zero 3: megatron-core runs ZeRO stages 0, 1"),
-    (("--stack", "nemo-2"), "unknown training stack 'nemo-2' (known: deepspeed, flash-attention-training, hf-accelerate, llm-foundry-2023, llm-foundry, megatron-core, torchtitan"),
+    (("--stack", "nemo-2"), "unknown training stack 'nemo-2' (known: deepspeed, flash-attention-training, hf-accelerate, llm-foundry-2023, llm-foundry, megatron-core-24.07, megatron-core, torchtitan"),
 ])
 def test_a_layout_the_stack_cannot_run_is_refused(extra, message):
     r = run_cli(*TRAIN, *extra)

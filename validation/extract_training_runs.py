@@ -2,10 +2,11 @@
 can reproduce into python/accel_sim/data/validation/training_runs.csv, each with the stack that ran
 it (python/accel_sim/data/stacks).
 
-Megatron-LM / NeMo (Megatron-Bridge), stack megatron-core: pre-training rows with a full parallel
+Megatron-LM / NeMo (Megatron-Bridge), stack megatron-core (megatron-core-24.07 for NeMo 24.07's
+performance summary): pre-training rows with a full parallel
 configuration (gpus, TP, PP, CP, EP, virtual stages, global and micro batch, sequence length) of a
-model whose config accel-sim ships (dense, NeMo's GPT3-5B and 20B, and the Qwen3 and DeepSeek-V3 MoE
-models with their expert parallelism), on a system it has a file for. Left out, with the reason printed: fine-tuning
+model whose config accel-sim ships (dense, NeMo's GPT3-5B and 20B, and the Qwen3, gpt-oss and
+DeepSeek-V3 MoE models with their expert parallelism), on a system it has a file for. Left out, with the reason printed: fine-tuning
 (SFT, LoRA), FSDP, token-dropping MoE runs, expert parallelism spanning tensor-parallel ranks,
 hybrid models, models without a shipped config.
 The precision is the row's: its dtype column or its params' precision naming FP8 (NeMo 24.07's
@@ -45,14 +46,22 @@ COLUMNS = ["id", "stack", "system", "device", "model", "overrides", "gpus", "tp"
 MODELS = {"LLAMA3_8B": "llama-3-8b", "LLAMA3-8B": "llama-3-8b", "LLAMA3_70B": "llama-3-70b", "LLAMA3-70B": "llama-3-70b",
           "LLAMA3.1_405B": "llama-3.1-405b", "LLAMA2-7B": "llama-2-7b", "LLAMA2-13B": "llama-2-13b",
           "LLAMA2-70B": "llama-2-70b", "GPT3-175B": "gpt3-175b", "Qwen3_30B_a3B": "qwen3-30b-a3b",
-          "Qwen3_235B_a22B": "qwen3-235b-a22b", "GPT3-5B": "gpt3-5b", "GPT3-20B": "gpt3-20b"}
+          "Qwen3_235B_a22B": "qwen3-235b-a22b", "GPT3-5B": "gpt3-5b", "GPT3-20B": "gpt3-20b",
+          # The Megatron-Bridge tables from 26.02 on name gpt-oss-120b "GPT": the same EP 8 MoE
+          # layouts as the 25.11 "GPT OSS 120B" rows, and the same model FLOPs per token (the
+          # rows' model TFLOP/s over their tokens/s: 27.2 GFLOP in both).
+          "GPT OSS 120B": "gpt-oss-120b", "GPT": "gpt-oss-120b"}
 # Models whose runs were added later: they come after the others, in this order, so that the
 # earlier rows keep their ids.
-LATER_MODELS = ({"qwen3-30b-a3b", "qwen3-235b-a22b"}, {"gpt3-5b", "gpt3-20b"})
+LATER_MODELS = ({"qwen3-30b-a3b", "qwen3-235b-a22b"}, {"gpt3-5b", "gpt3-20b"}, {"gpt-oss-120b"})
 # Left out with what their runs do that the tool does not model.
 UNMODELLED_RUNS = {
     "DeepSeekV3": "DeepSeek-V3 under Megatron-Bridge: its recipes' activation recomputation and pipeline layout "
                   "are not read yet, and without them the plan needs more than the GPU's memory",
+    "gpt-oss-120b": "gpt-oss-120b under Megatron-Bridge: its recipes' selective recomputation (layernorm, moe_act) "
+                    "and the attention sinks' kernel (Megatron-Core's unfused local attention below Transformer "
+                    "Engine 2.8) are not modelled; without them the runs come out 1.3-3.2x fast and some need "
+                    "more than the GPU's memory",
 }
 SYSTEMS = {"DGX-H100": "dgx_h100", "DGX-B200": "dgx_b200"}
 # llm-foundry's GPU types (the section's hardware) -> (system, device).
@@ -177,6 +186,9 @@ def main(argv: list[str]) -> int:
             skip(UNMODELLED_RUNS[base_name])
             continue
         model = MODELS.get(str(p.get("model", "")))
+        if model in UNMODELLED_RUNS:
+            skip(UNMODELLED_RUNS[model])
+            continue
         if model is None:
             skip(f"no shipped config for {p.get('model')}")
             continue
@@ -200,7 +212,9 @@ def main(argv: list[str]) -> int:
         precision = ("fp8-mixed" if "FP8" in text or r["dtype"].lower().startswith("fp8")
                      else "bf16-mixed" if text == "BF16" else "unstated")
         group = next((later[i] for i, models in enumerate(LATER_MODELS) if model in models), kept)
-        group.append({"id": "", "stack": "megatron-core", "system": system, "device": "",
+        # NeMo 24.07's performance summary ran its own release (stack megatron-core-24.07).
+        stack = "megatron-core-24.07" if "NeMo 24.07" in r["source"] else "megatron-core"
+        group.append({"id": "", "stack": stack, "system": system, "device": "",
                      "model": model, "overrides": "", "gpus": gpus, "tp": tp, "pp": pp, "cp": cp,
                      "dp": gpus // (tp * pp * cp), "ep": ep, "virtual_stages": vp, "zero": "", "recompute": "none", "global_batch": gbs,
                      "micro_batch": mbs, "seq": seq, "precision": precision,

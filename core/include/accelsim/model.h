@@ -33,6 +33,8 @@ struct MoeSpec {
   bool sigmoid_scoring = false;    // DeepSeek-V3: sigmoid scores plus a correction bias, no softmax
   int64_t num_groups = 1;          // DeepSeek-V3 group-limited routing: experts in n_group groups,
   int64_t top_k_groups = 1;        //   tokens routed within their topk_group best groups
+  bool router_bias = false;        // gpt-oss: a bias on the router's logits
+  bool expert_bias = false;        // gpt-oss: biases on each routed expert's gate/up and down outputs
 
   bool enabled() const { return num_experts > 0; }
   bool is_moe_layer(int64_t layer) const {
@@ -118,6 +120,18 @@ struct ModelSpec {
   bool ffn_bias = false;           // biases on the FFN projections
   bool qk_norm = false;            // RMSNorm over head_dim on q and k (Qwen3)
   int64_t sliding_window = 0;      // 0: full attention
+  // With sliding_window: layer l attends through the window unless (l + 1) is a multiple of
+  // this period, when it attends to everything (gpt-oss and Gemma 2 alternate, period 2:
+  // HF layer_types sliding, full, sliding, ...). 0: every layer uses the window (Mistral).
+  int64_t sliding_window_period = 0;
+  bool windowed_layer(int64_t layer) const {
+    return sliding_window > 0 && (sliding_window_period <= 0 || (layer + 1) % sliding_window_period != 0);
+  }
+  // Layers the builder must lay out for one repeat of the layer pattern (1 when all alike).
+  int64_t layer_pattern() const { return sliding_window > 0 && sliding_window_period > 1 ? sliding_window_period : 1; }
+  // gpt-oss: a learned logit per query head joins each softmax's denominator ("attention
+  // sinks"): num_heads parameters per layer, read by the attention kernel.
+  bool attention_sinks = false;
   // Dropout probabilities of a training step (HF configs: GPT-2 resid_pdrop / embd_pdrop /
   // attn_pdrop, BERT hidden_dropout_prob / attention_probs_dropout_prob). Hidden dropout follows
   // the attention output projection and the FFN, embedding dropout the summed embeddings; each

@@ -510,15 +510,16 @@ class Backward {
 
   // FlashAttention's backward reads q, k, v (K and V gathered again under context parallelism),
   // the output and its logsumexp (the forward's second output, when it has one) and writes dq,
-  // dk, dv.
+  // dk, dv; with attention sinks (a fourth input) it reads them and writes their gradient too.
   void attention(const std::vector<TensorId>& dys) {
     const Node& n = current_;
     std::vector<TensorId> inputs = {dys[0], n.inputs[0], regathered(n.inputs[1], "cp"),
                                     regathered(n.inputs[2], "cp"), n.outputs[0]};
     if (n.outputs.size() > 1) inputs.push_back(n.outputs[1]);
+    for (size_t i = 3; i < n.inputs.size(); ++i) inputs.push_back(n.inputs[i]);
     std::vector<TensorId> outs;
     std::vector<TensorId> targets;
-    for (size_t i = 0; i < 3; ++i) {
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
       if (!needs(n.inputs[i])) continue;
       targets.push_back(n.inputs[i]);
       outs.push_back(slot(n.inputs[i]));

@@ -739,6 +739,7 @@ class Builder {
   TensorId attention_op(std::vector<TensorId> qkv, Shape out, std::vector<Attr> attrs) {
     if (o_.eager_attention) return eager_core(qkv, out, attrs);
     if (eager_ && m_.family == "gptj") return gptj_core(qkv, out, attrs);
+    if (sinks_ >= 0) qkv.push_back(sinks_);
     TensorId o = e_.fresh(std::move(out), dt_);
     attention_node(std::move(qkv), o, std::move(attrs));
     return o;
@@ -875,10 +876,14 @@ class Builder {
     TensorId values = cached ? cache(v, p + ".value_cache") : v;
     std::vector<Attr> attrs = {{"is_causal", s_ > 1 && m_.causal},
                                {"enable_gqa", r_.heads != r_.kv_heads}};
-    if (m_.sliding_window > 0) attrs.push_back({"window_size", m_.sliding_window});
+    if (m_.windowed_layer(l)) attrs.push_back({"window_size", m_.sliding_window});
+    // Attention sinks (gpt-oss): one learned logit per query head, read by the fused kernel,
+    // which also writes their gradient.
+    sinks_ = m_.attention_sinks ? e_.parameter({r_.heads}, m_.weight_dtype, p + ".sinks") : -1;
     // The kernels return the output in the query's [b, s, heads, d] memory order, so the
     // transpose back and the reshape are views.
     TensorId o = attend(q, keys, values, std::move(attrs));
+    sinks_ = -1;
     TensorId o2 = e_.view(e_.view(o, {b_, s_, r_.heads, d}),
                           {b_, s_, r_.heads * d});
     e_.module = p + ".o_proj";
@@ -1081,7 +1086,7 @@ class Builder {
       std::tie(logits, weights, ids) = sigmoid_router(x2, p + ".gate");
       probs = logits;
     } else {
-      logits = linear(x2, experts, p + ".gate", false, /*quantizable=*/false);
+      logits = linear(x2, experts, p + ".gate", moe.router_bias, /*quantizable=*/false);
       if (eager_) logits = e_.op("_to_copy", {logits}, {t, experts}, DType::fp32);
       probs = e_.op("_softmax", {logits}, {t, experts}, DType::fp32, {{"dim", int64_t{-1}}});
       weights = e_.fresh({t, k}, DType::fp32);
@@ -1131,8 +1136,16 @@ class Builder {
       down = e_.parameter({local, h, fe}, m_.weight_dtype, p + ".experts.down_proj");
     }
     TensorId gu = experts_gemm(xs, gate_up, offsets, touched, gate_up_scales);
+    // gpt-oss: each expert adds its own bias to the rows it computed (one elementwise pass).
+    auto expert_bias = [&](TensorId y, int64_t width, const std::string& name) {
+      if (!moe.expert_bias) return y;
+      TensorId bias = e_.parameter({local, width}, m_.weight_dtype, name);
+      return e_.op("add", {y, bias}, e_.shape(y), dt_);
+    };
+    gu = expert_bias(gu, 2 * fe, p + ".experts.gate_up_proj_bias");
     TensorId hidden = gated(e_.view(gu, {busiest, fe}), e_.view(gu, {busiest, fe}), Activation::silu);
-    TensorId y = experts_gemm(hidden, down, offsets, touched, down_scales);
+    TensorId y = expert_bias(experts_gemm(hidden, down, offsets, touched, down_scales), h,
+                             p + ".experts.down_proj_bias");
     if (ep > 1) y = collective("accel_sim::all_to_all", y, {rows, h}, "ep");
 
     // Combine: weight each expert output, put rows back in token order, sum over the k experts.
@@ -1472,6 +1485,7 @@ class Builder {
   std::vector<TensorId> column_inputs_;  // training under TP: inputs of column-parallel layers
   bool train_ = false;
   std::vector<TensorId> experts_locals_;  // HF-eager MoE locals held until the block returns
+  TensorId sinks_ = -1;  // the layer's attention-sink logits while its attention is built, else -1
   // fp8 GEMMs: each input's cast, by the input's storage, offset and [rows, in].
   std::map<std::tuple<StorageId, int64_t, int64_t, int64_t>, TensorId> fp8_inputs_;
 };
@@ -1530,6 +1544,9 @@ void BuildOptions::validate(const ModelSpec& model) const {
   ACCELSIM_CHECK(options.kernels != KernelStyle::hf_eager || model.family != "falcon",
                  "HF-eager Falcon is not modelled (transformers expands K and V to every query head "
                  "before caching them and runs SDPA with an explicit mask); use fused kernels");
+  ACCELSIM_CHECK(options.kernels != KernelStyle::hf_eager || !model.attention_sinks,
+                 "HF-eager attention with sinks (gpt-oss) is not modelled (transformers concatenates "
+                 "the sink logits to the scores and runs its own eager softmax); use fused kernels");
   ACCELSIM_CHECK(!options.eager_attention || options.context_parallel == 1,
                  "eager (unfused) attention under context parallelism is not modelled");
   if (options.phase == Phase::train) {

@@ -44,6 +44,11 @@ void ModelSpec::validate() const {
                    who + ": image size must be a multiple of patch_size");
   }
   ACCELSIM_CHECK(sliding_window >= 0, who + ": sliding_window must not be negative");
+  ACCELSIM_CHECK(sliding_window_period >= 0, who + ": sliding_window_period must not be negative");
+  ACCELSIM_CHECK(sliding_window_period == 0 || sliding_window > 0,
+                 who + ": sliding_window_period needs a sliding_window");
+  ACCELSIM_CHECK((!moe.router_bias && !moe.expert_bias) || moe.enabled(),
+                 who + ": router_bias and expert_bias need experts");
   ACCELSIM_CHECK(rotary_dim >= 0 && rotary_dim <= head_dim && rotary_dim % 2 == 0,
                  who + ": rotary_dim must be an even number of dims no larger than head_dim");
   ACCELSIM_CHECK(!parallel_block || !post_norm,
@@ -123,6 +128,7 @@ int64_t count_with_experts(const ModelSpec& m, int64_t experts) {
   if (m.qkv_bias) layer = sum(layer_what, layer, q, mul("2 x num_kv_heads x head_dim", 2, kv));
   if (m.output_bias) layer = sum(layer_what, layer, h);
   if (m.qk_norm) layer = sum(layer_what, layer, mul("2 x head_dim", 2, m.head_dim));
+  if (m.attention_sinks) layer = sum(layer_what, layer, m.num_heads);
   // Before attention and before the FFN; a parallel block may share one.
   layer = sum(layer_what, layer, mul("a layer's norms", m.parallel_block && !m.parallel_ffn_norm ? 1 : 2, norm));
   const int64_t ffn_matrices = m.gated_ffn ? 3 : 2;
@@ -133,7 +139,11 @@ int64_t count_with_experts(const ModelSpec& m, int64_t experts) {
   const int64_t moe_ffn =
       sum(layer_what, mul("hidden_size x num_experts", h, e.num_experts),
           mul("experts x 3 x hidden_size x expert_ffn_size", experts, 3, h, e.expert_ffn_size),
-          mul("3 x hidden_size x shared_ffn_size", 3, h, e.shared_ffn_size), e.shared_expert_gate ? h : 0);
+          mul("3 x hidden_size x shared_ffn_size", 3, h, e.shared_ffn_size), e.shared_expert_gate ? h : 0,
+          e.router_bias ? e.num_experts : 0,
+          e.expert_bias ? mul("experts x (2 x expert_ffn_size + hidden_size)", experts,
+                              sum(layer_what, mul("2 x expert_ffn_size", 2, e.expert_ffn_size), h))
+                        : 0);
   const char* what = "the parameter count";
   int64_t total = mul("vocab_size x hidden_size", m.vocab_size, h);
   if (m.final_norm) total = sum(what, total, norm);

@@ -237,7 +237,37 @@ struct StageGraphs {
   // (`whole_layers` of them), and one more, for the whole model's FLOPs.
   std::optional<Graph> whole_one, whole_two;
   int64_t whole_layers = 0;
+  // Layers per repeat of the model's layer pattern (ModelSpec::layer_pattern(): gpt-oss
+  // alternates windowed and full attention, 2). `one` and `two` then hold one and two repeats,
+  // and their figures are brought back to one and two mean layers (per_mean_layer).
+  int64_t unit = 1;
 };
+
+// Figures measured at `unit` and 2 x `unit` layers, brought to one and two layers of the
+// pattern's mean: the slope per layer is a repeat's over `unit`, and the one-layer figure the
+// `unit`-layer one less the other unit - 1 layers.
+void per_mean_layer(double& at_unit, double& at_two_units, int64_t unit) {
+  if (unit <= 1) return;
+  const double slope = (at_two_units - at_unit) / static_cast<double>(unit);
+  at_unit -= static_cast<double>(unit - 1) * slope;
+  at_two_units = at_unit + slope;
+}
+
+void per_mean_layer(StageBytes& a, StageBytes& b, int64_t unit) {
+  for (auto field : {&StageBytes::parameter_bytes, &StageBytes::gradient_bytes, &StageBytes::state_bytes,
+                     &StageBytes::saved_bytes, &StageBytes::peak_activation_bytes, &StageBytes::weight_copy_bytes,
+                     &StageBytes::embedding_saved_bytes, &StageBytes::head_saved_bytes}) {
+    per_mean_layer(a.*field, b.*field, unit);
+  }
+}
+
+void per_mean_layer(StageTimes& a, StageTimes& b, int64_t unit) {
+  for (auto field : {&StageTimes::forward_s, &StageTimes::backward_s, &StageTimes::communication_s,
+                     &StageTimes::overlapped_s, &StageTimes::optimizer_s, &StageTimes::once_per_step_s,
+                     &StageTimes::model_flops}) {
+    per_mean_layer(a.*field, b.*field, unit);
+  }
+}
 
 // Throws ConfigError when the builder rejects the shapes.
 StageGraphs build_stage_graphs(const ModelSpec& model, const BuildOptions& b, ReleasePolicy policy) {
@@ -248,10 +278,13 @@ StageGraphs build_stage_graphs(const ModelSpec& model, const BuildOptions& b, Re
     heavy.moe.first_dense_layers = 0;
     heavy.moe.sparse_step = 1;
   }
-  s.one = build_stage(heavy, 1, b);
+  // A pattern longer than the model is laid out once (its layers are then all there are).
+  s.unit = model.layer_pattern() < model.num_layers ? model.layer_pattern() : 1;
+  const int64_t u = s.unit;
+  s.one = build_stage(heavy, u, b);
   s.one_bytes = stage_bytes(*s.one, policy);
   if (model.num_layers > 1) {
-    s.two = build_stage(heavy, 2, b);
+    s.two = build_stage(heavy, 2 * u, b);
     s.two_bytes = stage_bytes(*s.two, policy);
   } else {
     s.two_bytes = s.one_bytes;
@@ -262,9 +295,11 @@ StageGraphs build_stage_graphs(const ModelSpec& model, const BuildOptions& b, Re
   } else {
     ModelSpec body = heavy;
     body.final_norm = body.lm_head = body.pooler = false;
-    s.body_one_bytes = stage_bytes(build_stage(body, 1, b), policy);
-    s.body_two_bytes = model.num_layers > 1 ? stage_bytes(build_stage(body, 2, b), policy) : s.body_one_bytes;
+    s.body_one_bytes = stage_bytes(build_stage(body, u, b), policy);
+    s.body_two_bytes = model.num_layers > 1 ? stage_bytes(build_stage(body, 2 * u, b), policy) : s.body_one_bytes;
   }
+  per_mean_layer(s.one_bytes, s.two_bytes, u);
+  per_mean_layer(s.body_one_bytes, s.body_two_bytes, u);
   if (mixed) {
     s.whole_layers = 1;
     while (s.whole_layers < model.num_layers && !model.moe.is_moe_layer(s.whole_layers - 1)) ++s.whole_layers;
@@ -291,6 +326,7 @@ StageProfile profile_built_stage(const ModelSpec& model, const StageGraphs& s, c
   try {
     t0 = stage_times(*s.one, device, o);
     t1 = s.two ? stage_times(*s.two, device, o) : t0;
+    per_mean_layer(t0, t1, s.unit);
     // The model FLOPs of the real model: its leading layers through the first MoE layer, then
     // one more layer at a time.
     whole_flops = t0.model_flops + static_cast<double>(model.num_layers - 1) * (t1.model_flops - t0.model_flops);

@@ -220,6 +220,56 @@ TEST(BuilderTest, ContextParallelZigzagBalancesCausalAttention) {
                ConfigError);
 }
 
+TEST(BuilderTest, AWindowPeriodWindowsAllLayersButEveryPth) {
+  // Period 2 (gpt-oss): layers 0, 2, ... attend through the window, 1, 3, ... to everything, so
+  // the 32 layers' attention is half the all-windowed model's and half the unwindowed one's.
+  ModelSpec windowed = testing::llama3_8b();
+  windowed.sliding_window = 1024;
+  ModelSpec alternating = windowed;
+  alternating.sliding_window_period = 2;
+  const BuildOptions o{.phase = Phase::prefill, .seq = 4096};
+  const double all = attention_flops(build_graph(windowed, o));
+  const double none = attention_flops(build_graph(testing::llama3_8b(), o));
+  EXPECT_LT(all, none / 2);
+  EXPECT_DOUBLE_EQ(attention_flops(build_graph(alternating, o)), (all + none) / 2);
+  int windows = 0;
+  const Graph g = build_graph(alternating, o);
+  for (const Node& n : g.nodes()) {
+    if (n.op != "accel_sim::attention") continue;
+    const std::string prefix = "model.layers.";
+    const int layer = std::stoi(n.module_path.substr(n.module_path.find(prefix) + prefix.size()));
+    const bool windowed = n.attr_int("window_size", 0) == 1024;
+    EXPECT_EQ(windowed, layer % 2 == 0) << n.module_path;
+    windows += windowed ? 1 : 0;
+  }
+  EXPECT_EQ(windows, 16);
+}
+
+TEST(BuilderTest, SinksAndExpertBiasesAreTrainedParameters) {
+  // A training step of a 1-layer Mixtral with gpt-oss's sinks and biases holds exactly the
+  // counted parameters, and each new one gets a gradient (the attention backward writes the
+  // sinks'; an expert bias's is the sum of its rows' output gradients): gradients stay the same
+  // share of the parameters as without them.
+  ModelSpec plain = testing::mixtral_8x7b();
+  plain.num_layers = 1;
+  ModelSpec m = plain;
+  m.attention_sinks = true;
+  m.moe.router_bias = m.moe.expert_bias = true;
+  auto bytes = [](const ModelSpec& spec, StorageKind kind) {
+    int64_t total = 0;
+    const Graph g = build_graph(spec, {.phase = Phase::train, .seq = 64});
+    for (const Storage& st : g.storages()) {
+      if (st.kind == kind) total += st.size_bytes;
+    }
+    return total;
+  };
+  // bf16 parameters: sinks 32, router biases 8, expert biases 8 x (2 x 14336 + 4096).
+  const int64_t added = 32 + 8 + 8 * 32768;
+  EXPECT_EQ(parameter_count(m) - parameter_count(plain), added);
+  EXPECT_EQ(bytes(m, StorageKind::parameter) - bytes(plain, StorageKind::parameter), 2 * added);
+  EXPECT_EQ(bytes(m, StorageKind::gradient) - bytes(plain, StorageKind::gradient), 4 * added);  // fp32
+}
+
 TEST(BuilderTest, ExpertParallelismSplitsExpertsAndRoutesWithAllToAll) {
   // EP 2, decode batch 1: each rank owns 4 of 8 experts; the group routes 2 tokens (one per
   // rank), touching 8 * (1 - (3/4)^2) = 3.5 experts, 1.75 per rank: 1.75 / 4 of local weights.

@@ -41,6 +41,26 @@ TEST(ModelSpecTest, MixtralTotalAndActiveParameters) {
   EXPECT_EQ(active_parameter_count(testing::llama3_8b()), parameter_count(testing::llama3_8b()));
 }
 
+TEST(ModelSpecTest, SinksRouterAndExpertBiasesAddTheirWeights) {
+  // gpt-oss's extras on Mixtral's shapes (32 layers, 32 heads, 8 experts of 14336, hidden 4096):
+  // sinks 32 x 32 = 1,024; router biases 32 x 8 = 256; expert biases (gate/up 2 x 14336, down
+  // 4096) 32 x 8 x 32,768 = 8,388,608, of which a token uses 2 experts' 32 x 2 x 32,768 = 2,097,152.
+  ModelSpec m = testing::mixtral_8x7b();
+  m.attention_sinks = true;
+  m.moe.router_bias = m.moe.expert_bias = true;
+  EXPECT_EQ(parameter_count(m), 46702792704 + 1024 + 256 + 8388608);
+  EXPECT_EQ(active_parameter_count(m), 12879925248 + 1024 + 256 + 2097152);
+  ModelSpec dense = testing::llama3_8b();
+  dense.moe.expert_bias = true;  // no experts to carry them
+  EXPECT_THROW(dense.validate(), ConfigError);
+  dense = testing::llama3_8b();
+  dense.sliding_window_period = 2;  // a period without a window
+  EXPECT_THROW(dense.validate(), ConfigError);
+  dense.sliding_window = 128;
+  EXPECT_TRUE(dense.windowed_layer(0) && !dense.windowed_layer(1) && dense.windowed_layer(2));
+  EXPECT_EQ(dense.layer_pattern(), 2);
+}
+
 TEST(ModelSpecTest, ExpectedExpertsTouchedUnderUniformRouting) {
   EXPECT_DOUBLE_EQ(expected_experts_touched(8, 2, 1), 2.0);            // one token: its top-2
   EXPECT_DOUBLE_EQ(expected_experts_touched(8, 2, 2), 8 * (1 - 0.5625));  // 1 - (3/4)^2

@@ -81,6 +81,26 @@ TEST(TrainingTest, StepIsComputeBubblePipelineDataParallelAndOptimizer) {
   EXPECT_NEAR(ei.pp_comm_s, 2 * e.pp_comm_s, 1e-15);
 }
 
+TEST(TrainingTest, ALayerPatternIsProfiledOneRepeatAtATime) {
+  // Windowed and full layers alternating (period 2): the stage profile is built from 2 and 4
+  // layers, so a 4-layer model's step is its own graph's forward and backward, not 4 copies of
+  // one kind of layer.
+  ModelSpec m = testing::small_gpt(4);
+  m.sliding_window = 32;
+  m.sliding_window_period = 2;
+  const TrainingEstimate e = estimate_training(m, {.seq = 512}, {.micro_batch = 1, .global_batch = 1},
+                                               testing::round_device(), round_system(), SimulateOptions{});
+  ASSERT_TRUE(e.feasible) << e.reason;
+  const SimulationResult r = simulate(build_graph(m, {.phase = Phase::train, .batch = 1, .seq = 512}),
+                                      testing::round_device(), SimulateOptions{});
+  EXPECT_NEAR(e.compute_s, r.forward_time_s + r.backward_time_s, 1e-12 * e.compute_s);
+  ModelSpec uniform = m;
+  uniform.sliding_window_period = 0;  // every layer windowed: less attention work
+  const TrainingEstimate w = estimate_training(uniform, {.seq = 512}, {.micro_batch = 1, .global_batch = 1},
+                                               testing::round_device(), round_system(), SimulateOptions{});
+  EXPECT_LT(w.compute_s, e.compute_s);
+}
+
 TEST(TrainingTest, FullyShardedStepsGatherEveryMicroBatchAndPayForWhatTheyHide) {
   // ZeRO-3 (FSDP) over DP 2 in one domain, 4 layers, global batch 4 of micro-batch 1: 2
   // micro-batches per replica, each gathering the parameters for its forward and again for its

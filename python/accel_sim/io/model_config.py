@@ -24,8 +24,8 @@ from accel_sim.errors import UsageError
 from accel_sim.io import fields
 
 BUILDER_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt2", "gptj", "falcon", "bert",
-                       "vit", "deepseek_v3")
-_MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3")
+                       "vit", "deepseek_v3", "gpt_oss")
+_MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss")
 
 _ACTIVATIONS = {
     "silu": _core.Activation.silu,
@@ -265,8 +265,13 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
         _read_mla(spec, config, where)
     _read_dropout(spec, config, model_type, where)
     window = 0 if config.get("sliding_window") is None else _int(config, "sliding_window", where)
-    use_window = _flag(config, "use_sliding_window", where, model_type == "mistral")
+    use_window = _flag(config, "use_sliding_window", where, model_type in ("mistral", "gpt_oss"))
     spec.sliding_window = window if use_window else 0
+    if model_type == "gpt_oss":
+        # gpt-oss (HF GptOssForCausalLM): attention sinks, q/k/v/o biases (attention_bias), the
+        # window on the layers layer_types names "sliding_attention".
+        spec.attention_sinks = True
+        spec.sliding_window_period = _window_period(config.get("layer_types"), spec.num_layers, where)
     if model_type in _MOE_TYPES:
         _read_moe(spec, config, model_type, where)
     # A config without a dtype loads in fp32 in transformers.
@@ -427,6 +432,21 @@ def _read_falcon(spec: Any, config: dict, where: str) -> None:
     spec.parallel_ffn_norm = new_arch and norms == 2
 
 
+def _window_period(layer_types: Any, layers: int, where: str) -> int:
+    """The period p of a layer_types list that windows every layer but each p-th (ModelSpec's
+    sliding_window_period; 0 when all are windowed); any other pattern is refused."""
+    if not isinstance(layer_types, list) or len(layer_types) != layers:
+        raise UsageError(f"{where}: layer_types must list one attention type per layer ({layers})")
+    full = [i for i, t in enumerate(layer_types) if t == "full_attention"]
+    if any(t not in ("full_attention", "sliding_attention") for t in layer_types):
+        raise UsageError(f"{where}: layer_types may name only 'sliding_attention' and 'full_attention'")
+    period = full[0] + 1 if full else 0
+    if period and full != list(range(period - 1, layers, period)):
+        raise UsageError(f"{where}: layer_types {layer_types!r} is not every-p-th-layer-full, the only pattern "
+                         "the builder lays out")
+    return period
+
+
 def _read_moe(spec: Any, config: dict, model_type: str, where: str) -> None:
     """MoE fields of Mixtral, Qwen2-MoE and Qwen3-MoE configs (transformers 5.x semantics)."""
     moe = spec.moe
@@ -444,6 +464,15 @@ def _read_moe(spec: Any, config: dict, model_type: str, where: str) -> None:
         moe.top_k_groups = _int(config, "topk_group", where, 1)
         moe.normalize_top_k = _flag(config, "norm_topk_prob", where, True)
         moe.fp32_combine = True
+    elif model_type == "gpt_oss":
+        # Router with a bias, top-k of its logits softmaxed (the same weights as the top-k of the
+        # softmax renormalized); each expert's fused gate_up and down projections carry biases.
+        # The expert activation, (up + 1) * gate * sigmoid(1.702 gate) with both clamped, costs as
+        # SwiGLU's silu(gate) * up plus the bias adds.
+        moe.num_experts = _int(config, "num_local_experts", where)
+        moe.expert_ffn_size = spec.ffn_size
+        moe.normalize_top_k = True
+        moe.router_bias = moe.expert_bias = True
     elif model_type == "mixtral":
         moe.num_experts = _int(config, "num_local_experts", where)
         moe.expert_ffn_size = spec.ffn_size
