@@ -350,3 +350,30 @@ def test_reading_the_cache_per_query_head_costs_only_grouped_models(tmp_path):
             assert a["tpot_s"]["p50"] > 1.05 * b["tpot_s"]["p50"]
         else:   # (the prefill runs the context kernel in both: the C++ test IterationModel.DecodeKernel...)
             assert (a["tpot_s"], a["ttft_s"]) == (b["tpot_s"], b["ttft_s"])
+
+
+def test_a_stack_file_extends_a_shipped_stack(tmp_path):
+    """`extends: ID` takes a shipped stack's choices and sources and replaces those the file
+    gives, key by key; the file names itself. A base that is not shipped, or an extending file
+    without its own id, is one line naming the file."""
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("id: mine\nextends: megatron-core\nname: Megatron, bf16 weights\nversion: local\n"
+                    "training:\n  fp8_parameters: false\n  zero: 0\n"
+                    "sources:\n  training.fp8_parameters: our launcher\n  training.zero: our launcher\n")
+    base, entry = resolve_stack("megatron-core"), resolve_stack(str(mine))
+    assert (entry.id, entry.kind, entry.version) == ("mine", "training", "local")
+    assert (entry.training.fp8_parameters, entry.training.zero) == (False, 0)
+    assert entry.training.attention == base.training.attention and entry.training.zero_stages == base.training.zero_stages
+    assert entry.sources["training.zero"] == "our launcher"
+    assert entry.sources["training.attention"] == base.sources["training.attention"]
+    shipped = resolve_stack("megatron-core-24.07")   # a shipped stack written this way
+    assert {k for k in vars(base.training) if getattr(base.training, k) != getattr(shipped.training, k)} == {"fp8_parameters"}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(mine.read_text().replace("extends: megatron-core", "extends: nemo-2"))
+    with pytest.raises(UsageError, match=r"bad.yaml: 'extends' names no shipped stack 'nemo-2' \(known: .*megatron-core"):
+        load_stack_file(bad)
+    bad.write_text(mine.read_text().replace("id: mine\n", ""))
+    with pytest.raises(UsageError, match="bad.yaml: missing field 'id'"):
+        load_stack_file(bad)
+    r = run_cli(*TRAIN, "--stack", str(bad))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1

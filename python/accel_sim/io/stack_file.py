@@ -81,7 +81,9 @@ _SERVING_REQUIRED = ("prefill_attention", "decode_attention", "cuda_graphs", "sc
 DECODE_ATTENTION = ("grouped", "per_query_head")
 SCHEDULERS = ("vllm", "sarathi", "orca", "static")
 KINDS = ("training", "serving")
-_TOP = {"id", "name", "version", "kind", "training", "serving", "runtime", "sources", "notes"}
+_TOP = {"id", "name", "version", "kind", "extends", "training", "serving", "runtime", "sources", "notes"}
+# Sections an `extends` file merges key by key over its base's (the rest it states itself).
+_MERGED = ("training", "serving", "runtime", "sources")
 
 
 @dataclass(frozen=True)
@@ -307,9 +309,10 @@ def _runtime(data: Any, where: str, sources: dict[str, str]) -> float:
                          minimum=0.0) * 1e-6
 
 
-def load_stack_file(path: str | Path) -> StackEntry:
-    """Reads and checks one stack file; errors name the file and the field in one line."""
-    p = Path(path)
+def _read_stack_data(p: Path, chain: tuple[str, ...] = ()) -> dict:
+    """A stack file's mapping, an `extends: ID` file's merged over the shipped stack it names: its
+    `training`/`serving`/`runtime` choices and `sources` replace the base's key by key, and it
+    states its own id, name and version (the kind and notes default to the base's)."""
     where = str(p)
     data = fields.read_yaml(p, "stack")
     if not isinstance(data, dict):
@@ -317,6 +320,33 @@ def load_stack_file(path: str | Path) -> StackEntry:
     unknown = sorted(set(data) - _TOP)
     if unknown:
         raise UsageError(f"{where}: unknown field '{unknown[0]}' (known: {', '.join(sorted(_TOP))})")
+    if "extends" not in data:
+        return data
+    base_id = fields.text(data["extends"], where, "extends")
+    files = {f.stem: f for f in builtin_stack_files()}
+    if base_id not in files:
+        raise UsageError(f"{where}: 'extends' names no shipped stack {base_id!r} (known: {', '.join(sorted(files))})")
+    if base_id in chain:
+        raise UsageError(f"{where}: 'extends' loops back to {base_id!r}")
+    base = _read_stack_data(files[base_id], chain + (base_id,))
+    for key in ("id", "name", "version"):
+        if key not in data:
+            raise UsageError(f"{where}: missing field '{key}' (an extending stack names itself)")
+    merged = {k: v for k, v in base.items() if k not in ("id", "name", "version")}
+    for key, value in data.items():
+        if key in _MERGED and key in merged:
+            merged[key] = {**fields.mapping(merged[key], str(files[base_id]), key), **fields.mapping(value, where, key)}
+        elif key != "extends":
+            merged[key] = value
+    return merged
+
+
+def load_stack_file(path: str | Path) -> StackEntry:
+    """Reads and checks one stack file (an `extends` one merged over its base); errors name the
+    file and the field in one line."""
+    p = Path(path)
+    where = str(p)
+    data = _read_stack_data(p)
     for key in ("id", "name", "version", "kind", "sources"):
         if key not in data:
             raise UsageError(f"{where}: missing field '{key}'")
