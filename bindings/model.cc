@@ -116,6 +116,10 @@ void bind_model(nb::module_& m) {
       .value("none", Optimizer::none)
       .value("adafactor", Optimizer::adafactor)
       .value("adam8bit", Optimizer::adam8bit);
+  nb::enum_<OptimizerImpl>(m, "OptimizerImpl")
+      .value("fused", OptimizerImpl::fused)
+      .value("foreach", OptimizerImpl::foreach)
+      .value("for_loop", OptimizerImpl::for_loop);
   nb::enum_<KernelStyle>(m, "KernelStyle")
       .value("fused", KernelStyle::fused)
       .value("hf_eager", KernelStyle::hf_eager);
@@ -140,6 +144,7 @@ void bind_model(nb::module_& m) {
       .def_rw("context_parallel", &BuildOptions::context_parallel)
       .def_rw("moe_impl", &BuildOptions::moe_impl)
       .def_rw("optimizer", &BuildOptions::optimizer)
+      .def_rw("optimizer_impl", &BuildOptions::optimizer_impl)
       .def_rw("master_weights", &BuildOptions::master_weights)
       .def_rw("recompute", &BuildOptions::recompute)
       .def_rw("eager_attention", &BuildOptions::eager_attention)

@@ -44,6 +44,18 @@ enum class Phase : uint8_t {
 //                     32-bit states.
 enum class Optimizer : uint8_t { adamw, adam, sgd, none, adafactor, adam8bit };
 
+// How adamw, adam and sgd run (torch.optim's three implementations; torch/optim/adamw.py):
+//   fused     one multi-tensor kernel per parameter group doing the whole update in one pass
+//             (fused=True; Apex's, Transformer Engine's and DeepSpeed's FusedAdam alike);
+//   foreach   the update as a sequence of _foreach_* ops over the parameter list, each one pass
+//             over its tensors (_multi_tensor_adamw; torch's default on CUDA since 2.0), with the
+//             denominator sqrt(v) / bias correction + eps materialised for the whole list;
+//   for_loop  the same update op by op, parameter by parameter (_single_tensor_adamw, and the
+//             loop transformers.AdamW ran as HF Trainer's default optimizer before adamw_torch):
+//             eight kernels per parameter for Adam(W), three for SGD with momentum.
+// Optimizer::adafactor and adam8bit are their own kernels and run fused only.
+enum class OptimizerImpl : uint8_t { fused, foreach, for_loop };
+
 enum class KernelStyle : uint8_t { fused, hf_eager };
 
 // Activation recomputation in a training step (Korthikanti et al. 2022, "Reducing Activation
@@ -77,6 +89,7 @@ struct BuildOptions {
   MoeImpl moe_impl = MoeImpl::grouped;
   // Training step only.
   Optimizer optimizer = Optimizer::adamw;
+  OptimizerImpl optimizer_impl = OptimizerImpl::fused;
   // Mixed precision as Megatron-LM runs bf16/fp16 models: parameters in the model's weight dtype
   // for forward and backward, gradients, fp32 master weights and optimizer states in fp32
   // (18 bytes per bf16 parameter with Adam). Off: gradients and states in the weight dtype.

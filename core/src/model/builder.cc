@@ -1375,6 +1375,11 @@ class Builder {
                                 .module_type = "Optimizer", .pass = Pass::optimizer});
     }
     if (o_.optimizer != Optimizer::none) optimizer_step(grads);
+    // The gradients stay on the parameters (.grad, Megatron-Core's grad buffer) until the next
+    // step zeroes or frees them: live to the step's end, through the whole optimizer step.
+    for (TensorId g : grads) {
+      if (g >= 0) e_.hold(g);
+    }
   }
 
   struct StateTensor {
@@ -1405,11 +1410,13 @@ class Builder {
     return out;
   }
 
-  // One fused optimizer kernel per transformer layer (and one for the other parameters), over
-  // the parameters that received a gradient, as torch.optim's fused AdamW/Adam/SGD run over a
-  // parameter list. With master weights (mixed precision, Megatron-LM's default for bf16) the
-  // optimizer updates fp32 copies and writes them back into the bf16 parameters; states are
-  // fp32. Without, the states have the parameters' dtype.
+  // The optimizer step over the parameters that received a gradient. With master weights (mixed
+  // precision, Megatron-LM's default for bf16) the optimizer updates fp32 copies and writes them
+  // back into the 16-bit parameters (one _foreach_copy_ per group); states are fp32. Without, the
+  // states have the parameters' dtype. The update runs as o_.optimizer_impl says (OptimizerImpl):
+  // one fused kernel per transformer layer (and one for the other parameters), as torch.optim's
+  // fused AdamW/Adam/SGD run over a parameter list; foreach ops over the whole parameter list;
+  // or op by op for each parameter.
   void optimizer_step(const std::vector<TensorId>& grads) {
     e_.pass = Pass::optimizer;
     e_.module_type = "Optimizer";
@@ -1433,40 +1440,149 @@ class Builder {
       if (it == groups.end()) it = groups.insert(groups.end(), {group, {}});
       it->second.push_back(p);
     }
+    std::vector<ParamUpdate> all;  // foreach: every parameter's, one list
     for (const auto& [group, params] : groups) {
       e_.module = group;
-      std::vector<TensorId> targets, grad_list, other_states, masters_list;
+      std::vector<ParamUpdate> updates;
+      std::vector<TensorId> masters_list;
       for (TensorId p : params) {
         const TensorMeta& meta = graph_.tensor(p);
         const Shape shape = meta.shape;
         const std::string name = meta.name;
-        TensorId target = p;
+        ParamUpdate u{.target = p, .grad = grads[meta.storage], .states = {}, .param = p};
         if (masters) {
-          target = e_.resident(shape, DType::fp32, StorageKind::optimizer_state, name + ".master");
-          masters_list.push_back(target);
+          u.target = e_.resident(shape, DType::fp32, StorageKind::optimizer_state, name + ".master");
+          masters_list.push_back(u.target);
         }
-        targets.push_back(target);
-        grad_list.push_back(grads[graph_.tensor(p).storage]);
         for (const auto& [state_shape, dtype, state_name] : optimizer_states(shape, state_dtype, states)) {
-          other_states.push_back(e_.resident(state_shape, dtype, StorageKind::optimizer_state, name + state_name));
+          u.states.push_back(e_.resident(state_shape, dtype, StorageKind::optimizer_state, name + state_name));
         }
+        updates.push_back(std::move(u));
       }
-      std::vector<TensorId> inputs = targets;
-      inputs.insert(inputs.end(), grad_list.begin(), grad_list.end());
-      std::vector<TensorId> outputs;
-      for (TensorId t : targets) outputs.push_back(e_.alias(t, e_.shape(t)));
-      inputs.insert(inputs.end(), other_states.begin(), other_states.end());
-      for (TensorId t : other_states) outputs.push_back(e_.alias(t, e_.shape(t)));
-      const auto listed = static_cast<int64_t>(targets.size());
-      e_.node(kernel, std::move(inputs), std::move(outputs), {{"parameters", listed}});
+      if (o_.optimizer_impl == OptimizerImpl::foreach) {
+        all.insert(all.end(), updates.begin(), updates.end());
+        continue;  // the masters' copies follow the one foreach update
+      }
+      if (o_.optimizer_impl == OptimizerImpl::for_loop) {
+        for (const ParamUpdate& u : updates) for_loop_update(u);
+      } else {
+        std::vector<TensorId> inputs, outputs, other_states;
+        for (const ParamUpdate& u : updates) inputs.push_back(u.target);
+        for (const ParamUpdate& u : updates) inputs.push_back(u.grad);
+        for (const ParamUpdate& u : updates) other_states.insert(other_states.end(), u.states.begin(), u.states.end());
+        for (const ParamUpdate& u : updates) outputs.push_back(e_.alias(u.target, e_.shape(u.target)));
+        inputs.insert(inputs.end(), other_states.begin(), other_states.end());
+        for (TensorId t : other_states) outputs.push_back(e_.alias(t, e_.shape(t)));
+        const auto listed = static_cast<int64_t>(updates.size());
+        e_.node(kernel, std::move(inputs), std::move(outputs), {{"parameters", listed}});
+      }
+      if (masters) copy_masters(params, masters_list);
+    }
+    if (o_.optimizer_impl == OptimizerImpl::foreach && !all.empty()) {
+      e_.module = "optimizer";
+      foreach_update(all);
       if (masters) {
-        std::vector<TensorId> copy_in = params;
-        copy_in.insert(copy_in.end(), masters_list.begin(), masters_list.end());
-        std::vector<TensorId> written;
-        for (TensorId p : params) written.push_back(e_.alias(p, e_.shape(p)));
-        e_.node("_foreach_copy_", std::move(copy_in), std::move(written));
+        for (const auto& [group, params] : groups) {
+          e_.module = group;
+          std::vector<TensorId> masters_list;
+          for (TensorId p : params) {
+            const auto it = std::find_if(all.begin(), all.end(), [&](const ParamUpdate& u) { return u.param == p; });
+            masters_list.push_back(it->target);
+          }
+          copy_masters(params, masters_list);
+        }
       }
     }
+  }
+
+  // One parameter's update in the optimizer's dtype: `target` (the parameter, or its fp32 master
+  // copy), its gradient and its states in optimizer_states' order.
+  struct ParamUpdate {
+    TensorId target = -1, grad = -1;
+    std::vector<TensorId> states;
+    TensorId param = -1;
+  };
+
+  // Writes the updated fp32 masters back into the 16-bit parameters.
+  void copy_masters(const std::vector<TensorId>& params, const std::vector<TensorId>& masters_list) {
+    std::vector<TensorId> copy_in = params;
+    copy_in.insert(copy_in.end(), masters_list.begin(), masters_list.end());
+    std::vector<TensorId> written;
+    for (TensorId p : params) written.push_back(e_.alias(p, e_.shape(p)));
+    e_.node("_foreach_copy_", std::move(copy_in), std::move(written));
+  }
+
+  // torch.optim's update of one parameter op by op (torch/optim/adamw.py _single_tensor_adamw,
+  // sgd.py _single_tensor_sgd; the scalars are host values):
+  //   AdamW  p.mul_(1 - lr wd); m.lerp_(g, 1 - b1); v.mul_(b2).addcmul_(g, g, 1 - b2);
+  //          d = (v.sqrt() / sqrt(bias_correction2)).add_(eps); p.addcdiv_(m, d, -step_size)
+  //          (Adam: the same without the decay, its default weight_decay 0);
+  //   SGD    buf.mul_(momentum).add_(g); p.add_(buf, alpha=-lr).
+  // d is a temporary of the parameter's size, freed after the update.
+  void for_loop_update(const ParamUpdate& u) {
+    const Shape shape = e_.shape(u.target);
+    auto in_place = [&](const char* op, TensorId self, std::vector<TensorId> others) {
+      others.insert(others.begin(), self);
+      e_.node(op, std::move(others), {e_.alias(self, e_.shape(self))});
+    };
+    if (o_.optimizer == Optimizer::sgd) {
+      in_place("mul_", u.states[0], {});
+      in_place("add_", u.states[0], {u.grad});
+      in_place("add_", u.target, {u.states[0]});
+      return;
+    }
+    const TensorId m = u.states[0], v = u.states[1];
+    if (o_.optimizer == Optimizer::adamw) in_place("mul_", u.target, {});
+    in_place("lerp_", m, {u.grad});
+    in_place("mul_", v, {});
+    in_place("addcmul_", v, {u.grad, u.grad});
+    const TensorId d = e_.op("sqrt", {v}, shape, e_.dtype(v));
+    in_place("div_", d, {});
+    in_place("add_", d, {});
+    in_place("addcdiv_", u.target, {m, d});
+  }
+
+  // The same update as _foreach_* ops over every parameter at once (_multi_tensor_adamw,
+  // _multi_tensor_sgd): each op one pass over its lists; the denominators are a new list of the
+  // parameters' size (torch._foreach_sqrt), live until the last op. torch runs one such sequence
+  // per parameter group; the builder's parameters form one group.
+  void foreach_update(const std::vector<ParamUpdate>& us) {
+    std::vector<TensorId> targets, grads, m, v;
+    for (const ParamUpdate& u : us) {
+      targets.push_back(u.target);
+      grads.push_back(u.grad);
+      m.push_back(u.states[0]);
+      if (u.states.size() > 1) v.push_back(u.states[1]);
+    }
+    auto written = [&](const std::vector<TensorId>& list) {
+      std::vector<TensorId> out;
+      for (TensorId t : list) out.push_back(e_.alias(t, e_.shape(t)));
+      return out;
+    };
+    auto step = [&](const char* op, const char* overload, std::vector<std::vector<TensorId>> lists,
+                    std::vector<TensorId> outputs) {
+      std::vector<TensorId> inputs;
+      for (const auto& list : lists) inputs.insert(inputs.end(), list.begin(), list.end());
+      graph_.add_node(Node{.op = op, .overload = overload, .inputs = std::move(inputs),
+                           .outputs = std::move(outputs), .module_path = e_.module,
+                           .module_type = e_.module_type, .pass = Pass::optimizer});
+    };
+    if (o_.optimizer == Optimizer::sgd) {
+      step("_foreach_mul_", "Scalar", {m}, written(m));
+      step("_foreach_add_", "List", {m, grads}, written(m));
+      step("_foreach_add_", "List", {targets, m}, written(targets));
+      return;
+    }
+    if (o_.optimizer == Optimizer::adamw) step("_foreach_mul_", "Scalar", {targets}, written(targets));
+    step("_foreach_lerp_", "Scalar", {m, grads}, written(m));
+    step("_foreach_mul_", "Scalar", {v}, written(v));
+    step("_foreach_addcmul_", "Scalar", {v, grads, grads}, written(v));
+    std::vector<TensorId> d;
+    for (TensorId t : v) d.push_back(e_.fresh(e_.shape(t), e_.dtype(t)));
+    step("_foreach_sqrt", "default", {v}, d);
+    step("_foreach_div_", "ScalarList", {d}, written(d));
+    step("_foreach_add_", "Scalar", {d}, written(d));
+    step("_foreach_addcdiv_", "ScalarList", {targets, m, d}, written(targets));
   }
 
   const ModelSpec& m_;
@@ -1549,6 +1665,11 @@ void BuildOptions::validate(const ModelSpec& model) const {
                  "the sink logits to the scores and runs its own eager softmax); use fused kernels");
   ACCELSIM_CHECK(!options.eager_attention || options.context_parallel == 1,
                  "eager (unfused) attention under context parallelism is not modelled");
+  ACCELSIM_CHECK(options.optimizer_impl == OptimizerImpl::fused ||
+                     options.optimizer == Optimizer::adamw || options.optimizer == Optimizer::adam ||
+                     options.optimizer == Optimizer::sgd || options.optimizer == Optimizer::none,
+                 "the foreach and for-loop optimizer implementations are torch.optim's Adam, AdamW "
+                 "and SGD (Adafactor and 8-bit Adam run their own kernels)");
   if (options.phase == Phase::train) {
     ACCELSIM_CHECK(is_floating(model.weight_dtype) && model.int4_group_size == 0,
                    "training needs floating-point weights (model '" + model.name + "' has " +

@@ -32,9 +32,17 @@ void require_rank(const Node& node, const TensorMeta& t, size_t rank, const char
 }
 
 double read_inputs(const Graph& graph, const Node& node, size_t first) {
+  // A tensor passed twice (addcmul_(v, g, g), mul(x, x)) is read from memory once: each thread
+  // loads the same element for both operands.
   double bytes = 0;
   for (size_t i = first; i < node.inputs.size(); ++i) {
-    bytes += static_cast<double>(graph.tensor(node.inputs[i]).accessed_bytes());
+    const TensorId t = node.inputs[i];
+    if (std::find(node.inputs.begin() + static_cast<std::ptrdiff_t>(first),
+                  node.inputs.begin() + static_cast<std::ptrdiff_t>(i), t) !=
+        node.inputs.begin() + static_cast<std::ptrdiff_t>(i)) {
+      continue;
+    }
+    bytes += static_cast<double>(graph.tensor(t).accessed_bytes());
   }
   return bytes;
 }

@@ -7,6 +7,8 @@
 //   _fused_sgd_(self[N], grads[N], momentum_buffer_list[N])
 //   _foreach_copy_(self[N], src[N])
 //   _foreach_zero_(self[N])  (zero_grad without set_to_none)
+//   _foreach_add_ / _mul_ / _sub_ / _div_ / _lerp_ / _addcmul_ / _addcdiv_ / _sqrt: the steps of
+//   torch.optim's foreach implementations, one pass over their lists each
 // They update `self` and the states in place: a node either lists the updated tensors as its
 // outputs (the model builder does) or has none (PyTorch's schema returns nothing), in which case
 // the written bytes are those of the updated lists.
@@ -126,6 +128,26 @@ OpCount count_foreach_pointwise(const Graph& g, const Node& n) {
   return c;
 }
 
+// The other _foreach_* ops of torch.optim's foreach Adam(W) (_multi_tensor_adamw), as `lists`
+// lists of N tensors: _foreach_lerp_(self, tensors1, weight) 2, _foreach_addcmul_(self, tensor1,
+// tensor2, value) and _foreach_addcdiv_ 3, _foreach_sqrt(self) 1 (a new list out; its in-place
+// form updates self). One FLOP per element of the first list, as for the pointwise ops; a list
+// passed twice (addcmul_ of the gradients with themselves) is read once (read_inputs); the
+// written bytes are the outputs' or, with none listed, the first list's.
+OpCount count_foreach_lists(const Graph& g, const Node& n, size_t lists) {
+  ACCELSIM_CHECK(n.inputs.size() % lists == 0,
+                 "op '" + n.op + "': expected " + std::to_string(lists) +
+                     " tensor lists of equal length, got " + std::to_string(n.inputs.size()) + " tensors");
+  const size_t count = n.inputs.size() / lists;
+  OpCount c;
+  c.op_class = OpClass::elementwise;
+  c.compute_dtype = count > 0 ? g.tensor(n.inputs[0]).dtype : DType::fp32;
+  c.flops = numel_of(g, n, count);
+  c.bytes_read = read_inputs(g, n);
+  c.bytes_written = n.outputs.empty() ? bytes_of(g, n, 0, count) : write_outputs(g, n);
+  return c;
+}
+
 // _foreach_zero_(self): writes zeros into each tensor (optimizer.zero_grad(set_to_none=False)).
 OpCount count_foreach_zero(const Graph& g, const Node& n) {
   OpCount c = count_multi_tensor(g, n, 1, {0}, 0.0);
@@ -140,6 +162,13 @@ void add_optimizer_ops(OpTable& t) {
   t["_foreach_zero_"] = count_foreach_zero;
   for (const char* op : {"_foreach_add_", "_foreach_mul_", "_foreach_sub_", "_foreach_div_"}) {
     t[op] = count_foreach_pointwise;
+  }
+  t["_foreach_lerp_"] = [](const Graph& g, const Node& n) { return count_foreach_lists(g, n, 2); };
+  for (const char* op : {"_foreach_addcmul_", "_foreach_addcdiv_"}) {
+    t[op] = [](const Graph& g, const Node& n) { return count_foreach_lists(g, n, 3); };
+  }
+  for (const char* op : {"_foreach_sqrt", "_foreach_sqrt_"}) {
+    t[op] = [](const Graph& g, const Node& n) { return count_foreach_lists(g, n, 1); };
   }
   t["_fused_adamw_"] = count_adam;
   t["_fused_adam_"] = count_adam;

@@ -187,19 +187,73 @@ TEST(TrainTest, MixedPrecisionAdamHoldsEighteenBytesPerParameter) {
   EXPECT_EQ(count(sgd, "_foreach_copy_", Pass::optimizer), 0);
 }
 
+TEST(TrainTest, ForeachAndForLoopAdamWMoveEightyBytesPerParameter) {
+  // Llama-3-8B in fp32 without master weights: parameters, gradients, exp_avg and exp_avg_sq are
+  // 4 bytes per element. Bytes per element of torch.optim's AdamW (adamw.py):
+  //   fused     reads p, g, m, v (16), writes p, m, v (12): 28;
+  //   op by op  p.mul_ 4+4, m.lerp_(g) 8+4, v.mul_ 4+4, v.addcmul_(g, g) 8+4 (g read once),
+  //             d = v.sqrt() 4+4, d.div_ 4+4, d.add_ 4+4, p.addcdiv_(m, d) 12+4: 48 + 32 = 80,
+  // the same whether each op runs per parameter (for-loop) or over the list (foreach).
+  // 291 parameter tensors: 32 layers x 9 (q, k, v, o, gate, up, down, two norms), the embedding,
+  // the final norm and the LM head.
+  ModelSpec m = testing::llama3_8b();
+  m.weight_dtype = m.activation_dtype = DType::fp32;
+  auto step = [&](OptimizerImpl impl) {
+    return build_graph(m, {.phase = Phase::train, .seq = 16, .optimizer_impl = impl, .master_weights = false});
+  };
+  auto optimizer_bytes = [](const Graph& g) {
+    double bytes = 0;
+    for (const Node& n : g.nodes()) {
+      if (n.pass == Pass::optimizer && n.op != "_foreach_zero_") bytes += count_op(g, n).bytes();
+    }
+    return bytes;
+  };
+  auto optimizer_nodes = [](const Graph& g) {
+    int k = 0;
+    for (const Node& n : g.nodes()) k += n.pass == Pass::optimizer;
+    return k;
+  };
+  const double params = static_cast<double>(kLlamaParams);
+  const Graph fused = step(OptimizerImpl::fused), foreach = step(OptimizerImpl::foreach),
+              loop = step(OptimizerImpl::for_loop);
+  EXPECT_DOUBLE_EQ(optimizer_bytes(fused), 28 * params);
+  EXPECT_DOUBLE_EQ(optimizer_bytes(foreach), 80 * params);
+  EXPECT_DOUBLE_EQ(optimizer_bytes(loop), 80 * params);
+  EXPECT_EQ(optimizer_nodes(fused), 33);   // one kernel per layer, one for the rest
+  EXPECT_EQ(optimizer_nodes(foreach), 8);  // eight list ops
+  EXPECT_EQ(optimizer_nodes(loop), 8 * 291);
+  EXPECT_EQ(count(loop, "addcdiv_", Pass::optimizer), 291);
+  // Same states either way: 8 bytes per parameter.
+  EXPECT_EQ(sums(loop).state_bytes, 8 * kLlamaParams);
+  EXPECT_EQ(sums(foreach).state_bytes, 8 * kLlamaParams);
+  // foreach holds every denominator at once (4 bytes per parameter) beside the parameters,
+  // gradients and states (16): its peak is at least 20 bytes per parameter; for-loop's holds one
+  // parameter's denominator at a time, the largest the [128256, 4096] embedding (2.1 GB).
+  const int64_t held = 16 * kLlamaParams;
+  EXPECT_GE(compute_memory_profile(foreach).peak_bytes, held + 4 * kLlamaParams);
+  EXPECT_LT(compute_memory_profile(loop).peak_bytes, held + 4 * kLlamaParams);
+  EXPECT_GE(compute_memory_profile(loop).peak_bytes, held + int64_t{4} * 128256 * 4096);
+  // Adafactor and 8-bit Adam run their own kernels: no foreach or for-loop form.
+  EXPECT_THROW(build_graph(m, {.phase = Phase::train, .seq = 16, .optimizer = Optimizer::adafactor,
+                               .optimizer_impl = OptimizerImpl::for_loop}),
+               ConfigError);
+}
+
 TEST(TrainTest, ActivationsSavedForBackwardRaiseThePeak) {
   // The forward of a training step keeps what backward reads (matmul inputs, attention q/k/v/out
   // and logsumexp, norm inputs): its activations at the peak exceed a prefill's, which frees
   // each layer's temporaries as it goes.
+  // Batch 4 so that the saved activations, not the fp32 gradients all live at the step's end
+  // (32 GB), make the peak.
   const ModelSpec m = testing::llama3_8b();
   const MemoryProfile train = compute_memory_profile(
-      build_graph(m, {.phase = Phase::train, .seq = 2048, .optimizer = Optimizer::none}));
+      build_graph(m, {.phase = Phase::train, .batch = 4, .seq = 2048, .optimizer = Optimizer::none}));
   const MemoryProfile prefill =
-      compute_memory_profile(build_graph(m, {.phase = Phase::prefill, .seq = 2048}));
+      compute_memory_profile(build_graph(m, {.phase = Phase::prefill, .batch = 4, .seq = 2048}));
   // A layer's saved bf16 inputs alone: x, normed, q, k, v, attention out, o_proj in, normed,
-  // gate, up, act, product: well over 20 * 2048 * 4096 * 2 bytes per layer.
+  // gate, up, act, product: well over 20 * 4 * 2048 * 4096 * 2 bytes per layer.
   EXPECT_GT(train.peak_activation_bytes + train.peak_gradient_bytes,
-            32 * int64_t{20} * 2048 * 4096 * 2);
+            32 * int64_t{20} * 4 * 2048 * 4096 * 2);
   EXPECT_GT(train.peak_activation_bytes, 10 * prefill.peak_activation_bytes);
 }
 
@@ -517,7 +571,8 @@ TEST(TrainTest, FullRecomputeRunsEachLayerForwardAgainInBackward) {
   // tokens * (3h + h + 4h + h); two layers, 256 tokens, h = 256.
   EXPECT_DOUBLE_EQ(layer_forward_flops, 2 * (2.0 * 256 * 12 * 256 * 256 + 256.0 * 9 * 256));
   EXPECT_DOUBLE_EQ(sums(full).matmul, sums(plain).matmul + layer_forward_flops);
-  EXPECT_LT(compute_memory_profile(full).peak_bytes, compute_memory_profile(plain).peak_bytes);
+  // What the forward leaves for the backward (at the loss): each layer's input alone.
+  EXPECT_LT(saved_activations(2, Recompute::full), saved_activations(2, Recompute::none));
 }
 
 TEST(TrainTest, TensorParallelPadsAVocabularyItDoesNotDivide) {
@@ -725,7 +780,19 @@ TEST(TrainTest, FusedCrossEntropyReadsTheSixteenBitLogitsOnce) {
   }
   const Graph upcast = step(false);
   EXPECT_EQ(count(upcast, "_log_softmax", Pass::forward), 1);
-  EXPECT_LE(compute_memory_profile(g).peak_bytes + 512000, compute_memory_profile(upcast).peak_bytes);
+  // At the loss (the step's peak is at its end, where every gradient is live), beside the same
+  // rest: the upcast loss's fp32 log-softmax (1,024,000) and nll_loss's total_weight (4) against
+  // the fused loss's bf16 logits (512,000) and log-sum-exp (1,024).
+  auto at_loss = [](const Graph& graph, const char* loss) {
+    const MemoryProfile p = compute_memory_profile(graph);
+    for (NodeId i = 0; i < static_cast<NodeId>(graph.nodes().size()); ++i) {
+      if (graph.node(i).op == loss) return p.live_bytes_after[i];
+    }
+    ADD_FAILURE() << "no " << loss;
+    return int64_t{0};
+  };
+  EXPECT_EQ(at_loss(upcast, "nll_loss_forward") - at_loss(g, "accel_sim::cross_entropy"),
+            1024000 + 4 - 512000 - 1024);
   EXPECT_THROW(build_graph(m, {.phase = Phase::prefill, .seq = 8, .fused_cross_entropy = true}), ConfigError);
 }
 

@@ -254,11 +254,22 @@ TEST(PointwiseTest, BroadcastOperandIsReadOnce) {
 TEST(PointwiseTest, InPlaceVariantIsCountedLikeItsFunctionalOp) {
   Graph g;
   TensorId x = new_tensor(g, {4, 8});
+  TensorId z = new_tensor(g, {4, 8});
   TensorId y = view_of(g, x, {4, 8});
-  add(g, "mul_", {x, x}, {y});
+  add(g, "mul_", {x, z}, {y});
   EXPECT_TRUE(is_known_op("mul_"));
   EXPECT_DOUBLE_EQ(count_last(g).flops, 32.0);
-  EXPECT_DOUBLE_EQ(count_last(g).bytes_read, 256.0);
+  EXPECT_DOUBLE_EQ(count_last(g).bytes_read, 256.0);  // x and z, 32 fp32 elements each
+  EXPECT_DOUBLE_EQ(count_last(g).bytes_written, 128.0);
+}
+
+TEST(PointwiseTest, ATensorPassedTwiceIsReadOnce) {
+  // x * x (torch.optim's addcmul_(v, g, g) likewise): each thread loads x[i] for both operands.
+  Graph g;
+  TensorId x = new_tensor(g, {4, 8});
+  TensorId y = view_of(g, x, {4, 8});
+  add(g, "mul_", {x, x}, {y});
+  EXPECT_DOUBLE_EQ(count_last(g).bytes_read, 128.0);
   EXPECT_DOUBLE_EQ(count_last(g).bytes_written, 128.0);
 }
 
