@@ -69,7 +69,7 @@ def test_the_stack_sets_the_default_zero_stage():
     (("--stack", "deepspeed", "--gpus", "16", "--tp", "2"), "--tp 2: deepspeed has no tensor parallelism"),
     (("--stack", "llm-foundry", "--gpus", "16", "--pp", "2"), "--pp 2: llm-foundry has no pipeline parallelism"),
     (("--stack", "megatron-core", "--zero", "3"), "--zero 3: megatron-core runs ZeRO stages 0, 1"),
-    (("--stack", "nemo-2"), "unknown training stack 'nemo-2' (known: deepspeed, flash-attention-training, hf-accelerate, llm-foundry-2023, llm-foundry, megatron-core-24.07, megatron-core, torchtitan"),
+    (("--stack", "nemo-2"), "unknown training stack 'nemo-2' (known: deepspeed, flash-attention-training, hf-accelerate, hf-trainer-2021, llm-foundry-2023, llm-foundry, megatron-core-24.07, megatron-core, torchtitan"),
 ])
 def test_a_layout_the_stack_cannot_run_is_refused(extra, message):
     r = run_cli(*TRAIN, *extra)
@@ -186,6 +186,45 @@ def test_stacks_lists_every_shipped_stack_with_its_choices(tmp_path):
 
 # ---- --stack on simulate, compare and sweep ---------------------------------------------------
 
+def test_each_stack_names_how_its_adamw_runs():
+    # Megatron-Core, DeepSpeed and torchtitan: a fused multi-tensor kernel; HF Trainer 4.32-4.53:
+    # torch.optim.AdamW's foreach; Composer's DecoupledAdamW and transformers' old AdamW: a loop.
+    from accel_sim.cli.train import stack_builder_choices
+    from accel_sim.io.stack_file import resolve_stack
+
+    impl = {s: resolve_stack(s).training.optimizer_impl
+            for s in ("megatron-core", "deepspeed", "torchtitan", "hf-accelerate", "llm-foundry", "hf-trainer-2021")}
+    assert impl == {"megatron-core": "fused", "deepspeed": "fused", "torchtitan": "fused",
+                    "hf-accelerate": "foreach", "llm-foundry": "for_loop", "hf-trainer-2021": "for_loop"}
+    # simulate / compare / fit take it for a training step; Adafactor runs its own kernel.
+    _, train = stack_builder_choices("llm-foundry", {}, "fused", "train", "adamw")
+    _, ada = stack_builder_choices("llm-foundry", {}, "fused", "train", "adafactor")
+    _, prefill = stack_builder_choices("llm-foundry", {}, "fused", "prefill", "adamw")
+    assert (train["optimizer_impl"], ada["optimizer_impl"], prefill["optimizer_impl"]) == ("for_loop", "fused", "fused")
+
+
+def test_simulate_runs_the_stack_s_optimizer():
+    # GPT-2 (124M; 148 parameter tensors with a gradient: 12 layers x 12, the two embeddings and
+    # the final norm's two) in fp32: transformers' loop AdamW launches eight kernels per tensor,
+    # torch's foreach eight over the list, a fused AdamW one per layer and one for the rest.
+    def optimizer_ops(stack: str) -> int:
+        r = run_cli("simulate", "--model", "gpt2", "--device", "h100", "--phase", "train", "--seq", "64",
+                    "--precision", "fp32", "--stack", stack, "--json", "--quiet")
+        assert r.returncode == 0, r.stderr
+        return sum(op["pass_name"] == "optimizer" and op["op"] != "_foreach_zero_" for op in json.loads(r.stdout)["ops"])
+
+    assert optimizer_ops("hf-trainer-2021") == 8 * 148
+    assert optimizer_ops("hf-accelerate") == 8
+    assert optimizer_ops("megatron-core") == 13
+
+
+def test_a_stack_s_optimizer_must_be_one_the_core_knows(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(GOOD.read_text().replace("optimizer: fused", "optimizer: loop"))
+    r = run_cli("stacks", "--stack-file", str(bad))
+    assert r.returncode == 2 and "'optimizer' must be one of fused, foreach, for_loop" in r.stderr
+
+
 def _simulate(*extra: str) -> dict:
     r = run_cli("simulate", "--model", "llama-3-8b", "--device", "h100", "--json", "--no-ops", "--quiet", *extra)
     assert r.returncode == 0, r.stderr
@@ -193,12 +232,13 @@ def _simulate(*extra: str) -> dict:
 
 
 def test_simulate_runs_the_stack_s_kernels_and_names_it():
-    # A training step (no optimizer, so the peak is the activations at the loss) under torchtitan
-    # keeps silu(w1 x) beside w1 x and w3 x, Megatron-Core's fused SwiGLU does not: 32 layers x
-    # 4,096 tokens x 14,336 x 2 bytes more, on the same attention kernel.
-    train = ("--phase", "train", "--seq", "4096", "--optimizer", "none", "--attention-impl", "flash2")
+    # A training step (no optimizer; batch 4, so the peak is the activations at the loss, not the
+    # 32 GB of fp32 gradients at the step's end) under torchtitan keeps silu(w1 x) beside w1 x and
+    # w3 x, Megatron-Core's fused SwiGLU does not: 32 layers x 4 x 4,096 tokens x 14,336 x 2 bytes
+    # more, on the same attention kernel.
+    train = ("--phase", "train", "--batch", "4", "--seq", "4096", "--optimizer", "none", "--attention-impl", "flash2")
     mc, tt = _simulate(*train, "--stack", "megatron-core"), _simulate(*train, "--stack", "torchtitan")
-    assert tt["peak_memory_bytes"] - mc["peak_memory_bytes"] == 32 * 4096 * 14336 * 2
+    assert tt["peak_memory_bytes"] - mc["peak_memory_bytes"] == 32 * 4 * 4096 * 14336 * 2
     assert (mc["stack"]["id"], tt["stack"]["id"], mc["attention_impl"]) == ("megatron-core", "torchtitan", "flash2")
     # Without --attention-impl the stack picks: Transformer Engine's cuDNN attention on Hopper.
     assert _simulate("--stack", "megatron-core")["attention_impl"] == "cudnn"

@@ -153,12 +153,15 @@ def test_published_training_runs_are_reported():
     # parameters, bf16 gradient buffers; llm-foundry: the fused loss on bf16 logits) none may be
     # said not to fit.
     assert [r["id"] for r in runs if r["reason"]] == []
-    # Every other training row of the calibration set is listed with its reason: the runs and the
+    # Every other training row of the calibration set is listed with its reason or is the samples/s
+    # of a training-memory row's run (HF's V100 study: one row each): the runs, those and the
     # grouped rows together are all of validation/published.csv's training rows.
     with open(REPO / "validation" / "published.csv", newline="", encoding="utf-8") as f:
         published = sum(r["category"] == "training" for r in csv.DictReader(f))
     left_out = d["training_runs_left_out"]
-    assert len(runs) + sum(g["rows"] for g in left_out) == published
+    with_memory = [r for r in d["training_memory"] if r["measured_samples_per_s"] is not None]
+    assert d["training_rows_with_memory"] == len(with_memory) == 9
+    assert len(runs) + len(with_memory) + sum(g["rows"] for g in left_out) == published
     assert all(g["reason"] and g["rows"] > 0 for g in left_out)
 
 

@@ -144,6 +144,12 @@ def test_training_memory_matches_published_runs_within_ten_percent():
         assert row["reserved_mib"] >= row["allocated_mib"] >= row["logical_mib"]
     by_batch = {(r["batch"], r["gradient_checkpointing"]): r["predicted_mib"] for r in rows}
     assert by_batch[("4", "false")] > by_batch[("1", "false")] > by_batch[("1", "true")]
+    # The same runs' samples/s under hf-trainer-2021 (eager attention, transformers' loop AdamW:
+    # eight kernels per parameter): the fp32 AdamW runs within 10% of what HF Trainer reported
+    # (8.86, 7.75, 5.99 samples/s), every run predicted and feasible.
+    for row in rows:
+        assert row["stack"] == "hf-trainer-2021"
+        assert abs(row["samples_per_s_error"]) <= 0.10, row
 
 
 def test_keep_grads_and_allocator_in_the_report():

@@ -148,6 +148,8 @@ _PHASES = {"prefill": _core.Phase.prefill, "decode": _core.Phase.decode, "train"
 # The optimizers of a built training step, as the core names them (builder.h Optimizer); `none`
 # stops after the backward.
 OPTIMIZERS = tuple(m.name for m in _core.Optimizer)
+# How torch.optim's AdamW, Adam and SGD run (builder.h OptimizerImpl): fused, foreach, for_loop.
+OPTIMIZER_IMPLS = tuple(m.name for m in _core.OptimizerImpl)
 _KERNELS = {"fused": _core.KernelStyle.fused, "hf-eager": _core.KernelStyle.hf_eager, "hf_eager": _core.KernelStyle.hf_eager}
 
 
@@ -164,7 +166,7 @@ def _spec_and_options(model: Any, phase: str, batch: int, seq: int, context: int
                       dtype: str | None, optimizer: str, master_weights: bool, recompute: str, eager_attention: bool,
                       persistent_gradients: bool, fp8_gemms: bool, weight_dtype: str | None,
                       kv_dtype: str | None, fused_gated_activation: bool = False,
-                      fused_cross_entropy: bool = False) -> tuple[Any, Any]:
+                      fused_cross_entropy: bool = False, optimizer_impl: str = "fused") -> tuple[Any, Any]:
     """(the model's _core.ModelSpec, the _core.BuildOptions) that build_model_graph builds from,
     checked (build_model_graph's keywords, every one given)."""
     from accel_sim.io.model_config import load_model_spec
@@ -191,6 +193,9 @@ def _spec_and_options(model: Any, phase: str, batch: int, seq: int, context: int
     if optimizer not in OPTIMIZERS:
         raise UsageError(f"unknown optimizer '{optimizer}' (known: {', '.join(OPTIMIZERS)})")
     options.optimizer = getattr(_core.Optimizer, optimizer)
+    if optimizer_impl not in OPTIMIZER_IMPLS:
+        raise UsageError(f"unknown optimizer implementation '{optimizer_impl}' (known: {', '.join(OPTIMIZER_IMPLS)})")
+    options.optimizer_impl = getattr(_core.OptimizerImpl, optimizer_impl)
     options.master_weights = master_weights
     if recompute not in ("none", "selective", "full"):
         raise UsageError(f"unknown recompute policy '{recompute}' (known: none, selective, full)")
@@ -243,6 +248,7 @@ def build_model_graph(
     kv_dtype: str | None = None,
     fused_gated_activation: bool = False,
     fused_cross_entropy: bool = False,
+    optimizer_impl: str = "fused",
 ) -> BuiltModel:
     """The C++ builder's graph of a shipped model (id or alias), a config.json path or a
     `_core.ModelSpec`, for one phase and shape; simulate() and compare() accept the result."""

@@ -399,6 +399,28 @@ def predict_training_memory(row: dict) -> dict:
     (fp16 autocast over fp32 weights) is built as fp16 compute with fp32 master weights,
     gradients and states (validation/extract_memory.py says what that counts)."""
     from accel_sim.api import build_model_graph
+    from accel_sim.cli.train import optimizer_impl_for
+    from accel_sim.io.stack_file import resolve_stack
+
+    spec, precision = _fine_tune_spec(row)
+    optimizer = row.get("optimizer") or "adamw"
+    built = build_model_graph(spec, phase="train", batch=int(row["batch"]), seq=int(row["seq"]),
+                              optimizer=optimizer, master_weights=precision == "amp-fp16",
+                              recompute="full" if row.get("gradient_checkpointing") == "true" else "none",
+                              eager_attention=row.get("attention") == "eager",
+                              persistent_gradients=row.get("zero_grad") == "in_place",
+                              optimizer_impl=optimizer_impl_for(resolve_stack(row.get("stack") or "hf-trainer-2021"),
+                                                                optimizer))
+    profile = _core.compute_memory_profile(built.graph)
+    mib = 2**20
+    return {"logical_mib": profile.peak_bytes / mib, "allocated_mib": profile.peak_allocated_bytes / mib,
+            "reserved_mib": profile.peak_reserved_bytes / mib,
+            "predicted_mib": profile.peak_reserved_bytes / mib + float(row["runtime_mib"])}
+
+
+def _fine_tune_spec(row: dict) -> tuple[Any, str]:
+    """(the ModelSpec, the precision) of a training-memory row: fp32, or amp-fp16 built as fp16
+    compute; a sequence classifier without the MLM head, with the pooler."""
     from accel_sim.io.model_config import load_model_spec
 
     precision = row.get("precision") or "fp32"
@@ -408,31 +430,68 @@ def predict_training_memory(row: dict) -> dict:
     if "classification" in row.get("task", ""):
         spec.lm_head = spec.lm_head_transform = spec.lm_head_bias = False
         spec.pooler = True
-    built = build_model_graph(spec, phase="train", batch=int(row["batch"]), seq=int(row["seq"]),
-                              optimizer=row.get("optimizer") or "adamw", master_weights=precision == "amp-fp16",
-                              recompute="full" if row.get("gradient_checkpointing") == "true" else "none",
-                              eager_attention=row.get("attention") == "eager",
-                              persistent_gradients=row.get("zero_grad") == "in_place")
-    profile = _core.compute_memory_profile(built.graph)
-    mib = 2**20
-    return {"logical_mib": profile.peak_bytes / mib, "allocated_mib": profile.peak_allocated_bytes / mib,
-            "reserved_mib": profile.peak_reserved_bytes / mib,
-            "predicted_mib": profile.peak_reserved_bytes / mib + float(row["runtime_mib"])}
+    return spec, precision
+
+
+def predict_fine_tune_throughput(row: dict) -> Any:
+    """`accel-sim train`'s step (`_core.TrainingEstimate`) of a training-memory row's run on one GPU
+    under the row's stack (hf-trainer-2021: eager attention, transformers' loop AdamW, the host's
+    cost per kernel): `batch` sequences per micro-batch, `grad_accum` micro-batches per optimizer
+    step, the row's optimizer, recomputation and zero_grad. One GPU has no collective, so the
+    system (DGX A100, its device replaced by the row's) only carries the device."""
+    from accel_sim.cli.train import apply_training_stack
+    from accel_sim.device import resolve_device
+    from accel_sim.io.stack_file import resolve_stack
+    from accel_sim.io.system_file import resolve_system
+
+    spec, precision = _fine_tune_spec(row)
+    chosen = resolve_device(row["device"], [])
+    stack = resolve_stack(row.get("stack") or "hf-trainer-2021")
+    base = _core.BuildOptions()
+    base.seq = int(row["seq"])
+    base.master_weights = precision == "amp-fp16"
+    base.optimizer = getattr(_core.Optimizer, row.get("optimizer") or "adamw")
+    base.recompute = _core.Recompute.full if row.get("gradient_checkpointing") == "true" else _core.Recompute.none
+    base.persistent_gradients = row.get("zero_grad") == "in_place"
+    options = _core.SimulateOptions()
+    options.cost_model = "kernel"
+    apply_training_stack(stack, base, options, chosen.entry.architecture, row.get("attention") or None)
+    layout = _core.ParallelLayout()
+    layout.micro_batch = int(row["batch"])
+    layout.global_batch = int(row["batch"]) * int(row.get("grad_accum") or 1)
+    return _core.estimate_training(spec, base, layout, chosen.spec, resolve_system("dgx_a100").spec, options)
 
 
 def training_runs_path() -> Path:
     return Path(str(importlib.resources.files("accel_sim") / "data" / "validation" / "training_runs.csv"))
 
 
+# The reason validation/extract_training_runs.py gives the training rows whose runs are the
+# training-memory rows' (their throughput is predicted there: predict_fine_tune_throughput).
+TRAINING_ROWS_WITH_MEMORY = "predicted with the training-memory rows of the same runs"
+
+
 def training_runs_left_out() -> list[tuple[str, int]]:
     """The calibration set's training rows validation/extract_training_runs.py does not turn into
     runs, grouped by its reason (python/accel_sim/data/validation/training_runs_skipped.csv), most
-    rows first."""
-    with open(training_runs_path().with_name("training_runs_skipped.csv"), newline="", encoding="utf-8") as f:
-        counts: dict[str, int] = {}
-        for row in csv.DictReader(f):
-            counts[row["reason"]] = counts.get(row["reason"], 0) + 1
+    rows first; those predicted with the training-memory rows are not among them
+    (training_rows_with_memory)."""
+    counts: dict[str, int] = {}
+    for reason in _skipped_training_reasons():
+        if not reason.startswith(TRAINING_ROWS_WITH_MEMORY):
+            counts[reason] = counts.get(reason, 0) + 1
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def training_rows_with_memory() -> int:
+    """How many of the calibration set's training rows are the throughput of the training-memory
+    rows' runs."""
+    return sum(reason.startswith(TRAINING_ROWS_WITH_MEMORY) for reason in _skipped_training_reasons())
+
+
+def _skipped_training_reasons() -> list[str]:
+    with open(training_runs_path().with_name("training_runs_skipped.csv"), newline="", encoding="utf-8") as f:
+        return [row["reason"] for row in csv.DictReader(f)]
 
 
 def predict_training_run(row: dict) -> Any:

@@ -95,19 +95,18 @@ def cmd_fit(args: argparse.Namespace) -> int:
         fixed = f"seq {args.seq}" if args.axis == "batch" and phase != "decode" else (
             f"context {args.seq}" if args.axis == "batch" else f"batch {args.batch}")
         what = f"{spec.name}, {phase}, {fixed}" + (f", recompute {args.recompute}" if phase == "train" else "")
-        fused_gated = fused_loss = False
+        choices: dict = {}
         if args.stack:
             from accel_sim.cli.train import stack_builder_choices
 
-            stack, fused_gated, fused_loss = stack_builder_choices(args.stack, {"tp": [args.tp]}, args.kernels, phase)
+            stack, choices = stack_builder_choices(args.stack, {"tp": [args.tp]}, args.kernels, phase, args.optimizer)
             what += f", stack {stack.id}"
         probe = builder_probe(args.model, args.axis, free_at_last_use=args.free_at_last_use, phase=phase,
                               batch=args.batch, seq=args.seq, context=args.seq, kernels=args.kernels,
                               tensor_parallel=args.tp, sequence_parallel=args.sp, dtype=args.dtype,
                               optimizer=args.optimizer, master_weights=not args.no_master_weights,
                               recompute=args.recompute, eager_attention=args.attention_impl == "eager",
-                              persistent_gradients=args.keep_grads, fused_gated_activation=fused_gated,
-                              fused_cross_entropy=fused_loss)
+                              persistent_gradients=args.keep_grads, **choices)
     else:
         if phase == "decode":
             raise UsageError("with a script, --train captures its training step; --phase decode applies to --model NAME")

@@ -221,9 +221,19 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
     memory = []
     for row in memory_rows:
         p = validation.predict_training_memory(row)
+        speed: dict = {"stack": row.get("stack") or "hf-trainer-2021", "measured_samples_per_s": None,
+                       "predicted_samples_per_s": None, "samples_per_s_error": None}
+        if row.get("measured_samples_per_s"):
+            e = validation.predict_fine_tune_throughput(row)
+            samples = e.tokens_per_s / int(row["seq"]) if e.step_s > 0 else None
+            measured_speed = float(row["measured_samples_per_s"])
+            speed.update(measured_samples_per_s=measured_speed, predicted_samples_per_s=samples,
+                         samples_per_s_error=_core.error_stats([samples], [measured_speed]).median_signed_error
+                         if samples else None)
         memory.append({**{k: row[k] for k in ("id", "device", "model", "batch", "seq", "grad_accum",
                                               "gradient_checkpointing", "precision", "optimizer", "measured_mib", "runtime_mib")},
-                       **p, "error": _core.error_stats([p["predicted_mib"]], [float(row["measured_mib"])]).median_signed_error})
+                       **p, "error": _core.error_stats([p["predicted_mib"]], [float(row["measured_mib"])]).median_signed_error,
+                       **speed})
     progress(2, stages)
     from accel_sim.cli.systems import collective_validation
 
@@ -285,6 +295,7 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
                                       "median_signed_error": run_stats.median_signed_error},
             "training_runs_by_family": run_families,
             "training_runs_left_out": [{"reason": why, "rows": n} for why, n in left_out],
+            "training_rows_with_memory": validation.training_rows_with_memory(),
             "uncalibrated_devices": unmeasured,
             "lines": [{"split": s, "device": l.device, "class": l.kind, "calibrated": l.calibrated, "rows": l.kernel.rows,
                        "kernel": {"median_abs_error": l.kernel.median_abs_error, "p90_abs_error": l.kernel.p90_abs_error,
@@ -313,15 +324,18 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
     print("  left out (not one kernel, or no constants for the implementation): "
           + ", ".join(f"{k} {v}" for k, v in sorted(skipped.items())))
     if memory:
-        print("\ntraining memory (report only): the builder's step through PyTorch's caching allocator + the CUDA context, "
-              "vs GPU memory used after training (NVML)\n")
-        print(table(["device", "model", "batch", "accum", "checkpointing", "precision", "optimizer", "measured",
-                     "predicted", "error"],
-                    [(m["device"], m["model"], m["batch"], m["grad_accum"], m["gradient_checkpointing"], m["precision"],
-                      m["optimizer"], f"{float(m['measured_mib']):,.0f} MiB", f"{m['predicted_mib']:,.0f} MiB",
-                      f"{m['error'] * 100:+.1f}%")
+        print("\ntraining memory and throughput (report only): the builder's step through PyTorch's caching allocator "
+              "+ the CUDA context, vs GPU memory used after training (NVML); `accel-sim train` under the run's stack "
+              "vs the samples/s HF Trainer reported\n")
+        sps = lambda v: f"{v:.2f}" if v else "-"  # noqa: E731
+        print(table(["device", "model", "stack", "batch", "accum", "checkpointing", "precision", "optimizer", "measured",
+                     "predicted", "error", "samples/s", "predicted", "error"],
+                    [(m["device"], m["model"], m["stack"], m["batch"], m["grad_accum"], m["gradient_checkpointing"],
+                      m["precision"], m["optimizer"], f"{float(m['measured_mib']):,.0f} MiB", f"{m['predicted_mib']:,.0f} MiB",
+                      f"{m['error'] * 100:+.1f}%", sps(m["measured_samples_per_s"]), sps(m["predicted_samples_per_s"]),
+                      f"{m['samples_per_s_error'] * 100:+.1f}%" if m["samples_per_s_error"] is not None else "-")
                      for m in memory],
-                    [False, False, True, True, False, False, False, True, True, True]))
+                    [False, False, False, True, True, False, False, False, True, True, True, True, True, True]))
         print(f"\n  data: {validation.training_memory_path()} (validation/extract_memory.py)")
     if step_memory:
         st = _core.error_stats([m["predicted_bytes"] for m in step_memory], [m["measured_bytes"] for m in step_memory])
@@ -367,9 +381,12 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
               "(tokens/s and model TFLOP/s per GPU share the error)")
         print(f"  data: {validation.training_runs_path()} (validation/extract_training_runs.py); "
               "precision 'unstated' is predicted as bf16-mixed")
-        total = len(runs) + sum(n for _, n in left_out)
-        print(f"\n  {len(runs)} of the calibration set's {total} training rows are runs above "
-              f"({len(runs) / total * 100:.0f}%); the other {total - len(runs)}, by reason:")
+        with_memory = validation.training_rows_with_memory()
+        total = len(runs) + with_memory + sum(n for _, n in left_out)
+        evaluated = len(runs) + with_memory
+        print(f"\n  {evaluated} of the calibration set's {total} training rows are evaluated ({evaluated / total * 100:.0f}%): "
+              f"{len(runs)} runs above, {with_memory} samples/s of the training-memory runs; the other "
+              f"{total - evaluated}, by reason:")
         for why, n in left_out:
             print(f"  {n:5d}  {why}")
     if serving:

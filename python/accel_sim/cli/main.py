@@ -224,12 +224,12 @@ def _model_build_args(args: argparse.Namespace) -> dict:
     dtype = {"fp32": "fp32", "bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp8-mixed": "bf16"}.get(
         precision, precision) or args.dtype
     masters = precision.endswith("-mixed") if precision else not args.no_master_weights
-    fused_gated = fused_loss = False
+    choices: dict = {}
     if args.stack:
         from accel_sim.cli.train import stack_builder_choices
 
-        stack, fused_gated, fused_loss = stack_builder_choices(args.stack, {"tp": [args.tp], "cp": [args.cp]},
-                                                               args.kernels, phase)
+        stack, choices = stack_builder_choices(args.stack, {"tp": [args.tp], "cp": [args.cp]}, args.kernels, phase,
+                                               args.optimizer)
         if precision == "fp8-mixed" and stack.training.fp8 != "transformer-engine":
             raise UsageError(f"--precision fp8-mixed under {args.stack}: its fp8 recipe is {stack.training.fp8}, and the "
                              "builder's fp8 GEMMs are Transformer Engine's; not modelled")
@@ -241,8 +241,7 @@ def _model_build_args(args: argparse.Namespace) -> dict:
                 recompute=args.recompute, eager_attention=args.attention_impl == "eager",
                 persistent_gradients=args.keep_grads or args.grad_accum > 1,
                 fp8_gemms=precision == "fp8-mixed",
-                weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
-                fused_gated_activation=fused_gated, fused_cross_entropy=fused_loss)
+                weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, **choices)
 
 
 # Flags of simulate / compare / check / sweep that only some runs use. A flag the user typed that

@@ -155,6 +155,7 @@ def apply_training_stack(stack: Any, base: Any, options: Any, architecture: str,
     base.fused_cross_entropy = t.fused_cross_entropy
     base.fp8_parameters = base.fp8_gemms and t.fp8_parameters
     base.gradients_in_weight_dtype = base.master_weights and t.gradients_in_weight_dtype
+    base.optimizer_impl = getattr(_core.OptimizerImpl, optimizer_impl_for(stack, base.optimizer.name))
     options.cost.attention_impl = getattr(_core.AttentionImpl, kernel)
     options.overlap_tp_comm = t.tp_comm_overlap_for(architecture)
     options.fp8_weight_cache = t.fp8_weight_cache
@@ -179,17 +180,27 @@ def refuse_layout_the_stack_cannot_run(stack: Any, degrees: dict[str, list[int]]
                          f"({stack.sources.get('training.zero_stages', stack.path)})")
 
 
-def stack_builder_choices(name: str, degrees: dict[str, list[int]], kernels: str, phase: str) -> tuple[Any, bool, bool]:
-    """(the training stack `name` resolves to, its fused SwiGLU, its fused cross-entropy) for a
-    graph the builder makes in `kernels` style for `phase`: what --stack changes in simulate's,
-    compare's and fit's --model graphs; a parallel degree the stack has no implementation of is
-    refused."""
+def optimizer_impl_for(stack: Any, optimizer: str) -> str:
+    """How `stack` runs `optimizer` (OptimizerImpl's name): its own implementation for torch.optim's
+    AdamW, Adam and SGD; Adafactor and 8-bit Adam run their own kernels (fused)."""
+    return stack.training.optimizer_impl if optimizer in ("adamw", "adam", "sgd") else "fused"
+
+
+def stack_builder_choices(name: str, degrees: dict[str, list[int]], kernels: str, phase: str,
+                          optimizer: str) -> tuple[Any, dict]:
+    """(the training stack `name` resolves to, build_model_graph's keywords it sets: its fused
+    SwiGLU, fused cross-entropy and optimizer implementation) for a graph the builder makes in
+    `kernels` style for `phase` with `optimizer`: what --stack changes in simulate's, compare's
+    and fit's --model graphs; a parallel degree the stack has no implementation of is refused."""
     from accel_sim.io.stack_file import resolve_stack
 
     stack = resolve_stack(name)
     refuse_layout_the_stack_cannot_run(stack, degrees, None)
     t = stack.training
-    return stack, t.fused_gated_activation and kernels == "fused", t.fused_cross_entropy and phase == "train"
+    train = phase == "train"
+    return stack, {"fused_gated_activation": t.fused_gated_activation and kernels == "fused",
+                   "fused_cross_entropy": t.fused_cross_entropy and train,
+                   "optimizer_impl": optimizer_impl_for(stack, optimizer) if train else "fused"}
 
 
 def _refuse_run_flags(args: argparse.Namespace, spec: Any) -> None:

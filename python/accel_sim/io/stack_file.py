@@ -41,6 +41,8 @@ DEFAULT_STACK = "megatron-core"
 # and the validation rows take theirs from.
 ATTENTION_KERNELS = tuple(m.name for m in _core.AttentionImpl)
 FP8_RECIPES = ("transformer-engine", "torchao", "none")
+# How the stack's AdamW/Adam/SGD step runs, as the core names it (OptimizerImpl).
+OPTIMIZER_IMPLS = tuple(m.name for m in _core.OptimizerImpl)
 _TRAINING_FIELDS = {
     "attention": "a mapping of sm_NN (or default) to an attention kernel",
     "gated_activation": "fused or unfused",
@@ -50,6 +52,7 @@ _TRAINING_FIELDS = {
     "fp8_weight_cache": "true or false",
     "fp8_parameters": "true or false",
     "gradient_dtype": "fp32 or weight",
+    "optimizer": "how its AdamW runs: fused, foreach or for_loop",
     "zero": "the default ZeRO stage",
     "zero_stages": "the ZeRO stages the stack runs",
     "tensor_parallel": "true or false",
@@ -96,6 +99,7 @@ class TrainingStack:
     fp8_weight_cache: bool
     fp8_parameters: bool
     gradients_in_weight_dtype: bool
+    optimizer_impl: str
     zero: int
     zero_stages: tuple[int, ...]
     tensor_parallel: bool
@@ -223,6 +227,9 @@ def _training(data: Any, where: str, sources: dict[str, str]) -> TrainingStack:
     grads = fields.text(t["gradient_dtype"], at, "gradient_dtype")
     if grads not in ("fp32", "weight"):
         raise UsageError(f"{at}: 'gradient_dtype' must be fp32 or weight, got {grads!r}")
+    optimizer = fields.text(t["optimizer"], at, "optimizer")
+    if optimizer not in OPTIMIZER_IMPLS:
+        raise UsageError(f"{at}: 'optimizer' must be one of {', '.join(OPTIMIZER_IMPLS)}, got {optimizer!r}")
     stages = tuple(fields.integer(s, at, "zero_stages", minimum=0, maximum=3)
                    for s in fields.sequence(t["zero_stages"], at, "zero_stages"))
     if not stages or len(set(stages)) != len(stages):
@@ -239,7 +246,7 @@ def _training(data: Any, where: str, sources: dict[str, str]) -> TrainingStack:
         raise UsageError(f"{at}: tp_comm_overlap needs tensor_parallel")
     return TrainingStack(attention=attention, tp_comm_overlap=tp_overlap, fused_gated_activation=gated == "fused",
                          fused_cross_entropy=loss == "fused", fp8=fp8,
-                         gradients_in_weight_dtype=grads == "weight", zero=zero, zero_stages=stages, **flag)
+                         gradients_in_weight_dtype=grads == "weight", optimizer_impl=optimizer, zero=zero, zero_stages=stages, **flag)
 
 
 def _serving(data: Any, where: str, sources: dict[str, str]) -> ServingStack:
