@@ -240,9 +240,12 @@ def test_status_line_counts_the_ops_traced(tmp_path: Path):
 
 def test_ctrl_c_is_an_interruption_not_the_scripts_error(tmp_path: Path):
     # A real SIGINT while get_model() runs: exit 130 ("interrupted"), not a usage error about the script.
+    # The child gets SIGINT's default disposition: a test run started as a background job of a
+    # non-interactive shell inherits SIGINT ignored, and Python then installs no handler for it.
     proc = subprocess.Popen([sys.executable, "-m", "accel_sim.cli.main", "simulate", _script(tmp_path, LOOPS),
                              "--timeout", "0"], stderr=subprocess.PIPE, text=True, cwd=REPO,
-                            env={**os.environ, "ACCEL_SIM_STATUS_AFTER_S": "0"})
+                            env={**os.environ, "ACCEL_SIM_STATUS_AFTER_S": "0"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         for line in proc.stderr:
             if "· get_model() ·" in line:
