@@ -380,7 +380,7 @@ def load_training_memory(path: str | Path | None = None) -> list[dict]:
         raise UsageError(f"training-memory data not found: {p}")
     with open(p, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    needed = ("device", "model", "batch", "seq", "runtime_mib", "measured_mib")
+    needed = ("stack", "device", "model", "batch", "seq", "runtime_mib", "measured_mib")
     for line, row in enumerate(rows, 2):
         missing = [c for c in needed if not row.get(c)]
         if missing:
@@ -399,7 +399,6 @@ def predict_training_memory(row: dict) -> dict:
     (fp16 autocast over fp32 weights) is built as fp16 compute with fp32 master weights,
     gradients and states (validation/extract_memory.py says what that counts)."""
     from accel_sim.api import build_model_graph
-    from accel_sim.cli.train import optimizer_impl_for
     from accel_sim.io.stack_file import resolve_stack
 
     spec, precision = _fine_tune_spec(row)
@@ -409,8 +408,7 @@ def predict_training_memory(row: dict) -> dict:
                               recompute="full" if row.get("gradient_checkpointing") == "true" else "none",
                               eager_attention=row.get("attention") == "eager",
                               persistent_gradients=row.get("zero_grad") == "in_place",
-                              optimizer_impl=optimizer_impl_for(resolve_stack(row.get("stack") or "hf-trainer-2021"),
-                                                                optimizer))
+                              optimizer_impl=resolve_stack(row["stack"]).training.optimizer_impl_for(optimizer))
     profile = _core.compute_memory_profile(built.graph)
     mib = 2**20
     return {"logical_mib": profile.peak_bytes / mib, "allocated_mib": profile.peak_allocated_bytes / mib,
@@ -435,7 +433,7 @@ def _fine_tune_spec(row: dict) -> tuple[Any, str]:
 
 def predict_fine_tune_throughput(row: dict) -> Any:
     """`accel-sim train`'s step (`_core.TrainingEstimate`) of a training-memory row's run on one GPU
-    under the row's stack (hf-trainer-2021: eager attention, transformers' loop AdamW, the host's
+    under the row's stack (the study's: hf-trainer-2021, eager attention, transformers' loop AdamW, the host's
     cost per kernel): `batch` sequences per micro-batch, `grad_accum` micro-batches per optimizer
     step, the row's optimizer, recomputation and zero_grad. One GPU has no collective, so the
     system (DGX A100, its device replaced by the row's) only carries the device."""
@@ -446,7 +444,7 @@ def predict_fine_tune_throughput(row: dict) -> Any:
 
     spec, precision = _fine_tune_spec(row)
     chosen = resolve_device(row["device"], [])
-    stack = resolve_stack(row.get("stack") or "hf-trainer-2021")
+    stack = resolve_stack(row["stack"])
     base = _core.BuildOptions()
     base.seq = int(row["seq"])
     base.master_weights = precision == "amp-fp16"

@@ -1440,7 +1440,8 @@ class Builder {
       if (it == groups.end()) it = groups.insert(groups.end(), {group, {}});
       it->second.push_back(p);
     }
-    std::vector<ParamUpdate> all;  // foreach: every parameter's, one list
+    std::vector<ParamUpdate> all;                    // foreach: every parameter's, one list
+    std::vector<std::vector<TensorId>> group_masters;  // foreach: each group's masters, copied after
     for (const auto& [group, params] : groups) {
       e_.module = group;
       std::vector<ParamUpdate> updates;
@@ -1449,7 +1450,7 @@ class Builder {
         const TensorMeta& meta = graph_.tensor(p);
         const Shape shape = meta.shape;
         const std::string name = meta.name;
-        ParamUpdate u{.target = p, .grad = grads[meta.storage], .states = {}, .param = p};
+        ParamUpdate u{.target = p, .grad = grads[meta.storage], .states = {}};
         if (masters) {
           u.target = e_.resident(shape, DType::fp32, StorageKind::optimizer_state, name + ".master");
           masters_list.push_back(u.target);
@@ -1461,6 +1462,7 @@ class Builder {
       }
       if (o_.optimizer_impl == OptimizerImpl::foreach) {
         all.insert(all.end(), updates.begin(), updates.end());
+        group_masters.push_back(std::move(masters_list));
         continue;  // the masters' copies follow the one foreach update
       }
       if (o_.optimizer_impl == OptimizerImpl::for_loop) {
@@ -1478,19 +1480,12 @@ class Builder {
       }
       if (masters) copy_masters(params, masters_list);
     }
-    if (o_.optimizer_impl == OptimizerImpl::foreach && !all.empty()) {
+    if (!all.empty()) {
       e_.module = "optimizer";
       foreach_update(all);
-      if (masters) {
-        for (const auto& [group, params] : groups) {
-          e_.module = group;
-          std::vector<TensorId> masters_list;
-          for (TensorId p : params) {
-            const auto it = std::find_if(all.begin(), all.end(), [&](const ParamUpdate& u) { return u.param == p; });
-            masters_list.push_back(it->target);
-          }
-          copy_masters(params, masters_list);
-        }
+      for (size_t i = 0; masters && i < groups.size(); ++i) {
+        e_.module = groups[i].first;
+        copy_masters(groups[i].second, group_masters[i]);
       }
     }
   }
@@ -1500,7 +1495,6 @@ class Builder {
   struct ParamUpdate {
     TensorId target = -1, grad = -1;
     std::vector<TensorId> states;
-    TensorId param = -1;
   };
 
   // Writes the updated fp32 masters back into the 16-bit parameters.

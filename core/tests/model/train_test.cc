@@ -233,6 +233,13 @@ TEST(TrainTest, ForeachAndForLoopAdamWMoveEightyBytesPerParameter) {
   EXPECT_GE(compute_memory_profile(foreach).peak_bytes, held + 4 * kLlamaParams);
   EXPECT_LT(compute_memory_profile(loop).peak_bytes, held + 4 * kLlamaParams);
   EXPECT_GE(compute_memory_profile(loop).peak_bytes, held + int64_t{4} * 128256 * 4096);
+  // bf16 with fp32 masters: the foreach update runs over the masters, then each group's masters
+  // are copied back into its bf16 parameters (33 groups, as the fused step's).
+  const Graph mixed = build_graph(testing::llama3_8b(), {.phase = Phase::train, .seq = 16,
+                                                         .optimizer_impl = OptimizerImpl::foreach});
+  EXPECT_EQ(count(mixed, "_foreach_copy_", Pass::optimizer), 33);
+  EXPECT_EQ(count(mixed, "_foreach_addcdiv_", Pass::optimizer), 1);
+  EXPECT_EQ(sums(mixed).state_bytes, 12 * kLlamaParams);
   // Adafactor and 8-bit Adam run their own kernels: no foreach or for-loop form.
   EXPECT_THROW(build_graph(m, {.phase = Phase::train, .seq = 16, .optimizer = Optimizer::adafactor,
                                .optimizer_impl = OptimizerImpl::for_loop}),

@@ -221,7 +221,7 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
     memory = []
     for row in memory_rows:
         p = validation.predict_training_memory(row)
-        speed: dict = {"stack": row.get("stack") or "hf-trainer-2021", "measured_samples_per_s": None,
+        speed: dict = {"stack": row["stack"], "measured_samples_per_s": None,
                        "predicted_samples_per_s": None, "samples_per_s_error": None}
         if row.get("measured_samples_per_s"):
             e = validation.predict_fine_tune_throughput(row)

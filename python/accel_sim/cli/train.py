@@ -155,7 +155,7 @@ def apply_training_stack(stack: Any, base: Any, options: Any, architecture: str,
     base.fused_cross_entropy = t.fused_cross_entropy
     base.fp8_parameters = base.fp8_gemms and t.fp8_parameters
     base.gradients_in_weight_dtype = base.master_weights and t.gradients_in_weight_dtype
-    base.optimizer_impl = getattr(_core.OptimizerImpl, optimizer_impl_for(stack, base.optimizer.name))
+    base.optimizer_impl = getattr(_core.OptimizerImpl, t.optimizer_impl_for(base.optimizer.name))
     options.cost.attention_impl = getattr(_core.AttentionImpl, kernel)
     options.overlap_tp_comm = t.tp_comm_overlap_for(architecture)
     options.fp8_weight_cache = t.fp8_weight_cache
@@ -180,12 +180,6 @@ def refuse_layout_the_stack_cannot_run(stack: Any, degrees: dict[str, list[int]]
                          f"({stack.sources.get('training.zero_stages', stack.path)})")
 
 
-def optimizer_impl_for(stack: Any, optimizer: str) -> str:
-    """How `stack` runs `optimizer` (OptimizerImpl's name): its own implementation for torch.optim's
-    AdamW, Adam and SGD; Adafactor and 8-bit Adam run their own kernels (fused)."""
-    return stack.training.optimizer_impl if optimizer in ("adamw", "adam", "sgd") else "fused"
-
-
 def stack_builder_choices(name: str, degrees: dict[str, list[int]], kernels: str, phase: str,
                           optimizer: str) -> tuple[Any, dict]:
     """(the training stack `name` resolves to, build_model_graph's keywords it sets: its fused
@@ -200,7 +194,7 @@ def stack_builder_choices(name: str, degrees: dict[str, list[int]], kernels: str
     train = phase == "train"
     return stack, {"fused_gated_activation": t.fused_gated_activation and kernels == "fused",
                    "fused_cross_entropy": t.fused_cross_entropy and train,
-                   "optimizer_impl": optimizer_impl_for(stack, optimizer) if train else "fused"}
+                   "optimizer_impl": t.optimizer_impl_for(optimizer) if train else "fused"}
 
 
 def _refuse_run_flags(args: argparse.Namespace, spec: Any) -> None:

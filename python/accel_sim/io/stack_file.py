@@ -113,6 +113,11 @@ class TrainingStack:
         compute capability (sm_90), or its default."""
         return _for_architecture(self.attention, architecture)
 
+    def optimizer_impl_for(self, optimizer: str) -> str:
+        """How the stack runs `optimizer` (OptimizerImpl's name): its own implementation for
+        torch.optim's AdamW, Adam and SGD; Adafactor and 8-bit Adam run their own kernels (fused)."""
+        return self.optimizer_impl if optimizer in ("adamw", "adam", "sgd") else "fused"
+
     def tp_comm_overlap_for(self, architecture: str) -> bool:
         """Whether the stack overlaps TP collectives with their GEMMs on a device of
         `architecture`, or by its default."""
