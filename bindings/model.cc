@@ -152,6 +152,9 @@ void bind_model(nb::module_& m) {
       .def_rw("fp8_gemms", &BuildOptions::fp8_gemms)
       .def_rw("fused_gated_activation", &BuildOptions::fused_gated_activation)
       .def_rw("fused_cross_entropy", &BuildOptions::fused_cross_entropy)
+      .def_rw("lora_rank", &BuildOptions::lora_rank)
+      .def_rw("lora_targets", &BuildOptions::lora_targets)
+      .def_rw("lora_shared_input", &BuildOptions::lora_shared_input)
       .def_rw("fp8_parameters", &BuildOptions::fp8_parameters)
       .def_rw("gradients_in_weight_dtype", &BuildOptions::gradients_in_weight_dtype);
   m.def(

@@ -20,6 +20,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "accelsim/graph.h"
 #include "accelsim/model.h"
@@ -146,6 +148,28 @@ struct BuildOptions {
   // loss, log_softmax of the logits upcast to fp32 and nll_loss, with fp32 tensors of the logits'
   // size in both passes. A model without an LM head takes its MSE loss either way.
   bool fused_cross_entropy = false;
+  // Training step only: LoRA fine-tuning (Hu et al. 2021, arXiv:2106.09685). Every parameter of
+  // the model is frozen (no gradient, no optimizer state, no weight-gradient GEMM; a frozen
+  // linear keeps no input for its backward) and each targeted linear of the transformer blocks
+  // gains a trainable adapter: y = W x + (alpha / rank) B (A x), A [rank, in] and B [out, rank]
+  // in the weight dtype, the scale one elementwise op. Under tensor parallelism the adapters run
+  // as Megatron-Core's ParallelLinearAdapter (Megatron-Bridge peft/utils.py): beside a
+  // column-parallel base, A is split over the rank (its [tokens, rank / TP] outputs all-gathered)
+  // and B like the base; beside a row-parallel base (o_proj, down_proj), A takes the split input
+  // (its [tokens, rank] partial sums all-reduced) and B is column-parallel, its [tokens, out / TP]
+  // outputs all-gathered to the base's full width and added after the base's reduction. 0: off.
+  // Adapter dropout is not modelled (0 by default in Megatron-Bridge's LoRA and HF PEFT's).
+  int64_t lora_rank = 0;
+  // The blocks' linears that take adapters, by their module name's last part (q_proj, k_proj,
+  // v_proj, qkv_proj, o_proj, gate_proj, up_proj, down_proj); empty: all of them, as
+  // Megatron-Bridge's LoRA targets linear_qkv, linear_proj, linear_fc1 and linear_fc2 by
+  // default (peft/lora.py) and HF PEFT's target_modules="all-linear" does.
+  std::vector<std::string> lora_targets;
+  // LoRA: the projections of one input share one adapter A (q, k and v; gate and up), as
+  // Megatron-Core's fused linear_qkv and linear_fc1 carry one adapter each whose B spans the
+  // fused output (Megatron-Bridge peft/lora.py); off: one adapter per projection, as HF PEFT
+  // wraps each nn.Linear.
+  bool lora_shared_input = false;
 
   // Validates `model` and these options for it: throws ConfigError naming the option when the
   // options do not suit the model (build_graph's REQUIRES, divisibility by the parallel degrees)

@@ -37,6 +37,7 @@ class Backward {
     for (StorageId s = 0; s < static_cast<StorageId>(storages.size()); ++s) {
       needs_[s] = storages[s].kind == StorageKind::parameter;
     }
+    for (TensorId t : o.frozen) needs_[g.tensor(t).storage] = 0;
     producer_.assign(storages.size(), kNoNode);
     for (NodeId i = 0; i < static_cast<NodeId>(g.nodes().size()); ++i) {
       for (TensorId t : g.node(i).outputs) producer_[g.tensor(t).storage] = i;

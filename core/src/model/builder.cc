@@ -286,12 +286,25 @@ class Builder {
 
   // A row-parallel projection leaves partial sums on each TP rank: all-reduce them, or
   // reduce-scatter them onto the sequence split under sequence parallelism.
+  // LoRA adapters beside the row-parallel projections (pending_adapters_) are added after the
+  // reduction, each on this rank's share of the tokens under sequence parallelism (Megatron's
+  // scatter_to_sequence_parallel_region: a slice).
   TensorId reduce_output(TensorId y) {
     if (o_.tensor_parallel == 1) return y;
-    if (!sp_) return collective("accel_sim::all_reduce", y, e_.shape(y), "tp");
-    Shape part = e_.shape(y);
-    part[1] /= o_.tensor_parallel;
-    return collective("accel_sim::reduce_scatter", y, part, "tp");
+    TensorId reduced;
+    if (!sp_) {
+      reduced = collective("accel_sim::all_reduce", y, e_.shape(y), "tp");
+    } else {
+      Shape part = e_.shape(y);
+      part[1] /= o_.tensor_parallel;
+      reduced = collective("accel_sim::reduce_scatter", y, part, "tp");
+    }
+    for (TensorId adapter : pending_adapters_) {
+      const Shape& shape = e_.shape(reduced);
+      reduced = e_.op("add", {reduced, e_.view(adapter, shape)}, shape, dt_);
+    }
+    pending_adapters_.clear();
+    return reduced;
   }
 
   // x + token_type_embeddings[token types] (BERT: all zeros for one segment, read from a buffer).
@@ -444,9 +457,77 @@ class Builder {
             e_.parameter(std::move(scales), dt_, prefix + ".scales_and_zeros")};
   }
 
-  // x [.., in] times a [out, in] weight (nn.Linear), with an optional bias.
+  // x [.., in] times a [out, in] weight (nn.Linear), with an optional bias, and a LoRA adapter
+  // when BuildOptions::lora_rank targets it.
   TensorId linear(TensorId x, int64_t out, const std::string& prefix, bool bias,
                   bool quantizable = true) {
+    TensorId y = base_linear(x, out, prefix, bias, quantizable);
+    return lora_targeted(prefix) ? lora_adapter(x, y, prefix) : y;
+  }
+
+  // Whether the linear at `prefix` takes a LoRA adapter (BuildOptions::lora_targets).
+  bool lora_targeted(const std::string& prefix) const {
+    if (!train_ || o_.lora_rank == 0 || prefix.rfind("model.layers.", 0) != 0) return false;
+    const std::string leaf = prefix.substr(prefix.rfind('.') + 1);
+    static const std::vector<std::string> all = {"q_proj", "k_proj", "v_proj", "qkv_proj",
+                                                 "o_proj", "gate_proj", "up_proj", "down_proj"};
+    const std::vector<std::string>& targets = o_.lora_targets.empty() ? all : o_.lora_targets;
+    return std::find(targets.begin(), targets.end(), leaf) != targets.end();
+  }
+
+  // y + (alpha / rank) B (A x) for the base linear's input x and output y (BuildOptions::lora_rank
+  // gives the layout). Beside a row-parallel base under TP the adapter's output waits in
+  // pending_adapters_ until reduce_output() has reduced the base's partial sums.
+  TensorId lora_adapter(TensorId x, TensorId y, const std::string& prefix) {
+    const int64_t tp = o_.tensor_parallel, r = o_.lora_rank;
+    const Shape out_shape = e_.shape(y);
+    const int64_t in = e_.shape(x).back(), out = out_shape.back();
+    const int64_t rows = e_.graph().tensor(x).numel() / in;
+    const std::string leaf = prefix.substr(prefix.rfind('.') + 1);
+    const bool row_parallel = leaf == "o_proj" || leaf == "down_proj";
+    TensorId x2 = e_.view(x, {rows, in});
+    TensorId a;
+    if (row_parallel) {
+      TensorId wa = lora_parameter({r, in}, prefix + ".lora_A.weight");
+      a = e_.op("mm", {x2, e_.transposed(wa)}, {rows, r}, dt_);
+      if (tp > 1) a = collective("accel_sim::all_reduce", a, {rows, r}, "tp");
+    } else {
+      // Under BuildOptions::lora_shared_input the projections of one input (q, k and v; gate and
+      // up) share the first one's A and its output.
+      const TensorMeta& xm = e_.graph().tensor(x2);
+      const std::tuple<StorageId, int64_t, int64_t, int64_t> key{xm.storage, xm.storage_offset, rows, in};
+      auto shared = lora_inputs_.find(key);
+      if (o_.lora_shared_input && shared != lora_inputs_.end()) {
+        a = shared->second;
+      } else {
+        TensorId wa = lora_parameter({r / tp, in}, prefix + ".lora_A.weight");
+        a = e_.op("mm", {x2, e_.transposed(wa)}, {rows, r / tp}, dt_);
+        if (tp > 1) a = collective("accel_sim::all_gather", a, {rows, r}, "tp");
+        lora_inputs_[key] = a;
+      }
+    }
+    // B's rows: the base's output width beside a column-parallel base (already this rank's
+    // share), a TP share of the full width beside a row-parallel one.
+    const int64_t b_rows = row_parallel ? out / tp : out;
+    TensorId wb = lora_parameter({b_rows, r}, prefix + ".lora_B.weight");
+    TensorId b = e_.op("mm", {a, e_.transposed(wb)}, {rows, b_rows}, dt_);
+    if (row_parallel && tp > 1) b = collective("accel_sim::all_gather", b, {rows, out}, "tp");
+    b = e_.op("mul", {b}, {rows, out}, dt_);  // alpha / rank
+    if (row_parallel && tp > 1) {
+      pending_adapters_.push_back(e_.view(b, out_shape));
+      return y;
+    }
+    return e_.op("add", {y, e_.view(b, out_shape)}, out_shape, dt_);
+  }
+
+  TensorId lora_parameter(Shape shape, const std::string& name) {
+    TensorId w = e_.parameter(std::move(shape), m_.weight_dtype, name);
+    lora_parameters_.push_back(w);
+    return w;
+  }
+
+  TensorId base_linear(TensorId x, int64_t out, const std::string& prefix, bool bias,
+                       bool quantizable) {
     const Shape shape = e_.shape(x);
     const int64_t in = shape.back();
     const int64_t rows = e_.graph().tensor(x).numel() / in;
@@ -1302,6 +1383,7 @@ class Builder {
   // HF and Megatron-LM compute it; a model without a head (ViT as a regression backbone, as in
   // the NERSC ERA5 study) takes the mean squared error of its last hidden state.
   void train_step() {
+    ACCELSIM_CHECK(pending_adapters_.empty(), "internal: a row-parallel LoRA adapter was not added");
     e_.module = "loss";
     TensorId loss;
     if (m_.lm_head) {
@@ -1338,7 +1420,8 @@ class Builder {
     const DType grad_dtype =
         o_.master_weights && !o_.gradients_in_weight_dtype ? DType::fp32 : m_.weight_dtype;
     const std::vector<TensorId> grads = append_backward(
-        graph_, loss, {.parameter_grad_dtype = grad_dtype, .all_reduce_grad_of = column_inputs_});
+        graph_, loss,
+        {.parameter_grad_dtype = grad_dtype, .all_reduce_grad_of = column_inputs_, .frozen = frozen_parameters()});
     if (o_.recompute != Recompute::none) {
       // Full: each transformer layer is one checkpoint, its input stays and its forward runs
       // again. Selective: each layer's core attention (attend(): the context-parallel K/V
@@ -1380,6 +1463,18 @@ class Builder {
     for (TensorId g : grads) {
       if (g >= 0) e_.hold(g);
     }
+  }
+
+  // Under LoRA every parameter but the adapters'; otherwise none.
+  std::vector<TensorId> frozen_parameters() const {
+    if (o_.lora_rank == 0) return {};
+    std::vector<TensorId> frozen;
+    for (TensorId p : e_.parameters) {
+      if (std::find(lora_parameters_.begin(), lora_parameters_.end(), p) == lora_parameters_.end()) {
+        frozen.push_back(p);
+      }
+    }
+    return frozen;
   }
 
   struct StateTensor {
@@ -1593,6 +1688,10 @@ class Builder {
   TensorId gptj_weights_ = -1, previous_gptj_weights_ = -1;  // HF GPT-J's attention weights
   std::vector<TensorId> outputs_;
   std::vector<TensorId> column_inputs_;  // training under TP: inputs of column-parallel layers
+  std::vector<TensorId> lora_parameters_;   // the LoRA adapters' A and B
+  std::vector<TensorId> pending_adapters_;  // adapter outputs waiting for reduce_output()
+  // LoRA under lora_shared_input: A's output per input (storage, offset, rows, width).
+  std::map<std::tuple<StorageId, int64_t, int64_t, int64_t>, TensorId> lora_inputs_;
   bool train_ = false;
   std::vector<TensorId> experts_locals_;  // HF-eager MoE locals held until the block returns
   TensorId sinks_ = -1;  // the layer's attention-sink logits while its attention is built, else -1
@@ -1664,6 +1763,24 @@ void BuildOptions::validate(const ModelSpec& model) const {
                      options.optimizer == Optimizer::sgd || options.optimizer == Optimizer::none,
                  "the foreach and for-loop optimizer implementations are torch.optim's Adam, AdamW "
                  "and SGD (Adafactor and 8-bit Adam run their own kernels)");
+  ACCELSIM_CHECK(options.lora_rank >= 0, "the LoRA rank must be at least 0 (0: no adapters)");
+  ACCELSIM_CHECK((options.lora_targets.empty() && !options.lora_shared_input) || options.lora_rank > 0,
+                 "LoRA targets and shared adapters need a LoRA rank above 0");
+  if (options.lora_rank > 0) {
+    ACCELSIM_CHECK(options.phase == Phase::train, "LoRA adapters apply to a training step");
+    ACCELSIM_CHECK(!model.moe.enabled(),
+                   "LoRA on a mixture-of-experts model (adapters on routed experts) is not modelled");
+    ACCELSIM_CHECK(options.lora_rank % options.tensor_parallel == 0,
+                   "the LoRA rank (" + std::to_string(options.lora_rank) +
+                       ") must be divisible by the tensor-parallel degree (its A is split over it)");
+    static const std::vector<std::string> known = {"q_proj", "k_proj", "v_proj", "qkv_proj",
+                                                   "o_proj", "gate_proj", "up_proj", "down_proj"};
+    for (const std::string& t : options.lora_targets) {
+      ACCELSIM_CHECK(std::find(known.begin(), known.end(), t) != known.end(),
+                     "unknown LoRA target '" + t + "' (one of q_proj, k_proj, v_proj, qkv_proj, "
+                     "o_proj, gate_proj, up_proj, down_proj)");
+    }
+  }
   if (options.phase == Phase::train) {
     ACCELSIM_CHECK(is_floating(model.weight_dtype) && model.int4_group_size == 0,
                    "training needs floating-point weights (model '" + model.name + "' has " +

@@ -507,7 +507,14 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
       hidden_dp = ar - e.dp_comm_s;
     } else if (l.zero <= 2) {
       const double rs = collective(CollectiveKind::reduce_scatter, grads);
-      const double ag = collective(CollectiveKind::all_gather, params);
+      // The updated parameters are gathered back: all of them, or under LoRA only the
+      // adapters (the gradients' elements in the weight dtype).
+      const double grad_element = base.master_weights && !base.gradients_in_weight_dtype
+                                      ? 4.0 : static_cast<double>(size_bytes(model.weight_dtype));
+      const double updated = base.lora_rank > 0
+                                 ? grads / grad_element * static_cast<double>(size_bytes(model.weight_dtype))
+                                 : params;
+      const double ag = collective(CollectiveKind::all_gather, updated);
       const double rs_exposed = std::max(0.0, rs - hide_bwd), ag_exposed = std::max(0.0, ag - hide_fwd);
       const double times = l.zero == 2 ? md : 1.0;
       e.dp_comm_s = times * rs_exposed + ag_exposed;

@@ -841,5 +841,71 @@ TEST(TrainTest, Fp8ParametersAndWeightDtypeGradients) {
                ConfigError);
 }
 
+// LoRA (BuildOptions::lora_rank 16) on Llama-3-8B (hidden 4096, q 4096, k and v 1024 wide,
+// FFN 14336), one sequence of 1,024 tokens. Per layer the adapters hold A [16, in] and
+// B [out, 16] beside q, k, v, o, gate, up (in 4096) and down (in 14336):
+// A 16 x (6 x 4096 + 14336) = 622,592 and B 16 x (4096 + 1024 + 1024 + 4096 + 14336 + 14336 +
+// 4096) = 16 x 43,008 = 688,128 parameters, 1,310,720 in all; 41,943,040 over 32 layers.
+TEST(TrainTest, LoraTrainsTheAdaptersAlone) {
+  constexpr double kTokens = 1024;
+  constexpr double kA = 32.0 * 622592, kB = 32.0 * 688128, kAdapters = kA + kB;
+  ASSERT_EQ(kAdapters, 41943040.0);
+  const Graph g = build_graph(testing::llama3_8b(),
+                              {.phase = Phase::train, .batch = 1, .seq = 1024, .lora_rank = 16});
+  const Sums s = sums(g);
+  // Gradients and optimizer states of the adapters only: fp32 gradients, and fp32 masters with
+  // two fp32 moments (12 bytes) per adapter parameter; the base's bf16 weights plus the adapters'.
+  EXPECT_EQ(s.gradient_bytes, static_cast<int64_t>(kAdapters) * 4);
+  EXPECT_EQ(s.state_bytes, static_cast<int64_t>(kAdapters) * 12);
+  EXPECT_EQ(s.parameter_bytes, kLlamaParams * 2 + static_cast<int64_t>(kAdapters) * 2);
+  // The base's GEMMs run forward and dgrad, no wgrad; layer 0's q, k and v take no dgrad either
+  // (their input, the frozen embedding's normalized output, needs no gradient): 4096 x (4096 +
+  // 2 x 1024) = 25,165,824 weights. The adapters run forward and wgrad, B its dgrad, and A its
+  // dgrad except beside layer 0's q, k and v (3 x 16 x 4096 = 196,608 weights).
+  const double base = (4 * kLlamaMatmulParams - 2 * 25165824.0) * kTokens;
+  const double adapters = (2 * kAdapters + 2 * kAdapters + 2 * kB + 2 * (kA - 196608)) * kTokens;
+  EXPECT_DOUBLE_EQ(s.matmul, base + adapters);
+  EXPECT_DOUBLE_EQ(s.forward_matmul, 2 * (kLlamaMatmulParams + kAdapters) * kTokens);
+
+  // Shared inputs (Megatron-Core's fused linear_qkv and linear_fc1): one A for q, k and v and
+  // one for gate and up, so A holds 16 x (3 x 4096 + 14336) = 425,984 per layer.
+  const Graph shared = build_graph(testing::llama3_8b(), {.phase = Phase::train, .batch = 1, .seq = 1024,
+                                                          .lora_rank = 16, .lora_shared_input = true});
+  EXPECT_EQ(sums(shared).gradient_bytes, static_cast<int64_t>(32 * (425984 + 688128)) * 4);
+}
+
+// Under TP 2 with sequence parallelism the adapters beside o_proj and down_proj gather their
+// B outputs [1024 tokens, 2048] to the full width [1024, 4096] (Megatron's ParallelLinearAdapter):
+// two such all-gathers per layer in the forward, 64 in all, each moving 1024 x 4096 x 2 bytes.
+TEST(TrainTest, LoraUnderTensorParallelismGathersTheRowParallelAdapters) {
+  const Graph g = build_graph(testing::llama3_8b(),
+                              {.phase = Phase::train, .batch = 1, .seq = 1024, .tensor_parallel = 2,
+                               .sequence_parallel = true, .lora_rank = 16});
+  int wide = 0, narrow = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op != "accel_sim::all_gather" || n.pass != Pass::forward) continue;
+    const TensorMeta& out = g.tensor(n.outputs[0]);
+    if (out.shape == std::vector<int64_t>{1024, 4096}) ++wide;
+    if (out.shape == std::vector<int64_t>{1024, 16}) ++narrow;  // A's [tokens, 8] halves, gathered
+  }
+  EXPECT_EQ(wide, 64);
+  EXPECT_EQ(narrow, 32 * 5);  // beside q, k, v, gate and up
+}
+
+TEST(TrainTest, LoraRefusesWhatItDoesNotModel) {
+  EXPECT_THROW(build_graph(testing::llama3_8b(), {.phase = Phase::prefill, .seq = 16, .lora_rank = 16}),
+               ConfigError);
+  EXPECT_THROW(build_graph(testing::mixtral_8x7b(), {.phase = Phase::train, .seq = 16, .lora_rank = 16}),
+               ConfigError);
+  EXPECT_THROW(build_graph(testing::llama3_8b(), {.phase = Phase::train, .seq = 16, .tensor_parallel = 4,
+                                                  .lora_rank = 6}),
+               ConfigError);
+  BuildOptions o{.phase = Phase::train, .seq = 16, .lora_rank = 16};
+  o.lora_targets = {"fc9"};
+  EXPECT_THROW(build_graph(testing::llama3_8b(), o), ConfigError);
+  EXPECT_THROW(build_graph(testing::llama3_8b(), {.phase = Phase::train, .seq = 16, .lora_shared_input = true}),
+               ConfigError);
+}
+
 }  // namespace
 }  // namespace accelsim
