@@ -170,6 +170,11 @@ def test_stacks_lists_every_shipped_stack_with_its_choices(tmp_path):
     assert listed["megatron-core"]["attention"] == {"sm_90": "cudnn", "sm_100": "cudnn", "default": "flash2"}
     assert listed["hf-accelerate"]["host_overhead_per_kernel_us"] == pytest.approx(23)
     assert listed["megatron-core"]["host_overhead_per_kernel_us"] is None  # the device's launch cost
+    # LoRA adapters: Megatron's one per fused projection, HF PEFT's and DeepSpeed-Chat's one per
+    # nn.Linear, none in torchtitan.
+    assert {i: listed[i]["lora"] for i in ("megatron-core", "hf-accelerate", "deepspeed", "torchtitan")} == {
+        "megatron-core": "fused", "hf-accelerate": "per_projection", "deepspeed": "per_projection",
+        "torchtitan": "none"}
     engines = {s["id"]: s for s in json.loads(r.stdout)["serving_stacks"]}
     assert {"vllm", "sglang", "tensorrt-llm", "gpt-fast"} <= set(engines)
     assert engines["gpt-fast"]["decode_attention"] == {"default": "per_query_head"}
@@ -223,6 +228,13 @@ def test_a_stack_s_optimizer_must_be_one_the_core_knows(tmp_path):
     bad.write_text(GOOD.read_text().replace("optimizer: fused", "optimizer: loop"))
     r = run_cli("stacks", "--stack-file", str(bad))
     assert r.returncode == 2 and "'optimizer' must be one of fused, foreach, for_loop" in r.stderr
+
+
+def test_a_stack_s_lora_layout_must_be_known(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(GOOD.read_text().replace("lora: none", "lora: shared"))
+    r = run_cli("stacks", "--stack-file", str(bad))
+    assert r.returncode == 2 and "'lora' must be one of fused, per_projection, none" in r.stderr
 
 
 def _simulate(*extra: str) -> dict:

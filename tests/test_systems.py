@@ -130,17 +130,19 @@ def test_published_training_runs_are_reported():
     # (llm-foundry-2023: FSDP1, fused cross-entropy, flash-attn 1.x), the 5 of flash-attention's
     # training speed table (flash-attention-training: 8 x A100, DDP or ZeRO-1) and 14 Qwen3 MoE
     # runs of Megatron-Bridge's tables (megatron-core with expert parallelism) and NeMo 24.07's
-    # GPT3-5B and GPT3-20B runs, extracted from validation/published.csv. NeMo 24.07's rows run
-    # under megatron-core-24.07.
+    # GPT3-5B and GPT3-20B runs, and 4 LoRA fine-tunes (Llama 2 7B, 13B, 70B under NeMo 24.07,
+    # Llama 3 70B under Megatron-Bridge), extracted from validation/published.csv. NeMo 24.07's
+    # rows run under megatron-core-24.07.
     d = json.loads(run_cli("validate", "--json").stdout)
     runs = d["training_runs"]
-    assert len(runs) == 173
+    assert len(runs) == 177
+    assert [r["id"] for r in runs if "LoRA32" in r["layout"]] == ["t174", "t175", "t176", "t177"]
     assert {r["model"] for r in runs if r["id"] in ("t172", "t173")} == {"gpt3-5b", "gpt3-20b"}
     assert {r["stack"] for r in runs} == {"megatron-core", "megatron-core-24.07", "llm-foundry-2023",
                                          "flash-attention-training"}
     # NeMo 24.07's performance summary ran its release: bf16 weights cast to fp8 every step.
     assert {r["id"] for r in runs if r["stack"] == "megatron-core-24.07"} == {
-        "t016", "t017", "t018", "t019", "t020", "t021", "t022", "t172", "t173"}
+        "t016", "t017", "t018", "t019", "t020", "t021", "t022", "t172", "t173", "t175", "t176", "t177"}
     assert sum(r["stack"] == "llm-foundry-2023" for r in runs) == 130
     moe = [r for r in runs if r["model"].startswith("qwen3-")]
     assert len(moe) == 14 and all("EP" in r["layout"] for r in moe)

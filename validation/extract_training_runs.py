@@ -6,8 +6,8 @@ Megatron-LM / NeMo (Megatron-Bridge), stack megatron-core (megatron-core-24.07 f
 performance summary): pre-training rows with a full parallel
 configuration (gpus, TP, PP, CP, EP, virtual stages, global and micro batch, sequence length) of a
 model whose config accel-sim ships (dense, NeMo's GPT3-5B and 20B, and the Qwen3, gpt-oss and
-DeepSeek-V3 MoE models with their expert parallelism), on a system it has a file for. Left out, with the reason printed: fine-tuning
-(SFT, LoRA), FSDP, token-dropping MoE runs, expert parallelism spanning tensor-parallel ranks,
+DeepSeek-V3 MoE models with their expert parallelism), on a system it has a file for. LoRA fine-tunes are runs with their
+recipes' adapters. Left out, with the reason printed: supervised fine-tuning on packed sequences, FSDP, token-dropping MoE runs, expert parallelism spanning tensor-parallel ranks,
 hybrid models, models without a shipped config.
 The precision is the row's: its dtype column or its params' precision naming FP8 (NeMo 24.07's
 tables are all "DGX-H100, FP8"; the Megatron-Bridge tables without a precision column footnote
@@ -42,7 +42,15 @@ DEFAULT_INPUT = REPO_ROOT / "validation" / "published.csv"
 OUTPUT = REPO_ROOT / "python" / "accel_sim" / "data" / "validation" / "training_runs.csv"
 COLUMNS = ["id", "stack", "system", "device", "model", "overrides", "gpus", "tp", "pp", "cp", "dp", "ep", "virtual_stages",
            "zero", "recompute", "global_batch", "micro_batch", "seq", "precision", "measured_tokens_per_s_per_gpu",
-           "split", "source", "notes"]
+           "split", "source", "notes", "lora_rank", "lora_targets"]
+# LoRA runs: the adapters each release's recipes put in (rank, targeted linears as the builder
+# names them; empty: all). NeMo 1.x (the 24.07 container) defaults to target_modules
+# ['attention_qkv'] with adapter_dim 32 (https://github.com/NVIDIA/NeMo/blob/main/examples/nlp/
+# language_modeling/tuning/conf/megatron_gpt_finetuning_config.yaml); Megatron-Bridge's LoRA to
+# linear_qkv, linear_proj, linear_fc1 and linear_fc2 with dim 32
+# (https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/main/src/megatron/bridge/peft/lora.py).
+LORA_NEMO_24_07 = (32, "q_proj k_proj v_proj")
+LORA_BRIDGE = (32, "")
 MODELS = {"LLAMA3_8B": "llama-3-8b", "LLAMA3-8B": "llama-3-8b", "LLAMA3_70B": "llama-3-70b", "LLAMA3-70B": "llama-3-70b",
           "LLAMA3.1_405B": "llama-3.1-405b", "LLAMA2-7B": "llama-2-7b", "LLAMA2-13B": "llama-2-13b",
           "LLAMA2-70B": "llama-2-70b", "GPT3-175B": "gpt3-175b", "Qwen3_30B_a3B": "qwen3-30b-a3b",
@@ -148,6 +156,7 @@ def main(argv: list[str]) -> int:
         training = [r for r in csv.DictReader(f) if r["category"] == "training"]
     kept, foundry, flash, skipped, skipped_rows = [], [], [], {}, []
     later: list[list[dict]] = [[] for _ in LATER_MODELS]
+    lora_runs: list[dict] = []
     row = None
 
     def skip(reason: str) -> None:
@@ -175,8 +184,13 @@ def main(argv: list[str]) -> int:
             skip(f"metric {r['metric']!r}")
             continue
         p = json.loads(r["params_json"])
-        if p.get("task") or "SFT" in r["workload"] or "LoRA" in r["workload"]:
-            skip("fine-tuning")
+        lora = None
+        if "LoRA" in r["workload"] or p.get("task") == "LoRA":
+            lora = LORA_NEMO_24_07 if "NeMo 24.07" in r["source"] else LORA_BRIDGE
+            p.setdefault("seq_len", p.get("packed_seq_len"))
+        elif p.get("task") or "SFT" in r["workload"]:
+            skip("supervised fine-tuning on packed sequences: attention within each packed sample (cu_seqlens) "
+                 "is not modelled, nor are the samples' lengths published")
             continue
         if _int(p.get("FSDP", 0)) not in (0, None):
             skip("FSDP")
@@ -212,7 +226,8 @@ def main(argv: list[str]) -> int:
         text = str(p.get("precision", ""))
         precision = ("fp8-mixed" if "FP8" in text or r["dtype"].lower().startswith("fp8")
                      else "bf16-mixed" if text == "BF16" else "unstated")
-        group = next((later[i] for i, models in enumerate(LATER_MODELS) if model in models), kept)
+        group = (lora_runs if lora else
+                 next((later[i] for i, models in enumerate(LATER_MODELS) if model in models), kept))
         # NeMo 24.07's performance summary ran its own release (stack megatron-core-24.07).
         stack = "megatron-core-24.07" if "NeMo 24.07" in r["source"] else "megatron-core"
         group.append({"id": "", "stack": stack, "system": system, "device": "",
@@ -220,8 +235,10 @@ def main(argv: list[str]) -> int:
                      "dp": gpus // (tp * pp * cp), "ep": ep, "virtual_stages": vp, "zero": "", "recompute": "none", "global_batch": gbs,
                      "micro_batch": mbs, "seq": seq, "precision": precision,
                      "measured_tokens_per_s_per_gpu": float(r["value"]), "split": "report", "source": r["source"],
-                     "notes": p.get("software", "")})
-    kept += foundry + flash + sum(later, [])   # the first Megatron rows, llm-foundry's, flash-attention's, the later ones
+                     "notes": p.get("software", "") + ("; LoRA on SQuAD packed to the sequence length: attention "
+                                                         "runs over the whole sequence here" if lora else ""),
+                     "lora_rank": lora[0] if lora else "", "lora_targets": lora[1] if lora else ""})
+    kept += foundry + flash + sum(later, []) + lora_runs   # the first Megatron rows, llm-foundry's, flash-attention's, the later ones, LoRA
     for i, run in enumerate(kept, 1):
         run["id"] = f"t{i:03d}"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -466,13 +467,15 @@ class Builder {
   }
 
   // Whether the linear at `prefix` takes a LoRA adapter (BuildOptions::lora_targets).
-  bool lora_targeted(const std::string& prefix) const {
+  bool lora_targeted(const std::string& prefix) {
     if (!train_ || o_.lora_rank == 0 || prefix.rfind("model.layers.", 0) != 0) return false;
     const std::string leaf = prefix.substr(prefix.rfind('.') + 1);
     static const std::vector<std::string> all = {"q_proj", "k_proj", "v_proj", "qkv_proj",
                                                  "o_proj", "gate_proj", "up_proj", "down_proj"};
     const std::vector<std::string>& targets = o_.lora_targets.empty() ? all : o_.lora_targets;
-    return std::find(targets.begin(), targets.end(), leaf) != targets.end();
+    if (std::find(targets.begin(), targets.end(), leaf) == targets.end()) return false;
+    lora_matched_.insert(leaf);
+    return true;
   }
 
   // y + (alpha / rank) B (A x) for the base linear's input x and output y (BuildOptions::lora_rank
@@ -1384,6 +1387,16 @@ class Builder {
   // the NERSC ERA5 study) takes the mean squared error of its last hidden state.
   void train_step() {
     ACCELSIM_CHECK(pending_adapters_.empty(), "internal: a row-parallel LoRA adapter was not added");
+    // Every named LoRA target must be one of the model's linears (a name that matches none would
+    // leave the adapters out silently).
+    if (o_.lora_rank > 0) {
+      for (const std::string& t : o_.lora_targets) {
+        ACCELSIM_CHECK(lora_matched_.count(t) > 0,
+                       "LoRA target '" + t + "' is not a linear of model '" + m_.name + "'");
+      }
+      ACCELSIM_CHECK(!lora_matched_.empty(),
+                     "model '" + m_.name + "' has none of the linears LoRA adapters sit beside");
+    }
     e_.module = "loss";
     TensorId loss;
     if (m_.lm_head) {
@@ -1689,6 +1702,7 @@ class Builder {
   std::vector<TensorId> outputs_;
   std::vector<TensorId> column_inputs_;  // training under TP: inputs of column-parallel layers
   std::vector<TensorId> lora_parameters_;   // the LoRA adapters' A and B
+  std::set<std::string> lora_matched_;      // the LoRA targets some linear matched
   std::vector<TensorId> pending_adapters_;  // adapter outputs waiting for reduce_output()
   // LoRA under lora_shared_input: A's output per input (storage, offset, rows, width).
   std::map<std::tuple<StorageId, int64_t, int64_t, int64_t>, TensorId> lora_inputs_;

@@ -903,6 +903,8 @@ TEST(TrainTest, LoraRefusesWhatItDoesNotModel) {
   BuildOptions o{.phase = Phase::train, .seq = 16, .lora_rank = 16};
   o.lora_targets = {"fc9"};
   EXPECT_THROW(build_graph(testing::llama3_8b(), o), ConfigError);
+  o.lora_targets = {"qkv_proj"};  // Llama's q, k and v are three linears
+  EXPECT_THROW(build_graph(testing::llama3_8b(), o), ConfigError);
   EXPECT_THROW(build_graph(testing::llama3_8b(), {.phase = Phase::train, .seq = 16, .lora_shared_input = true}),
                ConfigError);
 }

@@ -256,7 +256,8 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
                              "layout": f"TP{row['tp']} PP{row['pp']} CP{row['cp']} DP{row['dp']}"
                                        + (f" EP{row['ep']}" if row.get('ep') not in (None, '', '1') else '')
                                        + f" VP{row['virtual_stages']}"
-                                       f" mb{row['micro_batch']}{zero}{recompute}",
+                                       f" mb{row['micro_batch']}{zero}{recompute}"
+                                       + (f" LoRA{row['lora_rank']}" if row.get("lora_rank") else ""),
                              "precision": row["precision"], "measured_tokens_per_s_per_gpu": measured,
                              "predicted_tokens_per_s_per_gpu": predicted,
                              "error": _core.error_stats([predicted], [measured]).median_signed_error if predicted else None,

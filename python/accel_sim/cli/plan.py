@@ -12,7 +12,8 @@ from typing import Any
 from accel_sim.cli.flags import COUNT, whole_up_to
 from accel_sim.cli.progress import Progress
 from accel_sim.cli.train import (RECOMPUTE, add_run_args, estimate_dict, layout_dict,
-                                 refuse_device_files_no_run_uses, refuse_layout_the_stack_cannot_run, run_inputs)
+                                 refuse_device_files_no_run_uses, refuse_layout_the_stack_cannot_run, run_inputs,
+                                 lora_dict, lora_line)
 from accel_sim.io.fields import INT64_MAX  # the core's counts are int64
 from accel_sim.report.json_report import SCHEMA_VERSION
 
@@ -184,7 +185,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     global_batch = _global_batch(args)
     if args.json:
         out = [{"schema": "accel-sim/plan", "schema_version": SCHEMA_VERSION, "model": run.spec.name, "system": entry.spec.id, "device": run.device.id, "stack": run.stack.as_dict(),
-                **run.device_dict(), "gpus": gpus, "seq": args.seq, "global_batch": global_batch, "search_s": secs,
+                "lora": lora_dict(run), **run.device_dict(), "gpus": gpus, "seq": args.seq, "global_batch": global_batch, "search_s": secs,
                 "candidates": r.candidates, "evaluated": r.evaluated, "feasible": r.feasible, "profiles": r.profiles,
                 "best": [_candidate_dict(c) for c in r.best],
                 "best_infeasible": [_candidate_dict(c) for c in r.best_infeasible],
@@ -223,6 +224,8 @@ def _print_plan(entry: Any, run: Any, gpus: int, r: Any, secs: float, *, args: a
     print(f"accel-sim plan · {run.spec.name} on {gpus:,} x {run.device_label} ({entry.spec.name}) · "
           f"global batch {global_batch:,} x {args.seq:,} tokens · {args.precision}")
     print(f"  stack: {run.stack.id}, {run.stack.version}")
+    if lora_line(run):
+        print(f"  LoRA: {lora_line(run)}")
     print(f"  searched {r.candidates:,} configurations in {secs:.1f} s: {r.evaluated:,} composed from "
           f"{r.profiles:,} stage profiles, {r.feasible:,} fit")
     print()

@@ -170,7 +170,7 @@ def cmd_stacks(args: argparse.Namespace) -> int:
                           {"id": e.id, "name": e.name, "version": e.version, "default": e.id == DEFAULT_STACK,
                            "attention": dict(e.training.attention),
                            "gated_activation": "fused" if e.training.fused_gated_activation else "unfused",
-                           "fp8": e.training.fp8, "optimizer": e.training.optimizer_impl, "zero": e.training.zero, "zero_stages": list(e.training.zero_stages),
+                           "fp8": e.training.fp8, "optimizer": e.training.optimizer_impl, "lora": e.training.lora, "zero": e.training.zero, "zero_stages": list(e.training.zero_stages),
                            "tensor_parallel": e.training.tensor_parallel,
                            "pipeline_parallel": e.training.pipeline_parallel,
                            "context_parallel": e.training.context_parallel,
@@ -186,15 +186,15 @@ def cmd_stacks(args: argparse.Namespace) -> int:
                            "gpu_memory_utilization": e.serving.gpu_memory_utilization,
                            "host_overhead_per_kernel_us": host_us(e), "path": e.path} for e in engines]}, indent=1))
         return 0
-    print(table(["id", "version", "attention", "SwiGLU", "fp8", "AdamW", "ZeRO", "TP/PP/CP", "host µs/kernel"],
+    print(table(["id", "version", "attention", "SwiGLU", "fp8", "AdamW", "LoRA", "ZeRO", "TP/PP/CP", "host µs/kernel"],
                 [(e.id + (" (default)" if e.id == DEFAULT_STACK else ""), e.version, attention(e),
                   "fused" if e.training.fused_gated_activation else "unfused", e.training.fp8,
-                  e.training.optimizer_impl, f"{e.training.zero} of {'/'.join(map(str, e.training.zero_stages))}",
+                  e.training.optimizer_impl, e.training.lora, f"{e.training.zero} of {'/'.join(map(str, e.training.zero_stages))}",
                   "/".join("yes" if f else "no" for f in (e.training.tensor_parallel, e.training.pipeline_parallel,
                                                            e.training.context_parallel)),
                   f"{e.host_overhead_per_kernel_s * 1e6:g}" if e.host_overhead_per_kernel_s else "device's")
                  for e in entries],
-                [False, False, False, False, False, False, False, False, True]))
+                [False, False, False, False, False, False, False, False, False, True]))
     if engines:
         print("\n  serving engines (serve --stack)")
         print(table(["id", "version", "prefill attention", "decode KV reads", "CUDA graphs", "scheduler", "max seqs",

@@ -14,6 +14,8 @@ from accel_sim.report.json_report import SCHEMA_VERSION
 
 PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8-mixed", "bf16", "fp16", "fp32")
 RECOMPUTE = ("none", "selective", "full")
+# The blocks' linears a LoRA adapter can sit beside (BuildOptions::lora_targets).
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 def add_run_args(p: argparse.ArgumentParser) -> None:
@@ -29,6 +31,12 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
                    help="the training framework as a stack file: what it runs (attention kernel, fused SwiGLU, TP "
                         "overlap, fp8 weights, gradient dtype, ZeRO stages); default: megatron-core "
                         "(shipped: megatron-core, torchtitan, llm-foundry, llm-foundry-2023, deepspeed, hf-accelerate, flash-attention-training; docs/formats/stack.md)")
+    p.add_argument("--lora-rank", **COUNT, metavar="R",
+                   help="LoRA fine-tuning: the model frozen, adapters of rank R trained beside the blocks' linears, laid out "
+                        "as the stack lays them out (one per fused projection, or per nn.Linear; stack field training.lora)")
+    p.add_argument("--lora-targets", metavar="LIST",
+                   help=f"with --lora-rank: the linears that take adapters, comma-separated from {','.join(LORA_TARGETS)} "
+                        "(default: all of them, as Megatron-Bridge's LoRA and HF PEFT's all-linear)")
     p.add_argument("--expert-imbalance", **AT_LEAST_ONE, default=1.0, metavar="F",
                    help="MoE under EP: the busiest rank's routed tokens over the mean (default: 1, balanced)")
     p.add_argument("--no-tp-overlap", action="store_true",
@@ -129,6 +137,7 @@ def run_inputs(args: argparse.Namespace, entry: Any) -> RunInputs:
     if not args.expert_imbalance >= 1.0:
         raise UsageError(f"--expert-imbalance must be at least 1 (got {args.expert_imbalance})")
     base.expert_imbalance = args.expert_imbalance
+    apply_lora(args, stack, base)
     options = _core.SimulateOptions()
     options.cost_model = args.cost_model
     apply_training_stack(stack, base, options, chosen.architecture, args.attention_impl)
@@ -138,6 +147,47 @@ def run_inputs(args: argparse.Namespace, entry: Any) -> RunInputs:
     use = f"{device.id} (--device)" if args.device else f"{device.id} (the device of {entry.spec.id})"
     return RunInputs(spec, base, options, device, args.clock_mhz,
                      chosen.variant_of.spec.id if chosen.variant_of is not None else None, chosen, use, stack)
+
+
+def apply_lora(args: argparse.Namespace, stack: Any, base: Any) -> None:
+    """Sets --lora-rank and --lora-targets on the step's BuildOptions `base`, the adapters laid
+    out as `stack` lays them out; refuses them under a stack without adapters."""
+    from accel_sim.errors import UsageError
+
+    if args.lora_targets is not None and not args.lora_rank:
+        raise UsageError("--lora-targets applies to a LoRA run: give --lora-rank")
+    if not args.lora_rank:
+        return
+    layout = stack.training.lora
+    if layout == "none":
+        raise UsageError(f"--lora-rank: {stack.id} has no LoRA adapters "
+                         f"({stack.sources.get('training.lora', stack.path)})")
+    targets = [t.strip() for t in (args.lora_targets or "").split(",") if t.strip()]
+    unknown = [t for t in targets if t not in LORA_TARGETS]
+    if unknown or (args.lora_targets is not None and not targets):
+        raise UsageError(f"--lora-targets {args.lora_targets!r}: name linears from {', '.join(LORA_TARGETS)}")
+    base.lora_rank = args.lora_rank
+    base.lora_targets = targets
+    base.lora_shared_input = layout == "fused"
+
+
+def lora_dict(run: "RunInputs") -> dict | None:
+    """The JSON reports' `lora`: the rank, the targeted linears ("all": every linear of the
+    blocks) and the stack's layout, or None."""
+    if not run.base.lora_rank:
+        return None
+    return {"rank": run.base.lora_rank, "targets": list(run.base.lora_targets) or "all",
+            "layout": run.stack.training.lora}
+
+
+def lora_line(run: "RunInputs") -> str | None:
+    """The text reports' LoRA line, or None without adapters."""
+    d = lora_dict(run)
+    if d is None:
+        return None
+    shared = "q, k and v share one A, gate and up another" if d["layout"] == "fused" else "one per projection"
+    where = "every linear of the blocks" if d["targets"] == "all" else ", ".join(d["targets"])
+    return f"rank {d['rank']} adapters beside {where} ({shared}); the model frozen"
 
 
 def apply_training_stack(stack: Any, base: Any, options: Any, architecture: str, attention: str | None = None) -> None:
@@ -320,7 +370,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         write_html(args.html, train_html(title=f"{title} ({entry.spec.name})", e=e, layout=layout_dict(layout, args.recompute),
                                          schedule=schedule, tail=tail, device=run.device))
     result = {"schema": "accel-sim/train", "schema_version": SCHEMA_VERSION, "model": run.spec.name, "system": entry.spec.id, "device": run.device.id,
-              **run.device_dict(), "stack": run.stack.as_dict(), "gpus": args.gpus, "seq": args.seq,
+              **run.device_dict(), "stack": run.stack.as_dict(), "lora": lora_dict(run), "gpus": args.gpus, "seq": args.seq,
               "layout": layout_dict(layout, args.recompute)} | estimate_dict(e)
     if args.json:
         print(json.dumps(result, indent=1))
@@ -330,6 +380,8 @@ def cmd_train(args: argparse.Namespace) -> int:
           f"TP {args.tp} PP {args.pp} DP {args.dp}" + (f" CP {args.cp}" if args.cp > 1 else "")
           + (f" EP {args.ep}" if args.ep > 1 else "") + (" SP" if args.sp else "") + f" · ZeRO-{layout.zero}")
     print(f"  stack        {run.stack.id}: {run.stack.version}")
+    if lora_line(run):
+        print(f"  LoRA         {lora_line(run)}")
     if run.variant_of:
         print(f"  device       {run.device.id}: {entry.spec.id}'s variant of {run.variant_of} "
               f"({', '.join(entry.device_overrides)} from {entry.path})")

@@ -43,6 +43,8 @@ ATTENTION_KERNELS = tuple(m.name for m in _core.AttentionImpl)
 FP8_RECIPES = ("transformer-engine", "torchao", "none")
 # How the stack's AdamW/Adam/SGD step runs, as the core names it (OptimizerImpl).
 OPTIMIZER_IMPLS = tuple(m.name for m in _core.OptimizerImpl)
+# How the stack lays out LoRA adapters (BuildOptions::lora_shared_input), or none when it has none.
+LORA_LAYOUTS = ("fused", "per_projection", "none")
 _TRAINING_FIELDS = {
     "attention": "a mapping of sm_NN (or default) to an attention kernel",
     "gated_activation": "fused or unfused",
@@ -53,6 +55,7 @@ _TRAINING_FIELDS = {
     "fp8_parameters": "true or false",
     "gradient_dtype": "fp32 or weight",
     "optimizer": "how its AdamW runs: fused, foreach or for_loop",
+    "lora": "its LoRA adapters: fused (one per fused projection), per_projection or none",
     "zero": "the default ZeRO stage",
     "zero_stages": "the ZeRO stages the stack runs",
     "tensor_parallel": "true or false",
@@ -100,6 +103,7 @@ class TrainingStack:
     fp8_parameters: bool
     gradients_in_weight_dtype: bool
     optimizer_impl: str
+    lora: str  # LORA_LAYOUTS
     zero: int
     zero_stages: tuple[int, ...]
     tensor_parallel: bool
@@ -235,6 +239,9 @@ def _training(data: Any, where: str, sources: dict[str, str]) -> TrainingStack:
     optimizer = fields.text(t["optimizer"], at, "optimizer")
     if optimizer not in OPTIMIZER_IMPLS:
         raise UsageError(f"{at}: 'optimizer' must be one of {', '.join(OPTIMIZER_IMPLS)}, got {optimizer!r}")
+    lora = fields.text(t["lora"], at, "lora")
+    if lora not in LORA_LAYOUTS:
+        raise UsageError(f"{at}: 'lora' must be one of {', '.join(LORA_LAYOUTS)}, got {lora!r}")
     stages = tuple(fields.integer(s, at, "zero_stages", minimum=0, maximum=3)
                    for s in fields.sequence(t["zero_stages"], at, "zero_stages"))
     if not stages or len(set(stages)) != len(stages):
@@ -251,7 +258,7 @@ def _training(data: Any, where: str, sources: dict[str, str]) -> TrainingStack:
         raise UsageError(f"{at}: tp_comm_overlap needs tensor_parallel")
     return TrainingStack(attention=attention, tp_comm_overlap=tp_overlap, fused_gated_activation=gated == "fused",
                          fused_cross_entropy=loss == "fused", fp8=fp8,
-                         gradients_in_weight_dtype=grads == "weight", optimizer_impl=optimizer, zero=zero, zero_stages=stages, **flag)
+                         gradients_in_weight_dtype=grads == "weight", optimizer_impl=optimizer, lora=lora, zero=zero, zero_stages=stages, **flag)
 
 
 def _serving(data: Any, where: str, sources: dict[str, str]) -> ServingStack:
