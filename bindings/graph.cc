@@ -79,7 +79,8 @@ void bind_graph(nb::module_& m) {
   nb::class_<Storage>(m, "Storage")
       .def_ro("size_bytes", &Storage::size_bytes)
       .def_ro("kind", &Storage::kind)
-      .def_ro("released_after", &Storage::released_after);
+      .def_ro("released_after", &Storage::released_after)
+      .def_ro("frozen", &Storage::frozen);
 
   nb::class_<TensorMeta>(m, "TensorMeta")
       .def_ro("shape", &TensorMeta::shape)

@@ -158,6 +158,7 @@ void bind_model(nb::module_& m) {
       .def_rw("lora_shared_input", &BuildOptions::lora_shared_input)
       .def_rw("fp8_parameters", &BuildOptions::fp8_parameters)
       .def_rw("gradients_in_weight_dtype", &BuildOptions::gradients_in_weight_dtype);
+  m.attr("LORA_TARGETS") = kLoraTargets;
   m.def(
       "build_graph",
       [](const ModelSpec& model, const BuildOptions& options) {

@@ -527,12 +527,10 @@ def predict_training_run(row: dict) -> Any:
     t = stack.training
     layout.zero = int(row["zero"]) if row.get("zero") else t.zero
     layout.overlap_grad_reduce, layout.overlap_param_gather = t.overlap_grad_reduce, t.overlap_param_gather
-    apply_training_stack(stack, base, options, chosen.entry.architecture)
-    if row.get("lora_rank"):
-        # A LoRA fine-tune: the row's adapters, laid out as its stack lays them out.
+    if row.get("lora_rank"):  # a LoRA fine-tune: the row's adapters (the stack lays them out)
         base.lora_rank = int(row["lora_rank"])
         base.lora_targets = (row.get("lora_targets") or "").split()
-        base.lora_shared_input = t.lora == "fused"
+    apply_training_stack(stack, base, options, chosen.entry.architecture)
     return _core.estimate_training(spec, base, layout, device, system, options)
 
 

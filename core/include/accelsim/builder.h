@@ -74,6 +74,11 @@ enum class Recompute : uint8_t { none, selective, full };
 // GEMM) or one GEMM per expert that received tokens (a loop over experts).
 enum class MoeImpl : uint8_t { grouped, sequential };
 
+// The blocks' linears a LoRA adapter can sit beside (BuildOptions::lora_targets), by the last
+// part of their module names.
+inline const std::vector<std::string> kLoraTargets = {"q_proj", "k_proj", "v_proj", "qkv_proj",
+                                                      "o_proj", "gate_proj", "up_proj", "down_proj"};
+
 struct BuildOptions {
   Phase phase = Phase::prefill;
   int64_t batch = 1;
@@ -160,8 +165,7 @@ struct BuildOptions {
   // outputs all-gathered to the base's full width and added after the base's reduction. 0: off.
   // Adapter dropout is not modelled (0 by default in Megatron-Bridge's LoRA and HF PEFT's).
   int64_t lora_rank = 0;
-  // The blocks' linears that take adapters, by their module name's last part (q_proj, k_proj,
-  // v_proj, qkv_proj, o_proj, gate_proj, up_proj, down_proj); empty: all of them, as
+  // The blocks' linears that take adapters (of kLoraTargets); empty: all of them, as
   // Megatron-Bridge's LoRA targets linear_qkv, linear_proj, linear_fc1 and linear_fc2 by
   // default (peft/lora.py) and HF PEFT's target_modules="all-linear" does.
   std::vector<std::string> lora_targets;

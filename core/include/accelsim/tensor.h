@@ -39,6 +39,10 @@ struct Storage {
   // (an eager PyTorch run frees memory then, not after the last use: a tensor held by a local
   // variable lives until its function returns). kNoNode: not recorded.
   NodeId released_after = kNoNode;
+  // A parameter that takes no gradient (requires_grad = False: a LoRA fine-tune's frozen model):
+  // the backward makes none for it, the optimizer does not update it and a sharded optimizer
+  // does not gather it back.
+  bool frozen = false;
 };
 
 struct TensorMeta {

@@ -134,6 +134,7 @@ struct StageProfile {
   PerLayer overlapped_communication_s;  // and the time of theirs that overlaps compute
   PerLayer once_per_step_s;  // in forward_s: ops run once per step (SimulateOptions::fp8_weight_cache)
   PerLayer parameter_bytes, gradient_bytes, state_bytes;
+  PerLayer trainable_parameter_bytes;  // of parameter_bytes: those not frozen (LoRA's adapters alone)
   PerLayer saved_bytes;    // activations live at the end of the forward (kept for the backward)
   PerLayer weight_copy_bytes;  // low-precision weight copies the backward keeps (fp8 GEMMs)
   // The most activations one micro-batch holds at once over its forward, loss and backward
@@ -145,7 +146,7 @@ struct StageProfile {
   // first layer wrote (the stage's input) and after the last (the head's and the loss's), and
   // the activation peak of a stage without the head (the stages before the last).
   struct Part {
-    double parameter_bytes = 0.0, gradient_bytes = 0.0, state_bytes = 0.0;
+    double parameter_bytes = 0.0, gradient_bytes = 0.0, state_bytes = 0.0, trainable_parameter_bytes = 0.0;
   };
   Part embedding, head;
   double input_saved_bytes = 0.0;

@@ -35,9 +35,10 @@ class Backward {
     // Which storages carry values that depend on a parameter (requires_grad).
     needs_.assign(storages.size(), 0);
     for (StorageId s = 0; s < static_cast<StorageId>(storages.size()); ++s) {
-      needs_[s] = storages[s].kind == StorageKind::parameter;
+      // A frozen parameter (Storage::frozen) takes no gradient: a matmul with a frozen weight
+      // runs its dgrad alone and keeps no input for a wgrad.
+      needs_[s] = storages[s].kind == StorageKind::parameter && !storages[s].frozen;
     }
-    for (TensorId t : o.frozen) needs_[g.tensor(t).storage] = 0;
     producer_.assign(storages.size(), kNoNode);
     for (NodeId i = 0; i < static_cast<NodeId>(g.nodes().size()); ++i) {
       for (TensorId t : g.node(i).outputs) producer_[g.tensor(t).storage] = i;

@@ -28,10 +28,6 @@ struct BackwardOptions {
   // Tensors whose gradient is all-reduced over group "tp" once complete: the inputs of
   // column-parallel layers under tensor parallelism without sequence parallelism.
   std::vector<TensorId> all_reduce_grad_of;
-  // Parameters that take no gradient (requires_grad = False: a LoRA fine-tune's frozen base).
-  // No gradient is made for them, so a matmul with a frozen weight runs its dgrad alone and its
-  // input is not kept for a wgrad; values that depend on no trainable parameter carry none.
-  std::vector<TensorId> frozen;
 };
 
 // Appends the backward of `graph`'s nodes, seeded with d(loss)/d(loss) = 1 for the 0-d `loss`.

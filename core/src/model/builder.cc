@@ -34,17 +34,19 @@ class Emitter {
   std::string module_type;
   Pass pass = Pass::forward;
   std::vector<TensorId> parameters;  // in creation order
+  bool freeze_model = false;         // LoRA: the model's parameters take no gradient
 
   // Tensors the builder creates are contiguous unless given strides (empty strides mean
   // contiguous in TensorMeta), which saves building a stride vector per tensor.
-  TensorId resident(Shape shape, DType dtype, StorageKind kind, std::string name) {
+  TensorId resident(Shape shape, DType dtype, StorageKind kind, std::string name, bool frozen = false) {
     TensorMeta t{.shape = std::move(shape), .dtype = dtype, .name = std::move(name)};
-    t.storage = g_.add_storage({.size_bytes = t.logical_bytes(), .kind = kind});
+    t.storage = g_.add_storage({.size_bytes = t.logical_bytes(), .kind = kind, .frozen = frozen});
     return g_.add_tensor(std::move(t));
   }
 
-  TensorId parameter(Shape shape, DType dtype, const std::string& name) {
-    parameters.push_back(resident(std::move(shape), dtype, StorageKind::parameter, name));
+  // A parameter; frozen (Storage::frozen) under freeze_model unless it is an adapter's.
+  TensorId parameter(Shape shape, DType dtype, const std::string& name, bool adapter = false) {
+    parameters.push_back(resident(std::move(shape), dtype, StorageKind::parameter, name, freeze_model && !adapter));
     return parameters.back();
   }
 
@@ -140,6 +142,7 @@ class Builder {
     // Context parallelism splits each sequence (and, in decode, the cache) across cp ranks.
     // A training step runs the forward of a prefill (every position, no cache).
     train_ = o.phase == Phase::train;
+    e_.freeze_model = train_ && o.lora_rank > 0;
     s_ = m.vision() ? m.image_tokens() / cp_ : o.phase != Phase::decode ? o.seq / cp_ : 1;
     // Decode: this rank's share of the context + 1 tokens, rounded up, less the new one.
     if (o.phase == Phase::decode) {
@@ -470,9 +473,7 @@ class Builder {
   bool lora_targeted(const std::string& prefix) {
     if (!train_ || o_.lora_rank == 0 || prefix.rfind("model.layers.", 0) != 0) return false;
     const std::string leaf = prefix.substr(prefix.rfind('.') + 1);
-    static const std::vector<std::string> all = {"q_proj", "k_proj", "v_proj", "qkv_proj",
-                                                 "o_proj", "gate_proj", "up_proj", "down_proj"};
-    const std::vector<std::string>& targets = o_.lora_targets.empty() ? all : o_.lora_targets;
+    const std::vector<std::string>& targets = o_.lora_targets.empty() ? kLoraTargets : o_.lora_targets;
     if (std::find(targets.begin(), targets.end(), leaf) == targets.end()) return false;
     lora_matched_.insert(leaf);
     return true;
@@ -524,9 +525,7 @@ class Builder {
   }
 
   TensorId lora_parameter(Shape shape, const std::string& name) {
-    TensorId w = e_.parameter(std::move(shape), m_.weight_dtype, name);
-    lora_parameters_.push_back(w);
-    return w;
+    return e_.parameter(std::move(shape), m_.weight_dtype, name, /*adapter=*/true);
   }
 
   TensorId base_linear(TensorId x, int64_t out, const std::string& prefix, bool bias,
@@ -1434,7 +1433,7 @@ class Builder {
         o_.master_weights && !o_.gradients_in_weight_dtype ? DType::fp32 : m_.weight_dtype;
     const std::vector<TensorId> grads = append_backward(
         graph_, loss,
-        {.parameter_grad_dtype = grad_dtype, .all_reduce_grad_of = column_inputs_, .frozen = frozen_parameters()});
+        {.parameter_grad_dtype = grad_dtype, .all_reduce_grad_of = column_inputs_});
     if (o_.recompute != Recompute::none) {
       // Full: each transformer layer is one checkpoint, its input stays and its forward runs
       // again. Selective: each layer's core attention (attend(): the context-parallel K/V
@@ -1476,18 +1475,6 @@ class Builder {
     for (TensorId g : grads) {
       if (g >= 0) e_.hold(g);
     }
-  }
-
-  // Under LoRA every parameter but the adapters'; otherwise none.
-  std::vector<TensorId> frozen_parameters() const {
-    if (o_.lora_rank == 0) return {};
-    std::vector<TensorId> frozen;
-    for (TensorId p : e_.parameters) {
-      if (std::find(lora_parameters_.begin(), lora_parameters_.end(), p) == lora_parameters_.end()) {
-        frozen.push_back(p);
-      }
-    }
-    return frozen;
   }
 
   struct StateTensor {
@@ -1701,7 +1688,6 @@ class Builder {
   TensorId gptj_weights_ = -1, previous_gptj_weights_ = -1;  // HF GPT-J's attention weights
   std::vector<TensorId> outputs_;
   std::vector<TensorId> column_inputs_;  // training under TP: inputs of column-parallel layers
-  std::vector<TensorId> lora_parameters_;   // the LoRA adapters' A and B
   std::set<std::string> lora_matched_;      // the LoRA targets some linear matched
   std::vector<TensorId> pending_adapters_;  // adapter outputs waiting for reduce_output()
   // LoRA under lora_shared_input: A's output per input (storage, offset, rows, width).
@@ -1787,12 +1773,11 @@ void BuildOptions::validate(const ModelSpec& model) const {
     ACCELSIM_CHECK(options.lora_rank % options.tensor_parallel == 0,
                    "the LoRA rank (" + std::to_string(options.lora_rank) +
                        ") must be divisible by the tensor-parallel degree (its A is split over it)");
-    static const std::vector<std::string> known = {"q_proj", "k_proj", "v_proj", "qkv_proj",
-                                                   "o_proj", "gate_proj", "up_proj", "down_proj"};
     for (const std::string& t : options.lora_targets) {
-      ACCELSIM_CHECK(std::find(known.begin(), known.end(), t) != known.end(),
-                     "unknown LoRA target '" + t + "' (one of q_proj, k_proj, v_proj, qkv_proj, "
-                     "o_proj, gate_proj, up_proj, down_proj)");
+      if (std::find(kLoraTargets.begin(), kLoraTargets.end(), t) != kLoraTargets.end()) continue;
+      std::string known;
+      for (const std::string& k : kLoraTargets) known += (known.empty() ? "" : ", ") + k;
+      throw ConfigError("unknown LoRA target '" + t + "' (one of " + known + ")");
     }
   }
   if (options.phase == Phase::train) {

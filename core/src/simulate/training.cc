@@ -77,6 +77,7 @@ Placement place(const ParallelLayout& l, const SystemSpec& system) {
 struct StageBytes {
   double parameter_bytes = 0, gradient_bytes = 0, state_bytes = 0, saved_bytes = 0, peak_activation_bytes = 0;
   double weight_copy_bytes = 0;
+  double trainable_parameter_bytes = 0;  // of parameter_bytes: those not frozen (Storage::frozen)
   // Of saved_bytes: what the nodes before the first layer (the embedding) and after the last
   // (the final norm, the head and the loss) wrote.
   double embedding_saved_bytes = 0, head_saved_bytes = 0;
@@ -114,6 +115,7 @@ StageBytes stage_bytes(const Graph& g, ReleasePolicy policy) {
   for (const Storage& st : g.storages()) {
     const auto bytes = static_cast<double>(st.size_bytes);
     if (st.kind == StorageKind::parameter) s.parameter_bytes += bytes;
+    if (st.kind == StorageKind::parameter && !st.frozen) s.trainable_parameter_bytes += bytes;
     if (st.kind == StorageKind::gradient) s.gradient_bytes += bytes;
     if (st.kind == StorageKind::optimizer_state) s.state_bytes += bytes;
   }
@@ -256,7 +258,8 @@ void per_mean_layer(double& at_unit, double& at_two_units, int64_t unit) {
 void per_mean_layer(StageBytes& a, StageBytes& b, int64_t unit) {
   for (auto field : {&StageBytes::parameter_bytes, &StageBytes::gradient_bytes, &StageBytes::state_bytes,
                      &StageBytes::saved_bytes, &StageBytes::peak_activation_bytes, &StageBytes::weight_copy_bytes,
-                     &StageBytes::embedding_saved_bytes, &StageBytes::head_saved_bytes}) {
+                     &StageBytes::embedding_saved_bytes, &StageBytes::head_saved_bytes,
+                     &StageBytes::trainable_parameter_bytes}) {
     per_mean_layer(a.*field, b.*field, unit);
   }
 }
@@ -351,6 +354,7 @@ StageProfile profile_built_stage(const ModelSpec& model, const StageGraphs& s, c
   p.once_per_step_s = line(t0.once_per_step_s, t1.once_per_step_s);
   p.parameter_bytes = line(s0.parameter_bytes, s1.parameter_bytes);
   p.gradient_bytes = line(s0.gradient_bytes, s1.gradient_bytes);
+  p.trainable_parameter_bytes = line(s0.trainable_parameter_bytes, s1.trainable_parameter_bytes);
   p.state_bytes = line(s0.state_bytes, s1.state_bytes);
   p.saved_bytes = line(s0.saved_bytes, s1.saved_bytes);
   p.weight_copy_bytes = line(s0.weight_copy_bytes, s1.weight_copy_bytes);
@@ -358,10 +362,12 @@ StageProfile profile_built_stage(const ModelSpec& model, const StageGraphs& s, c
   p.body_peak_activation_bytes = line(b0.peak_activation_bytes, b1.peak_activation_bytes);
   p.embedding = {.parameter_bytes = b0.parameter_bytes - p.parameter_bytes.per_layer,
                  .gradient_bytes = b0.gradient_bytes - p.gradient_bytes.per_layer,
-                 .state_bytes = b0.state_bytes - p.state_bytes.per_layer};
+                 .state_bytes = b0.state_bytes - p.state_bytes.per_layer,
+                 .trainable_parameter_bytes = b0.trainable_parameter_bytes - p.trainable_parameter_bytes.per_layer};
   p.head = {.parameter_bytes = s0.parameter_bytes - b0.parameter_bytes,
             .gradient_bytes = s0.gradient_bytes - b0.gradient_bytes,
-            .state_bytes = s0.state_bytes - b0.state_bytes};
+            .state_bytes = s0.state_bytes - b0.state_bytes,
+            .trainable_parameter_bytes = s0.trainable_parameter_bytes - b0.trainable_parameter_bytes};
   p.input_saved_bytes = s0.embedding_saved_bytes;
   p.head_saved_bytes = s0.head_saved_bytes;
   p.model_flops = whole_flops;
@@ -465,22 +471,24 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   const auto layers = static_cast<double>(n);
   const bool tied_copy = l.pp > 1 && model.tied_embeddings;
   struct StageState {
-    double params, grads, states;
+    double params, grads, states, trainable;
   };
   auto stage_state = [&](bool first, bool last) {
     StageState st{p.parameter_bytes.per_layer * layers, p.gradient_bytes.per_layer * layers,
-                  p.state_bytes.per_layer * layers};
+                  p.state_bytes.per_layer * layers, p.trainable_parameter_bytes.per_layer * layers};
     for (const auto& [holds, part] : {std::pair{first || (last && tied_copy), p.embedding}, std::pair{last, p.head}}) {
       if (!holds) continue;
       st.params += part.parameter_bytes;
       st.grads += part.gradient_bytes;
       st.states += part.state_bytes;
+      st.trainable += part.trainable_parameter_bytes;
     }
     return st;
   };
   const StageState first_state = stage_state(true, l.pp == 1), last_state = stage_state(l.pp == 1, true);
   const double params = std::max(first_state.params, last_state.params);
   const double grads = std::max(first_state.grads, last_state.grads);
+  const double trainable = std::max(first_state.trainable, last_state.trainable);
   const double layer_params = p.parameter_bytes.per_layer, layer_grads = p.gradient_bytes.per_layer;
   const auto dp = static_cast<double>(l.dp);
   // The distributed optimizer and FSDP shard over, and the gradients are reduced over, the data-
@@ -507,14 +515,8 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
       hidden_dp = ar - e.dp_comm_s;
     } else if (l.zero <= 2) {
       const double rs = collective(CollectiveKind::reduce_scatter, grads);
-      // The updated parameters are gathered back: all of them, or under LoRA only the
-      // adapters (the gradients' elements in the weight dtype).
-      const double grad_element = base.master_weights && !base.gradients_in_weight_dtype
-                                      ? 4.0 : static_cast<double>(size_bytes(model.weight_dtype));
-      const double updated = base.lora_rank > 0
-                                 ? grads / grad_element * static_cast<double>(size_bytes(model.weight_dtype))
-                                 : params;
-      const double ag = collective(CollectiveKind::all_gather, updated);
+      // The updated parameters are gathered back: those not frozen (under LoRA the adapters).
+      const double ag = collective(CollectiveKind::all_gather, trainable);
       const double rs_exposed = std::max(0.0, rs - hide_bwd), ag_exposed = std::max(0.0, ag - hide_fwd);
       const double times = l.zero == 2 ? md : 1.0;
       e.dp_comm_s = times * rs_exposed + ag_exposed;

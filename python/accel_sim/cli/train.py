@@ -8,14 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from accel_sim import _core
 from accel_sim.cli.flags import AT_LEAST_ONE, CLOCK_MHZ, COUNT, check_clock
 from accel_sim.io.stack_file import ATTENTION_KERNELS
 from accel_sim.report.json_report import SCHEMA_VERSION
 
 PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8-mixed", "bf16", "fp16", "fp32")
 RECOMPUTE = ("none", "selective", "full")
-# The blocks' linears a LoRA adapter can sit beside (BuildOptions::lora_targets).
-LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# The blocks' linears a LoRA adapter can sit beside (the core's kLoraTargets).
+LORA_TARGETS = tuple(_core.LORA_TARGETS)
 
 
 def add_run_args(p: argparse.ArgumentParser) -> None:
@@ -150,8 +151,8 @@ def run_inputs(args: argparse.Namespace, entry: Any) -> RunInputs:
 
 
 def apply_lora(args: argparse.Namespace, stack: Any, base: Any) -> None:
-    """Sets --lora-rank and --lora-targets on the step's BuildOptions `base`, the adapters laid
-    out as `stack` lays them out; refuses them under a stack without adapters."""
+    """Sets --lora-rank and --lora-targets on the step's BuildOptions `base` (apply_training_stack
+    lays the adapters out as the stack does); refuses them under a stack without adapters."""
     from accel_sim.errors import UsageError
 
     if args.lora_targets is not None and not args.lora_rank:
@@ -168,7 +169,6 @@ def apply_lora(args: argparse.Namespace, stack: Any, base: Any) -> None:
         raise UsageError(f"--lora-targets {args.lora_targets!r}: name linears from {', '.join(LORA_TARGETS)}")
     base.lora_rank = args.lora_rank
     base.lora_targets = targets
-    base.lora_shared_input = layout == "fused"
 
 
 def lora_dict(run: "RunInputs") -> dict | None:
@@ -194,7 +194,8 @@ def apply_training_stack(stack: Any, base: Any, options: Any, architecture: str,
     """Sets what the stack runs (io/stack_file.py) on a training step's BuildOptions `base` (its
     precision already set) and SimulateOptions `options`: the attention kernel on a device of
     `architecture` (or `attention`, when given), the fused gated activation, fp8 parameters and
-    weight cache, the gradient buffers' dtype, TP-communication overlap and the host's cost per
+    weight cache, the gradient buffers' dtype, the layout of LoRA adapters (when `base` has a LoRA
+    rank), TP-communication overlap and the host's cost per
     kernel (its runtime section; the device's launch cost when it has none)."""
     from accel_sim import _core
 
@@ -206,6 +207,7 @@ def apply_training_stack(stack: Any, base: Any, options: Any, architecture: str,
     base.fp8_parameters = base.fp8_gemms and t.fp8_parameters
     base.gradients_in_weight_dtype = base.master_weights and t.gradients_in_weight_dtype
     base.optimizer_impl = getattr(_core.OptimizerImpl, t.optimizer_impl_for(base.optimizer.name))
+    base.lora_shared_input = base.lora_rank > 0 and t.lora == "fused"
     options.cost.attention_impl = getattr(_core.AttentionImpl, kernel)
     options.overlap_tp_comm = t.tp_comm_overlap_for(architecture)
     options.fp8_weight_cache = t.fp8_weight_cache
