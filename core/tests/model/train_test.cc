@@ -858,6 +858,13 @@ TEST(TrainTest, LoraTrainsTheAdaptersAlone) {
   EXPECT_EQ(s.gradient_bytes, static_cast<int64_t>(kAdapters) * 4);
   EXPECT_EQ(s.state_bytes, static_cast<int64_t>(kAdapters) * 12);
   EXPECT_EQ(s.parameter_bytes, kLlamaParams * 2 + static_cast<int64_t>(kAdapters) * 2);
+  // The model's parameters are frozen storages, the adapters' are not (what a sharded optimizer
+  // gathers back).
+  int64_t trainable = 0;
+  for (const Storage& st : g.storages()) {
+    if (st.kind == StorageKind::parameter && !st.frozen) trainable += st.size_bytes;
+  }
+  EXPECT_EQ(trainable, static_cast<int64_t>(kAdapters) * 2);
   // The base's GEMMs run forward and dgrad, no wgrad; layer 0's q, k and v take no dgrad either
   // (their input, the frozen embedding's normalized output, needs no gradient): 4096 x (4096 +
   // 2 x 1024) = 25,165,824 weights. The adapters run forward and wgrad, B its dgrad, and A its
