@@ -13,7 +13,11 @@ precision), "FP32", or "TF32" (A100 tensor cores on fp32 data).
 GPUs: "V100 SXM2 16GB / 32GB (DGX-1)" -> v100_sxm2_16gb / v100_sxm2_32gb; "V100 SXM3 32GB
 (DGX-2)" -> v100_sxm2_32gb (the SXM3 part runs at 350 W with a 1597 MHz boost against the SXM2
 part's 300 W and 1530 MHz; the row says so in its notes); "A100 SXM4 40GB (DGX A100)" ->
-a100_40gb; "Tesla T4 16GB" -> t4. All rows are report-only.
+a100_40gb; "Tesla T4 16GB" -> t4.
+
+Split: the DGX-1 V100 16GB table (the README's first, 17 rows) is the fit split, from which
+validation/fit_encoder_host.py fits the tensorflow1-xla stack's host cost per kernel; the other
+tables (other machines, each with its own host CPU) are the report split.
 
 Run: python validation/extract_encoder.py [path/to/published.csv [path/to/output.csv]]
 (standard library only)
@@ -34,6 +38,8 @@ DEVICES = {"V100 SXM2 16GB": "v100_sxm2_16gb", "V100 SXM2 32GB": "v100_sxm2_32gb
            "A100 SXM4 40GB": "a100_40gb", "Tesla T4": "t4"}
 MODELS = {"BERT-base": "bert-base-uncased", "BERT-large": "bert-large-uncased"}
 PRECISIONS = {"fp16": "fp16", "fp32": "fp32", "tf32": "tf32"}
+# The table whose rows are the fit split (the DGX-1 with V100 SXM2 16GB).
+FIT_DEVICE = "v100_sxm2_16gb"
 
 
 class Skip(Exception):
@@ -58,7 +64,7 @@ def _row(r: dict) -> dict:
         notes.append("V100 SXM3 (DGX-2): 350 W, 1597 MHz boost, simulated as the 300 W SXM2 part")
     return {"device": device, "model": model, "batch": int(p["batch"]), "seq": int(p["seq_len"]),
             "precision": precision, "metric": r["metric"], "measured_ms": float(r["value"]),
-            "split": "report", "source": r["source"], "notes": "; ".join(notes)}
+            "split": "fit" if device == FIT_DEVICE else "report", "source": r["source"], "notes": "; ".join(notes)}
 
 
 def main(argv: list[str]) -> int:

@@ -538,16 +538,22 @@ def encoder_runs_path() -> Path:
     return Path(str(importlib.resources.files("accel_sim") / "data" / "validation" / "encoder_runs.csv"))
 
 
-def predict_encoder_run(row: dict) -> Any:
+# The stack the encoder rows ran: TensorFlow 1 with XLA (python/accel_sim/data/stacks/tensorflow1-xla.yaml).
+ENCODER_STACK = "tensorflow1-xla"
+
+
+def predict_encoder_run(row: dict, host_overhead_per_kernel_s: float | None = None) -> Any:
     """The simulated forward pass (`_core.SimulationResult`) of a published BERT inference row
     (validation/extract_encoder.py): the shipped config without its masked-LM head (the rows run
     SQuAD's [hidden, 2] QA head), the row's batch and sequence length, in the row's precision
-    (tf32: fp32 data on TF32 tensor cores), as TensorFlow 1 with XLA runs BERT: the unfused
-    attention core (batched GEMMs around a softmax over the materialised scores, the BERT
-    reference implementation's) and elementwise chains fused into single kernels (XLA's
-    fusion), each kernel issued at the device's bare launch cost."""
+    (tf32: fp32 data on TF32 tensor cores), under ENCODER_STACK: its attention kernel (the BERT
+    reference implementation's unfused core, batched GEMMs around a softmax over the materialised
+    scores), elementwise chains fused into single kernels (XLA's fusion), and each kernel issued
+    at the stack's host cost per kernel (`host_overhead_per_kernel_s` replaces it; the fit of
+    validation/fit_encoder_host.py passes its candidates)."""
     from accel_sim.api import build_model_graph
     from accel_sim.device import resolve_device
+    from accel_sim.io.stack_file import resolve_stack
 
     precision = row["precision"]
     if precision not in ("fp16", "fp32", "tf32"):
@@ -558,25 +564,34 @@ def predict_encoder_run(row: dict) -> Any:
     spec.lm_head_transform = False
     graph = build_model_graph(spec, phase="prefill", batch=int(row["batch"]), seq=int(row["seq"]),
                               eager_attention=True).graph
+    device = resolve_device(row["device"], [])
+    stack = resolve_stack(ENCODER_STACK)
     options = _core.SimulateOptions()
     options.cost_model = "kernel"
     options.fuse_elementwise = True
     options.cost.allow_tf32 = precision == "tf32"
-    options.cost.attention_impl = _core.AttentionImpl.eager
-    return _core.simulate(graph, resolve_device(row["device"], []).spec, options)
+    options.cost.attention_impl = getattr(_core.AttentionImpl, stack.training.attention_for(device.entry.architecture))
+    options.cost.host_overhead_per_kernel_s = (stack.host_overhead_per_kernel_s if host_overhead_per_kernel_s is None
+                                               else host_overhead_per_kernel_s)
+    return _core.simulate(graph, device.spec, options)
 
 
-def encoder_validation() -> tuple[list[dict], list[dict]]:
-    """Every encoder run predicted (report-only), and their errors per device and precision."""
+def load_encoder_runs(split: str = "all") -> list[dict]:
+    """The encoder rows of `split` (fit, report or all)."""
     with open(encoder_runs_path(), newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
+    return [r for r in rows if split == "all" or r["split"] == split]
+
+
+def encoder_validation(split: str = "report") -> tuple[list[dict], list[dict]]:
+    """Every encoder run of `split` predicted, and their errors per device and precision."""
     runs = []
-    for row in rows:
+    for row in load_encoder_runs(split):
         predicted = predict_encoder_run(row).latency_s
         measured = float(row["measured_ms"]) / 1e3
         runs.append({"id": row["id"], "device": row["device"], "model": row["model"], "batch": int(row["batch"]),
                      "seq": int(row["seq"]), "precision": row["precision"], "metric": row["metric"],
-                     "measured_s": measured, "predicted_s": predicted,
+                     "split": row["split"], "measured_s": measured, "predicted_s": predicted,
                      "error": _core.error_stats([predicted], [measured]).median_signed_error, "source": row["source"]})
     groups = []
     for key in sorted({(r["device"], r["precision"]) for r in runs}):

@@ -264,7 +264,7 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
                              "feasible": e.feasible, "reason": e.reason, "source": row["source"]})
     progress(4, stages)
     serving = validation.serving_validation() if args.split in ("report", "all") else []
-    encoder, encoder_groups = validation.encoder_validation() if args.split in ("report", "all") else ([], [])
+    encoder, encoder_groups = validation.encoder_validation(args.split)
     progress(5, stages)
     progress.close()
     serving_summary = {}
@@ -412,9 +412,10 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
         print(f"  data: {validation.serving_runs_path()} (validation/extract_serving.py); offline throughput is "
               "prompt + output tokens/s where the table does not say")
     if encoder:
-        print(f"\nencoder inference (report only; {len(encoder)} BERT SQuAD forward passes, NVIDIA DeepLearningExamples' "
-              "TensorFlow 1 tables, predicted as TF1 with XLA runs them: unfused attention core, fused elementwise "
-              "chains, the device's bare launch cost): latency per batch by device and precision\n")
+        print(f"\nencoder inference ({args.split} rows; {len(encoder)} BERT SQuAD forward passes, NVIDIA "
+              "DeepLearningExamples' TensorFlow 1 tables, predicted under the tensorflow1-xla stack: unfused attention "
+              "core, XLA's fused elementwise chains, its fitted host cost per kernel; the DGX-1 V100 16GB table is the "
+              "fit split): latency per batch by device and precision\n")
         print(table(["device", "precision", "rows", "median |error|", "worst", "median signed"],
                     [(g["device"], g["precision"], g["rows"], f"{g['median_abs_error'] * 100:.1f}%",
                       f"{g['max_abs_error'] * 100:.1f}%", f"{g['median_signed_error'] * 100:+.1f}%")
