@@ -25,6 +25,17 @@ def test_kernel_matmul_reports_time_tflops_bound_and_the_roofline():
     assert d["bound"] == "compute" and d["calibrated"] is True
 
 
+def test_a_t4_runs_long_gemm_streams_at_its_power_capped_rate():
+    # Measured: cuBLAS FP16 4096^3 back to back on a T4 sustains about 24 TFLOP/s under its 70 W
+    # power cap, 37% of the 65 TF peak (NVIDIA Developer Forums, "About GPU peak performance";
+    # the T4 device file's kernel source). The kernel model lands within 10% of it, not at the
+    # ~48 TF the default 75% efficiency gave.
+    d = json.loads(run_cli("kernel", "matmul", "--m", "4096", "--n", "4096", "--k", "4096", "--device", "t4",
+                           "--dtype", "fp16", "--json").stdout)
+    assert d["flops"] == 2 * 4096**3
+    assert d["tflops"] == pytest.approx(24.0, rel=0.10)
+
+
 def test_kernel_attention_and_memory_forms():
     fwd = json.loads(run_cli("kernel", "attention", "--batch", "4", "--heads", "32", "--kv-heads", "8",
                              "--seq-q", "4096", "--head-dim", "128", "--causal", "--device", "h100", "--json").stdout)
