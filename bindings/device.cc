@@ -96,7 +96,15 @@ void bind_device(nb::module_& m) {
       .def_rw("nics_per_gpu", &SystemSpec::nics_per_gpu)
       .def_rw("scaleout", &SystemSpec::scaleout)
       .def_rw("launch_s", &SystemSpec::launch_s)
+      .def_rw("library", &SystemSpec::library)
+      .def_rw("custom_allreduce_s", &SystemSpec::custom_allreduce_s)
+      .def_rw("custom_allreduce_bytes_per_s", &SystemSpec::custom_allreduce_bytes_per_s)
+      .def_rw("custom_allreduce_max_bytes", &SystemSpec::custom_allreduce_max_bytes)
       .def("validate", &SystemSpec::validate);
+  nb::enum_<CollectiveLibrary>(m, "CollectiveLibrary")
+      .value("none", CollectiveLibrary::none)
+      .value("nccl", CollectiveLibrary::nccl)
+      .value("rccl", CollectiveLibrary::rccl);
   nb::enum_<CollectiveKind>(m, "CollectiveKind")
       .value("all_reduce", CollectiveKind::all_reduce)
       .value("all_gather", CollectiveKind::all_gather)
@@ -110,7 +118,8 @@ void bind_device(nb::module_& m) {
       .value("tree", CollectiveAlgorithm::tree)
       .value("halving_doubling", CollectiveAlgorithm::halving_doubling)
       .value("nvls", CollectiveAlgorithm::nvls)
-      .value("hierarchical", CollectiveAlgorithm::hierarchical);
+      .value("hierarchical", CollectiveAlgorithm::hierarchical)
+      .value("custom", CollectiveAlgorithm::custom);
   nb::class_<CollectiveQuery>(m, "CollectiveQuery")
       .def(nb::init<>())
       .def_rw("kind", &CollectiveQuery::kind)

@@ -46,6 +46,10 @@ struct Fabric {
   double efficiency = 1.0;             // fraction of the bandwidth ring collectives reach
 };
 
+// The collective library a system runs, whose tuning model times collectives inside a scale-up
+// domain (collective.cc): none keeps the plain alpha-beta forms above.
+enum class CollectiveLibrary : uint8_t { none, nccl, rccl };
+
 struct SystemSpec {
   std::string id;      // file stem, e.g. "dgx_h100"
   std::string name;
@@ -59,6 +63,19 @@ struct SystemSpec {
   double nics_per_gpu = 1.0;  // NICs per GPU (0.5: two GPUs share one)
   Fabric scaleout;     // per NIC
   double launch_s = 0.0;  // fixed cost of launching one collective kernel
+  // With a library, a collective inside one scale-up domain runs the ring under the protocol
+  // (LL, LL128, Simple) that finishes first, each with the library's base latency, per-step
+  // latency and bandwidth share, or NVLS at its fixed latency: what NCCL's and RCCL's tuners
+  // estimate (src/graph/tuning.cc of each). Small messages then pay tens of microseconds, as
+  // nccl-tests and rccl-tests measure them, where the plain forms charge one.
+  CollectiveLibrary library = CollectiveLibrary::none;
+  // A one-shot all-reduce kernel of the serving engine's own (vLLM's and SGLang's custom
+  // all-reduce over NVLink / xGMI peer memory) for all-reduces inside one domain up to
+  // custom_allreduce_max_bytes: custom_allreduce_s + bytes / custom_allreduce_bytes_per_s, when
+  // it beats the library. 0: none (serve sets it for an engine that runs one, serve.h).
+  double custom_allreduce_s = 0.0;
+  double custom_allreduce_bytes_per_s = 0.0;
+  double custom_allreduce_max_bytes = 0.0;
 
   // REQUIRES: every number finite; positive domain, GPUs per node and scale-up bandwidth;
   // latencies, NICs and scale-out bandwidth not negative; efficiencies in (0, 1]. Throws
@@ -67,7 +84,7 @@ struct SystemSpec {
 };
 
 enum class CollectiveKind : uint8_t { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv };
-enum class CollectiveAlgorithm : uint8_t { automatic, ring, tree, halving_doubling, nvls, hierarchical };
+enum class CollectiveAlgorithm : uint8_t { automatic, ring, tree, halving_doubling, nvls, hierarchical, custom };
 
 std::string_view collective_kind_name(CollectiveKind kind);
 std::string_view collective_algorithm_name(CollectiveAlgorithm algorithm);

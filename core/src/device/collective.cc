@@ -20,8 +20,13 @@ void SystemSpec::validate() const {
       {"scaleout.latency_s", scaleout.latency_s},
       {"nics_per_gpu", nics_per_gpu},
       {"launch_s", launch_s},
+      {"custom_allreduce_s", custom_allreduce_s},
+      {"custom_allreduce_max_bytes", custom_allreduce_max_bytes},
   };
   for (const auto& [field, value] : non_negative) require_in_range(who, field, value, kNonNegative);
+  if (custom_allreduce_s > 0) {
+    require_in_range(who, "custom_allreduce_bytes_per_s", custom_allreduce_bytes_per_s, kPositive);
+  }
   require_in_range(who, "scaleup.bandwidth_bytes_per_s", scaleup.bandwidth_bytes_per_s, kPositive);
   require_in_range(who, "scaleup.efficiency", scaleup.efficiency, kPositiveFraction);
   require_in_range(who, "scaleout.efficiency", scaleout.efficiency, kPositiveFraction);
@@ -53,6 +58,7 @@ std::string_view collective_algorithm_name(CollectiveAlgorithm algorithm) {
     case CollectiveAlgorithm::halving_doubling: return "halving_doubling";
     case CollectiveAlgorithm::nvls: return "nvls";
     case CollectiveAlgorithm::hierarchical: return "hierarchical";
+    case CollectiveAlgorithm::custom: return "custom";
   }
   return "?";
 }
@@ -125,6 +131,44 @@ double flat_time(CollectiveKind kind, CollectiveAlgorithm algo, double s, double
   return kInf;
 }
 
+// A library's tuning constants for the ring inside a scale-up domain, per protocol LL, LL128,
+// Simple: the fixed latency of a collective, the latency of each ring step over NVLink (xGMI) and
+// the share of the bus bandwidth the protocol reaches.
+struct RingProtocols {
+  double base_s[3];
+  double step_s[3];
+  double bandwidth_share[3];
+  double nvls_s;  // NVLS all-reduce's fixed latency (0: the library has no NVLS)
+};
+
+// NCCL (NVIDIA/nccl src/graph/tuning.cc, 2.18-2.19): baseLat Ring {6.6, 14.0, 8.4} us, hwLat
+// NVLink Ring {0.6, 1.9, 3.4} us, NVLS Simple 23 us; the LL protocol moves half its bytes as flags
+// and the tuner takes a quarter of the bus bandwidth for an all-reduce, a third otherwise
+// (busBw * 1/4 or 1/3), LL128 120/128 less its overheads (0.92), Simple all of it.
+// RCCL (ROCm/rccl src/graph/tuning.cc): baseLat Ring {12, 12, 17} us, hwLat xGMI Ring
+// {0.8, 2.2, 3.6} us, the same bandwidth shares, no NVLS.
+RingProtocols ring_protocols(CollectiveLibrary library, CollectiveKind kind) {
+  const double ll = kind == CollectiveKind::all_reduce ? 1.0 / 4.0 : 1.0 / 3.0;
+  if (library == CollectiveLibrary::rccl) {
+    return {{12e-6, 12e-6, 17e-6}, {0.8e-6, 2.2e-6, 3.6e-6}, {ll, 0.92, 1.0}, 0.0};
+  }
+  return {{6.6e-6, 14e-6, 8.4e-6}, {0.6e-6, 1.9e-6, 3.4e-6}, {ll, 0.92, 1.0}, 23e-6};
+}
+
+// The ring inside one domain under the protocol that finishes first: the protocol's fixed
+// latency, its per-step latency times the ring's steps, the bytes at its share of `bw`.
+double library_ring_time(CollectiveKind kind, double s, double p, double bw, const RingProtocols& r) {
+  if (p <= 1) return 0.0;
+  // Steps as flat_time counts them: flat_time with a unit latency.
+  const double steps = flat_time(kind, CollectiveAlgorithm::ring, 0.0, p, bw, 1.0);
+  double best = kInf;
+  for (int i = 0; i < 3; ++i) {
+    best = std::min(best, r.base_s[i] + steps * r.step_s[i] +
+                              flat_time(kind, CollectiveAlgorithm::ring, s, p, bw * r.bandwidth_share[i], 0.0));
+  }
+  return best;
+}
+
 }  // namespace
 
 CollectiveEstimate estimate_collective(const CollectiveQuery& q, const SystemSpec& sys) {
@@ -180,7 +224,18 @@ CollectiveEstimate estimate_collective(const CollectiveQuery& q, const SystemSpe
     }
   };
   const bool reduce = q.kind == CollectiveKind::all_reduce;
-  if (domains <= 1) {
+  if (domains <= 1 && sys.library != CollectiveLibrary::none) {
+    // The library's tuner inside the domain: the ring (or the NVLS all-reduce) under its
+    // protocols; a tree or halving-doubling only when asked for, in the plain form.
+    const RingProtocols r = ring_protocols(sys.library, q.kind);
+    consider(CollectiveAlgorithm::ring, library_ring_time(q.kind, s, p, up_bw, r));
+    if (reduce && sys.in_network_reduction && p > 1 && r.nvls_s > 0) {
+      consider(CollectiveAlgorithm::nvls, r.nvls_s + s / (sys.scaleup.bandwidth_bytes_per_s * sys.nvls_efficiency));
+    }
+    if (q.algorithm == CollectiveAlgorithm::tree || q.algorithm == CollectiveAlgorithm::halving_doubling) {
+      consider(q.algorithm, flat_time(q.kind, q.algorithm, s, p, up_bw, up_alpha));
+    }
+  } else if (domains <= 1) {
     for (CollectiveAlgorithm algo : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree,
                                      CollectiveAlgorithm::halving_doubling}) {
       consider(algo, flat_time(q.kind, algo, s, p, up_bw, up_alpha));
@@ -235,6 +290,9 @@ CollectiveEstimate estimate_collective(const CollectiveQuery& q, const SystemSpe
     }
     consider(CollectiveAlgorithm::hierarchical, hier);
   }
+  if (reduce && domains <= 1 && p > 1 && sys.custom_allreduce_s > 0 && s <= sys.custom_allreduce_max_bytes) {
+    consider(CollectiveAlgorithm::custom, sys.custom_allreduce_s + s / sys.custom_allreduce_bytes_per_s);
+  }
   if (p > 1) {
     ACCELSIM_CHECK(best < kInf,
                    std::string("algorithm '") + std::string(collective_algorithm_name(q.algorithm)) +
@@ -242,7 +300,8 @@ CollectiveEstimate estimate_collective(const CollectiveQuery& q, const SystemSpe
                        sys.id + "'" + (q.algorithm == CollectiveAlgorithm::nvls
                                            ? " (NVLS needs in-network reduction, an all-reduce, one domain)"
                                            : ""));
-    e.time_s = best + sys.launch_s;
+    // The engine's own kernel is timed whole (its measurement includes its launch).
+    e.time_s = best + (e.algorithm == CollectiveAlgorithm::custom ? 0.0 : sys.launch_s);
   }
   if (e.time_s > 0) {
     e.algbw_bytes_per_s = s / e.time_s;

@@ -55,6 +55,63 @@ TEST(CollectiveTest, NvlsReducesInTheSwitch) {
   EXPECT_THROW(run(CollectiveKind::all_gather, 1e9, 8, CollectiveAlgorithm::nvls, s), ConfigError);
 }
 
+TEST(CollectiveTest, ALibraryTimesTheRingUnderItsProtocols) {
+  // NCCL's tuner inside one domain, 8 ranks at 100 GB/s, a 10 us launch. Ring all-reduce: 14
+  // steps; LL 6.6 + 14 x 0.6 = 15.0 us at a quarter of the bandwidth, LL128 14 + 14 x 1.9 =
+  // 40.6 us at 0.92 of it, Simple 8.4 + 14 x 3.4 = 56.0 us at all of it; bytes 2 x 7/8 S.
+  SystemSpec s = round_system();
+  s.library = CollectiveLibrary::nccl;
+  s.launch_s = 10e-6;
+  const double ll = 15.0e-6 + 1.75 * 1024 / 25e9;
+  const CollectiveEstimate small = run(CollectiveKind::all_reduce, 1024, 8, CollectiveAlgorithm::automatic, s);
+  EXPECT_EQ(small.algorithm, CollectiveAlgorithm::ring);
+  EXPECT_NEAR(small.time_s, ll + 10e-6, 1e-12);
+  // 64 MiB: Simple wins, 56 us + 1.75 x 64 MiB / 100 GB/s = 1,230.4 us (LL128: 40.6 + 1,276.5).
+  const double big = 64.0 * 1024 * 1024;
+  EXPECT_NEAR(run(CollectiveKind::all_reduce, big, 8, CollectiveAlgorithm::automatic, s).time_s,
+              56.0e-6 + 1.75 * big / 100e9 + 10e-6, 1e-12);
+  // All-gather, 7 steps, LL at a third of the bandwidth: 6.6 + 7 x 0.6 = 10.8 us + 7/8 S / 33.3 GB/s.
+  EXPECT_NEAR(run(CollectiveKind::all_gather, 1024, 8, CollectiveAlgorithm::automatic, s).time_s,
+              10.8e-6 + 0.875 * 1024 / (100e9 / 3.0) + 10e-6, 1e-12);
+  // NVLS (the switch reduces) costs 23 us fixed, then S / (0.6 x 100 GB/s): at 64 MiB 1,141.5 us.
+  s.in_network_reduction = true;
+  s.nvls_efficiency = 0.6;
+  const CollectiveEstimate nvls = run(CollectiveKind::all_reduce, big, 8, CollectiveAlgorithm::automatic, s);
+  EXPECT_EQ(nvls.algorithm, CollectiveAlgorithm::nvls);
+  EXPECT_NEAR(nvls.time_s, 23e-6 + big / 60e9 + 10e-6, 1e-12);
+  // RCCL: LL 12 + 14 x 0.8 = 23.2 us.
+  s.in_network_reduction = false;
+  s.library = CollectiveLibrary::rccl;
+  EXPECT_NEAR(run(CollectiveKind::all_reduce, 1024, 8, CollectiveAlgorithm::automatic, s).time_s,
+              23.2e-6 + 1.75 * 1024 / 25e9 + 10e-6, 1e-12);
+  // Without a library the plain alpha-beta forms stand: 2 log2(8) x 1 us + the bytes.
+  s.library = CollectiveLibrary::none;
+  EXPECT_NEAR(run(CollectiveKind::all_reduce, 1024, 8, CollectiveAlgorithm::automatic, s).time_s,
+              6e-6 + 1.75 * 1024 / 100e9 + 10e-6, 1e-12);
+}
+
+TEST(CollectiveTest, AnEngineOneShotAllReduceServesSmallMessages) {
+  // A 6 us one-shot kernel at 37.6 GB/s up to 1 MiB, against NCCL's 25 us for a 64 KiB
+  // all-reduce: 6 + 65,536 / 37.6e9 = 7.743 us, no launch added (the kernel's time is whole).
+  SystemSpec s = round_system();
+  s.library = CollectiveLibrary::nccl;
+  s.launch_s = 10e-6;
+  s.custom_allreduce_s = 6e-6;
+  s.custom_allreduce_bytes_per_s = 37.6e9;
+  s.custom_allreduce_max_bytes = 1024.0 * 1024.0;
+  const CollectiveEstimate small = run(CollectiveKind::all_reduce, 65536, 8, CollectiveAlgorithm::automatic, s);
+  EXPECT_EQ(small.algorithm, CollectiveAlgorithm::custom);
+  EXPECT_NEAR(small.time_s, 6e-6 + 65536 / 37.6e9, 1e-12);
+  // Above its limit the library runs it; all-gathers never take it.
+  EXPECT_NE(run(CollectiveKind::all_reduce, 2.0 * 1024 * 1024, 8, CollectiveAlgorithm::automatic, s).algorithm,
+            CollectiveAlgorithm::custom);
+  EXPECT_NE(run(CollectiveKind::all_gather, 65536, 8, CollectiveAlgorithm::automatic, s).algorithm,
+            CollectiveAlgorithm::custom);
+  // A kernel with no bandwidth is refused.
+  s.custom_allreduce_bytes_per_s = 0.0;
+  EXPECT_THROW(s.validate(), ConfigError);
+}
+
 TEST(CollectiveTest, AllReduceAcrossDomains) {
   // 64 ranks in 8 domains, 1 GB. Hierarchical: ring all-reduce inside (14 us + 17.5 ms), then
   // the 125 MB shards across the 8 domains on each GPU's NIC, tree: 2 * 3 * 5 us + 2 * 7/8 *

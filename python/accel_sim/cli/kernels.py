@@ -352,11 +352,13 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
               f"{st.max_abs_error * 100:.1f}%; data: {args.e2e_data or validation.end_to_end_path()} "
               "(validation/measured/, validation/extract_measured.py)")
     if collectives:
-        print(f"\ncollectives ({args.split} rows): nccl-tests / rccl-tests bus bandwidth at large messages vs the model\n")
-        print(table(["system", "collective", "GPUs", "algorithm", "measured", "predicted", "error", "split"],
-                    [(c["system"], c["collective"], c["gpus"], c["algorithm"], f"{c['measured_busbw_gbs']:.1f} GB/s",
-                      f"{c['predicted_busbw_gbs']:.1f} GB/s", f"{c['error'] * 100:+.1f}%", c["split"]) for c in collectives],
-                    [False, False, True, False, True, True, True, False]))
+        print(f"\ncollectives ({args.split} rows): nccl-tests / rccl-tests bus bandwidth vs the model, at the "
+              "row's message size (8 GB where the source gives the large-message plateau)\n")
+        print(table(["system", "collective", "GPUs", "algorithm", "size", "measured", "predicted", "error", "split"],
+                    [(c["system"], c["collective"], c["gpus"], c["algorithm"], _message_size(c["bytes"]),
+                      f"{c['measured_busbw_gbs']:.2f} GB/s", f"{c['predicted_busbw_gbs']:.2f} GB/s",
+                      f"{c['error'] * 100:+.1f}%", c["split"]) for c in collectives],
+                    [False, False, True, False, True, True, True, True, False]))
         print("\n  data: the `measured` lists of python/accel_sim/data/systems/*.yaml, each with its source")
     if runs:
         print("\ntraining runs (report only; `accel-sim train --stack S` under the stack that ran each: megatron-core for "
@@ -425,6 +427,19 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
               f"{st.median_signed_error * 100:+.1f}%; each row in --json (encoder_runs); data: "
               f"{validation.encoder_runs_path()} (validation/extract_encoder.py)")
     return 0
+
+
+def _message_size(b: float) -> str:
+    """nccl-tests' size notation: 1K = 1,024 bytes, 1M = 1,048,576, 1G = 1,073,741,824; "8 GB"
+    for a large-message figure (cli/systems.py: PLATEAU_BYTES)."""
+    from accel_sim.cli.systems import PLATEAU_BYTES
+
+    if b == PLATEAU_BYTES:
+        return "8 GB"
+    for unit, scale in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if b >= scale:
+            return f"{b / scale:g}{unit}"
+    return f"{b:g}"
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

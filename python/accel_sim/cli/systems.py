@@ -110,13 +110,15 @@ def cmd_systems(args: argparse.Namespace) -> int:
 
 
 # Rows whose measurement set a default constant (accel_sim/io/system_file.py): the rest are
-# report-only.
+# report-only, unless a system file marks a row fit itself (its `split`).
 FIT_ROWS = {("dgx_h100", "all_reduce", 8, "nvls"), ("dgx_h100", "all_reduce", 8, "ring")}
+# The message size of a figure that gives none: the large-message plateau nccl-tests reports.
+PLATEAU_BYTES = 8e9
 
 
 def collective_validation() -> list[dict]:
-    """Every published bus bandwidth in the system files against the collective model (8 GB
-    messages, the large-message plateau nccl-tests reports)."""
+    """Every published bus bandwidth in the system files against the collective model, at the
+    row's message size (nccl-tests' size), or 8 GB for a large-message figure."""
     from accel_sim import _core
     from accel_sim.io.system_file import builtin_systems
 
@@ -125,17 +127,17 @@ def collective_validation() -> list[dict]:
         for m in e.measured:
             q = _core.CollectiveQuery()
             q.kind = getattr(_core.CollectiveKind, m["collective"])
-            q.bytes, q.ranks = 8e9, m["gpus"]
+            q.bytes, q.ranks = m["bytes"] or PLATEAU_BYTES, m["gpus"]
             if m["algorithm"] in ALGORITHMS:
                 q.algorithm = getattr(_core.CollectiveAlgorithm, m["algorithm"])
             est = _core.estimate_collective(q, e.spec)
             predicted = est.busbw_bytes_per_s / 1e9
-            split = "fit" if (e.spec.id, m["collective"], m["gpus"], m["algorithm"]) in FIT_ROWS else "report"
+            fit = m["split"] == "fit" or (e.spec.id, m["collective"], m["gpus"], m["algorithm"]) in FIT_ROWS
             rows.append({"system": e.spec.id, "collective": m["collective"], "gpus": m["gpus"],
-                         "algorithm": m["algorithm"], "measured_busbw_gbs": m["busbw_gbs"],
+                         "algorithm": m["algorithm"], "bytes": q.bytes, "measured_busbw_gbs": m["busbw_gbs"],
                          "predicted_busbw_gbs": predicted,
                          "error": _core.error_stats([predicted], [m["busbw_gbs"]]).median_signed_error,
-                         "split": split, "source": m["source"]})
+                         "split": "fit" if fit else "report", "source": m["source"]})
     return rows
 
 

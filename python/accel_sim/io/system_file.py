@@ -36,6 +36,9 @@ _EFFICIENCY_SOURCE = ("defaults of accel_sim/io/system_file.py: ring 370/450 GB/
                       "NVLS 476 GB/s busbw on DGX H100 (nccl-tests#290), ConnectX-7 47/50 GB/s (nccl-tests#290)")
 _TOPOLOGIES = ("switched", "mesh", "torus", "pcie")
 _KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
+# The collective libraries whose tuners time collectives inside a scale-up domain (core
+# collective.h: CollectiveLibrary); absent: the plain alpha-beta forms.
+LIBRARIES = tuple(m.name for m in _core.CollectiveLibrary if m.name != "none")
 
 
 @dataclass(frozen=True)
@@ -90,17 +93,23 @@ def _count(section: dict, key: str, where: str) -> int:
 
 def _measured(entries: Any, where: str) -> list[dict]:
     """The `measured:` list: nccl-tests bus bandwidths, each a mapping with its collective, GPUs
-    and busbw_gbs (algorithm and source optional)."""
+    and busbw_gbs (algorithm and source optional; `bytes`, nccl-tests' size, when the figure is
+    of one message size rather than the large-message plateau; `split` fit when the system file
+    fitted a constant on it, report otherwise)."""
     out = []
     for i, m in enumerate(fields.sequence(entries, where, "measured")):
         at = f"{where}: measured[{i}]"
         fields.mapping(m, where, f"measured[{i}]")
         if m.get("collective") not in _KINDS:
             raise UsageError(f"{at}: unknown collective {m.get('collective')!r} (known: {', '.join(_KINDS)})")
+        size = fields.number(m["bytes"], at, "bytes", minimum=1.0, maximum=1e15) if "bytes" in m else None
         out.append({"collective": m["collective"], "gpus": _count(m, "gpus", at),
                     "algorithm": fields.text(m.get("algorithm", "any"), at, "algorithm"),
-                    "busbw_gbs": _rate(m, "busbw_gbs", at),
+                    "busbw_gbs": _rate(m, "busbw_gbs", at), "bytes": size,
+                    "split": fields.text(m.get("split", "report"), at, "split"),
                     "source": fields.text(m.get("source", ""), at, "source")})
+        if out[-1]["split"] not in ("fit", "report"):
+            raise UsageError(f"{at}: 'split' must be fit or report, got {out[-1]['split']!r}")
     return out
 
 
@@ -208,6 +217,17 @@ def _read_system_file(path: str | Path, device_files: Sequence[str]) -> SystemEn
     if "nics_per_gpu" not in out:
         raise UsageError(f"{where}: scaleout: missing 'nics_per_gpu'")
     s.nics_per_gpu = fields.number(out["nics_per_gpu"], f"{where}: scaleout", "nics_per_gpu", minimum=1e-6, maximum=1e3)
+    if "collective_library" in data:
+        library = fields.text(data["collective_library"], where, "collective_library")
+        if library not in LIBRARIES:
+            raise UsageError(f"{p}: 'collective_library' must be one of {', '.join(LIBRARIES)}, got {library!r}")
+        s.library = getattr(_core.CollectiveLibrary, library)
+    if "collective_launch_us" in data:
+        s.launch_s = fields.number(data["collective_launch_us"], where, "collective_launch_us",
+                                   minimum=0.0, maximum=1e4) * 1e-6
+    for key in ("collective_library", "collective_launch_us"):
+        if key in data and key not in sources:
+            raise UsageError(f"{p}: '{key}' needs a 'sources.{key}' entry")
     try:
         s.validate()
     except ValueError as e:
