@@ -35,7 +35,8 @@ void bind_serve(nb::module_& m) {
       .def_rw("gpu_memory_utilization", &ReplicaConfig::gpu_memory_utilization)
       .def_rw("block_size", &ReplicaConfig::block_size)
       .def_rw("max_batched_tokens", &ReplicaConfig::max_batched_tokens)
-      .def_rw("decode_kv_per_query_head", &ReplicaConfig::decode_kv_per_query_head);
+      .def_rw("decode_kv_per_query_head", &ReplicaConfig::decode_kv_per_query_head)
+      .def_rw("custom_allreduce", &ReplicaConfig::custom_allreduce);
 
   nb::class_<StepBatch>(m, "StepBatch")
       .def(nb::init<>())

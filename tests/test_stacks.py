@@ -109,7 +109,7 @@ def _edited_stack_refused(good: Path, edit: tuple[str, str], message: str, tmp_p
     (("attention: {default: flash2}", "attention: {sm_90: flash9, default: flash2}"), "'attention.sm_90' must be one of"),
     (("attention: {default: flash2}", "attention: {sm_90: cudnn}"), "'attention' needs a default"),
     (("tp_comm_overlap: false", "tp_comm_overlap: {sm_90: false}"), "'tp_comm_overlap' needs a default"),
-    (("tp_comm_overlap: false", "tp_comm_overlap: {hopper: false, default: false}"), "'tp_comm_overlap' keys are sm_NN or default"),
+    (("tp_comm_overlap: false", "tp_comm_overlap: {hopper: false, default: false}"), "'tp_comm_overlap' keys are sm_NN, gfxNNN or default"),
     (("tp_comm_overlap: false", "tp_comm_overlap: {sm_90: maybe, default: false}"), "tp_comm_overlap.sm_90"),
     (("zero: 3\n", "zero: 1\n"), "'zero' 1 is not one of its zero_stages [0, 2, 3]"),
     (("  overlap_grad_reduce: true\n", "  overlap_grad_reduce: true\n  prefetch: 2\n"), "unknown field 'training.prefetch'"),

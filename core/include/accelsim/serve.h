@@ -98,6 +98,10 @@ struct ReplicaConfig {
   // its KV head's keys and values (TensorRT-LLM's masked multi-head attention before XQA, vLLM's
   // paged_attention v1/v2 kernels): a group of g query heads reads the cache g times.
   bool decode_kv_per_query_head = false;
+  // The engine all-reduces its TP activations with its own one-shot kernel up to 1 MiB (vLLM's
+  // and SGLang's custom all-reduce over peer memory) rather than the collective library:
+  // kCustomAllReduce* (serve/iteration.cc) on the replica's system.
+  bool custom_allreduce = false;
 };
 
 // One engine step's work.

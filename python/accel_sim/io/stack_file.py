@@ -79,6 +79,8 @@ _SERVING_FIELDS = {
     "chunk": "the token budget of a chunked-prefill step (sarathi)",
     "block_size": "tokens per KV-cache block",
     "gpu_memory_utilization": "the fraction of device memory the engine takes",
+    "custom_allreduce": "true or false, or a mapping of sm_NN / gfxNNN (or default) to true or false: TP all-reduces "
+                        "up to 1 MiB on the engine's own one-shot kernel",
 }
 # Required; the scheduler's limits, block size and memory fraction are optional (absent: serve's
 # defaults), as engines differ in which they fix.
@@ -131,19 +133,20 @@ class TrainingStack:
 def _for_architecture(choices: dict, architecture: str) -> Any:
     """The entry of `choices` for the compute capability `architecture` names (sm_90), or the
     default entry."""
-    m = re.search(r"sm_(\d+)", architecture or "")
-    if m and f"sm_{m.group(1)}" in choices:
-        return choices[f"sm_{m.group(1)}"]
+    m = re.search(r"\b(sm_\d+|gfx\d+[a-z]?)\b", architecture or "")
+    if m and m.group(1) in choices:
+        return choices[m.group(1)]
     return choices["default"]
 
 
 def _per_architecture(value: Any, at: str, name: str, check) -> dict:
-    """A choice given once (`default`) or per compute capability: {sm_90: x, default: y}."""
+    """A choice given once (`default`) or per compute capability (NVIDIA sm_NN, AMD gfxNNN):
+    {sm_90: x, gfx942: y, default: z}."""
     if not isinstance(value, dict):
         return {"default": check(value, name)}
     for arch in value:
-        if arch != "default" and not re.fullmatch(r"sm_\d+", str(arch)):
-            raise UsageError(f"{at}: '{name}' keys are sm_NN or default, got {arch!r}")
+        if arch != "default" and not re.fullmatch(r"sm_\d+|gfx\d+[a-z]?", str(arch)):
+            raise UsageError(f"{at}: '{name}' keys are sm_NN, gfxNNN or default, got {arch!r}")
     if "default" not in value:
         raise UsageError(f"{at}: '{name}' needs a default")
     return {arch: check(v, f"{name}.{arch}") for arch, v in value.items()}
@@ -161,6 +164,8 @@ class ServingStack:
     chunk: int | None  # sarathi
     block_size: int | None
     gpu_memory_utilization: float | None
+    # Per architecture; absent: the collective library's all-reduce everywhere.
+    custom_allreduce: dict[str, bool] = field(default_factory=lambda: {"default": False})
 
     def prefill_attention_for(self, architecture: str) -> str:
         return _for_architecture(self.prefill_attention, architecture)
@@ -170,7 +175,8 @@ class ServingStack:
         configure_engine applies it."""
         return {"prefill_attention": self.prefill_attention_for(architecture),
                 "decode_attention": _for_architecture(self.decode_attention, architecture),
-                "cuda_graphs": self.cuda_graphs}
+                "cuda_graphs": self.cuda_graphs,
+                "custom_allreduce": _for_architecture(self.custom_allreduce, architecture)}
 
 
 def configure_engine(options: Any, replica: Any, engine: dict, host_overhead_per_kernel_s: float) -> None:
@@ -180,6 +186,7 @@ def configure_engine(options: Any, replica: Any, engine: dict, host_overhead_per
     options.cost.attention_impl = getattr(_core.AttentionImpl, engine["prefill_attention"])
     options.cost.host_overhead_per_kernel_s = host_overhead_per_kernel_s
     replica.decode_kv_per_query_head = engine["decode_attention"] == "per_query_head"
+    replica.custom_allreduce = engine.get("custom_allreduce", False)
 
 
 @dataclass(frozen=True)
@@ -307,7 +314,10 @@ def _serving(data: Any, where: str, sources: dict[str, str]) -> ServingStack:
         max_seqs=count("max_seqs"), max_batched_tokens=count("max_batched_tokens"), chunk=count("chunk"),
         block_size=count("block_size"),
         gpu_memory_utilization=fields.number(t["gpu_memory_utilization"], at, "gpu_memory_utilization",
-                                             above=0.0, maximum=1.0) if "gpu_memory_utilization" in t else None)
+                                             above=0.0, maximum=1.0) if "gpu_memory_utilization" in t else None,
+        custom_allreduce=_per_architecture(t["custom_allreduce"], at, "custom_allreduce",
+                                           lambda v, n: fields.boolean(v, at, n))
+        if "custom_allreduce" in t else {"default": False})
 
 
 def _runtime(data: Any, where: str, sources: dict[str, str]) -> float:
