@@ -89,16 +89,20 @@ def cmd_systems(args: argparse.Namespace) -> int:
                            "scaleup_gbs": e.spec.scaleup.bandwidth_bytes_per_s / 1e9, "scaleup_topology": e.topology,
                            "in_network_reduction": e.spec.in_network_reduction, "nics_per_gpu": e.spec.nics_per_gpu,
                            "nic_gbs": e.spec.scaleout.bandwidth_bytes_per_s / 1e9, "path": e.path,
+                           "collective_library": e.spec.library.name,
+                           "collective_launch_us": e.spec.launch_s * 1e6,
                            "estimated_fields": list(e.estimated),
                            "measured": list(e.measured)} for e in entries], indent=1))
         return 0
     print(table(["id", "name", "device", "GPUs/node", "scale-up domain", "GB/s per GPU", "topology", "NVLS",
-                 "NICs/GPU", "GB/s per NIC"],
+                 "NICs/GPU", "GB/s per NIC", "library"],
                 [(e.spec.id, e.spec.name, e.spec.device, e.spec.gpus_per_node, e.spec.scaleup_domain,
                   f"{e.spec.scaleup.bandwidth_bytes_per_s / 1e9:g}", e.topology,
                   "yes" if e.spec.in_network_reduction else "no", f"{e.spec.nics_per_gpu:g}",
-                  f"{e.spec.scaleout.bandwidth_bytes_per_s / 1e9:g}") for e in entries],
-                [False, False, False, True, True, True, False, False, True, True]))
+                  f"{e.spec.scaleout.bandwidth_bytes_per_s / 1e9:g}",
+                  f"{e.spec.library.name} +{e.spec.launch_s * 1e6:g} µs" if e.spec.library.name != "none" else "alpha-beta")
+                 for e in entries],
+                [False, False, False, True, True, True, False, False, True, True, False]))
     for e in entries:
         if e.device_variant is not None:
             print(f"  {e.spec.id}: {e.spec.device} is {e.device_variant.variant_of.spec.id} with its own "
@@ -186,6 +190,7 @@ def cmd_stacks(args: argparse.Namespace) -> int:
                            "max_seqs": e.serving.max_seqs, "max_batched_tokens": e.serving.max_batched_tokens,
                            "chunk": e.serving.chunk, "block_size": e.serving.block_size,
                            "gpu_memory_utilization": e.serving.gpu_memory_utilization,
+                           "custom_allreduce": dict(e.serving.custom_allreduce),
                            "host_overhead_per_kernel_us": host_us(e), "path": e.path} for e in engines]}, indent=1))
         return 0
     print(table(["id", "version", "attention", "SwiGLU", "fp8", "AdamW", "LoRA", "ZeRO", "TP/PP/CP", "host µs/kernel"],
@@ -200,14 +205,15 @@ def cmd_stacks(args: argparse.Namespace) -> int:
     if engines:
         print("\n  serving engines (serve --stack)")
         print(table(["id", "version", "prefill attention", "decode KV reads", "CUDA graphs", "scheduler", "max seqs",
-                     "tokens/step"],
+                     "tokens/step", "own all-reduce"],
                     [(e.id, e.version, by_architecture(e.serving.prefill_attention),
                       by_architecture(e.serving.decode_attention).replace("per_query_head", "per query head"),
                       "yes" if e.serving.cuda_graphs else "no", e.serving.scheduler,
                       f"{e.serving.max_seqs:,}" if e.serving.max_seqs else "serve's",
                       f"{(e.serving.max_batched_tokens or e.serving.chunk):,}"
-                      if (e.serving.max_batched_tokens or e.serving.chunk) else "serve's")
+                      if (e.serving.max_batched_tokens or e.serving.chunk) else "serve's",
+                      by_architecture({k: "yes" if v else "no" for k, v in e.serving.custom_allreduce.items()}))
                      for e in engines],
-                    [False, False, False, False, False, False, True, True]))
+                    [False, False, False, False, False, False, True, True, False]))
     print("\n  each choice's source: the stack file's `sources` (python/accel_sim/data/stacks/, docs/formats/stack.md)")
     return 0
