@@ -333,6 +333,12 @@ def test_the_shipped_serving_stacks_name_a_source_for_every_choice():
     per_head = {i for i, e in engines.items() if e.serving.engine_for(HOPPER)["decode_attention"] == "per_query_head"}
     assert per_head == {"tensorrt-llm-0.6", "gpt-fast"}
     assert engines["tensorrt-llm"].serving.scheduler == "orca"   # GUARANTEED_NO_EVICT in-flight batching
+    # vLLM, SGLang and TensorRT-LLM 1.x all-reduce with their own one-shot kernel; vLLM 0.5-0.7 had
+    # none on ROCm (the MI300X's gfx942), TensorRT-LLM 0.6 and gpt-fast go through NCCL.
+    own = {i for i, e in engines.items() if e.serving.engine_for(HOPPER)["custom_allreduce"]}
+    assert own == {"vllm", "vllm-0.6", "sglang", "tensorrt-llm"}
+    assert engines["vllm-0.6"].serving.engine_for("CDNA 3 (gfx942)")["custom_allreduce"] is False
+    assert engines["vllm"].serving.engine_for("CDNA 3 (gfx942)")["custom_allreduce"] is True
 
 
 @pytest.mark.parametrize("edit,message", [
@@ -344,6 +350,9 @@ def test_the_shipped_serving_stacks_name_a_source_for_every_choice():
     (("  gpu_memory_utilization: 0.9\n", "  gpu_memory_utilization: 0\n"), "gpu_memory_utilization"),
     (("  serving.block_size:", "  serving.block:"), "names no source for serving.block_size"),
     (("kind: serving\n", "kind: serving\ntraining: {}\n"), "a serving stack has no 'training' section"),
+    (("custom_allreduce: {default: true}", "custom_allreduce: {default: maybe}"), "custom_allreduce.default"),
+    (("custom_allreduce: {default: true}", "custom_allreduce: {cdna3: false, default: true}"),
+     "'custom_allreduce' keys are sm_NN, gfxNNN or default, got 'cdna3'"),
 ])
 def test_a_malformed_serving_stack_is_one_line(tmp_path, edit, message):
     bad = _edited_stack_refused(VLLM, edit, message, tmp_path)

@@ -105,6 +105,19 @@ def test_collective_usage_errors(tmp_path):
                    "scaleout: {}\nsources: {}\n")
     broken = run_cli("kernel", "allreduce", "--bytes", "1G", "--gpus", "8", "--system", str(bad))
     assert broken.returncode == 2 and "bandwidth_gbs" in broken.stderr and "Traceback" not in broken.stderr
+    # The collective library's fields: a misspelt key, an unknown library, one without its source,
+    # a measured entry with a field the format does not have, each one line naming it.
+    good = REPO / "python" / "accel_sim" / "data" / "systems" / "dgx_h100.yaml"
+    text = good.read_text()
+    for edit, message in (
+            (("collective_library: nccl", "collective_libary: nccl"), "unknown field 'collective_libary'"),
+            (("collective_library: nccl", "collective_library: mpi"), "'collective_library' must be one of nccl, rccl"),
+            (("  collective_library: >-", "  other_library: >-"), "'collective_library' needs a 'sources.collective_library'"),
+            (("    bytes: 1024\n", "    size: 1024\n"), "unknown field 'size'")):
+        f = tmp_path / "edited.yaml"
+        f.write_text(text.replace(*edit, 1))
+        r = run_cli("kernel", "allreduce", "--bytes", "1G", "--gpus", "8", "--system", str(f))
+        assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, (edit, r.stderr)
 
 
 def test_tensor_parallel_collectives_timed_on_a_system():

@@ -113,9 +113,6 @@ def cmd_systems(args: argparse.Namespace) -> int:
     return 0
 
 
-# Rows whose measurement set a default constant (accel_sim/io/system_file.py): the rest are
-# report-only, unless a system file marks a row fit itself (its `split`).
-FIT_ROWS = {("dgx_h100", "all_reduce", 8, "nvls"), ("dgx_h100", "all_reduce", 8, "ring")}
 # The message size of a figure that gives none: the large-message plateau nccl-tests reports.
 PLATEAU_BYTES = 8e9
 
@@ -136,12 +133,11 @@ def collective_validation() -> list[dict]:
                 q.algorithm = getattr(_core.CollectiveAlgorithm, m["algorithm"])
             est = _core.estimate_collective(q, e.spec)
             predicted = est.busbw_bytes_per_s / 1e9
-            fit = m["split"] == "fit" or (e.spec.id, m["collective"], m["gpus"], m["algorithm"]) in FIT_ROWS
             rows.append({"system": e.spec.id, "collective": m["collective"], "gpus": m["gpus"],
                          "algorithm": m["algorithm"], "bytes": q.bytes, "measured_busbw_gbs": m["busbw_gbs"],
                          "predicted_busbw_gbs": predicted,
                          "error": _core.error_stats([predicted], [m["busbw_gbs"]]).median_signed_error,
-                         "split": "fit" if fit else "report", "source": m["source"]})
+                         "split": m["split"], "source": m["source"]})
     return rows
 
 

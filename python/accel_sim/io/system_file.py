@@ -39,6 +39,11 @@ _KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast
 # The collective libraries whose tuners time collectives inside a scale-up domain (core
 # collective.h: CollectiveLibrary); absent: the plain alpha-beta forms.
 LIBRARIES = tuple(m.name for m in _core.CollectiveLibrary if m.name != "none")
+# The keys a system file and each of its `measured` entries may have (docs/formats/system.md): a
+# misspelt one is refused, not ignored.
+_TOP = ("id", "name", "device", "device_overrides", "gpus_per_node", "scaleup", "scaleout", "collective_efficiency",
+        "collective_library", "collective_launch_us", "measured", "estimated", "sources", "notes")
+_MEASURED_KEYS = ("collective", "gpus", "algorithm", "busbw_gbs", "bytes", "split", "source")
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,9 @@ def _measured(entries: Any, where: str) -> list[dict]:
     for i, m in enumerate(fields.sequence(entries, where, "measured")):
         at = f"{where}: measured[{i}]"
         fields.mapping(m, where, f"measured[{i}]")
+        unknown = sorted(set(map(str, m)) - set(_MEASURED_KEYS))
+        if unknown:
+            raise UsageError(f"{at}: unknown field '{unknown[0]}' (known: {', '.join(_MEASURED_KEYS)})")
         if m.get("collective") not in _KINDS:
             raise UsageError(f"{at}: unknown collective {m.get('collective')!r} (known: {', '.join(_KINDS)})")
         size = fields.number(m["bytes"], at, "bytes", minimum=1.0, maximum=1e15) if "bytes" in m else None
@@ -179,6 +187,9 @@ def _read_system_file(path: str | Path, device_files: Sequence[str]) -> SystemEn
     for key in ("id", "name", "device", "gpus_per_node", "scaleup", "scaleout", "sources"):
         if key not in data:
             raise UsageError(f"{p}: missing '{key}'")
+    unknown = sorted(set(map(str, data)) - set(_TOP))
+    if unknown:
+        raise UsageError(f"{p}: unknown field '{unknown[0]}' (known: {', '.join(_TOP)})")
     up, out, sources = (_section(data, k, where) for k in ("scaleup", "scaleout", "sources"))
     for key in ("id", "name", "device"):
         fields.text(data[key], where, key)
