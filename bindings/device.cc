@@ -25,6 +25,7 @@ void bind_device(nb::module_& m) {
       .def_rw("cudnn_backward_efficiency", &KernelConstants::cudnn_backward_efficiency)
       .def_rw("unaligned_matmul_efficiency", &KernelConstants::unaligned_matmul_efficiency)
       .def_rw("fp8_attention_efficiency", &KernelConstants::fp8_attention_efficiency)
+      .def_rw("sustained_clock_fraction", &KernelConstants::sustained_clock_fraction)
       .def_rw("memory_efficiency", &KernelConstants::memory_efficiency)
       .def_rw("kernel_floor_s", &KernelConstants::kernel_floor_s)
       .def_rw("stream_floor_s", &KernelConstants::stream_floor_s)
@@ -35,6 +36,7 @@ void bind_device(nb::module_& m) {
 
   nb::class_<DeviceSpec>(m, "DeviceSpec")
       .def(nb::init<>())
+      .def("__copy__", [](const DeviceSpec& d) { return DeviceSpec(d); })
       .def_rw("id", &DeviceSpec::id)
       .def_rw("name", &DeviceSpec::name)
       .def_rw("vendor", &DeviceSpec::vendor)

@@ -144,6 +144,15 @@ void bind_report(nb::module_& m) {
       },
       nb::arg("queries"), nb::arg("measured_s"), nb::arg("device"),
       nb::arg("keep") = std::vector<std::string>{});
+  m.def(
+      "fit_sustained_clock_fraction",
+      [](const std::vector<KernelQuery>& q, const std::vector<double>& t, const DeviceSpec& d) {
+        int used = 0;
+        const double fraction = fit_sustained_clock_fraction(q, t, d, &used);
+        return std::make_pair(fraction, used);
+      },
+      nb::arg("queries"), nb::arg("measured_s"), nb::arg("device"));
+  m.attr("SUSTAINED_KERNEL_S") = kSustainedKernelS;
   nb::class_<FitResult>(m, "FitResult")
       .def_ro("largest", &FitResult::largest)
       .def_ro("peak_bytes", &FitResult::peak_bytes)

@@ -187,6 +187,7 @@ void bind_simulate(nb::module_& m) {
       .def_ro("forward_s", &TrainingEstimate::forward_s)
       .def_ro("backward_s", &TrainingEstimate::backward_s)
       .def_ro("activation_bytes", &TrainingEstimate::activation_bytes)
+      .def_ro("clock_hz", &TrainingEstimate::clock_hz)
       .def_ro("step_s", &TrainingEstimate::step_s)
       .def_ro("compute_s", &TrainingEstimate::compute_s)
       .def_ro("tp_comm_s", &TrainingEstimate::tp_comm_s)

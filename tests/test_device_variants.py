@@ -71,10 +71,12 @@ def test_train_on_a_larger_memory_fits_what_the_stock_part_does_not(tmp_path, ca
 def test_a_halved_clock_is_the_part_with_half_its_peaks(tmp_path, capsys):
     # The kernel model scales every compute rate by the new clock over the file's (1830 MHz) and
     # the GEMM tiles' fixed cycles by its inverse (core/src/cost/kernel.cc): --clock-mhz 915 is
-    # the same part with every peak halved and gemm_tile_overhead_us (2.4) doubled.
+    # the same part with every peak halved and gemm_tile_overhead_us (2.4) doubled. A clock given
+    # is the clock the step runs at, so the halved part keeps its whole clock under training load
+    # too (sustained_clock_fraction 1 in place of the H100's 0.922).
     peaks = yaml.safe_load(STOCK.read_text())["peak_tflops"]
     half = _device_file(tmp_path, "h100_half", peak_tflops={k: v / 2 for k, v in peaks.items()},
-                        kernel={"gemm_tile_overhead_us": 4.8})
+                        kernel={"gemm_tile_overhead_us": 4.8, "sustained_clock_fraction": 1.0})
     run = TRAIN[:5] + ["--gpus", "8", "--tp", "8", "--global-batch", "8", "--seq", "4096"]
     clocked = _json(run + ["--clock-mhz", "915"], capsys)
     halved = _json(run + ["--device", "h100_half", "--device-file", half], capsys)
@@ -85,6 +87,9 @@ def test_a_halved_clock_is_the_part_with_half_its_peaks(tmp_path, capsys):
     assert stock["step_s"] < clocked["step_s"] < 2 * stock["step_s"]
     assert clocked["memory_per_gpu_bytes"] == stock["memory_per_gpu_bytes"]
     assert (clocked["device"], clocked["clock_override_mhz"], stock["clock_override_mhz"]) == ("h100_sxm", 915, None)
+    # Without an override the stock part trains at its sustained clock, 0.922 x 1830 MHz.
+    assert (clocked["clock_mhz"], halved["clock_mhz"]) == (915, 1830)
+    assert stock["clock_mhz"] == pytest.approx(0.922 * 1830)
     assert main(run + ["--clock-mhz", "915"]) == 0
     assert "NVIDIA H100 SXM5 80GB at 915 MHz (clock overridden; its file: 1830 MHz)" in capsys.readouterr().out
     served = [_json(SERVE + extra, capsys)["results"][0] for extra in ([], ["--clock-mhz", "915"])]

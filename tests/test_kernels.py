@@ -400,3 +400,35 @@ def test_kernel_timed_alone_adds_the_devices_alone_overhead():
     assert overhead > 0
     assert alone["time_s"] - stream["time_s"] == pytest.approx(overhead, rel=1e-9)
     assert (stream["timing"], alone["timing"]) == ("stream", "alone")
+
+
+def test_each_sustained_clock_is_the_fit_of_its_long_gemms():
+    # The devices' kernel.sustained_clock_fraction is what validation/fit_sustained_clock.py fits
+    # on the fit split's GEMMs of at least 3 ms (H100 6 rows, H200 4), not typed twice; devices
+    # without such rows have none. `train` and `plan` then name the clock their steps run at:
+    # 0.922 x 1830 MHz = 1,687 MHz on a DGX H100, and the A100 (no long GEMMs measured) none.
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "validation"))
+    try:
+        import fit_sustained_clock
+    finally:
+        sys.path.pop(0)
+    from accel_sim.device import catalog
+
+    fitted = fit_sustained_clock.fitted_fractions()
+    assert {d: used for d, (_, used) in fitted.items()} == {"h100_sxm": 6, "h200": 4}
+    for entry in catalog().entries:
+        expected = fitted.get(entry.spec.id, (0.0, 0))[0]
+        assert entry.spec.kernel.sustained_clock_fraction == pytest.approx(expected, abs=5e-4), entry.spec.id
+    train = ["train", "--model", "llama-3-8b", "--gpus", "8", "--dp", "8", "--global-batch", "8", "--seq", "2048"]
+    h100 = run_cli(*train, "--system", "dgx_h100")
+    assert h100.returncode == 0, h100.stderr
+    assert "clock        1,687 MHz, the sustained clock under training load (0.922 of 1,830 MHz" in h100.stdout
+    a100 = run_cli(*train, "--system", "dgx_a100", "--json")
+    assert json.loads(a100.stdout)["clock_mhz"] is None
+    roofline = run_cli(*train, "--system", "dgx_h100", "--cost-model", "roofline", "--json")
+    assert json.loads(roofline.stdout)["clock_mhz"] is None  # the roofline has no clock
+    overridden = run_cli(*train, "--system", "dgx_h100", "--clock-mhz", "1500")
+    assert "sustained clock" not in overridden.stdout and "at 1500 MHz (clock overridden" in overridden.stdout

@@ -93,6 +93,23 @@ KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
                                      const DeviceSpec& device,
                                      const std::vector<std::string>& keep = {});
 
+// GEMMs at least this long (measured) show the clock a device keeps under sustained tensor-core
+// load: on H100 and H200 the kernel model, whose rates rest on short kernels, times GEMMs under
+// 3 ms a few percent slow and longer ones 2-26% fast, in bf16, fp16 and fp8 alike
+// (validation/measured/*-2026-11-24/measurements.csv).
+inline constexpr double kSustainedKernelS = 3e-3;
+// The fewest such GEMMs a sustained clock is fitted from.
+inline constexpr int kSustainedMinRows = 3;
+
+// KernelConstants::sustained_clock_fraction from measured kernels: for each GEMM row of at least
+// kSustainedKernelS, the clock at which the kernel model (with the device's other constants, at
+// full clock otherwise) times it as measured; the median of those clocks over the device's clock,
+// at most 1. 0 when fewer than kSustainedMinRows rows are that long. `rows_used` (optional) gets
+// their number.
+double fit_sustained_clock_fraction(const std::vector<KernelQuery>& queries,
+                                    const std::vector<double>& measured_s, const DeviceSpec& device,
+                                    int* rows_used = nullptr);
+
 // The names of KernelConstants' fitted fields, as fit_kernel_constants' `keep` takes them.
 const std::set<std::string>& kernel_constant_names();
 

@@ -90,6 +90,13 @@ struct ParallelLayout {
 // The step pays this fraction of every second of communication it hides.
 inline constexpr double kOverlapComputeSlowdown = 0.189;
 
+// The core clock a training step's kernels are costed at: the caller's override
+// (CostOptions::clock_hz) where given, else under the kernel cost model the device's sustained
+// clock (its clock times KernelConstants::sustained_clock_fraction) where that was measured, else
+// 0 (the device's clock; the roofline has none). A step keeps the tensor cores busy for seconds,
+// long enough for the power limit to hold the clock below the one a short kernel measures at.
+double training_clock_hz(const DeviceSpec& device, const SimulateOptions& options);
+
 struct TrainingEstimate {
   bool feasible = false;
   std::string reason;  // why not, when infeasible
@@ -116,6 +123,7 @@ struct TrainingEstimate {
   double memory_per_gpu_bytes = 0.0;
   double activation_bytes = 0.0;  // of memory_per_gpu_bytes: the activations of the chunks in flight
   bool fits = false;
+  double clock_hz = 0.0;  // the core clock the kernels were costed at (training_clock_hz); 0: the device's
 };
 
 // A quantity of a stage of n layers, from its value with one layer: at(n) = one + (n - 1) per_layer.
@@ -129,6 +137,7 @@ struct PerLayer {
 struct StageProfile {
   bool feasible = false;
   std::string reason;
+  double clock_hz = 0.0;  // the core clock its kernels were costed at (training_clock_hz); 0: the device's
   PerLayer forward_s, backward_s, optimizer_s;
   PerLayer communication_s;  // TP/CP/EP collectives' exposed time (SimulateOptions::overlap_tp_comm)
   PerLayer overlapped_communication_s;  // and the time of theirs that overlaps compute

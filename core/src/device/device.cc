@@ -149,6 +149,7 @@ void DeviceSpec::validate() const {
       {"kernel.unaligned_matmul_efficiency", kernel.unaligned_matmul_efficiency},
       {"kernel.fp8_attention_efficiency", kernel.fp8_attention_efficiency},
       {"kernel.gemm_memory_efficiency", kernel.gemm_memory_efficiency},
+      {"kernel.sustained_clock_fraction", kernel.sustained_clock_fraction},
   };
   for (const auto& [field, value] : optional_efficiencies) require_in_range(who, field, value, kFraction);
 }

@@ -249,6 +249,44 @@ const std::set<std::string>& kernel_constant_names() {
   return names;
 }
 
+double fit_sustained_clock_fraction(const std::vector<KernelQuery>& queries,
+                                    const std::vector<double>& measured_s, const DeviceSpec& device,
+                                    int* rows_used) {
+  ACCELSIM_CHECK(queries.size() == measured_s.size(), "queries and measurements differ in length");
+  auto sustained = [&](size_t i) { return queries[i].kind == KernelKind::matmul && measured_s[i] >= kSustainedKernelS; };
+  int64_t long_rows = 0;
+  for (size_t i = 0; i < queries.size(); ++i) long_rows += sustained(i) ? 1 : 0;
+  if (rows_used != nullptr) *rows_used = 0;
+  if (long_rows < kSustainedMinRows) return 0.0;
+  ACCELSIM_CHECK(device.clock_hz > 0, "fitting a sustained clock needs the device's clock_mhz");
+  DeviceSpec d = device;
+  d.kernel.sustained_clock_fraction = 0.0;
+  CostOptions options;
+  options.include_launch_overhead = false;
+  std::vector<double> clocks;
+  for (size_t i = 0; i < queries.size(); ++i) {
+    if (!sustained(i)) continue;
+    auto time_at = [&](double clock_hz) {
+      options.clock_hz = clock_hz;
+      return estimate_kernel(queries[i], d, "kernel", options).time_s;
+    };
+    // The time falls as the clock rises: bisect between a fifth and twice the device's clock.
+    double lo = 0.2 * d.clock_hz, hi = 2.0 * d.clock_hz;
+    if (time_at(lo) < measured_s[i] || time_at(hi) > measured_s[i]) continue;  // no clock matches it
+    for (int step = 0; step < 60; ++step) {
+      const double mid = 0.5 * (lo + hi);
+      (time_at(mid) > measured_s[i] ? lo : hi) = mid;
+    }
+    clocks.push_back(0.5 * (lo + hi));
+  }
+  if (rows_used != nullptr) *rows_used = static_cast<int>(clocks.size());
+  if (static_cast<int>(clocks.size()) < kSustainedMinRows) return 0.0;
+  std::sort(clocks.begin(), clocks.end());
+  const size_t n = clocks.size();
+  const double median = n % 2 == 1 ? clocks[n / 2] : 0.5 * (clocks[n / 2 - 1] + clocks[n / 2]);
+  return std::min(1.0, median / d.clock_hz);
+}
+
 KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
                                      const std::vector<double>& measured_s,
                                      const DeviceSpec& device,

@@ -207,6 +207,13 @@ int recompute_rank(Recompute r) { return static_cast<int>(r); }
 
 }  // namespace
 
+double training_clock_hz(const DeviceSpec& device, const SimulateOptions& options) {
+  if (options.cost.clock_hz > 0) return options.cost.clock_hz;
+  if (options.cost_model != "kernel") return 0.0;  // the roofline has no clock
+  if (device.kernel.sustained_clock_fraction > 0) return device.clock_hz * device.kernel.sustained_clock_fraction;
+  return 0.0;
+}
+
 namespace {
 
 // A stage's build options: `base` with the layout's TP/SP/CP/EP degrees and micro-batch.
@@ -324,6 +331,8 @@ StageProfile profile_built_stage(const ModelSpec& model, const StageGraphs& s, c
   o.system = system;
   o.groups = groups;
   o.micro_batches = 1;
+  o.cost.clock_hz = training_clock_hz(device, options);
+  p.clock_hz = o.cost.clock_hz;
   StageTimes t0, t1;
   double whole_flops = 0.0;
   try {
@@ -433,6 +442,7 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   }
 
   TrainingEstimate e;
+  e.clock_hz = p.clock_hz;
   e.micro_batches = m;
   const int64_t v = l.virtual_stages;
   const int64_t per_chunk = ceil_div(model.num_layers, l.pp * v);

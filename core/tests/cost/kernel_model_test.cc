@@ -270,6 +270,35 @@ TEST(KernelModelTest, FitRecoversTheConstantsThatMadeTheMeasurements) {
   EXPECT_THROW(fit_kernel_constants(queries, measured, start, {"stream_floor_us"}), ConfigError);
 }
 
+TEST(KernelModelTest, TheSustainedClockIsTheMedianClockOfTheLongGemms) {
+  // On the ideal device at 1 GHz a large bf16 GEMM is all tile arithmetic (no floors, no tile
+  // overhead; its 0.4 GB of operands take 0.4 ms at 1 TB/s against ~11 ms of multiply-adds), so
+  // its time goes as 1 / clock: a GEMM measured 1/0.9 times its full-clock time ran at 0.9 of the
+  // clock. Three such GEMMs of at least kSustainedKernelS (3 ms) at 0.88, 0.9 and 0.95 give the
+  // median, 0.9; a short GEMM measured at half the clock does not count.
+  DeviceSpec d = ideal_device();
+  d.clock_hz = 1e9;
+  std::vector<KernelQuery> queries = {matmul(8192, 8192, 8192), matmul(16384, 8192, 8192),
+                                      matmul(8192, 16384, 8192), matmul(1024, 1024, 1024)};
+  const double share[] = {0.88, 0.9, 0.95, 0.5};
+  std::vector<double> measured;
+  for (size_t i = 0; i < queries.size(); ++i) {
+    measured.push_back(estimate_kernel(queries[i], d, "kernel", no_launch()).time_s / share[i]);
+  }
+  ASSERT_GE(measured[0], kSustainedKernelS);
+  ASSERT_LT(measured[3], kSustainedKernelS);
+  int used = 0;
+  EXPECT_NEAR(fit_sustained_clock_fraction(queries, measured, d, &used), 0.9, 1e-9);
+  EXPECT_EQ(used, 3);
+  // Faster than the model at full clock: at most 1. Fewer than kSustainedMinRows long rows: 0.
+  EXPECT_EQ(fit_sustained_clock_fraction(queries, {measured[0] * 0.8, measured[1] * 0.8, measured[2] * 0.8, measured[3]}, d), 1.0);
+  EXPECT_EQ(fit_sustained_clock_fraction({queries[0], queries[1]}, {measured[0], measured[1]}, d, &used), 0.0);
+  EXPECT_EQ(used, 0);
+  // A device without a clock cannot be fitted.
+  d.clock_hz = 0;
+  EXPECT_THROW(fit_sustained_clock_fraction(queries, measured, d), ConfigError);
+}
+
 TEST(KernelModelTest, AKernelTimedAloneAddsItsClassOverheadAndTheFitTellsItFromTheFloor) {
   DeviceSpec d = ideal_device();
   d.memory_bandwidth_bytes_per_s = 1e12;

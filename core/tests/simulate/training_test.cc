@@ -81,6 +81,38 @@ TEST(TrainingTest, StepIsComputeBubblePipelineDataParallelAndOptimizer) {
   EXPECT_NEAR(ei.pp_comm_s, 2 * e.pp_comm_s, 1e-15);
 }
 
+TEST(TrainingTest, StepsRunAtTheSustainedClockUnlessOneIsGiven) {
+  // A device measured to keep 0.8 of its 1 GHz clock under sustained load trains as the same
+  // device run at an 800 MHz clock override; an explicit override wins over the sustained clock.
+  // (The kernel cost model: the roofline has no clock.)
+  SimulateOptions kernel;
+  kernel.cost_model = "kernel";
+  const ModelSpec m = testing::small_gpt(4);
+  DeviceSpec d = testing::round_device();
+  d.clock_hz = 1e9;
+  const SystemSpec sys = round_system();
+  const ParallelLayout layout{.tp = 2, .pp = 2, .dp = 2, .micro_batch = 1, .global_batch = 8};
+  const BuildOptions base{.seq = 128};
+  const TrainingEstimate full = estimate_training(m, base, layout, d, sys, kernel);
+  EXPECT_EQ(full.clock_hz, 0.0);
+  SimulateOptions at_800 = kernel;
+  at_800.cost.clock_hz = 0.8e9;
+  const TrainingEstimate clocked = estimate_training(m, base, layout, d, sys, at_800);
+  d.kernel.sustained_clock_fraction = 0.8;
+  const TrainingEstimate sustained = estimate_training(m, base, layout, d, sys, kernel);
+  ASSERT_TRUE(sustained.feasible) << sustained.reason;
+  EXPECT_EQ(sustained.clock_hz, 0.8e9);
+  EXPECT_EQ(sustained.step_s, clocked.step_s);
+  EXPECT_GT(sustained.compute_s, full.compute_s);
+  EXPECT_NEAR(sustained.mfu * sustained.step_s / (full.mfu * full.step_s), 1.0, 1e-12);  // MFU against the datasheet peak
+  SimulateOptions at_500 = kernel;
+  at_500.cost.clock_hz = 0.5e9;
+  EXPECT_EQ(estimate_training(m, base, layout, d, sys, at_500).clock_hz, 0.5e9);
+  EXPECT_EQ(training_clock_hz(d, kernel), 0.8e9);
+  EXPECT_EQ(training_clock_hz(d, SimulateOptions{}), 0.0);  // the roofline (the default) has no clock
+  EXPECT_EQ(estimate_training(m, base, layout, d, sys, SimulateOptions{}).clock_hz, 0.0);
+}
+
 TEST(TrainingTest, ALayerPatternIsProfiledOneRepeatAtATime) {
   // Windowed and full layers alternating (period 2): the stage profile is built from 2 and 4
   // layers, so a 4-layer model's step is its own graph's forward and backward, not 4 copies of

@@ -74,7 +74,7 @@ def add_parsers(sub: Any) -> None:
 
 _KERNEL_KEYS = ("matmul_efficiency", "fp8_matmul_efficiency", "unaligned_matmul_efficiency", "attention_efficiency", "attention_backward_efficiency",
                 "flash3_efficiency", "cudnn_efficiency", "cudnn_backward_efficiency", "fp8_attention_efficiency", "memory_efficiency",
-                "gemm_memory_efficiency")
+                "gemm_memory_efficiency", "sustained_clock_fraction")
 
 
 def _write_device_file(args: argparse.Namespace, k: Any, rows: int, data: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 from accel_sim.cli.flags import COUNT, whole_up_to
 from accel_sim.cli.progress import Progress
-from accel_sim.cli.train import (RECOMPUTE, add_run_args, estimate_dict, layout_dict,
+from accel_sim.cli.train import (RECOMPUTE, add_run_args, clock_line, estimate_dict, layout_dict,
                                  refuse_device_files_no_run_uses, refuse_layout_the_stack_cannot_run, run_inputs,
                                  lora_dict, lora_line)
 from accel_sim.io.fields import INT64_MAX  # the core's counts are int64
@@ -224,6 +224,9 @@ def _print_plan(entry: Any, run: Any, gpus: int, r: Any, secs: float, *, args: a
     print(f"accel-sim plan · {run.spec.name} on {gpus:,} x {run.device_label} ({entry.spec.name}) · "
           f"global batch {global_batch:,} x {args.seq:,} tokens · {args.precision}")
     print(f"  stack: {run.stack.id}, {run.stack.version}")
+    ranked = r.best or r.best_infeasible
+    if ranked and clock_line(run, ranked[0].estimate):
+        print(f"  clock: {clock_line(run, ranked[0].estimate)}")
     if lora_line(run):
         print(f"  LoRA: {lora_line(run)}")
     print(f"  searched {r.candidates:,} configurations in {secs:.1f} s: {r.evaluated:,} composed from "

@@ -171,6 +171,16 @@ def apply_lora(args: argparse.Namespace, stack: Any, base: Any) -> None:
     base.lora_targets = targets
 
 
+def clock_line(run: "RunInputs", e: Any) -> str | None:
+    """What clock the step's kernels ran at when it is the device's sustained clock under training
+    load (the core's training_clock_hz), not the device file's or an override the title names."""
+    if run.clock_mhz is not None or e.clock_hz <= 0:
+        return None
+    return (f"{e.clock_hz / 1e6:,.0f} MHz, the sustained clock under training load "
+            f"({run.device.kernel.sustained_clock_fraction:g} of {run.device.clock_hz / 1e6:,.0f} MHz, "
+            f"kernel.sustained_clock_fraction in the device file)")
+
+
 def lora_dict(run: "RunInputs") -> dict | None:
     """The JSON reports' `lora`: the rank, the targeted linears ("all": every linear of the
     blocks) and the stack's layout, or None."""
@@ -295,7 +305,7 @@ def estimate_dict(e: Any) -> dict:
                             "overlap_slowdown": e.overlap_slowdown_s, "optimizer": e.optimizer_s},
             "tokens_per_s": e.tokens_per_s, "tflops_per_gpu": e.tflops_per_gpu, "mfu": e.mfu,
             "memory_per_gpu_bytes": e.memory_per_gpu_bytes, "activation_bytes": e.activation_bytes,
-            "fits": e.fits, "reason": e.reason}
+            "fits": e.fits, "reason": e.reason, "clock_mhz": e.clock_hz / 1e6 if e.clock_hz > 0 else None}
 
 
 def add_parser(sub: Any) -> None:
@@ -382,6 +392,8 @@ def cmd_train(args: argparse.Namespace) -> int:
           f"TP {args.tp} PP {args.pp} DP {args.dp}" + (f" CP {args.cp}" if args.cp > 1 else "")
           + (f" EP {args.ep}" if args.ep > 1 else "") + (" SP" if args.sp else "") + f" · ZeRO-{layout.zero}")
     print(f"  stack        {run.stack.id}: {run.stack.version}")
+    if clock_line(run, e):
+        print(f"  clock        {clock_line(run, e)}")
     if lora_line(run):
         print(f"  LoRA         {lora_line(run)}")
     if run.variant_of:
