@@ -36,7 +36,6 @@ void bind_device(nb::module_& m) {
 
   nb::class_<DeviceSpec>(m, "DeviceSpec")
       .def(nb::init<>())
-      .def("__copy__", [](const DeviceSpec& d) { return DeviceSpec(d); })
       .def_rw("id", &DeviceSpec::id)
       .def_rw("name", &DeviceSpec::name)
       .def_rw("vendor", &DeviceSpec::vendor)

@@ -154,18 +154,11 @@ def predict(rows: Iterable[KernelRow], spec: Any, cost_model: str) -> list[float
 
 
 def fit_device(spec: Any, rows: list[KernelRow], keep: tuple[str, ...] = ()) -> Any:
-    """Kernel constants fitted on the device's `fit` rows (the core's grid search); those named
-    in `keep` hold the device's values. The sustained clock fraction is then fitted on the long
-    GEMMs with the other constants (0 where too few; the core's fit_sustained_clock_fraction)."""
-    import copy
-
+    """Kernel constants fitted on the device's `fit` rows (the core's grid search, the sustained
+    clock fraction last); those named in `keep` hold the device's values."""
     mine = [r for r in rows if r.device == spec.id and r.split == "fit"]
-    queries, measured = [r.query for r in mine], [r.measured_s for r in mine]
     try:
-        fitted = _core.fit_kernel_constants(queries, measured, spec, list(keep))
-        with_fitted = copy.copy(spec)
-        with_fitted.kernel = fitted
-        fitted.sustained_clock_fraction = _core.fit_sustained_clock_fraction(queries, measured, with_fitted)[0]
+        fitted = _core.fit_kernel_constants([r.query for r in mine], [r.measured_s for r in mine], spec, list(keep))
     except ValueError as e:
         raise UsageError(str(e)) from None
     return fitted, len(mine)

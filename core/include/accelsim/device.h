@@ -70,10 +70,10 @@ struct KernelConstants {
   double alone_stream_overhead_s = 2.5e-6;   // streaming kernels
   // The fraction of the device's clock its compute runs at under sustained load: a training step
   // keeps the tensor cores busy for seconds, and the power limit then holds the core clock below
-  // the one a kernel of a few milliseconds runs at. 0: not measured, no derate. Fitted per device
-  // by validation/fit_sustained_clock.py on the fit split's GEMMs of at least
-  // kSustainedKernelS (core/include/accelsim/training.h); training steps and plans run at it
-  // unless a clock override is given (training_clock_hz).
+  // the one a short kernel runs at. 0: not measured, no derate. Fitted per device on the fit
+  // split's GEMMs of at least kSustainedKernelS (fit_sustained_clock_fraction, kernel_query.h;
+  // validation/fit_sustained_clock.py); training steps and plans run at it unless a clock
+  // override is given (training_clock_hz, training.h).
   double sustained_clock_fraction = 0.0;
 };
 

@@ -85,7 +85,9 @@ ErrorStats error_stats(const std::vector<double>& predicted, const std::vector<d
 // on the GEMM and attention rows, the GEMM bandwidth and tile overhead on the GEMM rows, the
 // alone overheads on the rows of a class that has both timed-alone and in-stream rows (alone, a
 // floor and the overhead add up and cannot be told apart). A constant whose class has no rows
-// keeps the device's value. The result is marked calibrated when any class had rows. Rows are
+// keeps the device's value. Last, with those constants, the sustained clock fraction
+// (fit_sustained_clock_fraction) where kSustainedMinRows GEMMs are long enough. The result is
+// marked calibrated when any class had rows. Rows are
 // device times without host launch waits; timed_alone rows add the alone overhead. Constants
 // named in `keep` (kernel_constant_names()) hold the device's values.
 KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,

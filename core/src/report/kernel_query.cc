@@ -245,7 +245,7 @@ const std::set<std::string>& kernel_constant_names() {
       "attention_backward_efficiency", "flash3_efficiency", "cudnn_efficiency",
       "cudnn_backward_efficiency", "fp8_attention_efficiency", "memory_efficiency",
       "gemm_memory_efficiency", "gemm_tile_overhead_s", "kernel_floor_s", "stream_floor_s",
-      "alone_kernel_overhead_s", "alone_stream_overhead_s"};
+      "alone_kernel_overhead_s", "alone_stream_overhead_s", "sustained_clock_fraction"};
   return names;
 }
 
@@ -413,7 +413,19 @@ KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
   // Starting from the device's constants (its prior), a constant the rows do not pin down (a
   // floor and a tile overhead trade off on small GEMMs) stays near it.
   KernelConstants fitted = initial;
-  const bool any = descend(fitted);
+  bool any = descend(fitted);
+  // Then the clock the long GEMMs ran at, under the other constants as fitted; too few long rows
+  // leave the device's value.
+  if (std::find(keep.begin(), keep.end(), "sustained_clock_fraction") == keep.end()) {
+    DeviceSpec with_fitted = device;
+    with_fitted.kernel = fitted;
+    int used = 0;
+    const double fraction = fit_sustained_clock_fraction(queries, measured_s, with_fitted, &used);
+    if (used >= kSustainedMinRows) {
+      fitted.sustained_clock_fraction = fraction;
+      any = true;
+    }
+  }
   fitted.calibrated = initial.calibrated || any;
   return fitted;
 }

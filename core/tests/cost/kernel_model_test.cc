@@ -294,6 +294,18 @@ TEST(KernelModelTest, TheSustainedClockIsTheMedianClockOfTheLongGemms) {
   EXPECT_EQ(fit_sustained_clock_fraction(queries, {measured[0] * 0.8, measured[1] * 0.8, measured[2] * 0.8, measured[3]}, d), 1.0);
   EXPECT_EQ(fit_sustained_clock_fraction({queries[0], queries[1]}, {measured[0], measured[1]}, d, &used), 0.0);
   EXPECT_EQ(used, 0);
+  // fit_kernel_constants fits it last, with the other constants (held here at the ones that made
+  // the rows); named in `keep`, or with too few long rows, it holds the device's value.
+  std::vector<std::string> others;
+  for (const std::string& name : kernel_constant_names()) {
+    if (name != "sustained_clock_fraction") others.push_back(name);
+  }
+  DeviceSpec start = d;
+  start.kernel.sustained_clock_fraction = 0.7;
+  EXPECT_NEAR(fit_kernel_constants(queries, measured, start, others).sustained_clock_fraction, 0.9, 1e-9);
+  others.push_back("sustained_clock_fraction");
+  EXPECT_EQ(fit_kernel_constants(queries, measured, start, others).sustained_clock_fraction, 0.7);
+  EXPECT_EQ(fit_kernel_constants({queries[0], queries[3]}, {measured[0], measured[3]}, start).sustained_clock_fraction, 0.7);
   // A device without a clock cannot be fitted.
   d.clock_hz = 0;
   EXPECT_THROW(fit_sustained_clock_fraction(queries, measured, d), ConfigError);
