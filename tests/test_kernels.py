@@ -74,15 +74,17 @@ def test_validate_reports_the_kernel_model_against_measurements():
             assert line["kernel"]["median_abs_error"] < line["roofline"]["median_abs_error"], (device, cls)
     # Regression guard at today's measured levels (README table), with the H100 and H200 sweeps
     # of validation/measured/ beside the published rows, kernels timed alone adding the device's
-    # alone overhead: H100 GEMM 7.0%, attention 12.4%, memory-bound 12.0%; H200 GEMM 5.3%,
-    # attention 12.9%, memory-bound 16.2% (torch's SM-bound softmax and norms); B200 GEMM 4.7%,
+    # alone overhead: H100 GEMM 7.1%, attention 5.9%, memory-bound 12.0%; H200 GEMM 5.3%,
+    # attention 6.5%, memory-bound 16.2% (torch's SM-bound softmax and norms); B200 GEMM 4.7%,
     # attention 8.9%; A100 memory-bound 9.1% (SXM) and 7.6% (PCIe); H100 NVL 12.5%.
-    limits = {("h100_sxm", "gemm"): 0.08, ("h100_sxm", "attention"): 0.135, ("h100_sxm", "memory"): 0.135,
-              ("h200", "gemm"): 0.065, ("h200", "attention"): 0.14, ("h200", "memory"): 0.175,
+    limits = {("h100_sxm", "gemm"): 0.08, ("h100_sxm", "attention"): 0.07, ("h100_sxm", "memory"): 0.135,
+              ("h200", "gemm"): 0.065, ("h200", "attention"): 0.075, ("h200", "memory"): 0.175,
               ("b200", "gemm"): 0.06, ("b200", "attention"): 0.10, ("a100_80gb", "memory"): 0.10,
               ("a100_pcie_80gb", "memory"): 0.09, ("h100_nvl", "memory"): 0.135,
-              # Whole HF steps, training built as HF's eager modules run it: 22.7% and 13.5%.
-              ("h100_sxm", "end-to-end"): 0.24, ("h200", "end-to-end"): 0.15}
+              # Whole HF steps, training built as HF's eager modules run it: 31.7% and 13.5%. The
+              # H100's include the 2026-11-25 session's BERT-large and GPT-2 steps, host-bound on a
+              # host that took 1.7x the stack's cost per kernel (host_stacks.csv of both sessions).
+              ("h100_sxm", "end-to-end"): 0.33, ("h200", "end-to-end"): 0.15}
     for key, limit in limits.items():
         assert lines[key]["kernel"]["median_abs_error"] <= limit, key
     # At least 2x better than the roofline on H100 GEMMs and attention, and on A100 memory-bound kernels.
@@ -289,15 +291,16 @@ def test_malformed_measurement_files_give_one_line_errors(tmp_path):
 
 
 def test_shipped_whole_model_steps_are_compared_in_time_and_memory():
-    # validation/measured/: HF steps timed on an H100 SXM and an H200 (2026-11-24), gathered into
-    # the package's end_to_end.csv. Their peak allocated bytes were measured by torch.cuda.
+    # validation/measured/: HF steps timed on an H100 SXM and an H200 (2026-11-24, 21 each) and the
+    # H100 training steps of 2026-11-25 (amp_steps.csv, 17), gathered into the package's
+    # end_to_end.csv. Their peak allocated bytes were measured by torch.cuda.
     result = run_cli("validate", "--json")
     assert result.returncode == 0, result.stderr
     d = json.loads(result.stdout)
     classes = {(l["device"], l["class"]) for l in d["lines"]}
     assert ("h100_sxm", "end-to-end") in classes and ("h200", "end-to-end") in classes
     memory = d["end_to_end_memory"]
-    assert len(memory) == 42
+    assert len(memory) == 59
     prefill = [m for m in memory if m["model"] == "llama-3-8b" and m["phase"] == "prefill"]
     # A Llama-3-8B prefill holds its 16.06e9 bf16 weights and one layer's activations: measured
     # 15.78 GiB at batch 1 x 2048 and 18.04 GiB at 8192 tokens.
@@ -305,8 +308,15 @@ def test_shipped_whole_model_steps_are_compared_in_time_and_memory():
     # A 4-layer Llama-3-8B trained in pure bf16 with AdamW: 1.92e9 parameters x 8 bytes plus
     # activations, measured 19.87 GiB; the builder is within 10% (HF's unfused RMSNorm and
     # SwiGLU keep a few more tensors than the fused step it builds).
-    four = [m for m in memory if m["overrides"] == '{"num_hidden_layers": 4}' and m["model"] == "llama-3-8b"]
+    four = [m for m in memory if m["overrides"] == '{"num_hidden_layers": 4}' and m["model"] == "llama-3-8b"
+            and "2026-11-24" in m["id"]]
     assert four and all(abs(m["error"]) < 0.10 for m in four)
+    # BERT-large (335M parameters) at batch 4 x 512 without checkpointing, in fp32, under fp16 or
+    # bf16 autocast (fp32 weights, gradients and AdamW states: 16 B a parameter, 5.4 GB, plus
+    # activations; measured 7.0-7.7 GiB) and in pure bf16 (8 B a parameter; 3.9 GiB): within 10%.
+    bert = [m for m in memory if m["model"] == "bert-large" and m["batch"] == 4 and m["recompute"] == "none"]
+    assert len(bert) == 6 and {m["precision"] for m in bert} == {"fp32", "amp-fp16", "amp-bf16", "bf16"}
+    assert all(abs(m["error"]) < 0.10 for m in bert)
 
 
 def test_calibrate_holds_the_constants_it_is_told_to_keep(tmp_path):

@@ -582,17 +582,17 @@ def _read(path: Path) -> list[dict]:
 def measured_rows() -> list[dict]:
     """The kernels timed on a GPU with accel-sim's own scripts (validation/measured/<session>/),
     with their own provenance, ids prefixed with the session's folder: `accel-sim calibrate`'s
-    measurements.csv (timed alone), and measure_gemm_stream.py's decode GEMMs in a
+    measurements.csv and measure_train_paths.py's attention_sweep.csv (timed alone), and measure_gemm_stream.py's decode GEMMs in a
     stream and alone (gemm_stream.csv) and streaming ops in a stream (stream_ops.csv), split by the
     rule above, so a kernel timed both ways lands in one split."""
     rows = []
     for session in sorted(p for p in MEASURED.iterdir() if p.is_dir()):
         device = session.name.rsplit("-", 3)[0]
-        if (session / "measurements.csv").is_file():
-            for row in _read(session / "measurements.csv"):
-                r = {c: row.get(c, "") for c in COLUMNS} | {"timing": row.get("timing") or "events",
-                                                            "id": f"{session.name}/{row['id']}"}
-                rows.append(r | {"split": split_of(r)})
+        sweeps = [session / name for name in ("measurements.csv", "attention_sweep.csv")]
+        for row in (row for path in sweeps if path.is_file() for row in _read(path)):
+            r = {c: row.get(c, "") for c in COLUMNS} | {"timing": row.get("timing") or "events",
+                                                        "id": f"{session.name}/{row['id']}"}
+            rows.append(r | {"split": split_of(r)})
         if (session / "gemm_stream.csv").is_file():
             for i, row in enumerate(_read(session / "gemm_stream.csv"), 1):
                 base = {c: "" for c in COLUMNS} | {

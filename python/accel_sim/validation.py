@@ -89,6 +89,10 @@ def _query(row: dict) -> tuple[Any, str] | None:
         q.backward = direction in ("backward", "forward+backward")
         if q.impl == _core.AttentionImpl.eager and q.backward:
             return None
+        # `accel-sim calibrate` and validation/gpu/measure_train_paths.py time
+        # F.scaled_dot_product_attention on contiguous [batch, heads, seq, dim] tensors and say so
+        # in the notes: FlashAttention-2's backward then copies O and dO first.
+        q.heads_first_inputs = row.get("notes", "").startswith("F.scaled_dot_product_attention")
         return q, f"{row['impl']} {direction} b{q.batch} h{q.heads} s{q.seq_q} d{q.head_dim}" + (" causal" if q.causal else "")
     if kind == "memory":
         # Not one kernel: Liger's "full" timings, HF's eager modules, the eager torch baselines of
@@ -194,7 +198,7 @@ def load_end_to_end(path: str | Path | None = None) -> list[dict]:
     return rows
 
 
-_E2E_PRECISIONS = ("bf16", "fp16", "fp32", "amp-bf16")
+_E2E_PRECISIONS = ("bf16", "fp16", "fp32", "amp-bf16", "amp-fp16")
 
 
 def _row_model_spec(row: dict, what: str, dtype: str) -> Any:
@@ -218,8 +222,9 @@ def _end_to_end_graph(row: dict) -> Any:
     """The builder's graph of a measured whole-model row: the shipped config with the row's
     `overrides` (fewer layers), its phase, shape and KV context, in the row's kernels (HF's
     eager modules, forward and backward as autograd runs them); for training AdamW, the row's
-    recompute, and for "amp-bf16" (fp32 weights under bf16 autocast) bf16 compute with fp32
-    master weights, gradients and states."""
+    recompute, and for "amp-bf16" / "amp-fp16" (fp32 weights under bf16 or fp16 autocast) bf16 or
+    fp16 compute with fp32 master weights, gradients and states (a GradScaler's unscale and
+    finite check, a few kernels per step, are not in the graph)."""
     from accel_sim.api import build_model_graph
 
     precision = row.get("precision") or row["dtype"]
@@ -232,7 +237,7 @@ def _end_to_end_graph(row: dict) -> Any:
                     context=int(row.get("context") or 0),
                     kernels=row.get("kernels") or "hf-eager")
     if train:
-        keywords.update(optimizer=row.get("optimizer") or "adamw", master_weights=precision == "amp-bf16",
+        keywords.update(optimizer=row.get("optimizer") or "adamw", master_weights=precision.startswith("amp-"),
                         recompute=row.get("recompute") or "none")
     return build_model_graph(model, **keywords).graph
 

@@ -36,6 +36,12 @@ struct KernelQuery {
   bool forward = true;    // time the forward kernel
   bool backward = false;  // and/or the backward kernel
   AttentionImpl impl = AttentionImpl::flash2;
+  // Attention backward: q, k, v, the output and its gradient are contiguous [batch, heads, seq,
+  // head_dim] tensors, as a benchmark allocates them. PyTorch's FlashAttention-2 backward then
+  // copies the output and its gradient to [batch, seq, heads, head_dim] before its kernels; an
+  // attention module's q, k, v are views of [batch, seq, heads * head_dim] projections and need
+  // no copy (validation/measured/h100_sxm-2026-11-25/module_kernels.csv).
+  bool heads_first_inputs = false;
   // memory: a streaming kernel moving `bytes` (read + written) over `elements` elements; with
   // bytes = 0, the bytes follow from `op` (unary ops read and write each element once, binary
   // ones read two operands; norms, softmax and RoPE read and write once) at the dtype's size.

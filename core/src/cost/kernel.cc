@@ -14,8 +14,10 @@
 // Attention (FlashAttention-2, Dao 2023; FlashAttention-3, Shah et al. 2024): one CTA per
 // (batch x head, 128-query block), waves over the SMs; the FLOPs over the unmasked pairs at the
 // device's sustained attention rate, or the traffic of q, k, v and the output at the achievable
-// bandwidth (decode: the KV cache), plus the floor. FlashAttention-1 runs the same work at
-// kFlash1OverFlash2 of FlashAttention-2's sustained rate, forward and backward.
+// bandwidth (decode: the KV cache), plus the floor. The backward adds its preprocess and
+// postprocess kernels (the fp32 dQ accumulator cleared, then converted) and a K/V block load and
+// dK/dV store per wave of CTAs. FlashAttention-1 runs the same work at kFlash1OverFlash2 of
+// FlashAttention-2's sustained rate, forward and backward.
 //
 // Everything else is a streaming kernel: the kernel floor plus its bytes at the achievable
 // bandwidth, or its FLOPs at the vector peak if that is longer.
@@ -88,6 +90,10 @@ double gemm_time(const GemmDims& d, double peak, double bandwidth, int units, do
 // the 4 d matmul FLOPs per score. Kernel efficiencies are calibrated at head dim 128; other head
 // dims scale by (1 + 63/d) / (1 + 63/128).
 constexpr double kSoftmaxHeadDims = 63.0;
+// The backward recomputes each score's exp once against five matmuls (10 d FLOPs per score) where
+// the forward runs two (4 d): the exp weighs 4/10 as much per FLOP (FlashAttention-2, Dao 2023,
+// sec. 3.2).
+constexpr double kBackwardSoftmaxShare = 4.0 / 10.0;
 // Query rows up to which attention runs as decode (split-KV) rather than in query blocks.
 constexpr int64_t kDecodeQueries = 16;
 
@@ -226,10 +232,34 @@ OpCost KernelCostModel::cost(const OpCount& count, const DeviceSpec& device,
     if (options.attention_impl == AttentionImpl::flash1) efficiency *= kFlash1OverFlash2;
     const double sustained = c.peak_flops_per_s * efficiency;
     const double fp16_rate = device.fp16_matrix_flops_per_s * clock_scale;
-    const double softmax = fp8 && fp16_rate > 0 ? kSoftmaxHeadDims * c.peak_flops_per_s / fp16_rate
-                                                : kSoftmaxHeadDims;
+    double softmax = fp8 && fp16_rate > 0 ? kSoftmaxHeadDims * c.peak_flops_per_s / fp16_rate
+                                          : kSoftmaxHeadDims;
+    const AttentionDims& a = count.attention;
+    double block_overhead = tile_overhead;
+    double side_kernels = 0.0;
+    if (a.backward) {
+      softmax *= kBackwardSoftmaxShare;
+      // FlashAttention-2's backward (FlashAttention-1's, -3's and cuDNN's share its shape) runs
+      // three kernels (flash_bwd_launch_template.h; the kernel names in
+      // validation/measured/h100_sxm-2026-11-25/attention_kernels.csv):
+      //  - a preprocess: D = rowsum(dO * O), reading O and dO, and the fp32 dQ accumulator
+      //    cleared;
+      //  - the main loop, one CTA per (batch x head, 128-key block): each loads its K and V block
+      //    and stores dK and dV once, outside the loop over query blocks, a fixed cost per wave;
+      //  - a postprocess converting the fp32 dQ accumulator to the output dtype.
+      const double element = static_cast<double>(size_bytes(count.compute_dtype));
+      const double rows = a.batch_heads * static_cast<double>(a.seq_q);
+      const double dq = rows * static_cast<double>(a.head_dim);
+      const double o = rows * static_cast<double>(a.value_dim > 0 ? a.value_dim : a.head_dim);
+      const double preprocess = (2.0 * o * element + 4.0 * rows + 4.0 * dq) / bandwidth;
+      const double postprocess = (4.0 * dq + element * dq) / bandwidth;
+      side_kernels = preprocess + postprocess + 2.0 * k.stream_floor_s;
+      const double kv_block_bytes = 4.0 * 128.0 * static_cast<double>(a.head_dim) * element;
+      block_overhead += device.num_compute_units * kv_block_bytes / bandwidth;
+    }
     body = attention_time(count, sustained, bandwidth, device.num_compute_units, softmax,
-                          tile_overhead);
+                          block_overhead) +
+           side_kernels;
     c.compute_time_s = count.flops / sustained;
   } else {
     const double sustained = c.peak_flops_per_s * (matrix ? k.matmul_efficiency : 1.0);

@@ -49,6 +49,11 @@ double streaming_passes(const std::string& op) {
   throw ConfigError("unknown memory-bound op '" + op + "' (known: " + known + ")");
 }
 
+// A copy that permutes [batch, heads, seq, dim] to [batch, seq, heads, dim] reads along strides:
+// on an H100 it moved 537 MB in 0.376 ms, half the rate of a contiguous copy
+// (validation/measured/h100_sxm-2026-11-25/module_kernels.csv); counted as two passes.
+constexpr double kPermutedCopyPasses = 2.0;
+
 // The one-node graphs whose op the catalogue counts.
 std::vector<OpCount> counts_of(const KernelQuery& q) {
   Graph g;
@@ -89,6 +94,21 @@ std::vector<OpCount> counts_of(const KernelQuery& q) {
       const TensorId lse = tensor(g, {q.batch, q.heads, q.seq_q}, DType::fp32);
       if (q.forward) add("accel_sim::attention", {query, key, value}, {out, lse}, attrs);
       if (q.backward) {
+        if (q.heads_first_inputs && q.impl == AttentionImpl::flash2) {
+          // The output and its gradient permuted to [batch, seq, heads, head_dim]: a strided
+          // copy each, which ran at half the bandwidth of a contiguous one on an H100 (0.376 ms
+          // per 268 MB copied, module_kernels.csv), counted as twice its bytes.
+          const double copied = static_cast<double>(q.batch * q.heads * q.seq_q * q.head_dim) *
+                                static_cast<double>(size_bytes(q.dtype));
+          for (int i = 0; i < 2; ++i) {
+            OpCount copy;
+            copy.op_class = OpClass::elementwise;
+            copy.compute_dtype = q.dtype;
+            copy.bytes_read = kPermutedCopyPasses * copied;
+            copy.bytes_written = kPermutedCopyPasses * copied;
+            counts.push_back(copy);
+          }
+        }
         add("accel_sim::attention_backward", {tensor(g, qs, q.dtype), query, key, value, out, lse},
             {tensor(g, qs, q.dtype), tensor(g, ks, q.dtype), tensor(g, ks, q.dtype)}, attrs);
       }

@@ -143,34 +143,80 @@ TEST(KernelModelTest, AttentionScalesWithHeadDimAndClock) {
   CostOptions slow = no_launch();
   slow.clock_hz = 1e9;
   EXPECT_NEAR(per_flop(128, slow), 2.0 / 100e12, 1e-27);
-  // The backward runs at its own efficiency and counts 2.5x the forward's FLOPs.
+  // The backward runs at its own efficiency and counts 2.5x the forward's FLOPs, plus its
+  // preprocess and postprocess kernels over the 4 x 512 query rows of 128 (2,048 rows, 262,144
+  // elements, bf16): O and dO read (2 x 262,144 x 2 B), D written (4 B a row), the fp32 dQ
+  // accumulator cleared (4 B an element), then read (4 B) and written as dQ (2 B): 3,678,208 B.
   d.clock_hz = 0;
   d.kernel.attention_backward_efficiency = 0.5;
   KernelQuery both{.kind = KernelKind::attention, .batch = 1, .heads = 4, .seq_q = 512,
                    .seq_k = 512, .head_dim = 128, .forward = true, .backward = true};
   const KernelEstimate e = estimate_kernel(both, d, "kernel", no_launch());
   const double forward = 4.0 * 4 * 512 * 512 * 128;
+  const double side = (2.0 * 262144 * 2 + 4.0 * 2048 + 4.0 * 262144 + 4.0 * 262144 + 2.0 * 262144) / 1e18;
+  EXPECT_DOUBLE_EQ(side * 1e18, 3678208.0);
   EXPECT_DOUBLE_EQ(e.flops, 3.5 * forward);
-  EXPECT_NEAR(e.time_s, forward / 100e12 + 2.5 * forward / 50e12, 1e-15);
+  EXPECT_NEAR(e.time_s, forward / 100e12 + 2.5 * forward / 50e12 + side, 1e-15);
   // cuDNN's backward runs at its own efficiency where the device has one (0.8 here), its
   // forward at cudnn_efficiency (0.25 here); without one, at FlashAttention-2's backward.
   KernelQuery cudnn = both;
   cudnn.impl = AttentionImpl::cudnn;
   d.kernel.cudnn_efficiency = 0.25;
   EXPECT_NEAR(estimate_kernel(cudnn, d, "kernel", no_launch()).time_s,
-              forward / 25e12 + 2.5 * forward / 50e12, 1e-15);
+              forward / 25e12 + 2.5 * forward / 50e12 + side, 1e-15);
   d.kernel.cudnn_backward_efficiency = 0.8;
   EXPECT_NEAR(estimate_kernel(cudnn, d, "kernel", no_launch()).time_s,
-              forward / 25e12 + 2.5 * forward / 80e12, 1e-15);
+              forward / 25e12 + 2.5 * forward / 80e12 + side, 1e-15);
   // FlashAttention-2 keeps its own backward.
   EXPECT_NEAR(estimate_kernel(both, d, "kernel", no_launch()).time_s,
-              forward / 100e12 + 2.5 * forward / 50e12, 1e-15);
+              forward / 100e12 + 2.5 * forward / 50e12 + side, 1e-15);
   // FlashAttention-1 runs forward and backward at 124/230 of FlashAttention-2's rates (the
   // FlashAttention-2 post's A100 maxima): 100 -> 53.913 and 50 -> 26.957 TFLOP/s.
   KernelQuery flash1 = both;
   flash1.impl = AttentionImpl::flash1;
   EXPECT_NEAR(estimate_kernel(flash1, d, "kernel", no_launch()).time_s,
-              forward / (100e12 * 124 / 230) + 2.5 * forward / (50e12 * 124 / 230), 1e-15);
+              forward / (100e12 * 124 / 230) + 2.5 * forward / (50e12 * 124 / 230) + side, 1e-15);
+}
+
+TEST(KernelModelTest, AttentionBackwardPaysItsSideKernelsKvBlocksAndLayoutCopies) {
+  // 108 units at 1 TB/s, 1 us per streaming kernel. Backward of 1 x 54 heads x 1024 x 1024 at
+  // head dim 128, bf16: 432 CTAs of 128 keys, 4 full waves; 2.5 x 4 x 54 x 1024^2 x 128 FLOPs
+  // at 100 TFLOP/s (head dim 128: no softmax scaling). Each wave also loads and stores a
+  // 128 x 128 K, V, dK and dV block per unit: 108 x 4 x 128 x 128 x 2 B at 1 TB/s.
+  DeviceSpec d = ideal_device();
+  d.memory_bandwidth_bytes_per_s = 1e12;
+  d.kernel.stream_floor_s = 1e-6;
+  KernelQuery q{.kind = KernelKind::attention, .batch = 1, .heads = 54, .seq_q = 1024,
+                .seq_k = 1024, .head_dim = 128, .forward = false, .backward = true};
+  const double compute = 2.5 * 4 * 54 * 1024.0 * 1024 * 128 / 100e12;
+  const double kv_blocks = 4 * 108 * 4 * 128 * 128 * 2.0 / 1e12;
+  // Side kernels over 55,296 rows, 7,077,888 elements: 2 x 7,077,888 x 2 + 4 x 55,296 +
+  // 4 x 7,077,888 = 56,844,288 B before, 6 x 7,077,888 = 42,467,328 B after, each a kernel.
+  const double side = (56844288.0 + 42467328.0) / 1e12 + 2e-6;
+  const KernelEstimate e = estimate_kernel(q, d, "kernel", no_launch());
+  EXPECT_NEAR(e.time_s, compute + kv_blocks + side, 1e-15);
+  // Contiguous [batch, heads, seq, dim] inputs: PyTorch's FlashAttention-2 backward first
+  // copies O and dO (14,155,776 B each) with a permute, counted at two passes: 4 x 14,155,776 B
+  // read and written per copy, each a streaming kernel.
+  q.heads_first_inputs = true;
+  const KernelEstimate copied = estimate_kernel(q, d, "kernel", no_launch());
+  EXPECT_NEAR(copied.time_s, e.time_s + 2 * (4 * 14155776.0 / 1e12 + 1e-6), 1e-15);
+  EXPECT_DOUBLE_EQ(copied.bytes, e.bytes + 2 * 4 * 14155776.0);
+  // cuDNN takes the strided layout as it is.
+  q.impl = AttentionImpl::cudnn;
+  const KernelEstimate cudnn = estimate_kernel(q, d, "kernel", no_launch());
+  EXPECT_NEAR(cudnn.time_s, e.time_s, 1e-15);
+  // The exp weighs 4/10 as much per backward FLOP: head dim 64 costs
+  // (1 + 25.2/64) / (1 + 25.2/128) of head dim 128 per FLOP, without units or bandwidth limits.
+  DeviceSpec flat = ideal_device(0);
+  flat.memory_bandwidth_bytes_per_s = 1e18;
+  auto per_flop = [&](int64_t head_dim) {
+    KernelQuery b{.kind = KernelKind::attention, .batch = 2, .heads = 8, .seq_q = 1024,
+                  .seq_k = 1024, .head_dim = head_dim, .forward = false, .backward = true};
+    const KernelEstimate r = estimate_kernel(b, flat, "kernel", no_launch());
+    return r.time_s / r.flops;
+  };
+  EXPECT_NEAR(per_flop(64) / per_flop(128), (1 + 25.2 / 64) / (1 + 25.2 / 128), 1e-6);
 }
 
 TEST(KernelModelTest, AttentionWavesCausalImbalanceAndSplitKvDecode) {
