@@ -39,6 +39,24 @@ def _classify(name: str) -> str:
     return "other"
 
 
+def profile_by_class(torch, step, cuda: bool) -> tuple[dict, int]:
+    """One step under torch.profiler: its CUDA kernels' summed seconds by class (gemm, attention,
+    other) and how many it launched (none on a CPU run)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]) as prof:
+        step()
+        if cuda:
+            torch.cuda.synchronize()
+    sums = {"gemm": 0.0, "attention": 0.0, "other": 0.0}
+    kernels = 0
+    for e in prof.events():
+        if cuda and e.device_type == torch.autograd.DeviceType.CUDA:
+            sums[_classify(e.name)] += e.time_range.elapsed_us() * 1e-6
+            kernels += 1
+    return sums, kernels
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -47,7 +65,6 @@ def main() -> int:
     args = ap.parse_args()
     import torch
     import transformers
-    from torch.profiler import ProfilerActivity, profile
 
     cuda = args.device.startswith("cuda")
     dtype = torch.bfloat16 if cuda else torch.float32
@@ -101,16 +118,7 @@ def main() -> int:
                     model(input_ids=ids, past_key_values=cache, use_cache=True)
                 cache.crop(-1)
         seconds = wall_seconds(torch, step, 3 if args.quick else 10, cuda)
-        with profile(activities=[ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]) as prof:
-            step()
-            if cuda:
-                torch.cuda.synchronize()
-        sums = {"gemm": 0.0, "attention": 0.0, "other": 0.0}
-        kernels = 0
-        for e in prof.events():
-            if cuda and e.device_type == torch.autograd.DeviceType.CUDA:
-                sums[_classify(e.name)] += e.time_range.elapsed_us() * 1e-6
-                kernels += 1
+        sums, kernels = profile_by_class(torch, step, cuda)
         profiles.append(dict(case=case, model="llama-3-8b", phase=phase, batch=batch, seq=seq, context=context,
                              layers=layers or 32, kernels=kernels, gemm_s=f"{sums['gemm']:.6g}",
                              attention_s=f"{sums['attention']:.6g}", other_s=f"{sums['other']:.6g}",

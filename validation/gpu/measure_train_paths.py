@@ -38,15 +38,11 @@ from accel_sim.calibration import (COLUMNS, E2E_COLUMNS, _timer, build_hf_model,
                                    split_of, wall_seconds, write_rows)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure_steps import _classify  # noqa: E402  (kernel name -> gemm / attention / other)
+from measure_steps import profile_by_class  # noqa: E402  (a step's CUDA kernels by class)
 
 KERNEL_COLUMNS = ["shape", "impl", "kernel", "count", "total_s", "source"]
 STEP_COLUMNS = E2E_COLUMNS + ["optimizer_impl", "checkpointing", "kernels_launched", "gemm_s", "attention_s",
                               "other_s", "kernel_sum_s"]
-
-
-def _cuda_kernels(torch, prof):
-    return [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
 def attention_sweep(torch, args, source):
@@ -102,7 +98,9 @@ def attention_sweep(torch, args, source):
                             if cuda:
                                 torch.cuda.synchronize()
                         by_name = collections.defaultdict(lambda: [0, 0.0])
-                        for e in _cuda_kernels(torch, prof):
+                        for e in prof.events():
+                            if e.device_type != torch.autograd.DeviceType.CUDA:
+                                continue
                             by_name[e.name][0] += 1
                             by_name[e.name][1] += e.time_range.elapsed_us() * 1e-6
                         for name, (count, total) in by_name.items():
@@ -118,7 +116,6 @@ def attention_sweep(torch, args, source):
 
 
 def amp_steps(torch, args, source):
-    from torch.profiler import ProfilerActivity, profile
 
     cuda = args.device.startswith("cuda")
     small = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
@@ -175,15 +172,7 @@ def amp_steps(torch, args, source):
             seconds = wall_seconds(torch, step, 3 if args.quick else 10, cuda)
             peak_alloc = torch.cuda.max_memory_allocated() if cuda else 0
             peak_res = torch.cuda.max_memory_reserved() if cuda else 0
-            with profile(activities=[ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]) as prof:
-                step()
-                if cuda:
-                    torch.cuda.synchronize()
-            sums = {"gemm": 0.0, "attention": 0.0, "other": 0.0}
-            launched = 0
-            for e in _cuda_kernels(torch, prof):
-                sums[_classify(e.name)] += e.time_range.elapsed_us() * 1e-6
-                launched += 1
+            sums, launched = profile_by_class(torch, step, cuda)
             short = model_id.replace("-uncased", "")
             steps.append(dict(
                 id=f"p{i:04d}", device=args.device_id, model=short, phase="train", batch=batch, seq=seq,
