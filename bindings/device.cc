@@ -31,6 +31,9 @@ void bind_device(nb::module_& m) {
       .def_rw("stream_floor_s", &KernelConstants::stream_floor_s)
       .def_rw("alone_kernel_overhead_s", &KernelConstants::alone_kernel_overhead_s)
       .def_rw("alone_stream_overhead_s", &KernelConstants::alone_stream_overhead_s)
+      .def_rw("softmax_bandwidth_share", &KernelConstants::softmax_bandwidth_share)
+      .def_rw("norm_bandwidth_share", &KernelConstants::norm_bandwidth_share)
+      .def_rw("widening_cast_bandwidth_share", &KernelConstants::widening_cast_bandwidth_share)
       .def_rw("gemm_memory_efficiency", &KernelConstants::gemm_memory_efficiency)
       .def_rw("gemm_tile_overhead_s", &KernelConstants::gemm_tile_overhead_s);
 

@@ -108,7 +108,8 @@ void bind_report(nb::module_& m) {
       .def_rw("elements", &KernelQuery::elements)
       .def_rw("op", &KernelQuery::op)
       .def_rw("timed_alone", &KernelQuery::timed_alone)
-      .def_rw("heads_first_inputs", &KernelQuery::heads_first_inputs);
+      .def_rw("heads_first_inputs", &KernelQuery::heads_first_inputs)
+      .def_rw("aten_kernel", &KernelQuery::aten_kernel);
   nb::class_<KernelEstimate>(m, "KernelEstimate")
       .def_ro("time_s", &KernelEstimate::time_s)
       .def_ro("roofline_time_s", &KernelEstimate::roofline_time_s)

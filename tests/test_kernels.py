@@ -74,17 +74,18 @@ def test_validate_reports_the_kernel_model_against_measurements():
             assert line["kernel"]["median_abs_error"] < line["roofline"]["median_abs_error"], (device, cls)
     # Regression guard at today's measured levels (README table), with the H100 and H200 sweeps
     # of validation/measured/ beside the published rows, kernels timed alone adding the device's
-    # alone overhead: H100 GEMM 7.1%, attention 5.9%, memory-bound 12.0%; H200 GEMM 5.3%,
-    # attention 6.5%, memory-bound 16.2% (torch's SM-bound softmax and norms); B200 GEMM 4.7%,
+    # alone overhead: H100 GEMM 7.1%, attention 5.9%, memory-bound 7.4%; H200 GEMM 5.3%,
+    # attention 6.5%, memory-bound 10.7% (ATen's softmax, norms and widening casts at their
+    # fitted bandwidth shares; 12.0% and 16.2% without them); B200 GEMM 4.7%,
     # attention 8.9%; A100 memory-bound 9.1% (SXM) and 7.6% (PCIe); H100 NVL 12.5%.
-    limits = {("h100_sxm", "gemm"): 0.08, ("h100_sxm", "attention"): 0.07, ("h100_sxm", "memory"): 0.135,
-              ("h200", "gemm"): 0.065, ("h200", "attention"): 0.075, ("h200", "memory"): 0.175,
+    limits = {("h100_sxm", "gemm"): 0.08, ("h100_sxm", "attention"): 0.07, ("h100_sxm", "memory"): 0.085,
+              ("h200", "gemm"): 0.065, ("h200", "attention"): 0.075, ("h200", "memory"): 0.12,
               ("b200", "gemm"): 0.06, ("b200", "attention"): 0.10, ("a100_80gb", "memory"): 0.10,
               ("a100_pcie_80gb", "memory"): 0.09, ("h100_nvl", "memory"): 0.135,
-              # Whole HF steps, training built as HF's eager modules run it: 31.7% and 13.5%. The
+              # Whole HF steps, training built as HF's eager modules run it: 31.7% and 10.0%. The
               # H100's include the 2026-11-25 session's BERT-large and GPT-2 steps, host-bound on a
               # host that took 1.7x the stack's cost per kernel (host_stacks.csv of both sessions).
-              ("h100_sxm", "end-to-end"): 0.33, ("h200", "end-to-end"): 0.15}
+              ("h100_sxm", "end-to-end"): 0.33, ("h200", "end-to-end"): 0.115}
     for key, limit in limits.items():
         assert lines[key]["kernel"]["median_abs_error"] <= limit, key
     # At least 2x better than the roofline on H100 GEMMs and attention, and on A100 memory-bound kernels.

@@ -110,6 +110,7 @@ def _query(row: dict) -> tuple[Any, str] | None:
         q.op = row["op"]
         q.bytes = float(row["bytes"])
         q.elements = float(row["elements"] or 0)
+        q.aten_kernel = row["impl"] == "torch"  # PyTorch eager's own kernel, not a fused replacement
         return q, f"{row['op']} {row['impl']} {row['direction']} {q.bytes / 1e6:.1f} MB"
     return None
 

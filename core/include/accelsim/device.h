@@ -75,6 +75,19 @@ struct KernelConstants {
   // validation/fit_sustained_clock.py); training steps and plans run at it unless a clock
   // override is given (training_clock_hz, training.h).
   double sustained_clock_fraction = 0.0;
+  // The share of the streaming bandwidth (memory_efficiency of the DRAM peak) that PyTorch's own
+  // (ATen) kernels reach on three kinds of streaming op that are not plain element-wise loops:
+  // softmax over rows (one CTA per row, several reductions between reads), layer and RMS norms
+  // over rows (statistics, then the normalised write), and a cast that widens its elements
+  // (bf16 to fp32 copies). Fused replacements (Liger, Triton, compiled graphs) stream at the full
+  // rate and are not ATen's. 0: as any streaming kernel. Defaults: `calibrate --data` on the fit
+  // split of H100 SXM (softmax, norms: validation/measured/h100_sxm-2026-11-24/measurements.csv,
+  // eager torch ops over rows of 4,096 bf16 elements, of 32 MB or more) and of H200 (the bf16 to
+  // fp32 cast: validation/measured/h200-2026-11-24/, the H100's large cast rows being report
+  // rows), every other constant held; a device file may give its own.
+  double softmax_bandwidth_share = 0.44;
+  double norm_bandwidth_share = 0.84;
+  double widening_cast_bandwidth_share = 0.56;
 };
 
 struct DeviceSpec {

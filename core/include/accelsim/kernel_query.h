@@ -47,6 +47,11 @@ struct KernelQuery {
   // ones read two operands; norms, softmax and RoPE read and write once) at the dtype's size.
   double bytes = 0, elements = 0;
   std::string op;
+  // memory: the op as PyTorch eager runs it, ATen's own kernel. Its softmax and norms over rows
+  // and a cast (elements of `dtype` widened to `bytes` / `elements` - their size each) then
+  // reach only their measured share of the streaming bandwidth (KernelConstants); false: a
+  // fused replacement (Liger, Triton, a compiled graph) that streams at the full rate.
+  bool aten_kernel = false;
   // How the measurement it is compared with was taken: alone, one launch between CUDA events
   // after an L2-flushing write (do_bench, `accel-sim calibrate`), which adds the device's
   // alone_*_overhead_s; otherwise as a step's stream runs it (CUDA graph replays, back-to-back

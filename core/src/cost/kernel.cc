@@ -20,7 +20,8 @@
 // FlashAttention-2's sustained rate, forward and backward.
 //
 // Everything else is a streaming kernel: the kernel floor plus its bytes at the achievable
-// bandwidth, or its FLOPs at the vector peak if that is longer.
+// bandwidth, or its FLOPs at the vector peak if that is longer. PyTorch's softmax and norms over
+// rows and its widening casts reach only a measured share of that bandwidth.
 //
 // The sustained fractions (KernelConstants) come from the device file, with sources.
 #include <algorithm>
@@ -52,6 +53,21 @@ constexpr std::array<std::array<double, 2>, 8> kTiles = {{{256, 128},
                                                           {64, 128},
                                                           {64, 64}}};
 constexpr double kTileK = 64;  // main-loop step along K
+
+// The share of the streaming bandwidth a streaming op's kernel reaches (KernelConstants): ATen's
+// softmax and norms over rows, and casts that widen their elements (more bytes written than
+// read: a bf16 to fp32 copy); 0 for the rest, which stream at the full rate.
+double streaming_share(const OpCount& count, const KernelConstants& k) {
+  switch (count.op_class) {
+    case OpClass::softmax: return k.softmax_bandwidth_share;
+    case OpClass::normalization: return k.norm_bandwidth_share;
+    case OpClass::copy:
+      return count.bytes_read > 0 && count.bytes_written > count.bytes_read
+                 ? k.widening_cast_bandwidth_share
+                 : 0.0;
+    default: return 0.0;
+  }
+}
 
 // Seconds for a GEMM of `d` whose operands are `in_bytes` and result `out_bytes` per element;
 // `tile_overhead` is the fixed time of each wave of tiles. Split-K partial tiles that fit in the
@@ -264,6 +280,8 @@ OpCost KernelCostModel::cost(const OpCount& count, const DeviceSpec& device,
   } else {
     const double sustained = c.peak_flops_per_s * (matrix ? k.matmul_efficiency : 1.0);
     c.compute_time_s = sustained > 0 ? count.flops / sustained : 0.0;
+    const double share = streaming_share(count, k);
+    if (share > 0) c.memory_time_s = count.bytes() / (bandwidth * share);
     body = std::max(c.compute_time_s, c.memory_time_s);
   }
   c.bound = c.compute_time_s >= c.memory_time_s ? Bound::compute : Bound::memory;

@@ -150,6 +150,9 @@ void DeviceSpec::validate() const {
       {"kernel.fp8_attention_efficiency", kernel.fp8_attention_efficiency},
       {"kernel.gemm_memory_efficiency", kernel.gemm_memory_efficiency},
       {"kernel.sustained_clock_fraction", kernel.sustained_clock_fraction},
+      {"kernel.softmax_bandwidth_share", kernel.softmax_bandwidth_share},
+      {"kernel.norm_bandwidth_share", kernel.norm_bandwidth_share},
+      {"kernel.widening_cast_bandwidth_share", kernel.widening_cast_bandwidth_share},
   };
   for (const auto& [field, value] : optional_efficiencies) require_in_range(who, field, value, kFraction);
 }

@@ -1,6 +1,7 @@
 #include "accelsim/kernel_query.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <cmath>
 #include <memory>
 #include <set>
@@ -53,6 +54,11 @@ double streaming_passes(const std::string& op) {
 // on an H100 it moved 537 MB in 0.376 ms, half the rate of a contiguous copy
 // (validation/measured/h100_sxm-2026-11-25/module_kernels.csv); counted as two passes.
 constexpr double kPermutedCopyPasses = 2.0;
+
+// The smallest ATen softmax, norm or cast whose time fits a bandwidth share: below it the
+// kernel floor and the host's dispatch (about 10 us for an eager layer_norm on H100 and H200,
+// validation/measured/*-2026-11-24/measurements.csv) set the time.
+constexpr double kShareMinBytes = 32e6;
 
 // The one-node graphs whose op the catalogue counts.
 std::vector<OpCount> counts_of(const KernelQuery& q) {
@@ -129,6 +135,16 @@ std::vector<OpCount> counts_of(const KernelQuery& q) {
       c.compute_dtype = DType::fp32;
       c.flops = q.elements;
       c.bytes_read = bytes;
+      if (q.aten_kernel) {
+        const std::string& op = q.op;
+        if (op == "softmax") c.op_class = OpClass::softmax;
+        if (op == "layer_norm" || op == "rms_norm") c.op_class = OpClass::normalization;
+        if (op == "cast" && q.elements > 0) {  // reads the elements of q.dtype, writes the rest
+          c.op_class = OpClass::copy;
+          c.bytes_read = std::min(bytes, q.elements * static_cast<double>(size_bytes(q.dtype)));
+          c.bytes_written = bytes - c.bytes_read;
+        }
+      }
       counts.push_back(c);
       break;
     }
@@ -265,7 +281,8 @@ const std::set<std::string>& kernel_constant_names() {
       "attention_backward_efficiency", "flash3_efficiency", "cudnn_efficiency",
       "cudnn_backward_efficiency", "fp8_attention_efficiency", "memory_efficiency",
       "gemm_memory_efficiency", "gemm_tile_overhead_s", "kernel_floor_s", "stream_floor_s",
-      "alone_kernel_overhead_s", "alone_stream_overhead_s", "sustained_clock_fraction"};
+      "alone_kernel_overhead_s", "alone_stream_overhead_s", "sustained_clock_fraction",
+      "softmax_bandwidth_share", "norm_bandwidth_share", "widening_cast_bandwidth_share"};
   return names;
 }
 
@@ -323,7 +340,16 @@ KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
   // where add reaches 0.91 (validation/measured/h100_sxm-2026-11-24/stream_ops.csv).
   auto elementwise = [](const KernelQuery& q) {
     const StreamingOp* op = find_streaming_op(q.op);
-    return q.kind == KernelKind::memory && op != nullptr && !op->reduces;
+    return q.kind == KernelKind::memory && op != nullptr && !op->reduces &&
+           !(q.aten_kernel && q.op == "cast");
+  };
+  // ATen's softmax, norms and widening casts, large enough that their bandwidth and not the floor
+  // or the host sets their time, fit their bandwidth shares.
+  auto aten_streaming = [](std::initializer_list<const char*> ops) {
+    return [ops](const KernelQuery& q) {
+      if (q.kind != KernelKind::memory || !q.aten_kernel || q.bytes < kShareMinBytes) return false;
+      return std::any_of(ops.begin(), ops.end(), [&](const char* op) { return q.op == op; });
+    };
   };
   const bool has_elementwise = std::any_of(queries.begin(), queries.end(), elementwise);
   auto memory = [=](const KernelQuery& q) {
@@ -427,6 +453,15 @@ KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
       any |= fit_field(queries, measured_s, device, k, keep, "fp8_attention_efficiency",
                        &KernelConstants::fp8_attention_efficiency,
                        0.10, 1.00, 90, fp8_attention);
+      any |= fit_field(queries, measured_s, device, k, keep, "softmax_bandwidth_share",
+                       &KernelConstants::softmax_bandwidth_share, 0.10, 1.00, 90,
+                       aten_streaming({"softmax"}));
+      any |= fit_field(queries, measured_s, device, k, keep, "norm_bandwidth_share",
+                       &KernelConstants::norm_bandwidth_share, 0.10, 1.00, 90,
+                       aten_streaming({"layer_norm", "rms_norm"}));
+      any |= fit_field(queries, measured_s, device, k, keep, "widening_cast_bandwidth_share",
+                       &KernelConstants::widening_cast_bandwidth_share, 0.10, 1.00, 90,
+                       aten_streaming({"cast"}));
     }
     return any;
   };

@@ -447,6 +447,76 @@ TEST(KernelModelTest, StreamingConstantsAreFittedOnElementWiseKernelsWhereThereA
   EXPECT_NEAR(fit_kernel_constants(softmax_only, softmax_measured, start).memory_efficiency, 0.40, 1e-9);
 }
 
+// Streams at 0.8 of 1 TB/s after a 2 us floor; ATen's softmax, norms and widening casts at the
+// given shares of that.
+DeviceSpec aten_share_device(double softmax, double norm, double cast) {
+  DeviceSpec d = ideal_device();
+  d.memory_bandwidth_bytes_per_s = 1e12;
+  d.kernel.memory_efficiency = 0.8;
+  d.kernel.stream_floor_s = 2e-6;
+  d.kernel.softmax_bandwidth_share = softmax;
+  d.kernel.norm_bandwidth_share = norm;
+  d.kernel.widening_cast_bandwidth_share = cast;
+  return d;
+}
+
+TEST(KernelModelTest, AtenSoftmaxNormsAndWideningCastsStreamAtTheirShare) {
+  // 1 TB/s at 0.8: an add over 1e8 bf16 elements moves 6e8 bytes in 750 us, plus a 2 us floor.
+  DeviceSpec d = aten_share_device(0.4, 0.8, 0.5);
+  auto time = [&](const char* op, double bytes, bool aten) {
+    const KernelQuery q{.kind = KernelKind::memory, .bytes = bytes, .elements = 1e8, .op = op,
+                        .aten_kernel = aten};
+    return estimate_kernel(q, d, "kernel", no_launch()).time_s;
+  };
+  EXPECT_NEAR(time("add", 6e8, true), 752e-6, 1e-12);
+  // ATen's softmax over 4e8 bytes (read and written once): 4e8 / (0.8e12 x 0.4) = 1250 us.
+  EXPECT_NEAR(time("softmax", 4e8, true), 1252e-6, 1e-12);
+  // Its norm: 4e8 / (0.8e12 x 0.8) = 625 us.
+  EXPECT_NEAR(time("layer_norm", 4e8, true), 627e-6, 1e-12);
+  EXPECT_NEAR(time("rms_norm", 4e8, true), 627e-6, 1e-12);
+  // A bf16 -> fp32 cast reads 2e8 and writes 4e8 bytes: 6e8 / (0.8e12 x 0.5) = 1500 us.
+  EXPECT_NEAR(time("cast", 6e8, true), 1502e-6, 1e-12);
+  // A fused replacement (Liger's, a compiled graph's) streams at the full rate: 500 us.
+  EXPECT_NEAR(time("softmax", 4e8, false), 502e-6, 1e-12);
+  EXPECT_NEAR(time("cast", 6e8, false), 752e-6, 1e-12);
+  // A narrowing cast in a graph (fp32 -> bf16: reads 4e8, writes 2e8) streams at the full rate.
+  const OpCount narrow{.bytes_read = 4e8, .bytes_written = 2e8, .op_class = OpClass::copy};
+  EXPECT_NEAR(KernelCostModel().cost(narrow, d, no_launch()).time_s, 752e-6, 1e-12);
+  const OpCount wide{.bytes_read = 2e8, .bytes_written = 4e8, .op_class = OpClass::copy};
+  EXPECT_NEAR(KernelCostModel().cost(wide, d, no_launch()).time_s, 1502e-6, 1e-12);
+  // A zero share means "as any streaming kernel".
+  d.kernel.softmax_bandwidth_share = 0.0;
+  EXPECT_NEAR(time("softmax", 4e8, true), 502e-6, 1e-12);
+}
+
+TEST(KernelModelTest, FitRecoversTheAtenBandwidthSharesFromLargeRowsOnly) {
+  // Rows made with shares 0.3 (softmax), 0.9 (norms) and 0.6 (casts) over a streaming rate that
+  // the adds pin; rows under 32 MB, where the floor and the host set the time, carry a 10 us
+  // host cost that must not pull the shares.
+  DeviceSpec d = aten_share_device(0.3, 0.9, 0.6);
+  std::vector<KernelQuery> queries;
+  std::vector<double> measured;
+  for (double n : {1e5, 1e6, 3e7, 1e8}) {
+    for (const char* op : {"add", "softmax", "layer_norm", "cast"}) {
+      const double per = std::string(op) == "add" ? 6.0 : std::string(op) == "cast" ? 6.0 : 4.0;
+      const KernelQuery q{.kind = KernelKind::memory, .bytes = per * n, .elements = n, .op = op,
+                          .aten_kernel = true};
+      const double t = estimate_kernel(q, d, "kernel", no_launch()).time_s;
+      queries.push_back(q);
+      measured.push_back(per * n < 32e6 && std::string(op) != "add" ? t + 10e-6 : t);
+    }
+  }
+  DeviceSpec start = d;
+  start.kernel.softmax_bandwidth_share = 0.5;
+  start.kernel.norm_bandwidth_share = 0.5;
+  start.kernel.widening_cast_bandwidth_share = 0.5;
+  const KernelConstants k = fit_kernel_constants(queries, measured, start);
+  EXPECT_NEAR(k.memory_efficiency, 0.8, 0.011);
+  EXPECT_NEAR(k.softmax_bandwidth_share, 0.3, 0.011);
+  EXPECT_NEAR(k.norm_bandwidth_share, 0.9, 0.011);
+  EXPECT_NEAR(k.widening_cast_bandwidth_share, 0.6, 0.011);
+}
+
 TEST(KernelModelTest, GemmsOffTheSixteenByteAlignmentRunOnTheSlowKernels) {
   // K of the operands and N of B and of the result must be multiples of 16 bytes: 8 bf16
   // elements, 16 fp8 ones (whose result, bf16, needs N a multiple of 8). M does not matter.

@@ -74,7 +74,8 @@ def add_parsers(sub: Any) -> None:
 
 _KERNEL_KEYS = ("matmul_efficiency", "fp8_matmul_efficiency", "unaligned_matmul_efficiency", "attention_efficiency", "attention_backward_efficiency",
                 "flash3_efficiency", "cudnn_efficiency", "cudnn_backward_efficiency", "fp8_attention_efficiency", "memory_efficiency",
-                "gemm_memory_efficiency", "sustained_clock_fraction")
+                "gemm_memory_efficiency", "sustained_clock_fraction", "softmax_bandwidth_share", "norm_bandwidth_share",
+                "widening_cast_bandwidth_share")
 
 
 def _write_device_file(args: argparse.Namespace, k: Any, rows: int, data: str) -> str:

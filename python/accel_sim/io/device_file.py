@@ -162,7 +162,8 @@ def parse_device(data: Any, where: str, expected_id: str | None = None) -> Devic
 _KERNEL_FIELDS = ("calibrated", "matmul_efficiency", "fp8_matmul_efficiency", "unaligned_matmul_efficiency", "attention_efficiency", "attention_backward_efficiency",
                   "flash3_efficiency", "cudnn_efficiency", "cudnn_backward_efficiency", "fp8_attention_efficiency", "memory_efficiency",
                   "gemm_memory_efficiency", "gemm_tile_overhead_us", "kernel_floor_us", "stream_floor_us",
-                  "alone_kernel_overhead_us", "alone_stream_overhead_us", "sustained_clock_fraction")
+                  "alone_kernel_overhead_us", "alone_stream_overhead_us", "sustained_clock_fraction",
+                  "softmax_bandwidth_share", "norm_bandwidth_share", "widening_cast_bandwidth_share")
 
 
 # What a variant of a device (a system file's `device_overrides`, docs/formats/system.md) may
