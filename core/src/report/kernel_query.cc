@@ -1,7 +1,6 @@
 #include "accelsim/kernel_query.h"
 
 #include <algorithm>
-#include <initializer_list>
 #include <cmath>
 #include <memory>
 #include <set>
@@ -21,18 +20,33 @@ TensorId tensor(Graph& g, std::vector<int64_t> shape, DType dtype) {
   return g.add_tensor(std::move(t));
 }
 
-// The named streaming ops: passes over the elements (reads plus writes), and whether the op
-// reduces over rows (norms, softmax) rather than touching each element alone.
+// The named streaming ops: passes over the elements (reads plus writes), whether the op
+// reduces over rows (norms, softmax) rather than touching each element alone, and the class of
+// PyTorch eager's own (ATen) kernel for it, whose bandwidth share the cost model applies
+// (KernelConstants: softmax, norms, and copies that widen their elements).
 struct StreamingOp {
   const char* name;
   double passes;
   bool reduces;
+  OpClass aten_class = OpClass::elementwise;
 };
 constexpr StreamingOp kStreamingOps[] = {
-    {"relu", 2, false},     {"gelu", 2, false},      {"silu", 2, false},    {"sigmoid", 2, false},
-    {"tanh", 2, false},     {"exp", 2, false},       {"neg", 2, false},     {"copy", 2, false},
-    {"cast", 2, false},     {"add", 3, false},       {"mul", 3, false},     {"sub", 3, false},
-    {"div", 3, false},      {"rms_norm", 2, true},   {"layer_norm", 2, true}, {"softmax", 2, true},
+    {"relu", 2, false},
+    {"gelu", 2, false},
+    {"silu", 2, false},
+    {"sigmoid", 2, false},
+    {"tanh", 2, false},
+    {"exp", 2, false},
+    {"neg", 2, false},
+    {"copy", 2, false, OpClass::copy},
+    {"cast", 2, false, OpClass::copy},
+    {"add", 3, false},
+    {"mul", 3, false},
+    {"sub", 3, false},
+    {"div", 3, false},
+    {"rms_norm", 2, true, OpClass::normalization},
+    {"layer_norm", 2, true, OpClass::normalization},
+    {"softmax", 2, true, OpClass::softmax},
     {"rope", 2, true},
 };
 
@@ -59,6 +73,14 @@ constexpr double kPermutedCopyPasses = 2.0;
 // kernel floor and the host's dispatch (about 10 us for an eager layer_norm on H100 and H200,
 // validation/measured/*-2026-11-24/measurements.csv) set the time.
 constexpr double kShareMinBytes = 32e6;
+
+// Whether a memory-bound query is a copy that writes more bytes than it reads: a cast to a wider
+// type (its bytes exceed the copy's two passes over its elements at its dtype's size).
+bool widens(const KernelQuery& q) {
+  const StreamingOp* op = find_streaming_op(q.op);
+  return op != nullptr && op->aten_class == OpClass::copy && q.elements > 0 &&
+         q.bytes > op->passes * q.elements * static_cast<double>(size_bytes(q.dtype));
+}
 
 // The one-node graphs whose op the catalogue counts.
 std::vector<OpCount> counts_of(const KernelQuery& q) {
@@ -135,12 +157,11 @@ std::vector<OpCount> counts_of(const KernelQuery& q) {
       c.compute_dtype = DType::fp32;
       c.flops = q.elements;
       c.bytes_read = bytes;
-      if (q.aten_kernel) {
-        const std::string& op = q.op;
-        if (op == "softmax") c.op_class = OpClass::softmax;
-        if (op == "layer_norm" || op == "rms_norm") c.op_class = OpClass::normalization;
-        if (op == "cast" && q.elements > 0) {  // reads the elements of q.dtype, writes the rest
-          c.op_class = OpClass::copy;
+      const StreamingOp* named = find_streaming_op(q.op);
+      if (q.aten_kernel && named != nullptr) {
+        c.op_class = named->aten_class;
+        if (c.op_class == OpClass::copy && q.elements > 0) {
+          // A copy reads its elements of q.dtype and writes the rest: more when a cast widens them.
           c.bytes_read = std::min(bytes, q.elements * static_cast<double>(size_bytes(q.dtype)));
           c.bytes_written = bytes - c.bytes_read;
         }
@@ -341,14 +362,16 @@ KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
   auto elementwise = [](const KernelQuery& q) {
     const StreamingOp* op = find_streaming_op(q.op);
     return q.kind == KernelKind::memory && op != nullptr && !op->reduces &&
-           !(q.aten_kernel && q.op == "cast");
+           !(q.aten_kernel && widens(q));
   };
   // ATen's softmax, norms and widening casts, large enough that their bandwidth and not the floor
   // or the host sets their time, fit their bandwidth shares.
-  auto aten_streaming = [](std::initializer_list<const char*> ops) {
-    return [ops](const KernelQuery& q) {
-      if (q.kind != KernelKind::memory || !q.aten_kernel || q.bytes < kShareMinBytes) return false;
-      return std::any_of(ops.begin(), ops.end(), [&](const char* op) { return q.op == op; });
+  auto aten_streaming = [](OpClass op_class) {
+    return [op_class](const KernelQuery& q) {
+      const StreamingOp* op = find_streaming_op(q.op);
+      return q.kind == KernelKind::memory && q.aten_kernel && q.bytes >= kShareMinBytes &&
+             op != nullptr && op->aten_class == op_class &&
+             (op_class != OpClass::copy || widens(q));
     };
   };
   const bool has_elementwise = std::any_of(queries.begin(), queries.end(), elementwise);
@@ -455,13 +478,13 @@ KernelConstants fit_kernel_constants(const std::vector<KernelQuery>& queries,
                        0.10, 1.00, 90, fp8_attention);
       any |= fit_field(queries, measured_s, device, k, keep, "softmax_bandwidth_share",
                        &KernelConstants::softmax_bandwidth_share, 0.10, 1.00, 90,
-                       aten_streaming({"softmax"}));
+                       aten_streaming(OpClass::softmax));
       any |= fit_field(queries, measured_s, device, k, keep, "norm_bandwidth_share",
                        &KernelConstants::norm_bandwidth_share, 0.10, 1.00, 90,
-                       aten_streaming({"layer_norm", "rms_norm"}));
+                       aten_streaming(OpClass::normalization));
       any |= fit_field(queries, measured_s, device, k, keep, "widening_cast_bandwidth_share",
                        &KernelConstants::widening_cast_bandwidth_share, 0.10, 1.00, 90,
-                       aten_streaming({"cast"}));
+                       aten_streaming(OpClass::copy));
     }
     return any;
   };
