@@ -132,3 +132,35 @@ def test_the_encoder_runs_name_shipped_devices_and_split_by_table():
     assert Counter(r["device"] for r in rows) == {"v100_sxm2_16gb": 17, "v100_sxm2_32gb": 43, "a100_40gb": 24, "t4": 17}
     # The DGX-1 16 GB table is the fit split, every other table the report split.
     assert all(r["split"] == ("fit" if r["device"] == "v100_sxm2_16gb" else "report") for r in rows)
+
+
+def test_amd_offline_throughput_counts_output_tokens():
+    # AMD's "Throughput" column is read as output tokens/s (validation/extract_serving.py,
+    # Decisions): every offline row says which tokens it counts, and AMD's say output.
+    rows = [r for r in _rows() if r["kind"] == "offline_throughput"]
+    assert len(rows) == 16
+    assert all(r["counts"] == "output" for r in rows if "amd.com" in r["source"])
+    assert all(r["counts"] in ("output", "total") for r in rows)
+
+
+def test_offline_throughput_of_total_tokens_is_prompt_plus_output():
+    # Every request runs to its fixed lengths, so the same simulated run's total tokens/s over its
+    # output tokens/s is (input + output) / output: 2,048 + 2,048 over 2,048 = 2 for s049 and
+    # 128 + 2,048 over 2,048 = 1.0625 for s046.
+    from accel_sim import validation
+
+    by_id = {r["id"]: r for r in _rows()}
+    for rid, ratio in (("s049", 2.0), ("s046", 2176 / 2048)):
+        out = validation.predict_serving_run(by_id[rid])
+        total = validation.predict_serving_run({**by_id[rid], "counts": "total"})
+        assert out["rejected"] == 0 and out["completed"] == int(by_id[rid]["num_requests"])
+        assert total["predicted"] / out["predicted"] == pytest.approx(ratio, rel=1e-9)
+
+
+def test_an_offline_row_that_does_not_say_which_tokens_it_counts_is_refused():
+    from accel_sim import validation
+    from accel_sim.errors import UsageError
+
+    row = {**next(r for r in _rows() if r["kind"] == "offline_throughput"), "counts": "unstated"}
+    with pytest.raises(UsageError, match="counts 'unstated'"):
+        validation.predict_serving_run(row)

@@ -29,9 +29,9 @@ for the TensorRT-LLM tables (masked multi-head attention in the generation phase
 commands do not enable the experimental XQA kernels), vllm for AMD's vLLM rows (V1 engine, the default
 from 0.8.0; their releases are 0.8.5 to 0.10.2) and vllm-0.6 for Oracle's (a 2024 blog on Llama 3.1,
 before V1). `tp` is also the GPU count (one replica). `num_requests` equals `batch` but for
-offline_throughput. `counts` says which tokens a throughput counts: "output", or "unstated" where
-the source does not say whether input tokens are included (AMD's tables: vLLM's throughput
-benchmark prints both); empty for latencies. `per_gpu` is 1 when the value is per GPU.
+offline_throughput. `counts` says which tokens a throughput counts: "output" (generated tokens
+only) or "total" (prompt and generated); empty for latencies. `per_gpu` is 1 when the value is per
+GPU.
 
 Decisions
 ---------
@@ -57,6 +57,22 @@ Decisions
   (fp16). AMD's checkpoints amd/Llama-3.1-*-Instruct-FP8-KV carry fp8 weights and an fp8 KV
   cache. Oracle's blog says "Llama 3.1 405B FP8" and shows no command line: precision fp8,
   kv_cache_dtype "unstated".
+* Which tokens AMD's throughput counts. AMD's tables head the column "Throughput" with no unit
+  split, and vLLM's throughput benchmark prints requests/s, total tokens/s and output tokens/s
+  (benchmarks/benchmark_throughput.py). The figure is read as output tokens/s, for two reasons.
+  Oracle's blog on the same benchmark on 8 MI300X (Llama 3.1 405B FP8; its batch-latency table
+  is the one AMD's pages repeat, 3.530 s at batch 1 to 17.750 s at 256) heads its
+  benchmark_throughput column "Output throughput in TPS"
+  (https://blogs.oracle.com/cloud-infrastructure/serving-llama-31-405b-model-with-amd-mi300x-gpus).
+  And the times the figures imply only make physical sense that way: read as prompt + output,
+  Llama 3.1 70B's 1,500 requests of 2,048 + 2,048 tokens (8,352.6 tok/s) would take 736 s
+  against 420 s for 3,200 requests of 128 + 2,048 (16,581.5 tok/s), although both decode 2,048
+  steps over a comparable number of cached tokens (1,500 x 3,072 against 3,200 x 1,152 on
+  average) and the 3.1M extra prompt tokens are 4.3e17 FLOP, about 70 s on the 8 GPUs at 30% of
+  their fp8 peak; read as output tokens the two take 368 s and 395 s. The first reading was
+  questioned because the model's errors on these rows grew with the prompt's share (+27% on
+  128/2048 to +148% on 2048/2048); the reading taken rests on the two reasons above, neither of
+  which uses the model.
 * Batch. The table's batch is taken as measured. The document's example commands are older than
   the v0.6.1 numbers (the GPT-J engine is built with --max_batch_size 64, the table runs 1024).
 
@@ -168,8 +184,8 @@ def _row(r: dict) -> dict:
         row["output_len"] = _int(p, "osl")
         if metric.startswith("throughput (tokens/s"):
             row.update(kind="offline_throughput", batch=_int(p, "max_num_seqs"), num_requests=_int(p, "num_prompts"),
-                       unit="tok/s", counts="unstated")
-            notes.append("AMD's table does not say whether input tokens are counted")
+                       unit="tok/s", counts="output")
+            notes.append("AMD's Throughput column read as output tokens/s (see Decisions)")
         elif metric.startswith("end-to-end latency") or metric == "average latency":
             batch = _int(p, "batch")
             row.update(kind="batch_latency", batch=batch, num_requests=batch, unit="s")

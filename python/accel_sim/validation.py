@@ -627,8 +627,9 @@ def predict_serving_run(row: dict) -> dict:
     ttft                TensorRT-LLM, batch 1 with one output token: the time to the first token;
     batch_latency       vLLM benchmark_latency: the batch's end-to-end latency;
     offline_throughput  vLLM benchmark_throughput: `num_requests` prompts under max_num_seqs =
-                        `batch`; the table's unlabelled tokens/s is read as that script's
-                        "tokens/s" line, prompt + output tokens (counts "unstated").
+                        `batch`; tokens/s of the row's `counts`: AMD's unlabelled
+                        figure is read as output tokens/s (validation/extract_serving.py says
+                        why), prompt + output tokens where a row counts "total".
     Both vLLM benchmarks run the offline LLM class, whose V1 token budget is 16,384 on GPUs of
     70 GiB or more other than A100s and 8,192 below (vllm/engine/arg_utils.py,
     _set_default_args_v1); V0's prefill budget is max(max_model_len, 2048) (vllm/config.py), at
@@ -639,6 +640,8 @@ def predict_serving_run(row: dict) -> dict:
     from accel_sim.io.stack_file import configure_engine, resolve_stack
     from accel_sim.io.system_file import resolve_system
 
+    if row["kind"] == "offline_throughput" and row.get("counts") not in ("output", "total"):
+        raise UsageError(f"serving run {row.get('id', '?')}: counts {row.get('counts')!r} is not 'output' or 'total'")
     chosen = resolve_device(row["device"], [])
     device, arch = chosen.spec, chosen.entry.architecture
     engine = resolve_stack(row["stack"], kind="serving")
@@ -693,7 +696,7 @@ def predict_serving_run(row: dict) -> dict:
     elif kind == "batch_latency":
         value = r.makespan_s
     else:
-        value = r.total_tokens_per_s if row["counts"] != "output" else r.output_tokens_per_s
+        value = r.output_tokens_per_s if row["counts"] == "output" else r.total_tokens_per_s
     return {"predicted": value, "completed": r.completed, "rejected": r.rejected, "preemptions": r.preemptions,
             "kv_blocks": costs.memory.kv_blocks}
 

@@ -412,8 +412,8 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
         for kind, st in serving_summary.items():
             print(f"  {kind:<19} {st['rows']:>3} rows · median |error| {st['median_abs_error'] * 100:.1f}% · "
                   f"worst {st['max_abs_error'] * 100:.1f}% · median signed {st['median_signed_error'] * 100:+.1f}%")
-        print(f"  data: {validation.serving_runs_path()} (validation/extract_serving.py); offline throughput is "
-              "prompt + output tokens/s where the table does not say")
+        print(f"  data: {validation.serving_runs_path()} (validation/extract_serving.py); offline throughput counts "
+              "the tokens of each row's `counts` (AMD's tables: output tokens)")
     if encoder:
         print(f"\nencoder inference ({args.split} rows; {len(encoder)} BERT SQuAD forward passes, NVIDIA "
               "DeepLearningExamples' TensorFlow 1 tables, predicted under the tensorflow1-xla stack: unfused attention "
