@@ -73,6 +73,28 @@ def _nvidia_smi(fields: str) -> str:
         return "unknown"
 
 
+def script_arguments(doc: str, quick_what: str, extra: Callable[[Any], None] | None = None) -> Any:
+    """The command line every validation/gpu/ script shares: --out, --device (a torch device,
+    cuda by default; cpu runs a script as its own test) and --quick (tiny `quick_what`: a test of
+    the script, not a measurement); `extra` adds a script's own options to the parser."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--quick", action="store_true", help=f"tiny {quick_what} (a test of the script, not a measurement)")
+    if extra is not None:
+        extra(ap)
+    return ap.parse_args()
+
+
+def compute_dtype(torch: Any, torch_device: str) -> tuple[bool, Any]:
+    """Whether `torch_device` is a GPU, and the dtype the scripts time there: bf16 on a GPU, fp32
+    on the CPU (whose test runs need no 16-bit kernels)."""
+    cuda = torch_device.startswith("cuda")
+    return cuda, torch.bfloat16 if cuda else torch.float32
+
+
 def provenance(torch: Any, torch_device: str) -> str:
     """GPU, its power limit and clocks, driver, torch and CUDA versions and the date."""
     today = datetime.date.today().isoformat()

@@ -12,7 +12,6 @@ date. The models are built from the shipped Llama-3-8B config with random weight
 
 from __future__ import annotations
 
-import argparse
 import platform
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ try:  # the installed package, or else this checkout's python/ (a build that put
 except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
-from accel_sim.calibration import provenance, wall_seconds, write_rows  # noqa: E402
+from accel_sim.calibration import compute_dtype, provenance, script_arguments, wall_seconds, write_rows  # noqa: E402
 from accel_sim.io.model_config import load_model_config  # noqa: E402
 
 COLUMNS = ["framework", "phase", "layers", "batch", "seq", "kernels", "wall_s", "kernel_sum_s",
@@ -98,17 +97,12 @@ def plain_llama(torch, config: dict, layers: int):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--quick", action="store_true", help="tiny models (a test of the script, not a measurement)")
-    args = ap.parse_args()
+    args = script_arguments(__doc__, "models")
     import torch
     import transformers
     from torch.profiler import ProfilerActivity, profile
 
-    cuda = args.device.startswith("cuda")
-    dtype = torch.bfloat16 if cuda else torch.float32
+    cuda, dtype = compute_dtype(torch, args.device)
     source = (provenance(torch, args.device) + f", transformers {transformers.__version__}, host CPU {cpu_name()} "
               f"({__import__('os').cpu_count()} threads)")
     config, _ = load_model_config("llama-3-8b")

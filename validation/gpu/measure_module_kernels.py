@@ -20,7 +20,6 @@ versions and the date.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -29,26 +28,21 @@ try:  # the installed package, or else this checkout's python/ (a build that put
 except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
-from accel_sim.calibration import _timer, provenance, write_rows  # noqa: E402
+from accel_sim.calibration import _timer, compute_dtype, provenance, script_arguments, write_rows  # noqa: E402
 
 COLUMNS = ["case", "direction", "shape", "call_s", "index", "kernel", "kernel_s", "source"]
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--quick", action="store_true", help="tiny shapes (a test of the script, not a measurement)")
-    args = ap.parse_args()
+    args = script_arguments(__doc__, "shapes")
     import torch
     import torch.nn.functional as F
     import transformers
     from torch.profiler import ProfilerActivity, profile
     from transformers.models.llama.modeling_llama import LlamaRMSNorm, apply_rotary_pos_emb
 
-    cuda = args.device.startswith("cuda")
     dev = args.device
-    dtype = torch.bfloat16 if cuda else torch.float32
+    cuda, dtype = compute_dtype(torch, dev)
     source = provenance(torch, dev) + f", transformers {transformers.__version__}"
     timed = _timer(torch, dev, repeats=3 if args.quick else 20, flush_l2=True)
     rows = []

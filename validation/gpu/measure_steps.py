@@ -12,7 +12,6 @@ built from the shipped configs with random weights (no hub access).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ try:  # the installed package, or else this checkout's python/ (a build that put
 except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
-from accel_sim.calibration import build_hf_model, capture_graph, provenance, wall_seconds, write_rows  # noqa: E402
+from accel_sim.calibration import build_hf_model, capture_graph, compute_dtype, provenance, script_arguments, wall_seconds, write_rows  # noqa: E402
 
 PROFILE_COLUMNS = ["case", "model", "phase", "batch", "seq", "context", "layers", "kernels", "gemm_s",
                    "attention_s", "other_s", "kernel_sum_s", "wall_s", "source"]
@@ -58,16 +57,11 @@ def profile_by_class(torch, step, cuda: bool) -> tuple[dict, int]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--quick", action="store_true", help="tiny models (a test of the script, not a measurement)")
-    args = ap.parse_args()
+    args = script_arguments(__doc__, "models")
     import torch
     import transformers
 
-    cuda = args.device.startswith("cuda")
-    dtype = torch.bfloat16 if cuda else torch.float32
+    cuda, dtype = compute_dtype(torch, args.device)
     source = provenance(torch, args.device) + f", transformers {transformers.__version__}"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,6 @@ versions and the date.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import sys
 from pathlib import Path
@@ -34,8 +33,8 @@ try:  # the installed package, or else this checkout's python/ (a build that put
 except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
-from accel_sim.calibration import (COLUMNS, E2E_COLUMNS, _timer, build_hf_model, provenance,  # noqa: E402
-                                   split_of, wall_seconds, write_rows)
+from accel_sim.calibration import (COLUMNS, E2E_COLUMNS, _timer, build_hf_model, compute_dtype, provenance,  # noqa: E402
+                                   script_arguments, split_of, wall_seconds, write_rows)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure_steps import profile_by_class  # noqa: E402  (a step's CUDA kernels by class)
@@ -50,8 +49,7 @@ def attention_sweep(torch, args, source):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.profiler import ProfilerActivity, profile
 
-    cuda = args.device.startswith("cuda")
-    dtype = torch.bfloat16 if cuda else torch.float32
+    cuda, dtype = compute_dtype(torch, args.device)
     timed = _timer(torch, args.device, repeats=3 if args.quick else 20, flush_l2=True)
     backends = ([("flash2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)] if cuda
                 else [("flash2", SDPBackend.MATH)])
@@ -198,13 +196,11 @@ def amp_steps(torch, args, source):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--device-id", default="h100_sxm", help="accel-sim's id of the GPU measured")
-    ap.add_argument("--quick", action="store_true", help="tiny shapes (a test of the script, not a measurement)")
-    ap.add_argument("--only", choices=("attention", "amp"), help="one part only")
-    args = ap.parse_args()
+    def own(ap):
+        ap.add_argument("--device-id", default="h100_sxm", help="accel-sim's id of the GPU measured")
+        ap.add_argument("--only", choices=("attention", "amp"), help="one part only")
+
+    args = script_arguments(__doc__, "shapes", own)
     import torch
     import transformers
 
