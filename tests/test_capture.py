@@ -756,8 +756,10 @@ def test_bloom_eager_attention_counts_causal_pairs_in_model_flops():
 
 @needs_transformers
 def test_gptj_eager_attention_counts_causal_pairs_in_model_flops():
-    """GPT-J's attention is eager in transformers (matmul, divide, add the causal mask,
-    softmax, matmul): model FLOPs count the causal pairs, executed FLOPs all of them."""
+    """GPT-J's attention was eager in transformers (matmul, divide, add the causal mask,
+    softmax, matmul): model FLOPs count the causal pairs, executed FLOPs all of them. From
+    transformers 5.24 GPT-J calls the attention interface instead (SDPA by default), which the
+    capture records as one causal attention op per layer, counting the causal pairs only."""
     from torch.utils.flop_counter import FlopCounterMode
 
     config = transformers.GPTJConfig(vocab_size=256, n_embd=64, n_layer=2, n_head=4, rotary_dim=8,
@@ -765,6 +767,15 @@ def test_gptj_eager_attention_counts_causal_pairs_in_model_flops():
     with torch.device("meta"):
         model = transformers.GPTJForCausalLM(config).eval()
     graph = capture_model(model, _input_ids(2, 32))
+    fused = [n for n in graph["nodes"] if n["op"] == "accel_sim::attention"]
+    if fused:
+        assert len(fused) == 2 and not _eager_attention_gemms(graph)
+        # 64 tokens, as below: the layers' linear FLOPs and the causal attention's.
+        per_layer = 2 * 64 * (4 * 64 * 64 + 64 * 256 + 256 * 64) + 64 * (256 + 64)
+        linear = 2 * per_layer + 2 * 64 * 64 * 256 + 64 * 256
+        attention = 2 * _attention_forward_flops(2 * 4, 16, 32 * 33 // 2)
+        assert accel_sim.simulate(graph, device="h100").result.model_flops == linear + attention
+        return
     gemms = _eager_attention_gemms(graph)
     assert [n["attrs"]["attention_gemm"] for n in gemms] == ["qk", "pv"] * 2
     assert all(n["op"] == "bmm" and n["attrs"]["mask_is_causal"] is True for n in gemms)

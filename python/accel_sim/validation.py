@@ -9,9 +9,11 @@ the error statistics; this module reads rows and arranges the results.
 Rows the kernel model does not describe are left out and counted: attention implementations it
 has no constants for (Triton tutorials, FlashAttention-4), Liger's "full" timings, which
 include per-call overheads of a Python benchmark loop rather than one forward and one backward,
-HF's eager modules (an RMSNorm is seven kernels there), the unfused add-then-RMSNorm baseline of
-Liger's fused_add_rms_norm benchmark (two kernels), torch.compile's backward graphs and a
-norm's backward (per-block weight-gradient partials, then their sum), which are not one kernel.
+the unfused add-then-RMSNorm baseline of Liger's fused_add_rms_norm benchmark (two kernels) and
+a Liger norm's backward (per-block weight-gradient partials, then their sum), which are not one
+kernel. Whole eager PyTorch modules (HF's LlamaRMSNorm is seven kernels; torch.compile's
+backward graphs) are rows of their own, costed by capturing the module (module_rows.py,
+load_module_rows()).
 
 Measurements are device times, so predictions leave out the host launch waits of a model's eager
 loop. The `timing` column says how each was taken: `events` (one launch between CUDA events after
@@ -32,11 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from accel_sim import _core
+from accel_sim import _core, module_rows
 from accel_sim.errors import UsageError
 from accel_sim.io.stack_file import ATTENTION_KERNELS
 
-CLASSES = ("gemm", "attention", "memory", "end-to-end")
+CLASSES = ("gemm", "attention", "memory", "module", "end-to-end")
 _IMPLS = set(ATTENTION_KERNELS)
 # Data and command-line dtype names -> core dtypes (tf32: fp32 data on TF32 tensor cores).
 DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "fp8": "fp8_e4m3", "tf32": "fp32"}
@@ -131,6 +133,8 @@ def _read_rows(path: str, mtime: float) -> tuple[tuple[KernelRow, ...], tuple[tu
     with open(path, newline="", encoding="utf-8") as f:
         for line, row in enumerate(csv.DictReader(f), 2):
             try:
+                if module_rows.describes(row):  # a whole eager module: load_module_rows()
+                    continue
                 made = _query(row) if row["dtype"] in DTYPES else None
                 if made is None:
                     reason = f"{row['kind']} {row['impl'] or row['op']} {row['direction']}".strip()
@@ -150,6 +154,29 @@ def _read_rows(path: str, mtime: float) -> tuple[tuple[KernelRow, ...], tuple[tu
             except (TypeError, ValueError) as e:
                 raise UsageError(f"{path}: line {line}: {e}") from None
     return tuple(rows), tuple(skipped.items())
+
+
+def load_module_rows(path: str | Path | None = None) -> list[module_rows.ModuleRow]:
+    """The rows of the kernels CSV that time a whole eager module (module_rows.py): costed by
+    capturing the module, not by one kernel query."""
+    p = Path(path) if path else data_path()
+    if not p.is_file():
+        raise UsageError(f"validation data not found: {p}")
+    return list(_read_module_rows(str(p.resolve()), p.stat().st_mtime))
+
+
+@functools.lru_cache(maxsize=8)
+def _read_module_rows(path: str, mtime: float) -> tuple[module_rows.ModuleRow, ...]:
+    with open(path, newline="", encoding="utf-8") as f:
+        out = []
+        for line, row in enumerate(csv.DictReader(f), 2):
+            if not module_rows.describes(row):
+                continue
+            try:
+                out.append(module_rows.module_row(row))
+            except (KeyError, TypeError, ValueError) as e:
+                raise UsageError(f"{path}: line {line}: {e}") from None
+    return tuple(out)
 
 
 def predict(rows: Iterable[KernelRow], spec: Any, cost_model: str) -> list[float]:
@@ -292,10 +319,20 @@ def end_to_end_memory(results: list[EndToEndResult], split: str) -> list[dict]:
 
 
 def validate(devices: dict[str, Any], rows: list[KernelRow], split: str = "report",
-             end_to_end: list[EndToEndResult] | None = None) -> list[ValidationLine]:
+             end_to_end: list[EndToEndResult] | None = None,
+             modules: list[module_rows.ModuleRow] | None = None) -> list[ValidationLine]:
     """Error of the kernel model and of the roofline per device and class, on one split; the
-    whole-model steps from simulate_end_to_end()."""
+    whole-model steps from simulate_end_to_end(), the eager-module rows from
+    load_module_rows() (class "module")."""
     lines = []
+    for device_id in sorted({m.device for m in modules or [] if m.split == split and m.device in devices}):
+        spec = devices[device_id]
+        mine = [m for m in modules or [] if m.device == device_id and m.split == split]
+        measured = [m.measured_s for m in mine]
+        lines.append(ValidationLine(
+            device_id, "module", spec.kernel.calibrated,
+            _core.error_stats([module_rows.predict(m, spec, "kernel") for m in mine], measured),
+            _core.error_stats([module_rows.predict(m, spec, "roofline") for m in mine], measured)))
     for device_id in sorted({e.row["device"] for e in end_to_end or [] if e.row["split"] == split}):
         mine = [e for e in end_to_end or [] if e.row["device"] == device_id and e.row["split"] == split]
         measured = [float(e.row["measured_s"]) for e in mine]

@@ -11,6 +11,6 @@ from __future__ import annotations
 
 from accel_sim.capture.fx_capture import capture_model
 from accel_sim.capture.script import load_script
-from accel_sim.capture.train_capture import capture_training_step
+from accel_sim.capture.train_capture import UpstreamGradients, capture_training_step
 
 __all__ = ["capture_model", "capture_training_step", "load_script"]

@@ -146,10 +146,15 @@ def _bind_sdpa_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[
 
 
 class SdpaRouting(TorchFunctionMode):
-    """While active, `F.scaled_dot_product_attention(...)` calls `accel_sim::attention` instead."""
+    """While active, `F.scaled_dot_product_attention(...)` calls `accel_sim::attention` instead,
+    and `F.rms_norm(...)` `accel_sim::fused_rms_norm` (the fused kernel a GPU runs, norms.py)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}
+        if func is F.rms_norm:  # CUDA's one fused kernel, not the CPU's decomposition (norms.py)
+            from accel_sim.capture.norms import rms_norm
+
+            return rms_norm(*args, **kwargs)
         if func is F.scaled_dot_product_attention:
             a = _bind_sdpa_arguments(args, kwargs)
             if a["query"].dim() == a["key"].dim() and a["query"].shape[-3] != a["key"].shape[-3]:

@@ -28,6 +28,7 @@ import torch
 import torch.fx
 
 from accel_sim.errors import UsageError
+from accel_sim.capture.norms import ATEN_NAMES
 
 FORMAT_NAME = "accel-sim-graph"
 FORMAT_VERSION = 1
@@ -131,7 +132,7 @@ def _module_of(node: torch.fx.Node) -> tuple[str, str]:
 def _op_name(target: torch._ops.OpOverload) -> tuple[str, str]:
     namespace, _, name = target._schema.name.partition("::")
     op = name if namespace == "aten" else f"{namespace}::{name}"
-    return op, target._overloadname
+    return ATEN_NAMES.get(op, op), target._overloadname
 
 
 class _GraphBuilder:

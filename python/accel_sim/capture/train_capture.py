@@ -13,15 +13,17 @@ gradients are stored as "gradient" storages, the states as "optimizer_state".
 The loss: the model's own when its output has one (`.loss`; an HF model given `labels`; a
 causal or masked LM whose forward takes `labels` gets labels = input_ids, as HF's Trainer feeds
 them), the output itself when it is a scalar, otherwise the mean of the first floating output
-(stated in the graph's metadata). Precision: the model's own dtype (or `dtype`); the optimizer
-states take the parameters' dtype.
+(stated in the graph's metadata). A model that returns `UpstreamGradients(outputs, grads)`
+is backpropagated from those outputs with those upstream gradients, as `y.backward(dy)` runs in a
+module benchmark: no loss op is traced. Precision: the model's own dtype (or `dtype`); the
+optimizer states take the parameters' dtype.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.fx.traceback as fx_traceback
@@ -46,6 +48,14 @@ from accel_sim.capture.lifetime import PythonLifetimes
 from accel_sim.errors import UsageError
 
 OPTIMIZERS = ("adamw", "adam", "sgd", "none")
+
+
+class UpstreamGradients(NamedTuple):
+    """What a model returns to be backpropagated from `outputs` with the upstream gradients
+    `grads` (one per output, of its shape), as `torch.autograd.backward(outputs, grads)`."""
+
+    outputs: tuple[torch.Tensor, ...]
+    grads: tuple[torch.Tensor, ...]
 AUTOCAST = {"bf16-mixed": torch.bfloat16, "fp16-mixed": torch.float16}
 
 
@@ -181,15 +191,23 @@ def capture_training_step(
             with amp:
                 result = torch.func.functional_call(model, tensors, call_args, call_kwargs, tie_weights=True,
                                                     strict=False)
-                loss, how = _loss_of(result)
+                if isinstance(result, UpstreamGradients):
+                    if len(result.outputs) != len(result.grads) or not result.outputs:
+                        raise UsageError("UpstreamGradients needs one upstream gradient per output")
+                    outputs, upstream = list(result.outputs), list(result.grads)
+                    how = "the outputs, backpropagated with the model's upstream gradients"
+                else:
+                    loss, how = _loss_of(result)
+                    outputs, upstream = [loss], None
             notes["loss"] = loss_note or how
             del result, call_args, call_kwargs
             marks.append(_traced_so_far())
             script_run.enter_phase("tracing the training step: backward")
-            if _backward_hooks is not None and loss.grad_fn is not None:
-                _backward_hooks([loss.grad_fn])  # backward ops get their forward op's seq_nr
+            roots = [o.grad_fn for o in outputs if o.grad_fn is not None]
+            if _backward_hooks is not None and roots:
+                _backward_hooks(roots)  # backward ops get their forward op's seq_nr
             params = [tensors[n] for n in trainable]
-            grads = torch.autograd.grad(loss, params, allow_unused=True)
+            grads = torch.autograd.grad(outputs, params, grad_outputs=upstream, allow_unused=True)
             used = [i for i, g in enumerate(grads) if g is not None]
             gradient_keys.update(grads[i].untyped_storage()._cdata for i in used)
             if accumulators:
@@ -215,7 +233,7 @@ def capture_training_step(
                        weight_decay=0.01, eps=1e-8, maximize=False, capturable=False, differentiable=False,
                        grad_scale=None, found_inf=None, has_complex=False)
             del grads, grad_list, weights, params
-        return [loss.detach()]
+        return [o.detach() for o in outputs]
 
     flat_inputs = [*inputs.flat(), *(t for kind in state_kinds for t in states[kind]), *buffers_in]
     was_training = model.training

@@ -4,6 +4,7 @@ cost models, and fitting a device's kernel constants. The numbers come from the 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 from typing import Any
 
@@ -210,9 +211,14 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
     devices = _devices({r.device for r in rows} | {r["device"] for r in end_to_end})
     splits = ("fit", "report") if args.split == "all" else (args.split,)
     steps = validation.simulate_end_to_end(devices, end_to_end)  # each measured step simulated once
+    modules = validation.load_module_rows(args.data)
+    if modules and importlib.util.find_spec("torch") is None:
+        skipped["eager modules (capturing them needs torch)"] = len(modules)
+        modules = []
+    devices.update(_devices({m.device for m in modules} - set(devices)))
     lines = []
     for split in splits:
-        lines += [(split, line) for line in validation.validate(devices, rows, split, steps)]
+        lines += [(split, line) for line in validation.validate(devices, rows, split, steps, modules)]
     from accel_sim.device import catalog
 
     unmeasured = sorted(e.spec.id for e in catalog().entries if e.spec.id not in devices)
