@@ -34,7 +34,7 @@ def _traffic(graph, pass_name):
 def test_rms_norm_is_the_one_fused_kernel_a_gpu_runs():
     # torch.nn.RMSNorm(N) in bf16 on x [M, N]: CUDA runs aten::_fused_rms_norm forward and
     # _fused_rms_norm_backward, one kernel each, not the CPU's pow/mean/rsqrt chain.
-    graph = module_rows._graph("megatron_rms_norm", "_megatron_rms_norm", "bf16", (("m", M), ("n", N)))
+    graph = module_rows._graph(module_rows._megatron_rms_norm, "bf16", (("m", M), ("n", N)))
     forward = [n.op for n in _nodes(graph, "forward") if n.op not in ("detach", "sum")]
     backward = [n.op for n in _nodes(graph, "backward") if n.op not in ("detach", "expand", "ones_like")]
     assert forward == ["_fused_rms_norm"]
@@ -68,7 +68,7 @@ def test_hf_rms_norm_forward_traffic_by_hand():
     #   .to(bf16)         read 4MN, write 2MN
     #   weight * x        read 4N + 2MN, write 4MN (bf16 x fp32 promotes to fp32)
     m, n = 512, 2048
-    graph = module_rows._graph("rms_norm", "_rms_norm", "bf16", (("m", m), ("n", n)))
+    graph = module_rows._graph(module_rows._rms_norm, "bf16", (("m", m), ("n", n)))
     read, written = _traffic(graph, "forward")
     assert read == 2 * m * n + 4 * m * n + 4 * m * n + 4 * m + 4 * m + 4 * m * n + 4 * m + 4 * m * n + 4 * n + 2 * m * n
     assert written == 4 * m * n + 4 * m * n + 4 * m + 4 * m + 4 * m + 4 * m * n + 2 * m * n + 4 * m * n

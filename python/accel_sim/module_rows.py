@@ -7,13 +7,12 @@ same modules under torch.compile. None of these is one kernel, so the kernel mod
 hold them; what predicts them is what `accel-sim simulate` does with any script: capture the
 module with fake tensors, cost every ATen op, walk the graph.
 
-Each row is rebuilt as its benchmark ran it (the harness facts are named per op in `_BUILDERS`):
-the timed inputs are trainable leaves, so the backward computes their gradients as
-`y.backward(dy)` does; the harness's `dy` is a buffer, and the loss `sum(y * dy)` that stands in
-for `y.backward(dy)` is left out of the time (its forward product and sum, and its backward seed,
-`ones`, `expand` and product, run before any op of the module). `forward` times the module's
-forward ops, `backward` its backward ops, `full` both; torch.compile rows are simulated with the
-fusion of elementwise chains (`SimulateOptions.fuse`) that stands for Inductor.
+Each row is rebuilt as its benchmark ran it (the harness facts are named per op in its builder):
+the timed inputs are trainable leaves, so the backward computes their gradients, and the outputs
+are backpropagated with upstream-gradient buffers as `y.backward(dy)` does (`UpstreamGradients`:
+no loss op is traced). `forward` times the module's forward ops, `backward` its backward ops,
+`full` both; torch.compile rows are simulated with the fusion of elementwise chains
+(`SimulateOptions.fuse_elementwise`) that stands for Inductor.
 
 Measured times are CUDA-event spans of one call after an L2-flushing write
 (triton.testing.do_bench): the prediction is the simulated span of the timed ops (each kernel's
@@ -31,8 +30,7 @@ from accel_sim import _core
 from accel_sim.errors import UsageError
 
 DIRECTIONS = ("forward", "backward", "full")
-# Implementations whose rows are eager PyTorch modules (or torch.compile of one).
-EAGER_IMPLS = ("huggingface", "torch", "torch_compile")
+DTYPES = ("bf16", "fp16", "fp32")  # capture/fx_capture.py CAST_DTYPES, named without importing torch
 
 
 @dataclass(frozen=True)
@@ -59,7 +57,10 @@ def _torch() -> Any:
     return torch
 
 
-_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+def _dtype(name: str) -> Any:
+    from accel_sim.capture.fx_capture import CAST_DTYPES
+
+    return CAST_DTYPES[name]
 
 
 def _harness(inner: Any, leaves: dict[str, tuple[tuple[int, ...], str]],
@@ -77,10 +78,9 @@ def _harness(inner: Any, leaves: dict[str, tuple[tuple[int, ...], str]],
             self.inner = inner
             for name, (shape, dtype) in leaves.items():
                 self.register_parameter(name, torch.nn.Parameter(
-                    torch.empty(shape, dtype=getattr(torch, _DTYPES[dtype]), device="meta")))
+                    torch.empty(shape, dtype=_dtype(dtype), device="meta")))
             for i, (shape, dtype) in enumerate(grads or ()):
-                self.register_buffer(f"dy{i}", torch.empty(shape, dtype=getattr(torch, _DTYPES[dtype]),
-                                                           device="meta"))
+                self.register_buffer(f"dy{i}", torch.empty(shape, dtype=_dtype(dtype), device="meta"))
 
         def forward(self) -> Any:
             result = call(self.inner, **{n: getattr(self, n) for n in leaves})
@@ -93,10 +93,6 @@ def _harness(inner: Any, leaves: dict[str, tuple[tuple[int, ...], str]],
 
 
 Built = tuple[Any, dict[str, tuple[tuple[int, ...], str]], "list[tuple[tuple[int, ...], str]] | None", Callable[..., Any]]
-
-
-def _dtype(name: str) -> Any:
-    return getattr(_torch(), _DTYPES[name])
 
 
 def _rms_norm(row: dict, dtype: str) -> Built:
@@ -178,7 +174,7 @@ def _rope(row: dict, dtype: str) -> Built:
     torch = _torch()
     b, heads, kv_heads = _dim(row, "batch"), _dim(row, "heads"), _dim(row, "kv_heads")
     s, d = _dim(row, "seq_q"), _dim(row, "head_dim")
-    dt = getattr(torch, _DTYPES[dtype])
+    dt = _dtype(dtype)
 
     class Rope(torch.nn.Module):
         def __init__(self) -> None:
@@ -197,7 +193,7 @@ def _rope(row: dict, dtype: str) -> Built:
 def _dim(row: dict, key: str) -> int:
     value = row.get(key) or ""
     if not value:
-        raise UsageError(f"kernels row {row.get('id', '?')}: {row.get('op')} needs the column '{key}'")
+        raise UsageError(f"a {row.get('op', '?')} module row needs the column '{key}'")
     return int(float(value))
 
 
@@ -235,7 +231,7 @@ def describes(row: dict) -> bool:
     module rows."""
     if row.get("impl") == "torch_compile" and row.get("direction") == "forward":
         return False
-    return (row.get("kind") == "memory" and row.get("direction") in DIRECTIONS and row.get("dtype") in _DTYPES
+    return (row.get("kind") == "memory" and row.get("direction") in DIRECTIONS and row.get("dtype") in DTYPES
             and _builder(row.get("op", ""), row.get("impl", "")) is not None)
 
 
@@ -251,28 +247,29 @@ def module_row(row: dict) -> ModuleRow:
 
 
 @functools.lru_cache(maxsize=256)
-def _graph(op: str, builder: str, dtype: str, shape: tuple[tuple[str, int], ...]) -> Any:
+def _graph(build: Callable[[dict, str], Built], dtype: str, shape: tuple[tuple[str, int], ...]) -> Any:
     """The core graph of one training step (forward and backward, no optimizer) of the module
-    `builder` makes, captured once per shape (the rows of several devices and of the eager and
+    `build` makes, captured once per shape (the rows of several devices and of the eager and
     compiled providers share it)."""
     from accel_sim.capture import capture_training_step
     from accel_sim.io.graph_file import to_core
 
-    inner, leaves, grads, call = globals()[builder](dict(shape, op=op), dtype)
+    inner, leaves, grads, call = build(dict(shape), dtype)
     graph = capture_training_step(_harness(inner, leaves, grads, call), (), optimizer="none",
-                                  name=f"{op}-{builder.strip('_')}")
+                                  name=build.__name__.strip("_"))
     return to_core(graph)
 
 
 def predict(row: ModuleRow, spec: Any, cost_model: str) -> float:
     """Predicted time of the row's timed call on the device `spec` (a DeviceSpec)."""
     build, compiled = _BUILDERS[(row.op, row.impl)]
-    graph = _graph(row.op, build.__name__, row.dtype, row.shape)
     options = _core.SimulateOptions()
     options.cost_model = cost_model
     options.fuse_elementwise = compiled
-    result = _core.simulate(graph, spec, options)
+    result = _core.simulate(_graph(build, row.dtype, row.shape), spec, options)
     whole = row.direction == "full" or (row.direction == "backward" and row.op in _WHOLE_STEP_BACKWARD)
-    passes = ("forward", "backward") if whole else (row.direction,)
-    span = sum(op.cost.time_s for op in result.ops if graph.node(op.node).pass_name in passes)
+    if whole:
+        span = result.forward_time_s + result.backward_time_s
+    else:
+        span = result.forward_time_s if row.direction == "forward" else result.backward_time_s
     return span + spec.kernel.alone_stream_overhead_s

@@ -212,8 +212,8 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
     splits = ("fit", "report") if args.split == "all" else (args.split,)
     steps = validation.simulate_end_to_end(devices, end_to_end)  # each measured step simulated once
     modules = validation.load_module_rows(args.data)
-    if modules and importlib.util.find_spec("torch") is None:
-        skipped["eager modules (capturing them needs torch)"] = len(modules)
+    if modules and not all(importlib.util.find_spec(m) for m in ("torch", "transformers")):
+        skipped["eager modules (capturing them needs torch and transformers)"] = len(modules)
         modules = []
     devices.update(_devices({m.device for m in modules} - set(devices)))
     lines = []
