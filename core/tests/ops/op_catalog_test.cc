@@ -293,6 +293,29 @@ TEST(DataMovementTest, CastReadsAndWritesEverything) {
   EXPECT_DOUBLE_EQ(count_last(g).bytes_written, 2048.0);
 }
 
+TEST(ReductionTest, NllLossReadsOnlyTheTargetColumnOfEachRow) {
+  // Log-probabilities [1024, 32000] fp32 and int64 targets [1024]: the forward reads the 1024
+  // targets (8 KiB) and one 4-byte log-probability per row (4 KiB), never the other 31,999
+  // columns (131 MB), and writes the loss and the total weight (4 B each).
+  Graph g;
+  TensorId logp = new_tensor(g, {1024, 32000});
+  TensorId target = new_tensor(g, {1024}, DType::int64);
+  TensorId loss = new_tensor(g, {});
+  TensorId total = new_tensor(g, {});
+  add(g, "nll_loss_forward", {logp, target}, {loss, total});
+  OpCount n = count_last(g);
+  EXPECT_DOUBLE_EQ(n.bytes_read, 1024 * 8.0 + 1024 * 4.0);
+  EXPECT_DOUBLE_EQ(n.bytes_written, 8.0);
+  // The backward zero-fills the gradient [1024, 32000] (131,072,000 B written) and writes each
+  // row's target column; it reads the 0-d upstream gradient and the targets, not `self`.
+  TensorId dloss = new_tensor(g, {});
+  TensorId dlogp = new_tensor(g, {1024, 32000});
+  add(g, "nll_loss_backward", {dloss, logp, target, total}, {dlogp});
+  n = count_last(g);
+  EXPECT_DOUBLE_EQ(n.bytes_read, 4.0 + 1024 * 8.0);
+  EXPECT_DOUBLE_EQ(n.bytes_written, 1024 * 32000 * 4.0);
+}
+
 TEST(CatalogueTest, UnknownOpIsCountedOnItsBytesAndFlagged) {
   Graph g;
   TensorId x = new_tensor(g, {100});
