@@ -114,14 +114,14 @@ by forward are re-read by backward).  E = elements.
   forward  = (2E + 2TD) s      [read q, k, cos, sin; write q', k']
   backward = (2E + 2TD) s      [read dq', dk', cos, sin; write dq, dk]
 
-Skipped memory-bound kernels:
+Whole modules (bytes left empty; ``accel-sim validate`` costs them by capturing
+the module the benchmark timed, python/accel_sim/module_rows.py):
 * geglu, swiglu: the Liger benchmark times the whole LlamaMLP / Liger MLP
-  module (gate, up and down projections, i.e. three GEMMs, plus the
-  activation), so it is not a memory-bound kernel and bytes are not defined.
-* cross_entropy: the providers move different bytes for the same loss (Liger
-  writes the logits' gradient in its forward and skips its backward when the
-  loss's gradient is 1; torch's log-softmax and NLL keep and re-read the
-  log-probabilities), so no one minimal traffic describes the rows (skipped).
+  (gate, up and down projections, three GEMMs, around the activation):
+  batch=B, seq_q=T, n=hidden_size, k=intermediate_size, E = B*T*intermediate.
+* cross_entropy: the loss over logits [B*T, V], whose providers run different
+  kernels (Liger writes the logits' gradient in its forward; torch's
+  log-softmax and NLL keep the log-probabilities): m=B*T, n=V, E = B*T*V.
 
 Dtypes the Liger data leaves unstated ("not stated in config") are the ones the
 benchmark scripts give their tensors (LIGER_SCRIPT_DTYPES): megatron_rms_norm
@@ -243,11 +243,7 @@ MEMORY_PROVIDERS = {
 # "Dtypes the Liger data leaves unstated" above).
 LIGER_SCRIPT_DTYPES = {"megatron_rms_norm": "bf16", "megatron_swiglu": "bf16", "cross_entropy": "fp32",
                        "kl_div": "fp32", "jsd": "fp32", "tvd": "fp32"}
-MEMORY_SKIPPED_KERNELS = {
-    "cross_entropy": "memory: cross_entropy providers move different bytes (Liger's gradient in the forward)",
-    "geglu": "memory: geglu times full MLP incl. 3 GEMMs (bytes undefined)",
-    "swiglu": "memory: swiglu times full MLP incl. 3 GEMMs (bytes undefined)",
-}
+MEMORY_SKIPPED_KERNELS: dict[str, str] = {}
 
 
 class Skip(Exception):
@@ -426,7 +422,8 @@ def convert_attention(row: dict, params: dict, out: dict, notes: list[str]) -> N
 
 # ------------------------------------------------------------------ memory-bound
 def _memory_shape(kernel: str, p: dict, cfg: dict, direction: str):
-    """Return (shape dict, elements, (fwd_units, bwd_units)) with units in elements."""
+    """Return (shape dict, elements, (fwd_units, bwd_units)) with units in elements; None for
+    the units of a whole module."""
     if kernel == "rms_norm":
         M, H = cfg["M"], p["H"]
         E = M * H
@@ -461,6 +458,16 @@ def _memory_shape(kernel: str, p: dict, cfg: dict, direction: str):
         E = T * (hq + hkv) * D
         return (dict(batch=1, heads=hq, kv_heads=hkv, seq_q=T, seq_k=T, head_dim=D), E,
                 (2 * E + 2 * T * D, 2 * E + 2 * T * D))
+    if kernel in ("swiglu", "geglu"):
+        # A whole LlamaMLP (three GEMMs around the gated activation): a module row, costed by
+        # capturing the module (python/accel_sim/module_rows.py), so no byte count of its own.
+        B, T = cfg.get("B", cfg.get("bsz")), p["T"]
+        H, I = cfg["hidden_size"], cfg["intermediate_size"]
+        return dict(batch=B, seq_q=T, n=H, k=I), B * T * I, None
+    if kernel == "cross_entropy":
+        # The loss over logits [B*T, V]: a module row too (each provider runs different kernels).
+        M, V = cfg["B"] * cfg["T"], p["V"]
+        return dict(m=M, n=V), M * V, None
     raise Skip(f"memory: kernel {kernel} bytes not defined")
 
 
@@ -477,12 +484,15 @@ def convert_memory(row: dict, params: dict, out: dict, notes: list[str]) -> None
         raise Skip("memory: provider unknown")
     cfg = params.get("config") or {}
     try:
-        shape, E, (fwd_u, bwd_u) = _memory_shape(kernel, params, cfg, mode)
+        shape, E, per_pass = _memory_shape(kernel, params, cfg, mode)
     except KeyError:
         raise Skip(f"memory: {kernel} shape params missing") from None
-    units = {"forward": fwd_u, "backward": bwd_u, "full": fwd_u + bwd_u}[mode]
-    out.update(op=kernel, direction=mode, impl=impl, elements=E,
-               bytes=units * DTYPE_SIZE[out["dtype"]], **shape)
+    if per_pass is None:  # a module row: no bytes of one kernel
+        nbytes = ""
+    else:
+        fwd_u, bwd_u = per_pass
+        nbytes = {"forward": fwd_u, "backward": bwd_u, "full": fwd_u + bwd_u}[mode] * DTYPE_SIZE[out["dtype"]]
+    out.update(op=kernel, direction=mode, impl=impl, elements=E, bytes=nbytes, **shape)
     secs, orig = time_from(row, None)
     notes.insert(0, orig)
     m = re.search(r"p20 [\d.]+, p80 [\d.]+ ms", row["notes"])

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from accel_sim import _core
 from accel_sim.errors import UsageError
@@ -63,14 +63,39 @@ def _dtype(name: str) -> Any:
     return CAST_DTYPES[name]
 
 
-def _harness(inner: Any, leaves: dict[str, tuple[tuple[int, ...], str]],
-             grads: list[tuple[tuple[int, ...], str]] | None, call: Callable[..., Any]) -> Any:
-    """An nn.Module that runs `call(inner, **leaves)` on trainable leaves of the given shapes and
-    dtypes; its outputs are backpropagated with upstream gradients of the shapes and dtypes in
-    `grads` (buffers, as the benchmark's `dy`), or, with `grads` None, the output is the loss the
-    benchmark backpropagates without a dy."""
+class Built(NamedTuple):
+    """A benchmark's timed module, as a builder rebuilds it."""
+
+    inner: Any  # the nn.Module the benchmark calls
+    leaves: dict[str, tuple[tuple[int, ...], str]]  # trainable inputs: name -> (shape, dtype)
+    # Upstream gradients (shape, dtype) for each output, as `y.backward(dy)`; None: the output is
+    # the loss the benchmark backpropagates without a dy.
+    grads: list[tuple[tuple[int, ...], str]] | None
+    call: Callable[..., Any]  # call(inner, **leaves) -> the output(s)
+    # Parameters whose .grad the benchmark never resets (not in do_bench's grad_to_none): each
+    # backward adds its gradient into the one already there (AccumulateGrad's `grad += new`, one
+    # kernel reading both and writing the sum). Names as the harness holds them: a leaf's name or
+    # "inner." + the module's parameter path.
+    accumulate: tuple[str, ...] = ()
+    # Whether the accumulated gradient is the very storage of the new one (Liger's cross-entropy
+    # writes the gradient into its input and returns it, and the .grad it accumulates into is
+    # that storage too): `grad += grad` then reads it once.
+    accumulate_in_place: bool = False
+    # The views of the dy buffers the benchmark passes (e.g. transposed, as torch.randn_like keeps
+    # the strides of a transposed output); None: the buffers themselves.
+    upstream: Callable[..., tuple[Any, ...]] | None = None
+
+
+def _harness(built: Built) -> Any:
+    """An nn.Module that runs `built.call(inner, **leaves)` on trainable leaves of the given
+    shapes and dtypes; its outputs are backpropagated with upstream gradients of the shapes and
+    dtypes in `built.grads` (buffers, as the benchmark's `dy`), or, with `grads` None, the output
+    is the loss the benchmark backpropagates without a dy. The gradients of the parameters in
+    `built.accumulate` are added into buffers as they are produced (a hook on the parameter)."""
     torch = _torch()
     from accel_sim.capture import UpstreamGradients
+
+    inner, leaves, grads, call = built.inner, built.leaves, built.grads, built.call
 
     class Harness(torch.nn.Module):
         def __init__(self) -> None:
@@ -81,18 +106,31 @@ def _harness(inner: Any, leaves: dict[str, tuple[tuple[int, ...], str]],
                     torch.empty(shape, dtype=_dtype(dtype), device="meta")))
             for i, (shape, dtype) in enumerate(grads or ()):
                 self.register_buffer(f"dy{i}", torch.empty(shape, dtype=_dtype(dtype), device="meta"))
+            for i, name in enumerate(() if built.accumulate_in_place else built.accumulate):
+                self.register_buffer(f"grad{i}", torch.empty_like(self.get_parameter(name)))
 
         def forward(self) -> Any:
+            for i, name in enumerate(built.accumulate):
+                functools.reduce(getattr, name.split("."), self).register_hook(_accumulator(
+                    None if built.accumulate_in_place else self.get_buffer(f"grad{i}")))
             result = call(self.inner, **{n: getattr(self, n) for n in leaves})
             if grads is None:
                 return result
             ys = result if isinstance(result, tuple) else (result,)
-            return UpstreamGradients(tuple(ys), tuple(getattr(self, f"dy{i}") for i in range(len(ys))))
+            dys = tuple(getattr(self, f"dy{i}") for i in range(len(ys)))
+            return UpstreamGradients(tuple(ys), built.upstream(*dys) if built.upstream else dys)
 
     return Harness()
 
 
-Built = tuple[Any, dict[str, tuple[tuple[int, ...], str]], "list[tuple[tuple[int, ...], str]] | None", Callable[..., Any]]
+def _accumulator(into: Any) -> Callable[[Any], None]:
+    def hook(new: Any) -> None:
+        if into is None:
+            new.add_(new)  # .grad and the new gradient share one storage
+        else:
+            into.add_(new)
+
+    return hook
 
 
 def _rms_norm(row: dict, dtype: str) -> Built:
@@ -103,7 +141,7 @@ def _rms_norm(row: dict, dtype: str) -> Built:
 
     m, n = _dim(row, "m"), _dim(row, "n")
     inner = LlamaRMSNorm(n, eps=1e-6).to(device="meta", dtype=_dtype("fp32"))
-    return inner, {"x": ((m, n), dtype)}, [((m, n), "fp32")], lambda f, x: f(x)
+    return Built(inner, {"x": ((m, n), dtype)}, [((m, n), "fp32")], lambda f, x: f(x))
 
 
 def _layer_norm(row: dict, dtype: str) -> Built:
@@ -111,7 +149,7 @@ def _layer_norm(row: dict, dtype: str) -> Built:
     # on x [M, N].
     m, n = _dim(row, "m"), _dim(row, "n")
     inner = _torch().nn.LayerNorm(n, eps=1e-6).to(device="meta", dtype=_dtype(dtype))
-    return inner, {"x": ((m, n), dtype)}, [((m, n), dtype)], lambda f, x: f(x)
+    return Built(inner, {"x": ((m, n), dtype)}, [((m, n), dtype)], lambda f, x: f(x))
 
 
 def _group_norm(row: dict, dtype: str) -> Built:
@@ -119,7 +157,7 @@ def _group_norm(row: dict, dtype: str) -> Built:
     # (the row's batch, m and n).
     b, c, length = _dim(row, "batch"), _dim(row, "m"), _dim(row, "n")
     inner = _torch().nn.GroupNorm(c // 4, c, eps=1e-6).to(device="meta", dtype=_dtype(dtype))
-    return inner, {"x": ((b, c, length), dtype)}, [((b, c, length), dtype)], lambda f, x: f(x)
+    return Built(inner, {"x": ((b, c, length), dtype)}, [((b, c, length), dtype)], lambda f, x: f(x))
 
 
 def _fused_add_rms_norm(row: dict, dtype: str) -> Built:
@@ -139,7 +177,7 @@ def _fused_add_rms_norm(row: dict, dtype: str) -> Built:
             return self.weight * (h * torch.rsqrt(variance + 1e-6)), h
 
     out = [((m, n), "fp32"), ((m, n), "fp32")]
-    return NaiveAddRMSNorm(), {"x": ((m, n), dtype), "r": ((m, n), dtype)}, out, lambda f, x, r: f(x, r)
+    return Built(NaiveAddRMSNorm(), {"x": ((m, n), dtype), "r": ((m, n), dtype)}, out, lambda f, x, r: f(x, r))
 
 
 def _megatron_rms_norm(row: dict, dtype: str) -> Built:
@@ -148,7 +186,7 @@ def _megatron_rms_norm(row: dict, dtype: str) -> Built:
     # its "backward" and "full" time the forward, out.sum() and the backward together.
     m, n = _dim(row, "m"), _dim(row, "n")
     inner = _torch().nn.RMSNorm(n, eps=1e-6).to(device="meta", dtype=_dtype(dtype))
-    return inner, {"x": ((m, n), dtype)}, None, lambda f, x: f(x).sum()
+    return Built(inner, {"x": ((m, n), dtype)}, None, lambda f, x: f(x).sum())
 
 
 def _megatron_swiglu(row: dict, dtype: str) -> Built:
@@ -162,13 +200,18 @@ def _megatron_swiglu(row: dict, dtype: str) -> Built:
             y1, y2 = torch.chunk(y, 2, -1)
             return (torch.nn.functional.silu(y1) * y2).sum()
 
-    return SwiGLU(), {"y": ((m, 2 * n), dtype)}, None, lambda f, y: f(y)
+    return Built(SwiGLU(), {"y": ((m, 2 * n), dtype)}, None, lambda f, y: f(y))
 
 
-def _rope(row: dict, dtype: str) -> Built:
-    # benchmark_rope.py: transformers' apply_rotary_pos_emb(q, k, cos, sin) on q and k made as
-    # [batch, seq, heads, head_dim] and transposed to [batch, heads, seq, head_dim] (views), with
-    # cos and sin [batch, seq, head_dim] from LlamaRotaryEmbedding computed outside the timed call.
+def _rope(row: dict, dtype: str, liger: bool = False) -> Built:
+    # benchmark_rope.py: q and k made as [batch, seq, heads, head_dim] leaves and transposed to
+    # [batch, heads, seq, head_dim] (views), cos and sin [batch, seq, head_dim] from
+    # LlamaRotaryEmbedding computed outside the timed call; dq and dk from torch.randn_like of
+    # the transposed outputs, so transposed too; torch.autograd.grad with grad_to_none=[q, k] (no
+    # accumulation). The "huggingface" provider (and what torch.compile compiles) is transformers'
+    # apply_rotary_pos_emb; Liger's (ops/rope.py) transposes q and k back to [batch, seq, heads,
+    # head_dim] (contiguous, so .contiguous() copies nothing) and rotates both in one in-place
+    # kernel, forward and backward (the backward with -sin, on dq and dk alike).
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
     torch = _torch()
@@ -183,11 +226,147 @@ def _rope(row: dict, dtype: str) -> Built:
             self.register_buffer("sin", torch.empty((b, s, d), dtype=dt, device="meta"))
 
         def forward(self, q: Any, k: Any) -> Any:
+            if liger:
+                return _liger_rope_function().apply(q.transpose(1, 2), k.transpose(1, 2), self.cos, self.sin)
             return apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), self.cos, self.sin)
 
     leaves = {"q": ((b, s, heads, d), dtype), "k": ((b, s, kv_heads, d), dtype)}
-    grads = [((b, heads, s, d), dtype), ((b, kv_heads, s, d), dtype)]
-    return Rope(), leaves, grads, lambda f, q, k: f(q, k)
+    grads = [((b, s, heads, d), dtype), ((b, s, kv_heads, d), dtype)]
+    return Built(Rope(), leaves, grads, lambda f, q, k: f(q, k),
+                 upstream=lambda dq, dk: (dq.transpose(1, 2), dk.transpose(1, 2)))
+
+
+def _liger_rope(row: dict, dtype: str) -> Built:
+    return _rope(row, dtype, liger=True)
+
+
+@functools.cache
+def _liger_rope_function() -> Any:
+    torch = _torch()
+    from accel_sim.capture import fused_ops  # noqa: F401  (registers torch.ops.accel_sim.*)
+
+    class LigerRope(torch.autograd.Function):
+        """q and k [batch, heads, seq, head_dim] rotated in one kernel on their [batch, seq,
+        heads, head_dim] layout; the backward the same kernel on dq and dk."""
+
+        @staticmethod
+        def forward(ctx: Any, q: Any, k: Any, cos: Any, sin: Any) -> Any:
+            ctx.save_for_backward(cos, sin)
+            q2, k2 = torch.ops.accel_sim.rotary_embedding(q.transpose(1, 2), k.transpose(1, 2), cos, sin, False)
+            return q2.transpose(1, 2), k2.transpose(1, 2)
+
+        @staticmethod
+        def backward(ctx: Any, dq: Any, dk: Any) -> Any:
+            cos, sin = ctx.saved_tensors
+            dq2, dk2 = torch.ops.accel_sim.rotary_embedding(dq.transpose(1, 2), dk.transpose(1, 2), cos, sin, True)
+            return dq2.transpose(1, 2), dk2.transpose(1, 2), None, None
+
+    return LigerRope
+
+
+def _mlp(row: dict, dtype: str, fused: bool) -> Built:
+    # benchmark_swiglu.py, benchmark_geglu.py: transformers' LlamaMLP(LlamaConfig(hidden_size,
+    # intermediate_size, hidden_act)) cast to the row's dtype (the "huggingface" provider, and the
+    # module torch.compile compiles), or Liger's LigerSwiGLUMLP / LigerGEGLUMLP: the same three
+    # bias-free projections around Liger's fused activation(gate) * up kernel (`fused`). x
+    # [B, T, hidden] with requires_grad; y.backward(dy) with dy like y. do_bench resets only x's
+    # gradient (grad_to_none=[x]), so every backward adds into the three weights' .grad.
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaMLP
+
+    torch = _torch()
+    b, t, hidden, inter = _dim(row, "batch"), _dim(row, "seq_q"), _dim(row, "n"), _dim(row, "k")
+    act = _MLP_ACTIVATIONS[row["op"]]
+    with torch.device("meta"):  # no weights: a CPU init of 3 x hidden x intermediate takes seconds
+        inner = LlamaMLP(LlamaConfig(hidden_size=hidden, intermediate_size=inter, hidden_act=act))
+    if fused:
+        from accel_sim.capture import fused_ops  # noqa: F401  (registers torch.ops.accel_sim.*)
+
+        name = {"silu": "silu", "gelu_pytorch_tanh": "gelu_tanh"}[act]
+
+        class LigerMLP(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.gate_proj, self.up_proj, self.down_proj = inner.gate_proj, inner.up_proj, inner.down_proj
+
+            def forward(self, x: Any) -> Any:
+                return self.down_proj(torch.ops.accel_sim.gated_activation(self.gate_proj(x), self.up_proj(x), name))
+
+        inner = LigerMLP()
+    inner = inner.to(device="meta", dtype=_dtype(dtype))
+    weights = tuple(f"inner.{p}.weight" for p in ("gate_proj", "up_proj", "down_proj"))
+    return Built(inner, {"x": ((b, t, hidden), dtype)}, [((b, t, hidden), dtype)], lambda f, x: f(x),
+                 accumulate=weights)
+
+
+# benchmark_swiglu.py's and benchmark_geglu.py's hidden_act
+_MLP_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu_pytorch_tanh"}
+
+
+def _llama_mlp(row: dict, dtype: str) -> Built:
+    return _mlp(row, dtype, fused=False)
+
+
+def _liger_mlp(row: dict, dtype: str) -> Built:
+    return _mlp(row, dtype, fused=True)
+
+
+def _cross_entropy(row: dict, dtype: str, liger: bool) -> Built:
+    # benchmark_cross_entropy.py: logits [B*T, V] from torch.randn(..., requires_grad=True) (fp32,
+    # the default dtype), a random int64 target per row, and torch.nn.CrossEntropyLoss() (mean;
+    # the "huggingface" provider, and what torch.compile compiles) or Liger's
+    # LigerCrossEntropyLoss. "full" backpropagates the loss with no grad_to_none, so each backward
+    # adds into the .grad of the logits. Liger's forward runs, per row, the pass of the loss (online
+    # max and sum of exponentials) and then the gradient pass, written into the logits' own storage
+    # (ops/cross_entropy.py); its backward hands that storage back as the gradient without a kernel
+    # when the upstream gradient is 1, so the .grad it accumulates into is the same storage.
+    torch = _torch()
+    rows, vocab = _dim(row, "m"), _dim(row, "n")
+
+    class Loss(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("target", torch.empty((rows,), dtype=torch.int64, device="meta"))
+            self.loss = torch.nn.CrossEntropyLoss()
+
+        def forward(self, logits: Any) -> Any:
+            if liger:
+                return _liger_cross_entropy_function().apply(logits, self.target)
+            return self.loss(logits, self.target)
+
+    return Built(Loss(), {"logits": ((rows, vocab), dtype)}, None, lambda f, logits: f(logits),
+                 accumulate=("logits",), accumulate_in_place=liger)
+
+
+def _torch_cross_entropy(row: dict, dtype: str) -> Built:
+    return _cross_entropy(row, dtype, liger=False)
+
+
+def _liger_cross_entropy(row: dict, dtype: str) -> Built:
+    return _cross_entropy(row, dtype, liger=True)
+
+
+@functools.cache
+def _liger_cross_entropy_function() -> Any:
+    torch = _torch()
+    from accel_sim.capture import fused_ops  # noqa: F401  (registers torch.ops.accel_sim.*)
+
+    class LigerCrossEntropy(torch.autograd.Function):
+        """Loss and gradient in the forward (the fused op's two passes), nothing in the backward."""
+
+        @staticmethod
+        def forward(ctx: Any, logits: Any, target: Any) -> Any:
+            loss, lse = torch.ops.accel_sim.cross_entropy(logits, target, -100)
+            ctx.grad = torch.ops.accel_sim.cross_entropy_backward(loss.new_ones(()), logits, lse, target, -100)
+            return loss
+
+        @staticmethod
+        def backward(ctx: Any, dloss: Any) -> Any:
+            return ctx.grad, None
+
+    return LigerCrossEntropy
+
+
 
 
 def _dim(row: dict, key: str) -> int:
@@ -210,10 +389,20 @@ _BUILDERS: dict[tuple[str, str], tuple[Callable[[dict, str], Built], bool]] = {
     ("group_norm", "huggingface"): (_group_norm, False),
     ("rope", "huggingface"): (_rope, False),
     ("rope", "torch_compile"): (_rope, True),
+    ("rope", "liger"): (_liger_rope, False),
     ("fused_add_rms_norm", "huggingface"): (_fused_add_rms_norm, False),
     ("megatron_rms_norm", "torch"): (_megatron_rms_norm, False),
     ("megatron_rms_norm", "megatron"): (_megatron_rms_norm, False),
     ("megatron_swiglu", "torch"): (_megatron_swiglu, False),
+    ("swiglu", "huggingface"): (_llama_mlp, False),
+    ("swiglu", "torch_compile"): (_llama_mlp, True),
+    ("swiglu", "liger"): (_liger_mlp, False),
+    ("geglu", "huggingface"): (_llama_mlp, False),
+    ("geglu", "torch_compile"): (_llama_mlp, True),
+    ("geglu", "liger"): (_liger_mlp, False),
+    ("cross_entropy", "huggingface"): (_torch_cross_entropy, False),
+    ("cross_entropy", "torch_compile"): (_torch_cross_entropy, True),
+    ("cross_entropy", "liger"): (_liger_cross_entropy, False),
 }
 # Benchmarks whose "backward" call runs the forward, a sum and the backward (out.sum().backward()).
 _WHOLE_STEP_BACKWARD = ("megatron_rms_norm", "megatron_swiglu")
@@ -224,18 +413,25 @@ def _builder(op: str, impl: str) -> Callable[[dict, str], Built] | None:
     return made[0] if made else None
 
 
+# Ops the kernel table has no single-kernel model of: every provider's row is a module row.
+_MODULES_ONLY = ("swiglu", "geglu", "cross_entropy")
+
+
 def describes(row: dict) -> bool:
     """Whether `row` (a kernels.csv row) times an eager module this file rebuilds. A
     torch.compile forward is one Inductor kernel (the norm's reduction fused with its
-    elementwise ops), which the kernel table times as such; its backward and full calls are
-    module rows."""
-    if row.get("impl") == "torch_compile" and row.get("direction") == "forward":
+    elementwise ops), and Liger's forward and backward calls of an op are one kernel each, which
+    the kernel table times as such; the other calls (a compiled backward, Liger's "full") are
+    module rows, as is every call of an op the table has no kernel of (_MODULES_ONLY)."""
+    op, impl, direction = row.get("op", ""), row.get("impl", ""), row.get("direction")
+    if op not in _MODULES_ONLY and (impl == "torch_compile" and direction == "forward"
+                                    or impl == "liger" and direction != "full"):
         return False
-    return (row.get("kind") == "memory" and row.get("direction") in DIRECTIONS and row.get("dtype") in DTYPES
-            and _builder(row.get("op", ""), row.get("impl", "")) is not None)
+    return (row.get("kind") == "memory" and direction in DIRECTIONS and row.get("dtype") in DTYPES
+            and _builder(op, impl) is not None)
 
 
-_SHAPE_KEYS = ("m", "n", "batch", "heads", "kv_heads", "seq_q", "head_dim")
+_SHAPE_KEYS = ("m", "n", "k", "batch", "heads", "kv_heads", "seq_q", "head_dim")
 
 
 def module_row(row: dict) -> ModuleRow:
@@ -247,15 +443,14 @@ def module_row(row: dict) -> ModuleRow:
 
 
 @functools.lru_cache(maxsize=256)
-def _graph(build: Callable[[dict, str], Built], dtype: str, shape: tuple[tuple[str, int], ...]) -> Any:
+def _graph(build: Callable[[dict, str], Built], op: str, dtype: str, shape: tuple[tuple[str, int], ...]) -> Any:
     """The core graph of one training step (forward and backward, no optimizer) of the module
     `build` makes, captured once per shape (the rows of several devices and of the eager and
     compiled providers share it)."""
     from accel_sim.capture import capture_training_step
     from accel_sim.io.graph_file import to_core
 
-    inner, leaves, grads, call = build(dict(shape), dtype)
-    graph = capture_training_step(_harness(inner, leaves, grads, call), (), optimizer="none",
+    graph = capture_training_step(_harness(build({"op": op, **dict(shape)}, dtype)), (), optimizer="none",
                                   name=build.__name__.strip("_"))
     return to_core(graph)
 
@@ -266,7 +461,7 @@ def predict(row: ModuleRow, spec: Any, cost_model: str) -> float:
     options = _core.SimulateOptions()
     options.cost_model = cost_model
     options.fuse_elementwise = compiled
-    result = _core.simulate(_graph(build, row.dtype, row.shape), spec, options)
+    result = _core.simulate(_graph(build, row.op, row.dtype, row.shape), spec, options)
     whole = row.direction == "full" or (row.direction == "backward" and row.op in _WHOLE_STEP_BACKWARD)
     if whole:
         span = result.forward_time_s + result.backward_time_s
