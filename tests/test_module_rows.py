@@ -144,6 +144,16 @@ def test_fused_ops_compute_what_they_stand_for():
     q2, k2 = torch.ops.accel_sim.rotary_embedding(q, k, cos, sin, False)
     back, _ = torch.ops.accel_sim.rotary_embedding(q2, k2, cos, sin, True)
     assert torch.allclose(back, q)  # a rotation's inverse is its transpose
+    # The fused RMSNorm (capture/norms.py) and its written-out backward against torch's own.
+    from accel_sim.capture.norms import rms_norm
+
+    x = torch.randn(4, 3, 8, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(8, dtype=torch.float64, requires_grad=True)
+    dy = torch.randn(4, 3, 8, dtype=torch.float64)
+    ours, theirs = rms_norm(x, [8], w, 1e-6), torch.nn.functional.rms_norm(x, [8], w, 1e-6)
+    assert torch.allclose(ours, theirs)
+    assert all(torch.allclose(a, b) for a, b in zip(torch.autograd.grad(ours, (x, w), dy),
+                                                    torch.autograd.grad(theirs, (x, w), dy)))
 
 
 def test_liger_cross_entropy_traffic_by_hand():

@@ -243,7 +243,6 @@ MEMORY_PROVIDERS = {
 # "Dtypes the Liger data leaves unstated" above).
 LIGER_SCRIPT_DTYPES = {"megatron_rms_norm": "bf16", "megatron_swiglu": "bf16", "cross_entropy": "fp32",
                        "kl_div": "fp32", "jsd": "fp32", "tvd": "fp32"}
-MEMORY_SKIPPED_KERNELS: dict[str, str] = {}
 
 
 class Skip(Exception):
@@ -473,8 +472,6 @@ def _memory_shape(kernel: str, p: dict, cfg: dict, direction: str):
 
 def convert_memory(row: dict, params: dict, out: dict, notes: list[str]) -> None:
     kernel = params.get("kernel", row["workload"].split()[0])
-    if kernel in MEMORY_SKIPPED_KERNELS:
-        raise Skip(MEMORY_SKIPPED_KERNELS[kernel])
     mode = params.get("mode")
     if mode not in ("forward", "backward", "full"):
         raise Skip("memory: mode unclear")

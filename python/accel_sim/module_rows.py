@@ -227,7 +227,9 @@ def _rope(row: dict, dtype: str, liger: bool = False) -> Built:
 
         def forward(self, q: Any, k: Any) -> Any:
             if liger:
-                return _liger_rope_function().apply(q.transpose(1, 2), k.transpose(1, 2), self.cos, self.sin)
+                from accel_sim.capture.fused_ops import LigerRope
+
+                return LigerRope.apply(q.transpose(1, 2), k.transpose(1, 2), self.cos, self.sin)
             return apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), self.cos, self.sin)
 
     leaves = {"q": ((b, s, heads, d), dtype), "k": ((b, s, kv_heads, d), dtype)}
@@ -238,30 +240,6 @@ def _rope(row: dict, dtype: str, liger: bool = False) -> Built:
 
 def _liger_rope(row: dict, dtype: str) -> Built:
     return _rope(row, dtype, liger=True)
-
-
-@functools.cache
-def _liger_rope_function() -> Any:
-    torch = _torch()
-    from accel_sim.capture import fused_ops  # noqa: F401  (registers torch.ops.accel_sim.*)
-
-    class LigerRope(torch.autograd.Function):
-        """q and k [batch, heads, seq, head_dim] rotated in one kernel on their [batch, seq,
-        heads, head_dim] layout; the backward the same kernel on dq and dk."""
-
-        @staticmethod
-        def forward(ctx: Any, q: Any, k: Any, cos: Any, sin: Any) -> Any:
-            ctx.save_for_backward(cos, sin)
-            q2, k2 = torch.ops.accel_sim.rotary_embedding(q.transpose(1, 2), k.transpose(1, 2), cos, sin, False)
-            return q2.transpose(1, 2), k2.transpose(1, 2)
-
-        @staticmethod
-        def backward(ctx: Any, dq: Any, dk: Any) -> Any:
-            cos, sin = ctx.saved_tensors
-            dq2, dk2 = torch.ops.accel_sim.rotary_embedding(dq.transpose(1, 2), dk.transpose(1, 2), cos, sin, True)
-            return dq2.transpose(1, 2), dk2.transpose(1, 2), None, None
-
-    return LigerRope
 
 
 def _mlp(row: dict, dtype: str, fused: bool) -> Built:
@@ -280,7 +258,7 @@ def _mlp(row: dict, dtype: str, fused: bool) -> Built:
     with torch.device("meta"):  # no weights: a CPU init of 3 x hidden x intermediate takes seconds
         inner = LlamaMLP(LlamaConfig(hidden_size=hidden, intermediate_size=inter, hidden_act=act))
     if fused:
-        from accel_sim.capture import fused_ops  # noqa: F401  (registers torch.ops.accel_sim.*)
+        from accel_sim.capture.fused_ops import gated_activation
 
         name = {"silu": "silu", "gelu_pytorch_tanh": "gelu_tanh"}[act]
 
@@ -290,7 +268,7 @@ def _mlp(row: dict, dtype: str, fused: bool) -> Built:
                 self.gate_proj, self.up_proj, self.down_proj = inner.gate_proj, inner.up_proj, inner.down_proj
 
             def forward(self, x: Any) -> Any:
-                return self.down_proj(torch.ops.accel_sim.gated_activation(self.gate_proj(x), self.up_proj(x), name))
+                return self.down_proj(gated_activation(self.gate_proj(x), self.up_proj(x), name))
 
         inner = LigerMLP()
     inner = inner.to(device="meta", dtype=_dtype(dtype))
@@ -331,7 +309,9 @@ def _cross_entropy(row: dict, dtype: str, liger: bool) -> Built:
 
         def forward(self, logits: Any) -> Any:
             if liger:
-                return _liger_cross_entropy_function().apply(logits, self.target)
+                from accel_sim.capture.fused_ops import LigerCrossEntropy
+
+                return LigerCrossEntropy.apply(logits, self.target)
             return self.loss(logits, self.target)
 
     return Built(Loss(), {"logits": ((rows, vocab), dtype)}, None, lambda f, logits: f(logits),
@@ -344,27 +324,6 @@ def _torch_cross_entropy(row: dict, dtype: str) -> Built:
 
 def _liger_cross_entropy(row: dict, dtype: str) -> Built:
     return _cross_entropy(row, dtype, liger=True)
-
-
-@functools.cache
-def _liger_cross_entropy_function() -> Any:
-    torch = _torch()
-    from accel_sim.capture import fused_ops  # noqa: F401  (registers torch.ops.accel_sim.*)
-
-    class LigerCrossEntropy(torch.autograd.Function):
-        """Loss and gradient in the forward (the fused op's two passes), nothing in the backward."""
-
-        @staticmethod
-        def forward(ctx: Any, logits: Any, target: Any) -> Any:
-            loss, lse = torch.ops.accel_sim.cross_entropy(logits, target, -100)
-            ctx.grad = torch.ops.accel_sim.cross_entropy_backward(loss.new_ones(()), logits, lse, target, -100)
-            return loss
-
-        @staticmethod
-        def backward(ctx: Any, dloss: Any) -> Any:
-            return ctx.grad, None
-
-    return LigerCrossEntropy
 
 
 

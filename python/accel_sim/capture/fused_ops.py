@@ -147,3 +147,37 @@ def rotary_embedding(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: t
 @rotary_embedding.register_fake
 def _rotary_embedding_fake(q, k, cos, sin, backward):  # noqa: ANN001
     return torch.empty_like(q), torch.empty_like(k)
+
+
+class LigerCrossEntropy(torch.autograd.Function):
+    """Liger-Kernel's cross-entropy (ops/cross_entropy.py): the loss pass and the gradient pass
+    both run in the forward (the gradient written into the logits' storage); the backward hands
+    that gradient back without a kernel when the upstream gradient is 1, as a loss's is."""
+
+    @staticmethod
+    def forward(ctx: Any, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        loss, lse = torch.ops.accel_sim.cross_entropy(logits, target, -100)
+        ctx.grad = torch.ops.accel_sim.cross_entropy_backward(loss.new_ones(()), logits, lse, target, -100)
+        return loss
+
+    @staticmethod
+    def backward(ctx: Any, dloss: torch.Tensor) -> tuple:
+        return ctx.grad, None
+
+
+class LigerRope(torch.autograd.Function):
+    """Liger-Kernel's RoPE (ops/rope.py) on q and k [batch, heads, seq, head_dim]: both rotated in
+    one kernel on their [batch, seq, heads, head_dim] layout, and the backward the same kernel
+    (by -sin) on dq and dk."""
+
+    @staticmethod
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple:
+        ctx.save_for_backward(cos, sin)
+        q2, k2 = torch.ops.accel_sim.rotary_embedding(q.transpose(1, 2), k.transpose(1, 2), cos, sin, False)
+        return q2.transpose(1, 2), k2.transpose(1, 2)
+
+    @staticmethod
+    def backward(ctx: Any, dq: torch.Tensor, dk: torch.Tensor) -> tuple:
+        cos, sin = ctx.saved_tensors
+        dq2, dk2 = torch.ops.accel_sim.rotary_embedding(dq.transpose(1, 2), dk.transpose(1, 2), cos, sin, True)
+        return dq2.transpose(1, 2), dk2.transpose(1, 2), None, None

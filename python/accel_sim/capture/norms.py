@@ -51,16 +51,19 @@ def _fused_rms_norm_fake(x, normalized_shape, weight, eps):  # noqa: ANN001
 def fused_rms_norm_backward(grad_out: torch.Tensor, x: torch.Tensor, normalized_shape: Sequence[int],
                             rstd: torch.Tensor, weight: torch.Tensor | None,
                             output_mask: Sequence[bool]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(dx, dweight) of fused_rms_norm; dweight is empty when the weight needs no gradient."""
-    with torch.enable_grad():
-        x2 = x.detach().requires_grad_(True)
-        w2 = weight.detach().requires_grad_(True) if weight is not None else None
-        y = (x2.float() * rstd).to(x.dtype)
-        y = y * w2 if w2 is not None else y
-        leaves = [x2] + ([w2] if w2 is not None else [])
-        grads = torch.autograd.grad(y, leaves, grad_out)
-    dw = grads[1] if w2 is not None and output_mask[1] else x.new_empty(0)
-    return grads[0], dw
+    """(dx, dweight) of fused_rms_norm; dweight is empty when the weight needs no gradient.
+    With xhat = x * rstd and g = grad_out * weight: dx = rstd * (g - xhat * mean(g * xhat)) over
+    the normalized dims, dweight = the sum of grad_out * xhat over the others (a custom op's
+    kernel runs below autograd, so the gradient is written out, not traced)."""
+    dims = list(range(x.dim() - len(normalized_shape), x.dim()))
+    xhat = x.float() * rstd
+    g = grad_out.float() * weight.float() if weight is not None else grad_out.float()
+    dx = (rstd * (g - xhat * (g * xhat).mean(dims, keepdim=True))).to(x.dtype)
+    if weight is None or not output_mask[1]:
+        return dx, x.new_empty(0)
+    lead = list(range(x.dim() - len(normalized_shape)))
+    dw = (grad_out.float() * xhat.to(x.dtype).float()).sum(lead) if lead else grad_out.float() * xhat
+    return dx, dw.to(weight.dtype)
 
 
 @fused_rms_norm_backward.register_fake
