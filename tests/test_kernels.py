@@ -415,21 +415,29 @@ def test_kernel_timed_alone_adds_the_devices_alone_overhead():
 
 def test_each_sustained_clock_is_the_fit_of_its_long_gemms():
     # The devices' kernel.sustained_clock_fraction is what validation/fit_sustained_clock.py fits
-    # on the fit split's GEMMs of at least 3 ms (H100 6 rows, H200 4), not typed twice; devices
-    # without such rows have none. `train` and `plan` then name the clock their steps run at:
-    # 0.922 x 1830 MHz = 1,687 MHz on a DGX H100, and the A100 (no long GEMMs measured) none.
+    # on the fit split's GEMMs of at least 3 ms (H100 6 rows, H200 4), not typed twice; the A100
+    # SXM4 80GB, which has no such rows, has what validation/fit_training_clock.py fits on the
+    # training runs' fit split (Korthikanti et al.'s eight A100 iterations), and the A100 SXM4
+    # 40GB (the same GA100 at the same 400 W) the same; other devices have none. `train` and
+    # `plan` then name the clock their steps run at: 0.922 x 1830 MHz = 1,687 MHz on a DGX H100,
+    # 0.955 x 1410 MHz = 1,347 MHz on a DGX A100.
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "validation"))
     try:
         import fit_sustained_clock
+        import fit_training_clock
     finally:
         sys.path.pop(0)
     from accel_sim.device import catalog
 
     fitted = fit_sustained_clock.fitted_fractions()
     assert {d: used for d, (_, used) in fitted.items()} == {"h100_sxm": 6, "h200": 4}
+    runs = fit_training_clock.fit_rows()
+    assert {d: len(r) for d, r in runs.items()} == {"a100_80gb": 8}
+    a100 = fit_training_clock.fit(runs["a100_80gb"])[0]
+    fitted.update({"a100_80gb": (a100, 8), "a100_40gb": (a100, 8)})
     for entry in catalog().entries:
         expected = fitted.get(entry.spec.id, (0.0, 0))[0]
         assert entry.spec.kernel.sustained_clock_fraction == pytest.approx(expected, abs=5e-4), entry.spec.id
@@ -438,7 +446,7 @@ def test_each_sustained_clock_is_the_fit_of_its_long_gemms():
     assert h100.returncode == 0, h100.stderr
     assert "clock        1,687 MHz, the sustained clock under training load (0.922 of 1,830 MHz" in h100.stdout
     a100 = run_cli(*train, "--system", "dgx_a100", "--json")
-    assert json.loads(a100.stdout)["clock_mhz"] is None
+    assert json.loads(a100.stdout)["clock_mhz"] == pytest.approx(0.955 * 1410)
     roofline = run_cli(*train, "--system", "dgx_h100", "--cost-model", "roofline", "--json")
     assert json.loads(roofline.stdout)["clock_mhz"] is None  # the roofline has no clock
     overridden = run_cli(*train, "--system", "dgx_h100", "--clock-mhz", "1500")

@@ -24,7 +24,10 @@ seq_len x d_model). GPUs: the section's a100_40gb / a100_80gb in DGX A100 nodes 
 1600 Gbps RoCE between nodes, the DGX A100's 8 x 200 Gb/s), h100_80gb in DGX H100 nodes (the H100
 sections state no fabric).
 
-All rows are report-only: nothing is fitted to them.
+Korthikanti et al. 2022 (arXiv 2205.05198), stack megatron-lm-2022: GPT-3 22B, 175B, 530B and 1T on
+A100, full recomputation or sequence parallelism with selective recomputation, iteration times
+converted to tokens/s per GPU. These eight are the fit split: validation/fit_training_clock.py fits
+the A100's sustained clock on them. Every other row is report-only: nothing is fitted to it.
 
 Run: python validation/extract_training_runs.py [path/to/published.csv [path/to/output.csv]]
 (standard library only)
@@ -42,7 +45,7 @@ DEFAULT_INPUT = REPO_ROOT / "validation" / "published.csv"
 OUTPUT = REPO_ROOT / "python" / "accel_sim" / "data" / "validation" / "training_runs.csv"
 COLUMNS = ["id", "stack", "system", "device", "model", "overrides", "gpus", "tp", "pp", "cp", "dp", "ep", "virtual_stages",
            "zero", "recompute", "global_batch", "micro_batch", "seq", "precision", "measured_tokens_per_s_per_gpu",
-           "split", "source", "notes", "lora_rank", "lora_targets"]
+           "split", "source", "notes", "lora_rank", "lora_targets", "sequence_parallel"]
 # LoRA runs: the adapters each release's recipes put in (rank, targeted linears as the builder
 # names them; empty: all). NeMo 1.x (the 24.07 container) defaults to target_modules
 # ['attention_qkv'] with adapter_dim 32 (https://github.com/NVIDIA/NeMo/blob/main/examples/nlp/
@@ -148,13 +151,40 @@ def _flash_attention_row(r: dict, skip) -> dict | None:
             "source": r["source"], "notes": f"{r['workload']}; {r['value']} tokens/s over 8 GPUs"}
 
 
+# Korthikanti et al. 2022's GPT-3 models (arXiv 2205.05198): the shipped GPT-3 configs, 22B and 530B
+# as the 175B one with the paper's width, depth and heads. Megatron-LM pads the GPT-2 vocabulary to a
+# multiple of 128 x TP (51,200 at TP 8: --make-vocab-size-divisible-by) and trains GPT-3 with
+# dropout 0.1 on the embeddings, the attention probabilities and each residual branch (GPT-3's, the
+# 5as/h and 34sbh terms of the paper's activation count include the masks).
+KORTHIKANTI_MODELS = {"Megatron GPT-3 175B": "gpt3-175b", "Megatron GPT-3 1T": "gpt3-1t"}
+GPT3_DROPOUT = {"embd_pdrop": 0.1, "attn_pdrop": 0.1, "resid_pdrop": 0.1}
+
+
+def _korthikanti_row(r: dict) -> dict:
+    """One of Korthikanti et al.'s iterations as a training run of the megatron-lm-2022 stack: fit
+    split, the rows validation/fit_training_clock.py fits the A100's sustained clock on."""
+    p = json.loads(r["params_json"])
+    model = KORTHIKANTI_MODELS.get(p["model"], "gpt3-175b")
+    overrides = {"vocab_size": p["vocab"], **GPT3_DROPOUT}
+    if model == "gpt3-175b" and p["model"] != "Megatron GPT-3 175B":
+        overrides.update({"n_embd": p["hidden"], "n_layer": p["layers"], "n_head": p["heads"]})
+    gpus, gbs, seq = int(p["gpus"]), int(p["gbs"]), int(p["seq_len"])
+    return {"stack": "megatron-lm-2022", "system": "dgx_a100", "device": "a100_80gb", "model": model,
+            "overrides": json.dumps(overrides, sort_keys=True), "gpus": gpus, "tp": p["TP"], "pp": p["PP"], "cp": 1,
+            "dp": p["DP"], "ep": 1, "virtual_stages": p["VP"], "zero": 0, "recompute": p["recompute"],
+            "global_batch": gbs, "micro_batch": p["mbs"], "seq": seq, "precision": "fp16-mixed",
+            "measured_tokens_per_s_per_gpu": round(gbs * seq / float(r["value"]) / gpus, 3), "split": "fit",
+            "source": r["source"], "notes": f"{p['model']}: {r['value']} s per iteration; {r['workload']}",
+            "sequence_parallel": "true" if p["sequence_parallel"] else "false"}
+
+
 def main(argv: list[str]) -> int:
     src = Path(argv[1]) if len(argv) > 1 else DEFAULT_INPUT
     out = Path(argv[2]) if len(argv) > 2 else OUTPUT
     skipped_out = out.with_name("training_runs_skipped.csv")
     with open(src, newline="", encoding="utf-8") as f:
         training = [r for r in csv.DictReader(f) if r["category"] == "training"]
-    kept, foundry, flash, skipped, skipped_rows = [], [], [], {}, []
+    kept, foundry, flash, korthikanti, skipped, skipped_rows = [], [], [], [], {}, []
     later: list[list[dict]] = [[] for _ in LATER_MODELS]
     lora_runs: list[dict] = []
     row = None
@@ -170,6 +200,9 @@ def main(argv: list[str]) -> int:
             run = _foundry_row(r, skip)
             if run:
                 foundry.append({"id": "", **run})
+            continue
+        if "arxiv.org/abs/2205.05198" in r["source"]:
+            korthikanti.append({"id": "", **_korthikanti_row(r)})
             continue
         if "Dao-AILab/flash-attention" in r["source"]:
             run = _flash_attention_row(r, skip)
@@ -238,7 +271,8 @@ def main(argv: list[str]) -> int:
                      "notes": p.get("software", "") + ("; LoRA on SQuAD packed to the sequence length: attention "
                                                          "runs over the whole sequence here" if lora else ""),
                      "lora_rank": lora[0] if lora else "", "lora_targets": lora[1] if lora else ""})
-    kept += foundry + flash + sum(later, []) + lora_runs   # the first Megatron rows, llm-foundry's, flash-attention's, the later ones, LoRA
+    # The first Megatron rows, llm-foundry's, flash-attention's, the later ones, LoRA, Korthikanti's.
+    kept += foundry + flash + sum(later, []) + lora_runs + korthikanti
     for i, run in enumerate(kept, 1):
         run["id"] = f"t{i:03d}"
     out.parent.mkdir(parents=True, exist_ok=True)

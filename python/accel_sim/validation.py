@@ -535,14 +535,17 @@ def _skipped_training_reasons() -> list[str]:
         return [row["reason"] for row in csv.DictReader(f)]
 
 
-def predict_training_run(row: dict) -> Any:
+def predict_training_run(row: dict, clock_fraction: float | None = None) -> Any:
     """`accel-sim train`'s estimate for a published run (validation/extract_training_runs.py) under
     the row's stack (data/stacks/*.yaml): megatron-core for the Megatron-LM / NeMo rows (what NeMo's
     performance recipes run: sequence parallelism with TP, no recomputation, the distributed
     optimizer), llm-foundry-2023 for MosaicML's FSDP benchmark (flash-attn 1.x). The row names its device where the
     system's own is not the one measured, its ZeRO stage where the stack's default is not the one
     run, its recomputation, and config overrides (an MPT run's n_positions); the row's precision
-    (bf16-mixed where it is unstated)."""
+    (bf16-mixed where it is unstated). Sequence parallelism goes with TP unless the row says
+    otherwise (Korthikanti et al.'s full-recomputation baselines ran without it). `clock_fraction`
+    (validation/fit_training_clock.py) runs the step at that share of the device's clock instead of
+    its sustained clock."""
     from accel_sim.cli.train import apply_training_stack
     from accel_sim.device import resolve_device
     from accel_sim.io.stack_file import resolve_stack
@@ -552,12 +555,13 @@ def predict_training_run(row: dict) -> Any:
     chosen = resolve_device(row.get("device") or system.device, [])
     device = chosen.spec
     precision = row["precision"] if row["precision"] != "unstated" else "bf16-mixed"
-    spec = _row_model_spec(row, "training run", "bf16")
+    spec = _row_model_spec(row, "training run", "fp16" if precision.startswith("fp16") else "bf16")
     layout = _core.ParallelLayout()
     for name in ("tp", "pp", "cp", "dp"):
         setattr(layout, name, int(row[name]))
     layout.ep = int(row.get("ep") or 1)
-    layout.sequence_parallel = int(row["tp"]) > 1
+    sp = row.get("sequence_parallel") or ""
+    layout.sequence_parallel = int(row["tp"]) > 1 and sp != "false"
     layout.micro_batch, layout.global_batch = int(row["micro_batch"]), int(row["global_batch"])
     layout.virtual_stages = int(row["virtual_stages"])
     base = _core.BuildOptions()
@@ -574,6 +578,8 @@ def predict_training_run(row: dict) -> Any:
         base.lora_rank = int(row["lora_rank"])
         base.lora_targets = (row.get("lora_targets") or "").split()
     apply_training_stack(stack, base, options, chosen.entry.architecture)
+    if clock_fraction is not None:
+        options.cost.clock_hz = clock_fraction * device.clock_hz
     return _core.estimate_training(spec, base, layout, device, system, options)
 
 

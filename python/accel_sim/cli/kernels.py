@@ -247,28 +247,30 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
     collectives = collective_validation()
     progress(3, stages)
     runs = []
-    if args.split in ("report", "all"):
-        import csv as _csv
+    import csv as _csv
 
-        with open(validation.training_runs_path(), newline="", encoding="utf-8") as f:
-            for row in _csv.DictReader(f):
-                e = validation.predict_training_run(row)
-                measured = float(row["measured_tokens_per_s_per_gpu"])
-                predicted = e.tokens_per_s / int(row["gpus"]) if e.step_s > 0 else None
-                zero = f" ZeRO-{row['zero']}" if row.get("zero") else ""
-                recompute = f" rc-{row['recompute']}" if row.get("recompute") not in (None, "", "none") else ""
-                runs.append({"id": row["id"], "stack": row.get("stack") or "megatron-core", "system": row["system"],
-                             "device": row.get("device") or "", "model": row["model"], "gpus": int(row["gpus"]),
-                             "seq": int(row["seq"]),
-                             "layout": f"TP{row['tp']} PP{row['pp']} CP{row['cp']} DP{row['dp']}"
-                                       + (f" EP{row['ep']}" if row.get('ep') not in (None, '', '1') else '')
-                                       + f" VP{row['virtual_stages']}"
-                                       f" mb{row['micro_batch']}{zero}{recompute}"
-                                       + (f" LoRA{row['lora_rank']}" if row.get("lora_rank") else ""),
-                             "precision": row["precision"], "measured_tokens_per_s_per_gpu": measured,
-                             "predicted_tokens_per_s_per_gpu": predicted,
-                             "error": _core.error_stats([predicted], [measured]).median_signed_error if predicted else None,
-                             "feasible": e.feasible, "reason": e.reason, "source": row["source"]})
+    with open(validation.training_runs_path(), newline="", encoding="utf-8") as f:
+        for row in _csv.DictReader(f):
+            if args.split != "all" and row["split"] != args.split:
+                continue
+            e = validation.predict_training_run(row)
+            measured = float(row["measured_tokens_per_s_per_gpu"])
+            predicted = e.tokens_per_s / int(row["gpus"]) if e.step_s > 0 else None
+            zero = f" ZeRO-{row['zero']}" if row.get("zero") else ""
+            recompute = f" rc-{row['recompute']}" if row.get("recompute") not in (None, "", "none") else ""
+            runs.append({"id": row["id"], "stack": row.get("stack") or "megatron-core", "system": row["system"],
+                         "device": row.get("device") or "", "model": row["model"], "gpus": int(row["gpus"]),
+                         "seq": int(row["seq"]),
+                         "layout": f"TP{row['tp']} PP{row['pp']} CP{row['cp']} DP{row['dp']}"
+                                   + (f" EP{row['ep']}" if row.get('ep') not in (None, '', '1') else '')
+                                   + f" VP{row['virtual_stages']}"
+                                   f" mb{row['micro_batch']}{zero}{recompute}"
+                                   + (f" LoRA{row['lora_rank']}" if row.get("lora_rank") else ""),
+                         "precision": row["precision"], "measured_tokens_per_s_per_gpu": measured,
+                         "predicted_tokens_per_s_per_gpu": predicted,
+                         "error": _core.error_stats([predicted], [measured]).median_signed_error if predicted else None,
+                         "feasible": e.feasible, "reason": e.reason, "split": row["split"],
+                         "source": row["source"]})
     progress(4, stages)
     serving = validation.serving_validation() if args.split in ("report", "all") else []
     encoder, encoder_groups = validation.encoder_validation(args.split)
@@ -368,9 +370,10 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
                     [False, False, True, False, True, True, True, True, False]))
         print("\n  data: the `measured` lists of python/accel_sim/data/systems/*.yaml, each with its source")
     if runs:
-        print("\ntraining runs (report only; `accel-sim train --stack S` under the stack that ran each: megatron-core for "
-              "Megatron-LM / NeMo, with SP and no recompute; llm-foundry-2023 for MosaicML's MPT benchmark, FSDP1 and flash-attn 1.x; flash-attention-training for flash-attention's GPT3 speed table): "
-              "tokens/s per GPU\n")
+        print(f"\ntraining runs (split {args.split}; `accel-sim train --stack S` under the stack that ran each: megatron-core for "
+              "Megatron-LM / NeMo, with SP and no recompute; llm-foundry-2023 for MosaicML's MPT benchmark, FSDP1 and flash-attn 1.x; flash-attention-training for flash-attention's GPT3 speed table; "
+              "megatron-lm-2022 for Korthikanti et al.'s A100 iterations, the fit split of the A100's sustained clock, "
+              "SP with selective recomputation only): tokens/s per GPU\n")
         print(table(["id", "stack", "device", "model", "GPUs", "seq", "layout", "precision", "measured", "predicted",
                      "error / why not"],
                     [(r["id"], r["stack"], r["device"] or r["system"], r["model"], r["gpus"], r["seq"], r["layout"],

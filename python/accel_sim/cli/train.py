@@ -31,7 +31,7 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stack", metavar="NAME|FILE",
                    help="the training framework as a stack file: what it runs (attention kernel, fused SwiGLU, TP "
                         "overlap, fp8 weights, gradient dtype, ZeRO stages); default: megatron-core "
-                        "(shipped: megatron-core, torchtitan, llm-foundry, llm-foundry-2023, deepspeed, hf-accelerate, flash-attention-training; docs/formats/stack.md)")
+                        "(shipped: megatron-core, megatron-core-24.07, megatron-lm-2022, torchtitan, llm-foundry, llm-foundry-2023, deepspeed, hf-accelerate, flash-attention-training; docs/formats/stack.md)")
     p.add_argument("--lora-rank", **COUNT, metavar="R",
                    help="LoRA fine-tuning: the model frozen, adapters of rank R trained beside the blocks' linears, laid out "
                         "as the stack lays them out (one per fused projection, or per nn.Linear; stack field training.lora)")
