@@ -420,7 +420,7 @@ def test_each_sustained_clock_is_the_fit_of_its_long_gemms():
     # training runs' fit split (Korthikanti et al.'s eight A100 iterations), and the A100 SXM4
     # 40GB (the same GA100 at the same 400 W) the same; other devices have none. `train` and
     # `plan` then name the clock their steps run at: 0.922 x 1830 MHz = 1,687 MHz on a DGX H100,
-    # 0.955 x 1410 MHz = 1,347 MHz on a DGX A100.
+    # the fitted fraction of 1,410 MHz on a DGX A100.
     import sys
     from pathlib import Path
 
@@ -436,8 +436,8 @@ def test_each_sustained_clock_is_the_fit_of_its_long_gemms():
     assert {d: used for d, (_, used) in fitted.items()} == {"h100_sxm": 6, "h200": 4}
     runs = fit_training_clock.fit_rows()
     assert {d: len(r) for d, r in runs.items()} == {"a100_80gb": 8}
-    a100 = fit_training_clock.fit(runs["a100_80gb"])[0]
-    fitted.update({"a100_80gb": (a100, 8), "a100_40gb": (a100, 8)})
+    a100_fraction = fit_training_clock.fit(runs["a100_80gb"])[0]
+    fitted.update({"a100_80gb": (a100_fraction, 8), "a100_40gb": (a100_fraction, 8)})
     for entry in catalog().entries:
         expected = fitted.get(entry.spec.id, (0.0, 0))[0]
         assert entry.spec.kernel.sustained_clock_fraction == pytest.approx(expected, abs=5e-4), entry.spec.id
@@ -446,7 +446,7 @@ def test_each_sustained_clock_is_the_fit_of_its_long_gemms():
     assert h100.returncode == 0, h100.stderr
     assert "clock        1,687 MHz, the sustained clock under training load (0.922 of 1,830 MHz" in h100.stdout
     a100 = run_cli(*train, "--system", "dgx_a100", "--json")
-    assert json.loads(a100.stdout)["clock_mhz"] == pytest.approx(0.955 * 1410)
+    assert json.loads(a100.stdout)["clock_mhz"] == pytest.approx(a100_fraction * 1410)  # the datasheet's boost clock
     roofline = run_cli(*train, "--system", "dgx_h100", "--cost-model", "roofline", "--json")
     assert json.loads(roofline.stdout)["clock_mhz"] is None  # the roofline has no clock
     overridden = run_cli(*train, "--system", "dgx_h100", "--clock-mhz", "1500")

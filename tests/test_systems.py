@@ -221,6 +221,15 @@ def test_published_training_runs_are_reported():
     assert all(g["reason"] and g["rows"] > 0 for g in left_out)
 
 
+def test_a_training_run_with_a_malformed_sequence_parallel_flag_is_refused():
+    from accel_sim import validation
+    from accel_sim.errors import UsageError
+
+    row = dict(validation.load_training_runs("fit")[0], sequence_parallel="yes")
+    with pytest.raises(UsageError, match="sequence_parallel must be true, false or empty, got 'yes'"):
+        validation.predict_training_run(row)
+
+
 # ---- device_overrides: a system of a device variant ------------------------------------------------
 
 _SYSTEM = ("id: var\nname: Var\ndevice: h100_sxm\ngpus_per_node: 8\n"

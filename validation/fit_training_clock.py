@@ -16,7 +16,6 @@ Run: PYTHONPATH=python python validation/fit_training_clock.py
 
 from __future__ import annotations
 
-import csv
 import statistics
 
 from accel_sim import validation
@@ -24,10 +23,8 @@ from accel_sim import validation
 
 def fit_rows() -> dict[str, list[dict]]:
     """Device id -> its fit-split training runs."""
-    with open(validation.training_runs_path(), newline="", encoding="utf-8") as f:
-        rows = [r for r in csv.DictReader(f) if r["split"] == "fit"]
     out: dict[str, list[dict]] = {}
-    for r in rows:
+    for r in validation.load_training_runs("fit"):
         out.setdefault(r["device"], []).append(r)
     return out
 

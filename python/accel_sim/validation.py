@@ -507,6 +507,13 @@ def training_runs_path() -> Path:
     return Path(str(importlib.resources.files("accel_sim") / "data" / "validation" / "training_runs.csv"))
 
 
+def load_training_runs(split: str = "all") -> list[dict]:
+    """The published training runs (validation/extract_training_runs.py) of `split`: report, fit
+    (Korthikanti et al.'s A100 iterations, which validation/fit_training_clock.py fits on) or all."""
+    with open(training_runs_path(), newline="", encoding="utf-8") as f:
+        return [r for r in csv.DictReader(f) if split == "all" or r["split"] == split]
+
+
 # The reason validation/extract_training_runs.py gives the training rows whose runs are the
 # training-memory rows' (their throughput is predicted there: predict_fine_tune_throughput).
 TRAINING_ROWS_WITH_MEMORY = "predicted with the training-memory rows of the same runs"
@@ -561,6 +568,8 @@ def predict_training_run(row: dict, clock_fraction: float | None = None) -> Any:
         setattr(layout, name, int(row[name]))
     layout.ep = int(row.get("ep") or 1)
     sp = row.get("sequence_parallel") or ""
+    if sp not in ("", "true", "false"):
+        raise UsageError(f"training run {row.get('id', '?')}: sequence_parallel must be true, false or empty, got {sp!r}")
     layout.sequence_parallel = int(row["tp"]) > 1 and sp != "false"
     layout.micro_batch, layout.global_batch = int(row["micro_batch"]), int(row["global_batch"])
     layout.virtual_stages = int(row["virtual_stages"])

@@ -247,25 +247,24 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
     collectives = collective_validation()
     progress(3, stages)
     runs = []
-    import csv as _csv
-
-    with open(validation.training_runs_path(), newline="", encoding="utf-8") as f:
-        for row in _csv.DictReader(f):
-            if args.split != "all" and row["split"] != args.split:
-                continue
+    all_runs = validation.load_training_runs()
+    for row in all_runs:
+        if args.split == "all" or row["split"] == args.split:
             e = validation.predict_training_run(row)
             measured = float(row["measured_tokens_per_s_per_gpu"])
             predicted = e.tokens_per_s / int(row["gpus"]) if e.step_s > 0 else None
             zero = f" ZeRO-{row['zero']}" if row.get("zero") else ""
             recompute = f" rc-{row['recompute']}" if row.get("recompute") not in (None, "", "none") else ""
             runs.append({"id": row["id"], "stack": row.get("stack") or "megatron-core", "system": row["system"],
-                         "device": row.get("device") or "", "model": row["model"], "gpus": int(row["gpus"]),
+                         "device": row.get("device") or "", "model": row["model"],
+                         "overrides": row.get("overrides") or "", "gpus": int(row["gpus"]),
                          "seq": int(row["seq"]),
                          "layout": f"TP{row['tp']} PP{row['pp']} CP{row['cp']} DP{row['dp']}"
                                    + (f" EP{row['ep']}" if row.get('ep') not in (None, '', '1') else '')
                                    + f" VP{row['virtual_stages']}"
                                    f" mb{row['micro_batch']}{zero}{recompute}"
-                                   + (f" LoRA{row['lora_rank']}" if row.get("lora_rank") else ""),
+                                   + (f" LoRA{row['lora_rank']}" if row.get("lora_rank") else "")
+                                   + (" no-SP" if row.get("sequence_parallel") == "false" else ""),
                          "precision": row["precision"], "measured_tokens_per_s_per_gpu": measured,
                          "predicted_tokens_per_s_per_gpu": predicted,
                          "error": _core.error_stats([predicted], [measured]).median_signed_error if predicted else None,
@@ -376,7 +375,8 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
               "SP with selective recomputation only): tokens/s per GPU\n")
         print(table(["id", "stack", "device", "model", "GPUs", "seq", "layout", "precision", "measured", "predicted",
                      "error / why not"],
-                    [(r["id"], r["stack"], r["device"] or r["system"], r["model"], r["gpus"], r["seq"], r["layout"],
+                    [(r["id"], r["stack"], r["device"] or r["system"],
+                      r["model"] + (" " + r["overrides"] if r["overrides"] else ""), r["gpus"], r["seq"], r["layout"],
                       r["precision"],
                       f"{r['measured_tokens_per_s_per_gpu']:,.0f}",
                       f"{r['predicted_tokens_per_s_per_gpu']:,.0f}" if r["predicted_tokens_per_s_per_gpu"] else "-",
@@ -395,10 +395,11 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
         print(f"  data: {validation.training_runs_path()} (validation/extract_training_runs.py); "
               "precision 'unstated' is predicted as bf16-mixed")
         with_memory = validation.training_rows_with_memory()
-        total = len(runs) + with_memory + sum(n for _, n in left_out)
-        evaluated = len(runs) + with_memory
+        total = len(all_runs) + with_memory + sum(n for _, n in left_out)
+        evaluated = len(all_runs) + with_memory
+        elsewhere = f", {len(all_runs) - len(runs)} on the other split" if len(all_runs) > len(runs) else ""
         print(f"\n  {evaluated} of the calibration set's {total} training rows are evaluated ({evaluated / total * 100:.0f}%): "
-              f"{len(runs)} runs above, {with_memory} samples/s of the training-memory runs; the other "
+              f"{len(runs)} runs above{elsewhere}, {with_memory} samples/s of the training-memory runs; the other "
               f"{total - evaluated}, by reason:")
         for why, n in left_out:
             print(f"  {n:5d}  {why}")
