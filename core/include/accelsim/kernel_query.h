@@ -94,8 +94,10 @@ ErrorStats error_stats(const std::vector<double>& predicted, const std::vector<d
 // the attention efficiencies on the FlashAttention-2 forward and backward rows, the memory
 // efficiency and floor of streaming kernels on the memory-bound rows, the library kernel floor
 // on the GEMM and attention rows, the GEMM bandwidth and tile overhead on the GEMM rows, the
-// alone overheads on the rows of a class that has both timed-alone and in-stream rows (alone, a
-// floor and the overhead add up and cannot be told apart). A constant whose class has no rows
+// alone overheads on the timed-alone rows. A class with rows of both timings fits its floor and
+// its alone overhead apart; with timed-alone rows only, the two add up and cannot be told apart,
+// and the sum is the timing's: the overhead is fitted and the in-stream floor keeps the device's
+// value; with in-stream rows only, the floor is fitted. A constant whose class has no rows
 // keeps the device's value. Last, with those constants, the sustained clock fraction
 // (fit_sustained_clock_fraction) where kSustainedMinRows GEMMs are long enough. The result is
 // marked calibrated when any class had rows. Rows are
