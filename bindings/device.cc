@@ -26,6 +26,7 @@ void bind_device(nb::module_& m) {
       .def_rw("unaligned_matmul_efficiency", &KernelConstants::unaligned_matmul_efficiency)
       .def_rw("fp8_attention_efficiency", &KernelConstants::fp8_attention_efficiency)
       .def_rw("sustained_clock_fraction", &KernelConstants::sustained_clock_fraction)
+      .def_rw("sustained_clock_power_w", &KernelConstants::sustained_clock_power_w)
       .def_rw("memory_efficiency", &KernelConstants::memory_efficiency)
       .def_rw("kernel_floor_s", &KernelConstants::kernel_floor_s)
       .def_rw("stream_floor_s", &KernelConstants::stream_floor_s)

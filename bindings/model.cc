@@ -127,7 +127,8 @@ void bind_model(nb::module_& m) {
   nb::enum_<Recompute>(m, "Recompute")
       .value("none", Recompute::none)
       .value("selective", Recompute::selective)
-      .value("full", Recompute::full);
+      .value("full", Recompute::full)
+      .value("selective_op", Recompute::selective_op);
   nb::enum_<MoeImpl>(m, "MoeImpl")
       .value("grouped", MoeImpl::grouped)
       .value("sequential", MoeImpl::sequential);
@@ -148,6 +149,8 @@ void bind_model(nb::module_& m) {
       .def_rw("optimizer_impl", &BuildOptions::optimizer_impl)
       .def_rw("master_weights", &BuildOptions::master_weights)
       .def_rw("recompute", &BuildOptions::recompute)
+      .def_rw("recompute_interval", &BuildOptions::recompute_interval)
+      .def_rw("eager_norm", &BuildOptions::eager_norm)
       .def_rw("eager_attention", &BuildOptions::eager_attention)
       .def_rw("persistent_gradients", &BuildOptions::persistent_gradients)
       .def_rw("fp8_gemms", &BuildOptions::fp8_gemms)

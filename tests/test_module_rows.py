@@ -74,6 +74,18 @@ def test_hf_rms_norm_forward_traffic_by_hand():
     assert written == 4 * m * n + 4 * m * n + 4 * m + 4 * m + 4 * m + 4 * m * n + 2 * m * n + 4 * m * n
 
 
+def test_add_then_liger_rms_norm_forward_traffic_by_hand():
+    # The Liger script's AddLigerRMSNorm on fp32 x and r [M, N]: torch's h = x + r (read 8MN,
+    # write 4MN), LigerRMSNorm(h), one kernel (read 4MN and its weight 4N, write 4MN and the
+    # inverse RMS 4M), then the module's fp32 weight times the result (read 4MN + 4N, write 4MN).
+    m, n = 2048, 2048
+    graph = module_rows._graph(module_rows._add_liger_rms_norm, "fused_add_rms_norm", "fp32", (("m", m), ("n", n)))
+    assert [x.op for x in _nodes(graph, "forward") if x.op != "detach"] == ["add", "_fused_rms_norm", "mul"]
+    read, written = _traffic(graph, "forward")
+    assert read == 8 * m * n + 4 * m * n + 4 * n + 4 * m * n + 4 * n
+    assert written == 4 * m * n + 4 * m * n + 4 * m + 4 * m * n
+
+
 def test_upstream_gradients_need_one_gradient_per_output():
     class Bad(torch.nn.Module):
         def __init__(self):
@@ -101,6 +113,8 @@ def test_upstream_gradients_need_one_gradient_per_output():
     ("cross_entropy", "torch_compile", "forward", True),  # no kernel row of a loss
     ("cross_entropy", "liger", "forward", True),
     ("swiglu", "liger", "backward", True),  # three GEMMs around the kernel
+    ("fused_add_rms_norm", "liger_unfused_add", "forward", True),  # torch's add, Liger's norm, the product
+    ("fused_add_rms_norm", "liger_unfused_add", "full", False),  # Liger's backward: partial dW rows
 ])
 def test_which_rows_are_modules(op, impl, direction, described):
     row = {"kind": "memory", "op": op, "impl": impl, "direction": direction, "dtype": "bf16"}

@@ -11,7 +11,7 @@ from conftest import run_cli
 from accel_sim.errors import UsageError
 from accel_sim.io.stack_file import DEFAULT_STACK, builtin_stacks, load_stack_file, resolve_stack
 
-SHIPPED = ("megatron-core", "megatron-core-24.07", "torchtitan", "llm-foundry", "llm-foundry-2023", "deepspeed", "hf-accelerate",
+SHIPPED = ("megatron-core", "megatron-core-24.07", "torchtitan", "torchtitan-2024", "llm-foundry", "llm-foundry-2023", "deepspeed", "hf-accelerate",
            "flash-attention-training")
 TRAIN = ("train", "--model", "llama-3-8b", "--system", "dgx_h100", "--gpus", "8", "--dp", "8", "--seq", "4096",
          "--global-batch", "8", "--json")
@@ -53,6 +53,48 @@ def test_the_stack_decides_what_the_ffn_keeps():
     assert tt["activation_bytes"] - mc["activation_bytes"] == 32 * 4096 * 14336 * 2
     assert (mc["stack"]["id"], tt["stack"]["id"]) == ("megatron-core", "torchtitan")
     assert _train()["stack"]["id"] == "megatron-core"   # the default is named in the report
+
+
+def test_selective_recomputation_is_what_the_stack_means():
+    # Megatron-Core checkpoints the core attention; torchtitan's Llama configs its op-level policy,
+    # which keeps, per layer and token beyond full recomputation's layer input, q (4,096 wide), v
+    # (1,024), the attention output (4,096) and down (4,096) in bf16, gate (14,336) in bf16 and
+    # the attention's fp32 log-sum-exp over 32 heads: (4,096 + 1,024 + 4,096 + 4,096 + 14,336) x 2
+    # + 32 x 4 = 55,424 bytes; 32 layers x 4,096 tokens.
+    mc = _train("--stack", "megatron-core", "--recompute", "selective")
+    tt = {rc: _train("--stack", "torchtitan", "--recompute", rc) for rc in ("none", "selective", "full")}
+    assert (mc["layout"]["recompute"], tt["selective"]["layout"]["recompute"]) == ("selective", "selective_op")
+    assert tt["selective"]["activation_bytes"] - tt["full"]["activation_bytes"] == 32 * 4096 * 55_424
+    assert tt["none"]["activation_bytes"] > tt["selective"]["activation_bytes"]
+    # torchtitan's every-second-block option: half the layers keep everything, half their input.
+    every2 = _train("--stack", "torchtitan", "--recompute", "full", "--recompute-interval", "2")
+    assert every2["layout"]["recompute_interval"] == 2
+    assert tt["full"]["activation_bytes"] < every2["activation_bytes"] < tt["none"]["activation_bytes"]
+    # A stack without selective recomputation refuses it, and an interval needs a policy.
+    for extra, message in ((("--stack", "llm-foundry", "--recompute", "selective"), "llm-foundry has no selective recomputation"),
+                           (("--recompute-interval", "2"), "--recompute-interval applies to a recompute policy")):
+        r = run_cli(*TRAIN, *extra)
+        assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+    # plan leaves selective out of a stack that has none.
+    r = run_cli("plan", "--model", "llama-3-8b", "--system", "dgx_h100", "--gpus", "16", "--seq", "4096",
+                "--global-batch", "64", "--stack", "llm-foundry", "--threads", "1", "--top", "50", "--json", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert {c["layout"]["recompute"] for c in json.loads(r.stdout)["best"]} <= {"none", "full"}
+
+
+def test_an_eager_rmsnorm_keeps_its_fp32_copy(tmp_path):
+    # The eager op sequence keeps x.float() (4 bytes per element) and the normalized output before
+    # the weight's product (2) where the fused kernel keeps the bf16 input (2): 4 bytes more per
+    # element of each of the 65 norms (two per layer and the final one), 4,096 tokens x 4,096.
+    eager = tmp_path / "eager.yaml"
+    eager.write_text("id: tt-eager\nextends: torchtitan\nname: t\nversion: t\nkind: training\n"
+                     "training:\n  norm: eager\nsources:\n  training.norm: the test's\n")
+    fused, slow = _train("--stack", "torchtitan"), _train("--stack", str(eager))
+    assert slow["activation_bytes"] - fused["activation_bytes"] == 65 * 4 * 4096 * 4096
+    assert slow["step_s"] > fused["step_s"]
+    # torchtitan's 2024 release ran the eager one and a foreach AdamW.
+    t = resolve_stack("torchtitan-2024").training
+    assert (t.eager_norm, t.optimizer_impl, resolve_stack("torchtitan").training.eager_norm) == (True, "foreach", False)
 
 
 def test_the_stack_sets_the_default_zero_stage():
@@ -105,6 +147,8 @@ def _edited_stack_refused(good: Path, edit: tuple[str, str], message: str, tmp_p
 @pytest.mark.parametrize("edit,message", [
     (("gated_activation: unfused", "gated_activation: half"), "'gated_activation' must be fused or unfused"),
     (("cross_entropy: upcast", "cross_entropy: liger"), "'cross_entropy' must be fused or upcast"),
+    (("norm: fused", "norm: triton"), "'norm' must be fused or eager"),
+    (("selective_recompute: op", "selective_recompute: layers"), "'selective_recompute' must be one of attention, op, none"),
     (("  cross_entropy: upcast\n", ""), "'training' lacks cross_entropy"),
     (("attention: {default: flash2}", "attention: {sm_90: flash9, default: flash2}"), "'attention.sm_90' must be one of"),
     (("attention: {default: flash2}", "attention: {sm_90: cudnn}"), "'attention' needs a default"),

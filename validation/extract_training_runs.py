@@ -24,6 +24,16 @@ seq_len x d_model). GPUs: the section's a100_40gb / a100_80gb in DGX A100 nodes 
 1600 Gbps RoCE between nodes, the DGX A100's 8 x 200 Gb/s), h100_80gb in DGX H100 nodes (the H100
 sections state no fabric).
 
+torchtitan (docs/performance.md: Llama 3 and Llama 2 on 64 A100 80GB in 2024; Llama 3.1 8B, 70B and 405B
+on Meta's Grand Teton H100s, 96 GB HBM2e at 500 W, in December 2024), stack torchtitan-2024: FSDP2 over
+all GPUs (ZeRO-3) with the table's TP, PP and CP, its local and global batch, and its activation
+checkpointing as torchtitan spells it: selective op -> --recompute selective (the stack's op-level
+policy), selective layer -> --recompute full --recompute-interval 2 (selective_ac_option 2), full,
+no; torch.compile -> --compile (compile: true). Runs with torchao's float8 linears are left out
+with the reason (not modelled). Each H100 row also gives the memory it reached (the caching allocator's peak reserved
+bytes, the maximum over GPUs): measured_memory_gib. The A100 cluster's network is not stated; the
+rows run on dgx_a100 (8 GPUs on NVLink, 200 Gb/s per GPU).
+
 Korthikanti et al. 2022 (arXiv 2205.05198), stack megatron-lm-2022: GPT-3 22B, 175B, 530B and 1T on
 A100, full recomputation or sequence parallelism with selective recomputation, iteration times
 converted to tokens/s per GPU. These eight are the fit split: validation/fit_training_clock.py fits
@@ -45,7 +55,8 @@ DEFAULT_INPUT = REPO_ROOT / "validation" / "published.csv"
 OUTPUT = REPO_ROOT / "python" / "accel_sim" / "data" / "validation" / "training_runs.csv"
 COLUMNS = ["id", "stack", "system", "device", "model", "overrides", "gpus", "tp", "pp", "cp", "dp", "ep", "virtual_stages",
            "zero", "recompute", "global_batch", "micro_batch", "seq", "precision", "measured_tokens_per_s_per_gpu",
-           "split", "source", "notes", "lora_rank", "lora_targets", "sequence_parallel"]
+           "split", "source", "notes", "lora_rank", "lora_targets", "sequence_parallel", "recompute_interval",
+           "measured_memory_gib", "compile"]
 # LoRA runs: the adapters each release's recipes put in (rank, targeted linears as the builder
 # names them; empty: all). NeMo 1.x (the 24.07 container) defaults to target_modules
 # ['attention_qkv'] with adapter_dim 32 (https://github.com/NVIDIA/NeMo/blob/main/examples/nlp/
@@ -151,6 +162,40 @@ def _flash_attention_row(r: dict, skip) -> dict | None:
             "source": r["source"], "notes": f"{r['workload']}; {r['value']} tokens/s over 8 GPUs"}
 
 
+# torchtitan's models (docs/performance.md) -> the shipped configs of the same architecture (Llama 3.1
+# 8B and 70B are Llama 3 8B and 70B with longer RoPE scaling), its hardware -> (system, device: empty
+# for the system's own), its activation checkpointing -> (--recompute, --recompute-interval).
+TORCHTITAN_MODELS = {"Llama 3.1 8B": "llama-3-8b", "Llama 3 8B": "llama-3-8b", "Llama 3 70B": "llama-3-70b",
+                     "Llama 3.1 70B": "llama-3-70b", "Llama 3.1 405B": "llama-3.1-405b",
+                     "Llama 2 13B": "llama-2-13b", "Llama 2 70B": "llama-2-70b"}
+TORCHTITAN_GPUS = {"H100 SXM 96GB HBM2e": ("grand_teton_h100", ""), "A100 80GB": ("dgx_a100", "a100_80gb")}
+TORCHTITAN_AC = {"selective op": ("selective", 1), "selective layer": ("full", 2), "full": ("full", 1), "no": ("none", 1)}
+
+
+def _torchtitan_row(r: dict, skip) -> dict | None:
+    """One run of torchtitan's performance tables as a training run of the torchtitan-2024 stack,
+    or None (with the reason) for a run under torch.compile or torchao's float8."""
+    p = json.loads(r["params_json"])
+    if p.get("float8"):
+        skip("torchao float8 linears: not modelled (the builder's fp8 GEMMs are Transformer Engine's)")
+        return None
+    gpu = next((v for k, v in TORCHTITAN_GPUS.items() if k in r["hardware"]), None)
+    model = TORCHTITAN_MODELS.get(p["model"])
+    if gpu is None or model is None:
+        skip(f"torchtitan run of {p['model']} on {r['hardware']}: no system or shipped config")
+        return None
+    recompute, interval = TORCHTITAN_AC[p["activation_checkpointing"]]
+    gpus, tp, pp, cp = int(p["gpus"]), int(p["TP"]), int(p["PP"]), int(p["CP"])
+    return {"stack": "torchtitan-2024", "system": gpu[0], "device": gpu[1], "model": model, "overrides": "",
+            "gpus": gpus, "tp": tp, "pp": pp, "cp": cp, "dp": gpus // (tp * pp * cp), "ep": 1, "virtual_stages": 1,
+            "zero": 3, "recompute": recompute, "global_batch": int(p["global_batch"]), "micro_batch": int(p["local_batch"]),
+            "seq": int(p["seq_len"]), "precision": "bf16-mixed", "measured_tokens_per_s_per_gpu": float(r["value"]),
+            "split": "report", "source": r["source"],
+            "notes": r["workload"],
+            "recompute_interval": interval if interval > 1 else "",
+            "measured_memory_gib": p.get("memory_gib", ""), "compile": "true" if p.get("compile") else ""}
+
+
 # Korthikanti et al. 2022's GPT-3 models (arXiv 2205.05198): the shipped GPT-3 configs, 22B and 530B
 # as the 175B one with the paper's width, depth and heads. Megatron-LM pads the GPT-2 vocabulary to a
 # multiple of 128 x TP (51,200 at TP 8: --make-vocab-size-divisible-by) and trains GPT-3 with
@@ -184,7 +229,7 @@ def main(argv: list[str]) -> int:
     skipped_out = out.with_name("training_runs_skipped.csv")
     with open(src, newline="", encoding="utf-8") as f:
         training = [r for r in csv.DictReader(f) if r["category"] == "training"]
-    kept, foundry, flash, korthikanti, skipped, skipped_rows = [], [], [], [], {}, []
+    kept, foundry, flash, korthikanti, torchtitan, skipped, skipped_rows = [], [], [], [], [], {}, []
     later: list[list[dict]] = [[] for _ in LATER_MODELS]
     lora_runs: list[dict] = []
     row = None
@@ -203,6 +248,11 @@ def main(argv: list[str]) -> int:
             continue
         if "arxiv.org/abs/2205.05198" in r["source"]:
             korthikanti.append({"id": "", **_korthikanti_row(r)})
+            continue
+        if "pytorch/torchtitan" in r["source"]:
+            run = _torchtitan_row(r, skip)
+            if run:
+                torchtitan.append({"id": "", **run})
             continue
         if "Dao-AILab/flash-attention" in r["source"]:
             run = _flash_attention_row(r, skip)
@@ -271,8 +321,9 @@ def main(argv: list[str]) -> int:
                      "notes": p.get("software", "") + ("; LoRA on SQuAD packed to the sequence length: attention "
                                                          "runs over the whole sequence here" if lora else ""),
                      "lora_rank": lora[0] if lora else "", "lora_targets": lora[1] if lora else ""})
-    # The first Megatron rows, llm-foundry's, flash-attention's, the later ones, LoRA, Korthikanti's.
-    kept += foundry + flash + sum(later, []) + lora_runs + korthikanti
+    # The first Megatron rows, llm-foundry's, flash-attention's, the later ones, LoRA, Korthikanti's,
+    # torchtitan's: each family added after the others, so that theirs keep their ids.
+    kept += foundry + flash + sum(later, []) + lora_runs + korthikanti + torchtitan
     for i, run in enumerate(kept, 1):
         run["id"] = f"t{i:03d}"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -150,6 +150,9 @@ _PHASES = {"prefill": _core.Phase.prefill, "decode": _core.Phase.decode, "train"
 OPTIMIZERS = tuple(m.name for m in _core.Optimizer)
 # How torch.optim's AdamW, Adam and SGD run (builder.h OptimizerImpl): fused, foreach, for_loop.
 OPTIMIZER_IMPLS = tuple(m.name for m in _core.OptimizerImpl)
+# The recompute policies of a built training step, as the core names them (builder.h Recompute):
+# the flags' `selective` is mapped to one of them by the run's stack (TrainingStack.recompute_for).
+RECOMPUTE = tuple(m.name for m in _core.Recompute)
 _KERNELS = {"fused": _core.KernelStyle.fused, "hf-eager": _core.KernelStyle.hf_eager, "hf_eager": _core.KernelStyle.hf_eager}
 
 
@@ -163,10 +166,12 @@ class BuiltModel:
 
 def _spec_and_options(model: Any, phase: str, batch: int, seq: int, context: int, kernels: str, tensor_parallel: int,
                       sequence_parallel: bool, expert_parallel: int, context_parallel: int, moe_impl: str,
-                      dtype: str | None, optimizer: str, master_weights: bool, recompute: str, eager_attention: bool,
+                      dtype: str | None, optimizer: str, master_weights: bool, recompute: str,
+                      recompute_interval: int, eager_attention: bool,
                       persistent_gradients: bool, fp8_gemms: bool, weight_dtype: str | None,
                       kv_dtype: str | None, fused_gated_activation: bool = False,
-                      fused_cross_entropy: bool = False, optimizer_impl: str = "fused") -> tuple[Any, Any]:
+                      fused_cross_entropy: bool = False, optimizer_impl: str = "fused",
+                      eager_norm: bool = False) -> tuple[Any, Any]:
     """(the model's _core.ModelSpec, the _core.BuildOptions) that build_model_graph builds from,
     checked (build_model_graph's keywords, every one given)."""
     from accel_sim.io.model_config import load_model_spec
@@ -197,11 +202,16 @@ def _spec_and_options(model: Any, phase: str, batch: int, seq: int, context: int
         raise UsageError(f"unknown optimizer implementation '{optimizer_impl}' (known: {', '.join(OPTIMIZER_IMPLS)})")
     options.optimizer_impl = getattr(_core.OptimizerImpl, optimizer_impl)
     options.master_weights = master_weights
-    if recompute not in ("none", "selective", "full"):
-        raise UsageError(f"unknown recompute policy '{recompute}' (known: none, selective, full)")
+    if recompute not in RECOMPUTE:
+        raise UsageError(f"unknown recompute policy '{recompute}' (known: {', '.join(RECOMPUTE)})")
     if recompute != "none" and phase != "train":
         raise UsageError("--recompute applies to a training step (--phase train)")
+    if recompute_interval < 1:
+        raise UsageError(f"--recompute-interval must be at least 1 (got {recompute_interval})")
+    if recompute_interval != 1 and recompute == "none":
+        raise UsageError("--recompute-interval applies to a recompute policy (--recompute is none)")
     options.recompute = getattr(_core.Recompute, recompute)
+    options.recompute_interval = recompute_interval
     options.eager_attention = eager_attention
     if persistent_gradients and phase != "train":
         raise UsageError("--keep-grads applies to a training step (--phase train)")
@@ -211,6 +221,7 @@ def _spec_and_options(model: Any, phase: str, batch: int, seq: int, context: int
     options.fp8_gemms = fp8_gemms
     options.fused_gated_activation = fused_gated_activation
     options.fused_cross_entropy = fused_cross_entropy
+    options.eager_norm = eager_norm
     return spec, options
 
 
@@ -241,6 +252,7 @@ def build_model_graph(
     optimizer: str = "adamw",
     master_weights: bool = True,
     recompute: str = "none",
+    recompute_interval: int = 1,
     eager_attention: bool = False,
     persistent_gradients: bool = False,
     fp8_gemms: bool = False,
@@ -249,6 +261,7 @@ def build_model_graph(
     fused_gated_activation: bool = False,
     fused_cross_entropy: bool = False,
     optimizer_impl: str = "fused",
+    eager_norm: bool = False,
 ) -> BuiltModel:
     """The C++ builder's graph of a shipped model (id or alias), a config.json path or a
     `_core.ModelSpec`, for one phase and shape; simulate() and compare() accept the result."""
@@ -282,6 +295,7 @@ def build_model_graph(
         info["optimizer"] = optimizer
         info["master_weights"] = master_weights and _core.dtype_name(spec.weight_dtype) != "fp32"
         info["recompute"] = recompute
+        info["recompute_interval"] = recompute_interval
         info["attention"] = "unfused core (scores materialized)" if eager_attention else "fused kernel"
         info["gradients_kept_between_steps"] = persistent_gradients
         info["dropout"] = {"hidden": spec.hidden_dropout, "embedding": spec.embedding_dropout,

@@ -180,6 +180,30 @@ def _fused_add_rms_norm(row: dict, dtype: str) -> Built:
     return Built(NaiveAddRMSNorm(), {"x": ((m, n), dtype), "r": ((m, n), dtype)}, out, lambda f, x, r: f(x, r))
 
 
+def _add_liger_rms_norm(row: dict, dtype: str) -> Built:
+    # benchmark_fused_add_rms_norm.py's AddLigerRMSNorm (the 'liger_rms_norm' provider, impl
+    # liger_unfused_add here): h = x.float() + r.float() in torch, LigerRMSNorm(h), one Triton
+    # kernel reading h and its weight and writing the output and the inverse RMS, as the capture
+    # records F.rms_norm (_fused_rms_norm), then the module's own fp32 weight times the result;
+    # h is returned beside it (https://github.com/linkedin/Liger-Kernel/blob/161d452cafba10d8d45071d0ee1ae640ab078233/benchmark/scripts/benchmark_fused_add_rms_norm.py).
+    torch = _torch()
+    m, n = _dim(row, "m"), _dim(row, "n")
+
+    class AddLigerRMSNorm(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.empty(n, dtype=torch.float32, device="meta"))
+            self.norm_weight = torch.nn.Parameter(torch.empty(n, dtype=torch.float32, device="meta"))
+
+        def forward(self, x: Any, r: Any) -> Any:
+            h = x.to(torch.float32) + r.to(torch.float32)
+            y = torch.nn.functional.rms_norm(h, (n,), self.norm_weight, 1e-6)
+            return self.weight * y, h
+
+    out = [((m, n), "fp32"), ((m, n), "fp32")]
+    return Built(AddLigerRMSNorm(), {"x": ((m, n), dtype), "r": ((m, n), dtype)}, out, lambda f, x, r: f(x, r))
+
+
 def _megatron_rms_norm(row: dict, dtype: str) -> Built:
     # benchmark_megatron_rms_norm.py: torch.nn.RMSNorm(H, eps=1e-6) in bf16 (the "torch"
     # provider, and Megatron's WrappedTorchNorm, which returns the same module) on x [S, B, H];
@@ -350,6 +374,7 @@ _BUILDERS: dict[tuple[str, str], tuple[Callable[[dict, str], Built], bool]] = {
     ("rope", "torch_compile"): (_rope, True),
     ("rope", "liger"): (_liger_rope, False),
     ("fused_add_rms_norm", "huggingface"): (_fused_add_rms_norm, False),
+    ("fused_add_rms_norm", "liger_unfused_add"): (_add_liger_rms_norm, False),
     ("megatron_rms_norm", "torch"): (_megatron_rms_norm, False),
     ("megatron_rms_norm", "megatron"): (_megatron_rms_norm, False),
     ("megatron_swiglu", "torch"): (_megatron_swiglu, False),
@@ -363,6 +388,9 @@ _BUILDERS: dict[tuple[str, str], tuple[Callable[[dict, str], Built], bool]] = {
     ("cross_entropy", "torch_compile"): (_torch_cross_entropy, True),
     ("cross_entropy", "liger"): (_liger_cross_entropy, False),
 }
+# Providers whose backward runs Liger's RMSNorm backward, whose weight gradient goes through one
+# partial row per program and a sum (not modelled): their forward rows alone are module rows.
+_FORWARD_ONLY = ("liger_unfused_add",)
 # Benchmarks whose "backward" call runs the forward, a sum and the backward (out.sum().backward()).
 _WHOLE_STEP_BACKWARD = ("megatron_rms_norm", "megatron_swiglu")
 
@@ -385,6 +413,8 @@ def describes(row: dict) -> bool:
     op, impl, direction = row.get("op", ""), row.get("impl", ""), row.get("direction")
     if op not in _MODULES_ONLY and (impl == "torch_compile" and direction == "forward"
                                     or impl == "liger" and direction != "full"):
+        return False
+    if impl in _FORWARD_ONLY and direction != "forward":
         return False
     return (row.get("kind") == "memory" and direction in DIRECTIONS and row.get("dtype") in DTYPES
             and _builder(op, impl) is not None)

@@ -554,12 +554,10 @@ def predict_training_run(row: dict, clock_fraction: float | None = None) -> Any:
     (validation/fit_training_clock.py) runs the step at that share of the device's clock instead of
     its sustained clock."""
     from accel_sim.cli.train import apply_training_stack
-    from accel_sim.device import resolve_device
     from accel_sim.io.stack_file import resolve_stack
-    from accel_sim.io.system_file import resolve_system
 
-    system = resolve_system(row["system"]).spec
-    chosen = resolve_device(row.get("device") or system.device, [])
+    entry, chosen = _run_device(row)
+    system = entry.spec
     device = chosen.spec
     precision = row["precision"] if row["precision"] != "unstated" else "bf16-mixed"
     spec = _row_model_spec(row, "training run", "fp16" if precision.startswith("fp16") else "bf16")
@@ -576,20 +574,47 @@ def predict_training_run(row: dict, clock_fraction: float | None = None) -> Any:
     base = _core.BuildOptions()
     base.seq = int(row["seq"])
     base.fp8_gemms = precision == "fp8-mixed"
-    base.recompute = getattr(_core.Recompute, row.get("recompute") or "none")
     options = _core.SimulateOptions()
     options.cost_model = "kernel"
     stack = resolve_stack(row.get("stack") or "megatron-core")
     t = stack.training
+    # The row's recomputation as its stack runs it (`selective` is the stack's own), on every
+    # `recompute_interval`-th layer (torchtitan's selective_ac_option N).
+    policy = t.recompute_for(row.get("recompute") or "none")
+    if policy is None:
+        raise UsageError(f"training run {row.get('id', '?')}: {stack.id} has no selective recomputation")
+    base.recompute = policy
+    base.recompute_interval = int(row.get("recompute_interval") or 1)
     layout.zero = int(row["zero"]) if row.get("zero") else t.zero
     layout.overlap_grad_reduce, layout.overlap_param_gather = t.overlap_grad_reduce, t.overlap_param_gather
     if row.get("lora_rank"):  # a LoRA fine-tune: the row's adapters (the stack lays them out)
         base.lora_rank = int(row["lora_rank"])
         base.lora_targets = (row.get("lora_targets") or "").split()
-    apply_training_stack(stack, base, options, chosen.entry.architecture)
+    apply_training_stack(stack, base, options, chosen.architecture)
+    options.fuse_elementwise = row.get("compile") == "true"  # torch.compile: `train --compile`
     if clock_fraction is not None:
         options.cost.clock_hz = clock_fraction * device.clock_hz
     return _core.estimate_training(spec, base, layout, device, system, options)
+
+
+def _run_device(row: dict) -> tuple[Any, Any]:
+    """(the system entry, the DeviceEntry) a training run ran on: the row's device, else its
+    system's variant (device_overrides), else the device the system names."""
+    from accel_sim.device import resolve_device
+    from accel_sim.io.system_file import resolve_system
+
+    entry = resolve_system(row["system"])
+    if row.get("device"):
+        return entry, resolve_device(row["device"], []).entry
+    if entry.device_variant is not None:
+        return entry, entry.device_variant
+    return entry, resolve_device(entry.spec.device, []).entry
+
+
+def runtime_reserved_bytes(row: dict) -> float:
+    """The CUDA context and libraries' memory `train` counts on the training run `row`'s device
+    (DeviceSpec::runtime_reserved_bytes), which PyTorch's allocator statistics leave out."""
+    return _run_device(row)[1].spec.runtime_reserved_bytes
 
 
 def encoder_runs_path() -> Path:

@@ -67,8 +67,14 @@ enum class KernelStyle : uint8_t { fused, hf_eager };
 // unfused core's scores and probabilities; a FlashAttention kernel's log-sum-exp, its output
 // where the next GEMM keeps an fp8 copy instead; the K and V gathered under context
 // parallelism) is made again by running it once more in the backward; full keeps each layer's
-// input and runs the layer's forward again in the backward.
-enum class Recompute : uint8_t { none, selective, full };
+// input and runs the layer's forward again in the backward; selective_op is torchtitan's op-level
+// selective checkpointing (torch.utils.checkpoint with a policy, torchtitan
+// distributed/activation_checkpoint.py, _custom_policy): each layer is one checkpoint whose
+// GEMMs' outputs are saved but every second one in the layer's order (the 1st, 3rd, ... mm),
+// and whose attention kernels' outputs and tensor-parallel reduce-scatters' outputs are saved;
+// every other op of the layer (norms, RoPE, activations, residual adds, the unsaved GEMMs) runs
+// again in the backward from the layer's input and the saved values.
+enum class Recompute : uint8_t { none, selective, full, selective_op };
 
 // How MoE experts run: one grouped GEMM over all experts (torch._grouped_mm, CUTLASS grouped
 // GEMM) or one GEMM per expert that received tokens (a loop over experts).
@@ -102,9 +108,19 @@ struct BuildOptions {
   // (18 bytes per bf16 parameter with Adam). Off: gradients and states in the weight dtype.
   bool master_weights = true;
   Recompute recompute = Recompute::none;
+  // The policy applies to every recompute_interval-th layer only, the others keeping all they
+  // save: torchtitan's selective_ac_option = N wraps the blocks it counts from 1 to a multiple of
+  // N (layers N - 1, 2N - 1, ... from 0; distributed/activation_checkpoint.py, use_layer_sac).
+  // 1: every layer. REQUIRES >= 1.
+  int64_t recompute_interval = 1;
   // Attention as the unfused core (batched GEMMs, a softmax over the materialized scores,
   // dropout, a copy back) instead of one fused FlashAttention-style kernel.
   bool eager_attention = false;
+  // RMSNorm as its eager op sequence even with fused kernels: x.float(), pow, mean, + eps, rsqrt,
+  // x * rstd, the cast back and the weight's product, seven kernels each way where PyTorch's
+  // fused kernel runs one (HF's LlamaRMSNorm; torchtitan's RMSNorm, and torch.nn.RMSNorm before
+  // PyTorch's _fused_rms_norm). hf_eager kernels always run it so; LayerNorm is one kernel.
+  bool eager_norm = false;
   // Training step only: gradients kept between steps and zeroed at the start of this one
   // (optimizer.zero_grad(set_to_none=False), PyTorch's default before 2.0), so they are live
   // from the first forward op; otherwise each is created by its first backward contribution.

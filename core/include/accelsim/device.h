@@ -75,6 +75,10 @@ struct KernelConstants {
   // validation/fit_sustained_clock.py); training steps and plans run at it unless a clock
   // override is given (training_clock_hz, training.h).
   double sustained_clock_fraction = 0.0;
+  // The board power limit, in watts, that sustained_clock_fraction was measured at (0: the
+  // device's own tdp_w). A part of the same silicon capped at another limit (a system's variant
+  // with its own tdp_w: Meta's H100s at 500 W) sustains another clock: sustained_clock_hz().
+  double sustained_clock_power_w = 0.0;
   // The share of the streaming bandwidth (memory_efficiency of the DRAM peak) that PyTorch's own
   // (ATen) kernels reach on three kinds of streaming op that are not plain element-wise loops:
   // softmax over rows (one CTA per row, several reductions between reads), layer and RMS norms
@@ -128,6 +132,21 @@ struct DeviceSpec {
   // efficiencies in (0, 1] (those documented as "0: as ..." may be 0).
   void validate() const;
 };
+
+// The share of its TDP a datacenter GPU draws idle: 10-20% (e.g. 62 W measured on a 400 W
+// A100-80GB, github.com/chuyishang/inference-energy results_paste.md; 98 W on a 700 W H100 SXM,
+// validation/measured/h100_sxm-2026-11-24/nvidia-smi.txt). The energy estimate and the
+// power-limited clock take it as the power that does not scale with the clock.
+inline constexpr double kIdleFractionOfTdp = 0.15;
+
+// The core clock `device` sustains under seconds of tensor-core load (a training step), in Hz:
+// clock_hz x kernel.sustained_clock_fraction, at the power limit the fraction was measured at
+// (kernel.sustained_clock_power_w). Under another limit P (tdp_w), the power above idle goes as
+// the cube of the clock (CMOS switching power a C V^2 f, Weste & Harris, "CMOS VLSI Design", 4th
+// ed., sec. 5.1, with the supply voltage following the clock along the DVFS curve):
+//   f(P) = f(P_fit) x ((P - P_idle) / (P_fit - P_idle))^(1/3),  P_idle = kIdleFractionOfTdp x P_fit,
+// at most clock_hz. 0 when the fraction is not measured.
+double sustained_clock_hz(const DeviceSpec& device);
 
 // The peak rate an op of `dtype` runs at, and whether it had to fall back to another unit.
 struct PeakRate {

@@ -92,7 +92,8 @@ inline constexpr double kOverlapComputeSlowdown = 0.189;
 
 // The core clock a training step's kernels are costed at: the caller's override
 // (CostOptions::clock_hz) where given, else under the kernel cost model the device's sustained
-// clock (its clock times KernelConstants::sustained_clock_fraction) where that was measured, else
+// clock (sustained_clock_hz, device.h: its clock times KernelConstants::sustained_clock_fraction,
+// at its power limit) where that was measured, else
 // 0 (the device's clock; the roofline has none). A step keeps the tensor cores busy for seconds,
 // long enough for the power limit to hold the clock below the one a short kernel measures at.
 double training_clock_hz(const DeviceSpec& device, const SimulateOptions& options);
@@ -149,6 +150,9 @@ struct StageProfile {
   // The most activations one micro-batch holds at once over its forward, loss and backward
   // (neither weight copies nor parameter gradients).
   PerLayer peak_activation_bytes;
+  // The most the optimizer step's temporaries hold at once, over the stage's whole parameters
+  // (a foreach AdamW's per-parameter buffers); the step holds it after the micro-batches' own.
+  PerLayer optimizer_peak_bytes;
   // The parts of the stage that are not its layers, for the pipeline stages that hold them: the
   // embedding's parameters, gradients and optimizer states (the first stage's), the final
   // norm's, head's and loss's (the last stage's), the saved activations the nodes before the

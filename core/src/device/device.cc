@@ -1,5 +1,6 @@
 #include "accelsim/device.h"
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <string>
@@ -127,6 +128,7 @@ void DeviceSpec::validate() const {
       {"clock_hz", clock_hz},
       {"l2_cache_bytes", l2_cache_bytes},
       {"tdp_w", tdp_w},
+      {"kernel.sustained_clock_power_w", kernel.sustained_clock_power_w},
       {"kernel.gemm_tile_overhead_s", kernel.gemm_tile_overhead_s},
       {"kernel.kernel_floor_s", kernel.kernel_floor_s},
       {"kernel.stream_floor_s", kernel.stream_floor_s},
@@ -155,6 +157,21 @@ void DeviceSpec::validate() const {
       {"kernel.widening_cast_bandwidth_share", kernel.widening_cast_bandwidth_share},
   };
   for (const auto& [field, value] : optional_efficiencies) require_in_range(who, field, value, kFraction);
+}
+
+double sustained_clock_hz(const DeviceSpec& device) {
+  const KernelConstants& k = device.kernel;
+  if (k.sustained_clock_fraction <= 0) return 0.0;
+  double clock = device.clock_hz * k.sustained_clock_fraction;
+  const double fitted_w = k.sustained_clock_power_w > 0 ? k.sustained_clock_power_w : device.tdp_w;
+  if (device.tdp_w > 0 && fitted_w > 0 && device.tdp_w != fitted_w) {
+    const double idle_w = kIdleFractionOfTdp * fitted_w;
+    ACCELSIM_CHECK(device.tdp_w > idle_w, device.id + ": a power limit of " + std::to_string(device.tdp_w) +
+                                              " W is below the idle power of the part its sustained clock was "
+                                              "measured on (" + std::to_string(idle_w) + " W)");
+    clock *= std::cbrt((device.tdp_w - idle_w) / (fitted_w - idle_w));
+  }
+  return std::min(clock, device.clock_hz);
 }
 
 PeakRate peak_rate(const DeviceSpec& d, DType dtype, bool matrix_op, bool allow_tf32) {

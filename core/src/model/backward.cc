@@ -604,7 +604,10 @@ std::vector<TensorId> append_backward(Graph& graph, TensorId loss, const Backwar
   return Backward(graph, options).run(loss);
 }
 
-void recompute_regions(Graph& graph, const std::vector<std::vector<NodeId>>& regions) {
+void recompute_regions(Graph& graph, const std::vector<std::vector<NodeId>>& regions,
+                       const std::vector<std::vector<NodeId>>& saved) {
+  ACCELSIM_CHECK(saved.empty() || saved.size() == regions.size(),
+                 "saved nodes are given per recompute region");
   const auto nodes = graph.nodes();
   const auto tensors = graph.tensors();
   const auto storages = graph.storages();
@@ -629,8 +632,21 @@ void recompute_regions(Graph& graph, const std::vector<std::vector<NodeId>>& reg
       modules[r].insert(nodes[i].module_path);
     }
   }
+  // A saved node belongs to its region (its values are read inside it, its backward is the
+  // region's) but writes values no recomputation replaces.
+  std::vector<char> is_saved(nodes.size(), 0);
+  for (size_t r = 0; r < saved.size(); ++r) {
+    for (NodeId i : saved[r]) {
+      ACCELSIM_CHECK(i >= 0 && i < node_count && nodes[i].pass == Pass::forward,
+                     "a recompute region saves forward nodes only");
+      region_of[i] = static_cast<int>(r);
+      modules[r].insert(nodes[i].module_path);
+      is_saved[i] = 1;
+    }
+  }
   for (size_t st = 0; st < storages.size(); ++st) {
-    if (first_writer[st] != kNoNode && storages[st].kind == StorageKind::activation) {
+    if (first_writer[st] != kNoNode && storages[st].kind == StorageKind::activation &&
+        !is_saved[first_writer[st]]) {
       owner[st] = region_of[first_writer[st]];
     }
   }

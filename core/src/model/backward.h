@@ -45,7 +45,12 @@ std::vector<TensorId> append_backward(Graph& graph, TensorId loss, const Backwar
 // backward is what the region reads from outside (its checkpointed inputs) and the outputs the
 // ops after it keep. The recomputed nodes are tagged Pass::backward with the attribute
 // recompute = true. A region none of whose values the backward reads is left alone.
-void recompute_regions(Graph& graph, const std::vector<std::vector<NodeId>>& regions);
+// `saved` (empty, or one list per region) names forward nodes inside each region that a
+// selective-checkpointing policy saves (torch.utils.checkpoint's CheckpointPolicy.MUST_SAVE):
+// they do not run again, their outputs stay alive as the forward wrote them and are read by the
+// recomputed nodes, and their backward nodes read the region's recomputed values like the rest.
+void recompute_regions(Graph& graph, const std::vector<std::vector<NodeId>>& regions,
+                       const std::vector<std::vector<NodeId>>& saved = {});
 
 // Inserts `node` before the graph's first node (node ids shift by one; recorded releases follow).
 void prepend_node(Graph& graph, Node node);

@@ -25,6 +25,17 @@ using Shape = std::vector<int64_t>;
 constexpr int64_t kAdam8bitBlock = 2048;
 constexpr int64_t kAdam8bitMinElements = 4096;
 
+// Whether torchtitan's op-level selective checkpointing saves the output of forward node `n` of
+// a layer (Recompute::selective_op), `matmuls` counting the layer's aten.mm nodes so far: its
+// policy saves aten.mm but every second one, the SDPA kernels and the reduce-scatters of
+// tensor parallelism (_save_list and _custom_policy of torchtitan's
+// distributed/activation_checkpoint.py). Other GEMM forms (addmm, bmm, _scaled_mm) are not on its
+// list and run again.
+bool op_sac_saves(const Node& n, int64_t& matmuls) {
+  if (n.op == "mm") return ++matmuls % 2 == 1;
+  return n.op == "accel_sim::attention" || n.op == "accel_sim::reduce_scatter";
+}
+
 // Appends storages, tensors and nodes to a graph; `module` labels the nodes it emits.
 class Emitter {
  public:
@@ -423,7 +434,7 @@ class Builder {
               {{"normalized_shape", std::vector<int64_t>{width}}});
       return y;
     }
-    if (!eager_) {
+    if (!eager_ && !o_.eager_norm) {
       TensorId y = e_.fresh(shape, dt_);
       e_.node("_fused_rms_norm", {x, w}, {y, e_.fresh(stat, DType::fp32)},
               {{"normalized_shape", std::vector<int64_t>{width}}});
@@ -1440,7 +1451,11 @@ class Builder {
       // gathers and the attention kernel, or the unfused core), as Megatron-LM's
       // --recompute-granularity selective checkpoints it (megatron/core/transformer/attention.py,
       // _checkpointed_attention_forward): q, k and v stay, the kernel runs again in the backward.
+      // Selective_op: each layer is one checkpoint whose saved ops (Recompute) keep their
+      // outputs and do not run again. Only every recompute_interval-th layer is checkpointed.
       std::vector<std::vector<NodeId>> layers(static_cast<size_t>(m_.num_layers));
+      std::vector<std::vector<NodeId>> saved(static_cast<size_t>(m_.num_layers));
+      std::vector<int64_t> matmuls(static_cast<size_t>(m_.num_layers), 0);
       const std::string prefix = "model.layers.";
       const std::string core = ".core";
       for (NodeId i = 0; i < static_cast<NodeId>(graph_.nodes().size()); ++i) {
@@ -1453,9 +1468,15 @@ class Builder {
         }
         const size_t end = n.module_path.find('.', prefix.size());
         const int64_t l = std::stoll(n.module_path.substr(prefix.size(), end - prefix.size()));
-        layers[static_cast<size_t>(l)].push_back(i);
+        if ((l + 1) % o_.recompute_interval != 0) continue;
+        const auto at = static_cast<size_t>(l);
+        if (o_.recompute == Recompute::selective_op && op_sac_saves(n, matmuls[at])) {
+          saved[at].push_back(i);
+        } else {
+          layers[at].push_back(i);
+        }
       }
-      recompute_regions(graph_, layers);
+      recompute_regions(graph_, layers, saved);
     }
     if (o_.persistent_gradients) {
       // One _foreach_zero_ over last step's gradients before the forward.
@@ -1748,6 +1769,9 @@ void BuildOptions::validate(const ModelSpec& model) const {
                  "activation and the product as two ops)");
   ACCELSIM_CHECK(!options.fused_cross_entropy || options.phase == Phase::train,
                  "a fused cross-entropy applies to a training step");
+  ACCELSIM_CHECK(options.recompute_interval >= 1, "the recompute interval must be at least 1 (every layer)");
+  ACCELSIM_CHECK(options.recompute_interval == 1 || options.recompute != Recompute::none,
+                 "a recompute interval applies to a recompute policy (recompute is none)");
   ACCELSIM_CHECK(!options.fp8_gemms || options.kernels == KernelStyle::fused,
                  "fp8 GEMMs are modelled with fused kernels only (HF eager has no fp8 path)");
   ACCELSIM_CHECK(options.kernels != KernelStyle::hf_eager || model.family != "falcon",

@@ -67,12 +67,10 @@ DType dominant_matrix_dtype(const std::vector<OpResult>& ops) {
 
 // Activity-based energy of one op, an estimate:
 //   E = t * P_idle + FLOPs * e_flop + bytes * e_byte, at most t * TDP.
-// P_idle = 15% of TDP: datacenter GPUs idle at 10-20% of their TDP (e.g. 62 W measured on a
-// 400 W A100-80GB, github.com/chuyishang/inference-energy results_paste.md). e_byte = 32 pJ/B:
+// P_idle = kIdleFractionOfTdp (device.h) of the TDP. e_byte = 32 pJ/B:
 // HBM2 moves data at about 3.9 pJ/bit (O'Connor et al., "Fine-Grained DRAM", MICRO 2017).
 // e_flop apportions what is left of the TDP at the op's peak rate, (TDP - P_idle) / peak, so an
 // op running at its peak draws the TDP (a power-at-peak bound, not a measurement).
-constexpr double kIdleFractionOfTdp = 0.15;
 constexpr double kJoulesPerByte = 32e-12;
 
 double op_energy(const OpCount& count, const OpCost& cost, const DeviceSpec& device) {

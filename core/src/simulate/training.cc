@@ -8,6 +8,7 @@
 #include <exception>
 #include <mutex>
 #include <new>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -81,6 +82,10 @@ struct StageBytes {
   // Of saved_bytes: what the nodes before the first layer (the embedding) and after the last
   // (the final norm, the head and the loss) wrote.
   double embedding_saved_bytes = 0, head_saved_bytes = 0;
+  // The most the optimizer step's own temporaries hold at once (a foreach AdamW's denominators
+  // of every parameter), apart from peak_activation_bytes: the step runs once, after every
+  // micro-batch, over the parameters this rank updates.
+  double optimizer_peak_bytes = 0;
 };
 
 // A stage graph's times on the device, for the linear stage profile.
@@ -156,9 +161,15 @@ StageBytes stage_bytes(const Graph& g, ReleasePolicy policy) {
   const std::vector<NodeId>& first = lifetimes.first;
   const std::vector<NodeId>& last = lifetimes.last;  // the node count for a graph output's
   std::vector<double> born(static_cast<size_t>(node_count) + 1, 0.0), dead(static_cast<size_t>(node_count) + 1, 0.0);
+  std::vector<double> step_born(born.size(), 0.0), step_dead(born.size(), 0.0);  // the optimizer's
   for (size_t st = 0; st < storages.size(); ++st) {
     if (first[st] == kNoNode || is_copy[st] || storages[st].kind != StorageKind::activation) continue;
     const auto bytes = static_cast<double>(storages[st].size_bytes);
+    if (nodes[first[st]].pass == Pass::optimizer) {
+      step_born[static_cast<size_t>(first[st])] += bytes;
+      step_dead[static_cast<size_t>(last[st])] += bytes;
+      continue;
+    }
     born[static_cast<size_t>(first[st])] += bytes;
     dead[static_cast<size_t>(last[st])] += bytes;
     if (last_forward == kNoNode || first[st] > last_forward || last[st] <= last_forward) continue;
@@ -166,11 +177,14 @@ StageBytes stage_bytes(const Graph& g, ReleasePolicy policy) {
     if (first_layer == kNoNode || first[st] < first_layer) s.embedding_saved_bytes += bytes;
     if (last_layer != kNoNode && first[st] > last_layer) s.head_saved_bytes += bytes;
   }
-  double live = 0.0;
+  double live = 0.0, step_live = 0.0;
   for (size_t n = 0; n < static_cast<size_t>(node_count); ++n) {
     live += born[n];
+    step_live += step_born[n];
     s.peak_activation_bytes = std::max(s.peak_activation_bytes, live);
+    s.optimizer_peak_bytes = std::max(s.optimizer_peak_bytes, step_live);
     live -= dead[n];
+    step_live -= step_dead[n];
   }
   return s;
 }
@@ -210,8 +224,7 @@ int recompute_rank(Recompute r) { return static_cast<int>(r); }
 double training_clock_hz(const DeviceSpec& device, const SimulateOptions& options) {
   if (options.cost.clock_hz > 0) return options.cost.clock_hz;
   if (options.cost_model != "kernel") return 0.0;  // the roofline has no clock
-  if (device.kernel.sustained_clock_fraction > 0) return device.clock_hz * device.kernel.sustained_clock_fraction;
-  return 0.0;
+  return sustained_clock_hz(device);
 }
 
 namespace {
@@ -265,7 +278,7 @@ void per_mean_layer(double& at_unit, double& at_two_units, int64_t unit) {
 void per_mean_layer(StageBytes& a, StageBytes& b, int64_t unit) {
   for (auto field : {&StageBytes::parameter_bytes, &StageBytes::gradient_bytes, &StageBytes::state_bytes,
                      &StageBytes::saved_bytes, &StageBytes::peak_activation_bytes, &StageBytes::weight_copy_bytes,
-                     &StageBytes::embedding_saved_bytes, &StageBytes::head_saved_bytes,
+                     &StageBytes::embedding_saved_bytes, &StageBytes::head_saved_bytes, &StageBytes::optimizer_peak_bytes,
                      &StageBytes::trainable_parameter_bytes}) {
     per_mean_layer(a.*field, b.*field, unit);
   }
@@ -288,8 +301,11 @@ StageGraphs build_stage_graphs(const ModelSpec& model, const BuildOptions& b, Re
     heavy.moe.first_dense_layers = 0;
     heavy.moe.sparse_step = 1;
   }
-  // A pattern longer than the model is laid out once (its layers are then all there are).
-  s.unit = model.layer_pattern() < model.num_layers ? model.layer_pattern() : 1;
+  // A pattern longer than the model is laid out once (its layers are then all there are). A
+  // recompute policy applied to every n-th layer repeats with the layers' own pattern.
+  int64_t pattern = model.layer_pattern();
+  if (b.recompute != Recompute::none) pattern = std::lcm(pattern, b.recompute_interval);
+  s.unit = pattern < model.num_layers ? pattern : 1;
   const int64_t u = s.unit;
   s.one = build_stage(heavy, u, b);
   s.one_bytes = stage_bytes(*s.one, policy);
@@ -368,6 +384,7 @@ StageProfile profile_built_stage(const ModelSpec& model, const StageGraphs& s, c
   p.saved_bytes = line(s0.saved_bytes, s1.saved_bytes);
   p.weight_copy_bytes = line(s0.weight_copy_bytes, s1.weight_copy_bytes);
   p.peak_activation_bytes = line(s0.peak_activation_bytes, s1.peak_activation_bytes);
+  p.optimizer_peak_bytes = line(s0.optimizer_peak_bytes, s1.optimizer_peak_bytes);
   p.body_peak_activation_bytes = line(b0.peak_activation_bytes, b1.peak_activation_bytes);
   p.embedding = {.parameter_bytes = b0.parameter_bytes - p.parameter_bytes.per_layer,
                  .gradient_bytes = b0.gradient_bytes - p.gradient_bytes.per_layer,
@@ -594,8 +611,13 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
     // backward starts at the loss), a chunk without the head elsewhere.
     const double own = last ? p.peak_activation_bytes.at(per_chunk) : p.body_peak_activation_bytes.at(per_chunk);
     activation = others * (last && l.gpipe ? head_chunk_saved : chunk_saved) + std::max(0.0, own);
+    // The optimizer step runs after the last micro-batch's backward has freed its activations,
+    // over this rank's share of the parameters (ZeRO >= 1: 1/(dp cp) of them): its temporaries
+    // need the room only where they outgrow the activations.
+    const double optimizer = p.optimizer_peak_bytes.at(n) / state_shard;
     return st.params / param_shard + (l.zero >= 3 ? 2.0 * layer_params : 0.0) + st.grads / grad_shard +
-           (l.zero >= 2 ? layer_grads : 0.0) + st.states / state_shard + p.weight_copy_bytes.at(n) + activation;
+           (l.zero >= 2 ? layer_grads : 0.0) + st.states / state_shard + p.weight_copy_bytes.at(n) +
+           std::max(activation, optimizer);
   };
   double first_activation = 0.0, last_activation = 0.0;
   const double first_memory = stage_memory(0, first_activation);

@@ -11,6 +11,34 @@
 namespace accelsim {
 namespace {
 
+TEST(DeviceSpecTest, TheSustainedClockFollowsThePowerLimit) {
+  // An H100 SXM: 1,830 MHz, 0.922 of it sustained under training load at its 700 W limit. The
+  // same part capped at 500 W keeps the idle 15% of 700 W = 105 W and scales the rest, the cube
+  // of the clock: 1,830 x 0.922 x ((500 - 105) / (700 - 105))^(1/3) = 1,687.3 x 0.87236 =
+  // 1,471.9 MHz.
+  DeviceSpec d = testing::round_device();
+  d.clock_hz = 1830e6;
+  d.tdp_w = 700;
+  d.kernel.sustained_clock_fraction = 0.922;
+  d.kernel.sustained_clock_power_w = 700;
+  EXPECT_NEAR(sustained_clock_hz(d), 1830e6 * 0.922, 1.0);
+  d.tdp_w = 500;
+  EXPECT_NEAR(sustained_clock_hz(d) / 1e6, 1471.9, 0.1);
+  // Unset, the fraction was measured at the device's own limit: no scaling.
+  d.kernel.sustained_clock_power_w = 0;
+  EXPECT_NEAR(sustained_clock_hz(d), 1830e6 * 0.922, 1.0);
+  // A higher limit raises the clock, never above the device's: ((1,000 - 105) / 595)^(1/3) =
+  // 1.146 would take it to 1,933 MHz.
+  d.kernel.sustained_clock_power_w = 700;
+  d.tdp_w = 1000;
+  EXPECT_EQ(sustained_clock_hz(d), 1830e6);
+  // A limit below the idle power cannot run; without a measured fraction there is no clock.
+  d.tdp_w = 100;
+  EXPECT_THROW(sustained_clock_hz(d), ConfigError);
+  d.kernel.sustained_clock_fraction = 0;
+  EXPECT_EQ(sustained_clock_hz(d), 0.0);
+}
+
 TEST(DeviceSpecTest, ValidateRejectsMissingNumbers) {
   DeviceSpec d = testing::round_device();
   EXPECT_NO_THROW(d.validate());

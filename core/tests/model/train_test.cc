@@ -345,6 +345,46 @@ TEST(TrainTest, UnfusedAttentionCoreAddsKorthikantisQuadraticTerm) {
   EXPECT_EQ(per_layer(Recompute::full), 2 * sbh);
 }
 
+// Activation bytes live when the forward ends, beyond the resident ones, of a Llama-shaped toy
+// (hidden 256, 8 heads of 32 with as many KV heads, SwiGLU 1,024, RMSNorm, RoPE, no biases,
+// separate q, k and v projections as torchtitan's Llama writes them) at s = 128, b = 2.
+int64_t llama_saved(int64_t layers, Recompute recompute, int64_t interval = 1) {
+  const ModelSpec m{.name = "toy-llama", .hidden_size = 256, .num_layers = layers, .num_heads = 8,
+                    .num_kv_heads = 8, .head_dim = 32, .ffn_size = 1024, .vocab_size = 1000,
+                    .max_position_embeddings = 128};
+  const Graph g = build_graph(m, {.phase = Phase::train, .batch = 2, .seq = 128,
+                                  .optimizer = Optimizer::none, .recompute = recompute,
+                                  .recompute_interval = interval});
+  const MemoryProfile p = compute_memory_profile(g);
+  for (NodeId i = 0; i < static_cast<NodeId>(g.nodes().size()); ++i) {
+    const std::string& op = g.node(i).op;
+    if (op == "nll_loss_forward" || op == "accel_sim::cross_entropy") return p.live_bytes_after[i] - p.resident_bytes;
+  }
+  ADD_FAILURE() << "no loss node";
+  return 0;
+}
+
+TEST(TrainTest, TorchtitansOpLevelCheckpointingKeepsTheSavedOpsOutputs) {
+  // torchtitan's op-level SAC saves the outputs of the 1st, 3rd, 5th and 7th of a layer's seven
+  // aten.mm (q, v, gate, down: the 2nd, 4th and 6th are k, o and up), of the attention kernel
+  // (its output and fp32 log-sum-exp), and the checkpoint keeps the layer's input; everything
+  // else runs again in the backward. With sbh = 128 x 2 x 256 elements of 2 bytes: q, v, the
+  // attention output, down and the input 2sbh bytes each, gate (1,024 wide) 8sbh: 18sbh, and the
+  // log-sum-exp 4 x 8 heads x 128 x 2 = 8,192 bytes.
+  const int64_t sbh = 128 * 2 * 256, lse = 4 * 8 * 128 * 2;
+  const int64_t op = llama_saved(3, Recompute::selective_op) - llama_saved(2, Recompute::selective_op);
+  EXPECT_EQ(op, 18 * sbh + lse);
+  // Full keeps the input alone; every second layer checkpointed (torchtitan's selective_ac_option
+  // 2: layers 1, 3, ...) keeps, over two layers, one layer's everything and one layer's input.
+  const int64_t none = llama_saved(3, Recompute::none) - llama_saved(2, Recompute::none);
+  EXPECT_EQ(llama_saved(3, Recompute::full) - llama_saved(2, Recompute::full), 2 * sbh);
+  EXPECT_EQ(llama_saved(4, Recompute::full, 2) - llama_saved(2, Recompute::full, 2), none + 2 * sbh);
+  EXPECT_GT(none, op);
+  // An interval without a policy, or below 1, is refused.
+  EXPECT_THROW(llama_saved(2, Recompute::none, 2), ConfigError);
+  EXPECT_THROW(llama_saved(2, Recompute::full, 0), ConfigError);
+}
+
 TEST(TrainTest, SelectiveRecomputeChecksTheCoreAttentionOnEveryPath) {
   // Megatron-LM's selective recomputation checkpoints the core attention: q, k and v stay, the
   // attention kernel runs again in the backward, and what only the core kept for its backward

@@ -270,6 +270,34 @@ TEST(TrainingTest, InterleavingKeepsMoreMicroBatchesInFlight) {
   EXPECT_NEAR(inter.activation_bytes - plain.activation_bytes, 0.5 * saved_layers, 1.0);
 }
 
+TEST(TrainingTest, AForeachOptimizersTemporariesAreApartFromTheMicroBatchAndSharded) {
+  // torch's foreach AdamW holds the denominators of every parameter it updates at once, fp32, 4
+  // bytes each: small_gpt's layer has 789,760 parameters (qkv 256 x 768 + 768, proj 256 x 256 +
+  // 256, fc1 256 x 1,024 + 1,024, fc2 1,024 x 256 + 256, two LayerNorms 2 x 512). The fused
+  // kernel holds none. They are not a micro-batch's activations: the step runs once, after the
+  // last backward, over the parameters this rank updates (ZeRO >= 1: 1/dp of them).
+  const ModelSpec m = testing::small_gpt(4);
+  const DeviceSpec d = testing::round_device();
+  const SystemSpec sys = round_system();
+  const std::vector<CommGroup> groups{{.name = "tp"}, {.name = "cp"}, {.name = "ep"}};
+  const BuildOptions foreach{.seq = 128, .optimizer_impl = OptimizerImpl::foreach};
+  const BuildOptions fused{.seq = 128, .optimizer_impl = OptimizerImpl::fused};
+  const StageProfile pf = profile_stage(m, foreach, {.global_batch = 8}, groups, d, sys, {});
+  const StageProfile pu = profile_stage(m, fused, {.global_batch = 8}, groups, d, sys, {});
+  EXPECT_DOUBLE_EQ(pf.optimizer_peak_bytes.per_layer, 4.0 * 789760);
+  EXPECT_DOUBLE_EQ(pu.optimizer_peak_bytes.per_layer, 0.0);
+  EXPECT_DOUBLE_EQ(pf.peak_activation_bytes.per_layer, pu.peak_activation_bytes.per_layer);
+  // Over 8 data-parallel ranks with ZeRO-1 each rank's eighth of them fits beside what the
+  // micro-batch held: the step needs no more than with the fused kernel.
+  const ParallelLayout zero1{.dp = 8, .global_batch = 8, .zero = 1};
+  const TrainingEstimate ef = estimate_training(m, foreach, zero1, d, sys, {});
+  const TrainingEstimate eu = estimate_training(m, fused, zero1, d, sys, {});
+  ASSERT_TRUE(ef.feasible && eu.feasible);
+  EXPECT_LT(pf.optimizer_peak_bytes.at(4) / 8, ef.activation_bytes);
+  EXPECT_DOUBLE_EQ(ef.memory_per_gpu_bytes, eu.memory_per_gpu_bytes);
+  EXPECT_DOUBLE_EQ(ef.activation_bytes, eu.activation_bytes);
+}
+
 TEST(TrainingTest, PlanFindsTheFastestOfItsSpace) {
   // 8 GPUs, a 4-layer model: every layout of the space through estimate_training, one by one,
   // against the search's answer.

@@ -9,7 +9,7 @@ from typing import Any
 from accel_sim.cli.flags import COUNT, counts_up_to
 from accel_sim.fit import MAX_LIMIT
 from accel_sim.api import OPTIMIZERS
-from accel_sim.io.stack_file import ATTENTION_KERNELS
+from accel_sim.io.stack_file import ATTENTION_KERNELS, RECOMPUTE_POLICIES
 from accel_sim.cli.script_watch import add_timeout_argument, watch_script
 
 _WHAT = {"batch": "batch", "seq": "sequence length"}
@@ -29,7 +29,8 @@ def add_parser(sub: Any, dtypes: tuple[str, ...]) -> None:
                    help="largest value to try (default: 65536 for batch; the model's position limit, or 131072, for seq)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw", help="with --phase train (default: adamw)")
     p.add_argument("--no-master-weights", action="store_true", help="with --phase train: gradients and states in the weight dtype")
-    p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="with --phase train: activation recomputation (default: none)")
+    p.add_argument("--recompute", choices=RECOMPUTE_POLICIES, default="none", help="with --phase train: activation recomputation; selective is the --stack's (default: none)")
+    p.add_argument("--recompute-interval", **COUNT, default=1, metavar="N", help="with --recompute: checkpoint every N-th layer only (default: 1)")
     p.add_argument("--keep-grads", action="store_true", help="with --phase train: gradients kept between steps (zero_grad(set_to_none=False))")
     p.add_argument("--kernels", choices=("fused", "hf-eager"), default="fused", help="with --model: kernel style (default: fused)")
     p.add_argument("--attention-impl", choices=ATTENTION_KERNELS, default="flash2", help="with --model: eager builds the unfused attention core, whose scores take memory (default: a fused kernel)")
@@ -51,13 +52,13 @@ def _refuse_inapplicable(args: argparse.Namespace, phase: str) -> None:
 
     refuse(args, (args.axis,), f"is the axis searched (--axis {args.axis}); --max bounds the search")
     if phase != "train":
-        refuse(args, ("optimizer", "no_master_weights", "recompute", "keep_grads"),
+        refuse(args, ("optimizer", "no_master_weights", "recompute", "recompute_interval", "keep_grads"),
                "applies to a training step (--train or --phase train)")
     if args.target is None:
         refuse(args, ("timeout",), "bounds a script's import, get_model() and capture; --model runs no user code")
     if args.target is not None:
         refuse(args, ("phase",), "applies to --model; a script's training step is --train")
-        refuse(args, ("kernels", "tp", "sp", "no_master_weights", "recompute", "keep_grads", "stack"),
+        refuse(args, ("kernels", "tp", "sp", "no_master_weights", "recompute", "recompute_interval", "keep_grads", "stack"),
                "applies to a graph built with --model NAME; a script runs the ops its own code makes")
         if args.attention_impl != "eager":
             refuse(args, ("attention_impl",), "changes memory only with --model and eager (the unfused core); a "
@@ -96,16 +97,19 @@ def cmd_fit(args: argparse.Namespace) -> int:
             f"context {args.seq}" if args.axis == "batch" else f"batch {args.batch}")
         what = f"{spec.name}, {phase}, {fixed}" + (f", recompute {args.recompute}" if phase == "train" else "")
         choices: dict = {}
+        recompute = args.recompute
         if args.stack:
-            from accel_sim.cli.train import stack_builder_choices
+            from accel_sim.cli.train import recompute_policy, stack_builder_choices
 
             stack, choices = stack_builder_choices(args.stack, {"tp": [args.tp]}, args.kernels, phase, args.optimizer)
+            recompute = recompute_policy(stack, args.recompute).name
             what += f", stack {stack.id}"
         probe = builder_probe(args.model, args.axis, free_at_last_use=args.free_at_last_use, phase=phase,
                               batch=args.batch, seq=args.seq, context=args.seq, kernels=args.kernels,
                               tensor_parallel=args.tp, sequence_parallel=args.sp, dtype=args.dtype,
                               optimizer=args.optimizer, master_weights=not args.no_master_weights,
-                              recompute=args.recompute, eager_attention=args.attention_impl == "eager",
+                              recompute=recompute, recompute_interval=args.recompute_interval,
+                              eager_attention=args.attention_impl == "eager",
                               persistent_gradients=args.keep_grads, **choices)
     else:
         if phase == "decode":

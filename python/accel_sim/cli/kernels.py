@@ -75,7 +75,8 @@ def add_parsers(sub: Any) -> None:
 
 _KERNEL_KEYS = ("matmul_efficiency", "fp8_matmul_efficiency", "unaligned_matmul_efficiency", "attention_efficiency", "attention_backward_efficiency",
                 "flash3_efficiency", "cudnn_efficiency", "cudnn_backward_efficiency", "fp8_attention_efficiency", "memory_efficiency",
-                "gemm_memory_efficiency", "sustained_clock_fraction", "softmax_bandwidth_share", "norm_bandwidth_share",
+                "gemm_memory_efficiency", "sustained_clock_fraction", "sustained_clock_power_w", "softmax_bandwidth_share",
+                "norm_bandwidth_share",
                 "widening_cast_bandwidth_share")
 
 
@@ -255,6 +256,14 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
             predicted = e.tokens_per_s / int(row["gpus"]) if e.step_s > 0 else None
             zero = f" ZeRO-{row['zero']}" if row.get("zero") else ""
             recompute = f" rc-{row['recompute']}" if row.get("recompute") not in (None, "", "none") else ""
+            if recompute and row.get("recompute_interval") not in (None, "", "1"):
+                recompute += f"/{row['recompute_interval']}"
+            # The memory a run reached, where its source gives it: the caching allocator's peak
+            # reserved bytes (torchtitan's "Memory(GiB)"), which leave out the CUDA context the
+            # estimate's runtime reserve holds.
+            mem_measured = float(row["measured_memory_gib"]) if row.get("measured_memory_gib") else None
+            mem_predicted = ((e.memory_per_gpu_bytes - validation.runtime_reserved_bytes(row)) / 2**30
+                             if mem_measured is not None and e.memory_per_gpu_bytes > 0 else None)
             runs.append({"id": row["id"], "stack": row.get("stack") or "megatron-core", "system": row["system"],
                          "device": row.get("device") or "", "model": row["model"],
                          "overrides": row.get("overrides") or "", "gpus": int(row["gpus"]),
@@ -264,11 +273,15 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
                                    + f" VP{row['virtual_stages']}"
                                    f" mb{row['micro_batch']}{zero}{recompute}"
                                    + (f" LoRA{row['lora_rank']}" if row.get("lora_rank") else "")
-                                   + (" no-SP" if row.get("sequence_parallel") == "false" else ""),
+                                   + (" no-SP" if row.get("sequence_parallel") == "false" else "")
+                                   + (" compile" if row.get("compile") == "true" else ""),
                          "precision": row["precision"], "measured_tokens_per_s_per_gpu": measured,
                          "predicted_tokens_per_s_per_gpu": predicted,
                          "error": _core.error_stats([predicted], [measured]).median_signed_error if predicted else None,
                          "feasible": e.feasible, "reason": e.reason, "split": row["split"],
+                         "measured_memory_gib": mem_measured, "predicted_memory_gib": mem_predicted,
+                         "memory_error": (_core.error_stats([mem_predicted], [mem_measured]).median_signed_error
+                                          if mem_predicted else None),
                          "source": row["source"]})
     progress(4, stages)
     serving = validation.serving_validation() if args.split in ("report", "all") else []
@@ -372,7 +385,7 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
         print(f"\ntraining runs (split {args.split}; `accel-sim train --stack S` under the stack that ran each: megatron-core for "
               "Megatron-LM / NeMo, with SP and no recompute; llm-foundry-2023 for MosaicML's MPT benchmark, FSDP1 and flash-attn 1.x; flash-attention-training for flash-attention's GPT3 speed table; "
               "megatron-lm-2022 for Korthikanti et al.'s A100 iterations, the fit split of the A100's sustained clock, "
-              "SP with selective recomputation only): tokens/s per GPU\n")
+              "SP with selective recomputation only; torchtitan-2024 for torchtitan's published FSDP2 runs): tokens/s per GPU\n")
         print(table(["id", "stack", "device", "model", "GPUs", "seq", "layout", "precision", "measured", "predicted",
                      "error / why not"],
                     [(r["id"], r["stack"], r["device"] or r["system"],
@@ -394,6 +407,17 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
               "(tokens/s and model TFLOP/s per GPU share the error)")
         print(f"  data: {validation.training_runs_path()} (validation/extract_training_runs.py); "
               "precision 'unstated' is predicted as bf16-mixed")
+        with_mem = [r for r in runs if r["memory_error"] is not None]
+        if with_mem:
+            ms = _core.error_stats([r["predicted_memory_gib"] for r in with_mem], [r["measured_memory_gib"] for r in with_mem])
+            print("\n  memory per GPU of the runs whose source gives it (the caching allocator's peak reserved bytes; "
+                  "predicted: `train`'s memory per GPU less the CUDA context):")
+            print(table(["id", "stack", "model", "GPUs", "layout", "measured", "predicted", "error"],
+                        [(r["id"], r["stack"], r["model"], r["gpus"], r["layout"], f"{r['measured_memory_gib']:.1f} GiB",
+                          f"{r['predicted_memory_gib']:.1f} GiB", f"{r['memory_error'] * 100:+.1f}%") for r in with_mem],
+                        [False, False, False, True, False, True, True, True]))
+            print(f"  {ms.rows} runs · median |error| {ms.median_abs_error * 100:.1f}% · median signed "
+                  f"{ms.median_signed_error * 100:+.1f}%")
         with_memory = validation.training_rows_with_memory()
         total = len(all_runs) + with_memory + sum(n for _, n in left_out)
         evaluated = len(all_runs) + with_memory

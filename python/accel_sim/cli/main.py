@@ -19,7 +19,7 @@ from typing import Any, Sequence
 from accel_sim.cli.fit import add_parser as add_fit_parser
 from accel_sim.cli.flags import CLOCK_MHZ, COUNT, WHOLE, Parser, check_numbers, record_given
 from accel_sim.api import OPTIMIZERS
-from accel_sim.io.stack_file import ATTENTION_KERNELS
+from accel_sim.io.stack_file import ATTENTION_KERNELS, RECOMPUTE_POLICIES
 from accel_sim.cli.fit import cmd_fit
 from accel_sim.cli.kernels import add_parsers as add_kernel_parsers
 from accel_sim.cli.plan import add_parser as add_plan_parser
@@ -61,7 +61,8 @@ def _add_simulation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw", help="with a training step: the optimizer step (adamw, adam, sgd: torch.optim's fused kernels; adafactor: HF's Adafactor, factored second moment; adam8bit: bitsandbytes' 8-bit Adam; none: stop after backward; default: adamw)")
     p.add_argument("--grad-accum", **COUNT, default=1, metavar="N", help="with a training step: N micro-batches' forward and backward per optimizer step, gradients accumulated in buffers kept across them (default: 1)")
     p.add_argument("--no-master-weights", action="store_true", help="with --phase train: keep gradients and optimizer states in the weight dtype instead of fp32 master weights, fp32 gradients and fp32 states")
-    p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="with --phase train: activation recomputation (Korthikanti et al. 2022): none; selective, the core attention checkpointed as Megatron-LM does (q, k, v kept, the kernel run again in backward; with FlashAttention it saves the log-sum-exp, the output under fp8 GEMMs and the unfused core's scores); full, each layer's input kept and its forward run again in backward (default: none)")
+    p.add_argument("--recompute", choices=RECOMPUTE_POLICIES, default="none", help="with --phase train: activation recomputation (Korthikanti et al. 2022): none; selective, what the --stack's selective recomputation checkpoints (without --stack, and under Megatron-Core, the core attention as Megatron-LM does: q, k, v kept, the kernel run again in backward; under torchtitan its op-level policy: every second GEMM's output and the attention's kept, the rest of each layer run again; stack field training.selective_recompute); full, each layer's input kept and its forward run again in backward (default: none)")
+    p.add_argument("--recompute-interval", **COUNT, default=1, metavar="N", help="with --recompute: checkpoint every N-th layer only (torchtitan's selective_ac_option N is --recompute full --recompute-interval N; default: 1, every layer)")
     p.add_argument("--keep-grads", action="store_true", help="with --phase train: gradients kept between steps and zeroed in place (optimizer.zero_grad(set_to_none=False), PyTorch's default before 2.0), so they are live through the forward")
     p.add_argument("--batch", **COUNT, default=1, help="sequences in the batch: with --model (default: 1); for a script, its example inputs resized along dim 0")
     p.add_argument("--seq", **COUNT, default=2048, help="tokens per sequence for prefill and training: with --model (default: 2048); for a script, its example inputs resized along dim 1")
@@ -225,11 +226,13 @@ def _model_build_args(args: argparse.Namespace) -> dict:
         precision, precision) or args.dtype
     masters = precision.endswith("-mixed") if precision else not args.no_master_weights
     choices: dict = {}
+    recompute = args.recompute
     if args.stack:
-        from accel_sim.cli.train import stack_builder_choices
+        from accel_sim.cli.train import recompute_policy, stack_builder_choices
 
         stack, choices = stack_builder_choices(args.stack, {"tp": [args.tp], "cp": [args.cp]}, args.kernels, phase,
                                                args.optimizer)
+        recompute = recompute_policy(stack, args.recompute).name
         if precision == "fp8-mixed" and stack.training.fp8 != "transformer-engine":
             raise UsageError(f"--precision fp8-mixed under {args.stack}: its fp8 recipe is {stack.training.fp8}, and the "
                              "builder's fp8 GEMMs are Transformer Engine's; not modelled")
@@ -238,7 +241,8 @@ def _model_build_args(args: argparse.Namespace) -> dict:
                 sequence_parallel=args.sp, expert_parallel=args.ep,
                 context_parallel=args.cp, moe_impl=args.moe_impl, dtype=dtype,
                 optimizer=args.optimizer, master_weights=masters,
-                recompute=args.recompute, eager_attention=args.attention_impl == "eager",
+                recompute=recompute, recompute_interval=args.recompute_interval,
+                eager_attention=args.attention_impl == "eager",
                 persistent_gradients=args.keep_grads or args.grad_accum > 1,
                 fp8_gemms=precision == "fp8-mixed",
                 weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, **choices)
@@ -246,9 +250,10 @@ def _model_build_args(args: argparse.Namespace) -> dict:
 
 # Flags of simulate / compare / check / sweep that only some runs use. A flag the user typed that
 # the run cannot honour is refused with the reason, never ignored.
-_TRAINING_ONLY = ("optimizer", "precision", "grad_accum", "recompute", "keep_grads", "no_master_weights")
+_TRAINING_ONLY = ("optimizer", "precision", "grad_accum", "recompute", "recompute_interval", "keep_grads",
+                  "no_master_weights")
 _BUILDER_ONLY = ("phase", "context", "kernels", "moe_impl", "sp", "tp", "ep", "cp", "weight_dtype", "kv_dtype",
-                 "system", "recompute", "keep_grads", "no_master_weights")
+                 "system", "recompute", "recompute_interval", "keep_grads", "no_master_weights")
 _CAPTURE_TIME = ("batch", "seq", "dtype", "train", "precision", "optimizer", "grad_accum")
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from accel_sim.cli.flags import COUNT, whole_up_to
 from accel_sim.cli.progress import Progress
-from accel_sim.cli.train import (RECOMPUTE, add_run_args, clock_line, estimate_dict, layout_dict,
+from accel_sim.cli.train import (RECOMPUTE, add_run_args, clock_line, estimate_dict, layout_dict, recompute_policy,
                                  refuse_device_files_no_run_uses, refuse_layout_the_stack_cannot_run, run_inputs,
                                  lora_dict, lora_line)
 from accel_sim.io.fields import INT64_MAX  # the core's counts are int64
@@ -95,12 +95,19 @@ def _space(args: argparse.Namespace, spec: Any, gpus: int, global_batch: int, st
             setattr(space, field, getattr(args, flag))
     if args.zero is not None and max(args.zero) > 3:
         raise UsageError(f"--zero takes stages 0 to 3 (got {args.zero})")
+    # The flags' policies as the stack runs them: `selective` is the stack's own (left out of the
+    # default space under a stack that has none, refused when named).
     if args.recompute:
         names = [r.strip() for r in args.recompute.split(",")]
         bad = [r for r in names if r not in RECOMPUTE]
         if bad:
             raise UsageError(f"--recompute: unknown policy {bad[0]!r} (known: {', '.join(RECOMPUTE)})")
-        space.recompute = [getattr(_core.Recompute, r) for r in names]
+        space.recompute = [recompute_policy(stack, r) for r in names]
+    else:
+        policies = [t.recompute_for(r.name) for r in space.recompute]
+        space.recompute = [r for r in policies if r is not None]
+    if args.recompute_interval != 1 and all(r == _core.Recompute.none for r in space.recompute):
+        raise UsageError("--recompute-interval applies to a recompute policy (--recompute is none)")
     if args.sp:
         space.sequence_parallel = [1 if args.sp == "on" else 0]
     if args.order:
@@ -108,8 +115,8 @@ def _space(args: argparse.Namespace, spec: Any, gpus: int, global_batch: int, st
     return space
 
 
-def _candidate_dict(c: Any) -> dict:
-    return {"layout": layout_dict(c.layout, c.recompute.name)} | estimate_dict(c.estimate)
+def _candidate_dict(c: Any, interval: int) -> dict:
+    return {"layout": layout_dict(c.layout, c.recompute.name, interval)} | estimate_dict(c.estimate)
 
 
 def _short(c: Any) -> str:
@@ -187,8 +194,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         out = [{"schema": "accel-sim/plan", "schema_version": SCHEMA_VERSION, "model": run.spec.name, "system": entry.spec.id, "device": run.device.id, "stack": run.stack.as_dict(),
                 "lora": lora_dict(run), **run.device_dict(), "gpus": gpus, "seq": args.seq, "global_batch": global_batch, "search_s": secs,
                 "candidates": r.candidates, "evaluated": r.evaluated, "feasible": r.feasible, "profiles": r.profiles,
-                "best": [_candidate_dict(c) for c in r.best],
-                "best_infeasible": [_candidate_dict(c) for c in r.best_infeasible],
+                "best": [_candidate_dict(c, run.base.recompute_interval) for c in r.best],
+                "best_infeasible": [_candidate_dict(c, run.base.recompute_interval) for c in r.best_infeasible],
                 "pruned": dict(r.pruned)} for entry, run, gpus, r, secs in runs]
         print(json.dumps(out[0] if len(out) == 1 else out, indent=1))
     elif sweep:

@@ -10,11 +10,11 @@ from typing import Any
 
 from accel_sim import _core
 from accel_sim.cli.flags import AT_LEAST_ONE, CLOCK_MHZ, COUNT, check_clock
-from accel_sim.io.stack_file import ATTENTION_KERNELS
+from accel_sim.io.stack_file import ATTENTION_KERNELS, RECOMPUTE_POLICIES
 from accel_sim.report.json_report import SCHEMA_VERSION
 
 PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8-mixed", "bf16", "fp16", "fp32")
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = RECOMPUTE_POLICIES
 # The blocks' linears a LoRA adapter can sit beside (the core's kLoraTargets).
 LORA_TARGETS = tuple(_core.LORA_TARGETS)
 
@@ -31,15 +31,21 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stack", metavar="NAME|FILE",
                    help="the training framework as a stack file: what it runs (attention kernel, fused SwiGLU, TP "
                         "overlap, fp8 weights, gradient dtype, ZeRO stages); default: megatron-core "
-                        "(shipped: megatron-core, megatron-core-24.07, megatron-lm-2022, torchtitan, llm-foundry, llm-foundry-2023, deepspeed, hf-accelerate, flash-attention-training; docs/formats/stack.md)")
+                        "(shipped: megatron-core, megatron-core-24.07, megatron-lm-2022, torchtitan, torchtitan-2024, llm-foundry, llm-foundry-2023, deepspeed, hf-accelerate, flash-attention-training; docs/formats/stack.md)")
     p.add_argument("--lora-rank", **COUNT, metavar="R",
                    help="LoRA fine-tuning: the model frozen, adapters of rank R trained beside the blocks' linears, laid out "
                         "as the stack lays them out (one per fused projection, or per nn.Linear; stack field training.lora)")
     p.add_argument("--lora-targets", metavar="LIST",
                    help=f"with --lora-rank: the linears that take adapters, comma-separated from {','.join(LORA_TARGETS)} "
                         "(default: all of them, as Megatron-Bridge's LoRA and HF PEFT's all-linear)")
+    p.add_argument("--recompute-interval", **COUNT, default=1, metavar="N",
+                   help="with --recompute: checkpoint every N-th layer only (torchtitan's selective_ac_option N is "
+                        "--recompute full --recompute-interval N; default: 1, every layer)")
     p.add_argument("--expert-imbalance", **AT_LEAST_ONE, default=1.0, metavar="F",
                    help="MoE under EP: the busiest rank's routed tokens over the mean (default: 1, balanced)")
+    p.add_argument("--compile", action="store_true",
+                   help="the step under torch.compile: each chain of element-wise ops one kernel, as Inductor fuses it "
+                        "(torchtitan's training.compile); what the step keeps is costed as in eager mode")
     p.add_argument("--no-tp-overlap", action="store_true",
                    help="expose the TP collectives (default: with SP they overlap their GEMMs, Megatron-LM's --tp-comm-overlap as NeMo's recipes run it)")
     p.add_argument("--cost-model", default="kernel")
@@ -138,11 +144,13 @@ def run_inputs(args: argparse.Namespace, entry: Any) -> RunInputs:
     if not args.expert_imbalance >= 1.0:
         raise UsageError(f"--expert-imbalance must be at least 1 (got {args.expert_imbalance})")
     base.expert_imbalance = args.expert_imbalance
+    base.recompute_interval = args.recompute_interval
     apply_lora(args, stack, base)
     options = _core.SimulateOptions()
     options.cost_model = args.cost_model
     apply_training_stack(stack, base, options, chosen.architecture, args.attention_impl)
     options.overlap_tp_comm = options.overlap_tp_comm and not args.no_tp_overlap
+    options.fuse_elementwise = args.compile
     if args.clock_mhz is not None:
         options.cost.clock_hz = args.clock_mhz * 1e6
     use = f"{device.id} (--device)" if args.device else f"{device.id} (the device of {entry.spec.id})"
@@ -176,8 +184,13 @@ def clock_line(run: "RunInputs", e: Any) -> str | None:
     load (the core's training_clock_hz), not the device file's or an override the title names."""
     if run.clock_mhz is not None or e.clock_hz <= 0:
         return None
+    k = run.device.kernel
+    capped = ""
+    if k.sustained_clock_power_w > 0 and run.device.tdp_w > 0 and k.sustained_clock_power_w != run.device.tdp_w:
+        capped = (f" at {k.sustained_clock_power_w:,.0f} W, brought to this part's {run.device.tdp_w:,.0f} W "
+                  "power limit")
     return (f"{e.clock_hz / 1e6:,.0f} MHz, the sustained clock under training load "
-            f"({run.device.kernel.sustained_clock_fraction:g} of {run.device.clock_hz / 1e6:,.0f} MHz, "
+            f"({k.sustained_clock_fraction:g} of {run.device.clock_hz / 1e6:,.0f} MHz{capped}, "
             f"kernel.sustained_clock_fraction in the device file)")
 
 
@@ -204,7 +217,7 @@ def apply_training_stack(stack: Any, base: Any, options: Any, architecture: str,
     """Sets what the stack runs (io/stack_file.py) on a training step's BuildOptions `base` (its
     precision already set) and SimulateOptions `options`: the attention kernel on a device of
     `architecture` (or `attention`, when given), the fused gated activation, fp8 parameters and
-    weight cache, the gradient buffers' dtype, the layout of LoRA adapters (when `base` has a LoRA
+    weight cache, eager or fused RMSNorm, the gradient buffers' dtype, the layout of LoRA adapters (when `base` has a LoRA
     rank), TP-communication overlap and the host's cost per
     kernel (its runtime section; the device's launch cost when it has none)."""
     from accel_sim import _core
@@ -213,6 +226,7 @@ def apply_training_stack(stack: Any, base: Any, options: Any, architecture: str,
     kernel = attention or t.attention_for(architecture)
     base.eager_attention = kernel == "eager"
     base.fused_gated_activation = t.fused_gated_activation
+    base.eager_norm = t.eager_norm
     base.fused_cross_entropy = t.fused_cross_entropy
     base.fp8_parameters = base.fp8_gemms and t.fp8_parameters
     base.gradients_in_weight_dtype = base.master_weights and t.gradients_in_weight_dtype
@@ -242,6 +256,18 @@ def refuse_layout_the_stack_cannot_run(stack: Any, degrees: dict[str, list[int]]
                          f"({stack.sources.get('training.zero_stages', stack.path)})")
 
 
+def recompute_policy(stack: Any, policy: str) -> Any:
+    """The core's Recompute that the flags' `policy` (none, selective, full) runs under `stack`;
+    `selective` under a stack without selective recomputation is refused."""
+    from accel_sim.errors import UsageError
+
+    chosen = stack.training.recompute_for(policy)
+    if chosen is None:
+        raise UsageError(f"--recompute {policy}: {stack.id} has no selective recomputation "
+                         f"({stack.sources.get('training.selective_recompute', stack.path)}); use none or full")
+    return chosen
+
+
 def stack_builder_choices(name: str, degrees: dict[str, list[int]], kernels: str, phase: str,
                           optimizer: str) -> tuple[Any, dict]:
     """(the training stack `name` resolves to, build_model_graph's keywords it sets: its fused
@@ -255,6 +281,7 @@ def stack_builder_choices(name: str, degrees: dict[str, list[int]], kernels: str
     t = stack.training
     train = phase == "train"
     return stack, {"fused_gated_activation": t.fused_gated_activation and kernels == "fused",
+                   "eager_norm": t.eager_norm,
                    "fused_cross_entropy": t.fused_cross_entropy and train,
                    "optimizer_impl": t.optimizer_impl_for(optimizer) if train else "fused"}
 
@@ -291,10 +318,11 @@ def _refuse_layout_flags(args: argparse.Namespace) -> None:
                "this run has none (it needs --tp above 1 and --sp)")
 
 
-def layout_dict(layout: Any, recompute: str) -> dict:
+def layout_dict(layout: Any, recompute: str, recompute_interval: int = 1) -> dict:
     d = {n: getattr(layout, n) for n in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "global_batch",
                                          "virtual_stages", "zero", "sequence_parallel", "order", "gpipe")}
     d["recompute"] = recompute
+    d["recompute_interval"] = recompute_interval
     return d
 
 
@@ -357,7 +385,9 @@ def train_estimate(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     layout.gpipe = args.schedule == "gpipe"
     layout.overlap_grad_reduce = t.overlap_grad_reduce and not args.no_overlap
     layout.overlap_param_gather = t.overlap_param_gather and not args.no_overlap
-    run.base.recompute = getattr(_core.Recompute, args.recompute)
+    run.base.recompute = recompute_policy(run.stack, args.recompute)
+    if args.recompute_interval != 1 and args.recompute == "none":
+        raise UsageError("--recompute-interval applies to a recompute policy (--recompute is none)")
     try:
         e = _core.estimate_training(run.spec, run.base, layout, run.device, entry.spec, run.options)
     except ValueError as err:
@@ -379,11 +409,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         from accel_sim.report.html_runs import train_html
 
         schedule, tail = step_schedule(e, layout)
-        write_html(args.html, train_html(title=f"{title} ({entry.spec.name})", e=e, layout=layout_dict(layout, args.recompute),
+        write_html(args.html, train_html(title=f"{title} ({entry.spec.name})", e=e, layout=layout_dict(layout, run.base.recompute.name, run.base.recompute_interval),
                                          schedule=schedule, tail=tail, device=run.device))
     result = {"schema": "accel-sim/train", "schema_version": SCHEMA_VERSION, "model": run.spec.name, "system": entry.spec.id, "device": run.device.id,
               **run.device_dict(), "stack": run.stack.as_dict(), "lora": lora_dict(run), "gpus": args.gpus, "seq": args.seq,
-              "layout": layout_dict(layout, args.recompute)} | estimate_dict(e)
+              "layout": layout_dict(layout, run.base.recompute.name, run.base.recompute_interval)} | estimate_dict(e)
     if args.json:
         print(json.dumps(result, indent=1))
         return 0

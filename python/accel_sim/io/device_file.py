@@ -162,7 +162,7 @@ def parse_device(data: Any, where: str, expected_id: str | None = None) -> Devic
 _KERNEL_FIELDS = ("calibrated", "matmul_efficiency", "fp8_matmul_efficiency", "unaligned_matmul_efficiency", "attention_efficiency", "attention_backward_efficiency",
                   "flash3_efficiency", "cudnn_efficiency", "cudnn_backward_efficiency", "fp8_attention_efficiency", "memory_efficiency",
                   "gemm_memory_efficiency", "gemm_tile_overhead_us", "kernel_floor_us", "stream_floor_us",
-                  "alone_kernel_overhead_us", "alone_stream_overhead_us", "sustained_clock_fraction",
+                  "alone_kernel_overhead_us", "alone_stream_overhead_us", "sustained_clock_fraction", "sustained_clock_power_w",
                   "softmax_bandwidth_share", "norm_bandwidth_share", "widening_cast_bandwidth_share")
 
 
@@ -240,6 +240,9 @@ def _read_kernel_constants(spec: Any, data: dict, where: str) -> None:
         if key.endswith("_us"):
             number = fields.number(value, f"{where}: kernel", key, minimum=0.0, maximum=1e6)
             setattr(k, key.replace("_us", "_s"), number * 1e-6)
+            continue
+        if key.endswith("_w"):  # a power limit, watts
+            setattr(k, key, fields.number(value, f"{where}: kernel", key, minimum=1.0, maximum=1e5))
             continue
         number = fields.number(value, f"{where}: kernel", key)
         if not 1e-6 <= number <= 1:

@@ -45,9 +45,16 @@ FP8_RECIPES = ("transformer-engine", "torchao", "none")
 OPTIMIZER_IMPLS = tuple(m.name for m in _core.OptimizerImpl)
 # How the stack lays out LoRA adapters (BuildOptions::lora_shared_input), or none when it has none.
 LORA_LAYOUTS = ("fused", "per_projection", "none")
+# What `--recompute selective` runs under the stack (the core's Recompute): Megatron-LM's
+# checkpointed attention core, torchtitan's op-level policy, or none (the stack has no selective
+# recomputation and the flag is refused).
+SELECTIVE_RECOMPUTE = {"attention": "selective", "op": "selective_op", "none": None}
+# The recompute policies the flags name: the stack decides what `selective` runs.
+RECOMPUTE_POLICIES = ("none", "selective", "full")
 _TRAINING_FIELDS = {
     "attention": "a mapping of sm_NN (or default) to an attention kernel",
     "gated_activation": "fused or unfused",
+    "norm": "how its RMSNorm runs: fused (one kernel each way) or eager (the op sequence)",
     "cross_entropy": "fused or upcast",
     "tp_comm_overlap": "true or false, or a mapping of sm_NN (or default) to true or false",
     "fp8": "the fp8 recipe (transformer-engine, torchao or none)",
@@ -56,6 +63,7 @@ _TRAINING_FIELDS = {
     "gradient_dtype": "fp32 or weight",
     "optimizer": "how its AdamW runs: fused, foreach or for_loop",
     "lora": "its LoRA adapters: fused (one per fused projection), per_projection or none",
+    "selective_recompute": "what --recompute selective runs: attention (the core attention), op (op-level SAC) or none",
     "zero": "the default ZeRO stage",
     "zero_stages": "the ZeRO stages the stack runs",
     "tensor_parallel": "true or false",
@@ -98,6 +106,7 @@ _MERGED = ("training", "serving", "runtime", "sources")
 class TrainingStack:
     attention: dict[str, str]
     fused_gated_activation: bool
+    eager_norm: bool
     fused_cross_entropy: bool
     tp_comm_overlap: dict[str, bool]
     fp8: str
@@ -106,6 +115,7 @@ class TrainingStack:
     gradients_in_weight_dtype: bool
     optimizer_impl: str
     lora: str  # LORA_LAYOUTS
+    selective_recompute: str  # SELECTIVE_RECOMPUTE
     zero: int
     zero_stages: tuple[int, ...]
     tensor_parallel: bool
@@ -123,6 +133,15 @@ class TrainingStack:
         """How the stack runs `optimizer` (OptimizerImpl's name): its own implementation for
         torch.optim's AdamW, Adam and SGD; Adafactor and 8-bit Adam run their own kernels (fused)."""
         return self.optimizer_impl if optimizer in ("adamw", "adam", "sgd") else "fused"
+
+    def recompute_for(self, policy: str) -> Any:
+        """The core's Recompute for the flags' `policy` (RECOMPUTE_POLICIES) under this stack:
+        `selective` is what the stack's selective recomputation checkpoints; None when the stack
+        has none."""
+        if policy not in RECOMPUTE_POLICIES:
+            raise UsageError(f"unknown recompute policy {policy!r} (known: {', '.join(RECOMPUTE_POLICIES)})")
+        name = SELECTIVE_RECOMPUTE[self.selective_recompute] if policy == "selective" else policy
+        return None if name is None else getattr(_core.Recompute, name)
 
     def tp_comm_overlap_for(self, architecture: str) -> bool:
         """Whether the stack overlaps TP collectives with their GEMMs on a device of
@@ -234,6 +253,9 @@ def _training(data: Any, where: str, sources: dict[str, str]) -> TrainingStack:
     gated = fields.text(t["gated_activation"], at, "gated_activation")
     if gated not in ("fused", "unfused"):
         raise UsageError(f"{at}: 'gated_activation' must be fused or unfused, got {gated!r}")
+    norm = fields.text(t["norm"], at, "norm")
+    if norm not in ("fused", "eager"):
+        raise UsageError(f"{at}: 'norm' must be fused or eager, got {norm!r}")
     loss = fields.text(t["cross_entropy"], at, "cross_entropy")
     if loss not in ("fused", "upcast"):
         raise UsageError(f"{at}: 'cross_entropy' must be fused or upcast, got {loss!r}")
@@ -249,6 +271,9 @@ def _training(data: Any, where: str, sources: dict[str, str]) -> TrainingStack:
     lora = fields.text(t["lora"], at, "lora")
     if lora not in LORA_LAYOUTS:
         raise UsageError(f"{at}: 'lora' must be one of {', '.join(LORA_LAYOUTS)}, got {lora!r}")
+    selective = fields.text(t["selective_recompute"], at, "selective_recompute")
+    if selective not in SELECTIVE_RECOMPUTE:
+        raise UsageError(f"{at}: 'selective_recompute' must be one of {', '.join(SELECTIVE_RECOMPUTE)}, got {selective!r}")
     stages = tuple(fields.integer(s, at, "zero_stages", minimum=0, maximum=3)
                    for s in fields.sequence(t["zero_stages"], at, "zero_stages"))
     if not stages or len(set(stages)) != len(stages):
@@ -264,8 +289,10 @@ def _training(data: Any, where: str, sources: dict[str, str]) -> TrainingStack:
     if any(tp_overlap.values()) and not flag["tensor_parallel"]:
         raise UsageError(f"{at}: tp_comm_overlap needs tensor_parallel")
     return TrainingStack(attention=attention, tp_comm_overlap=tp_overlap, fused_gated_activation=gated == "fused",
+                         eager_norm=norm == "eager",
                          fused_cross_entropy=loss == "fused", fp8=fp8,
-                         gradients_in_weight_dtype=grads == "weight", optimizer_impl=optimizer, lora=lora, zero=zero, zero_stages=stages, **flag)
+                         gradients_in_weight_dtype=grads == "weight", optimizer_impl=optimizer, lora=lora,
+                         selective_recompute=selective, zero=zero, zero_stages=stages, **flag)
 
 
 def _serving(data: Any, where: str, sources: dict[str, str]) -> ServingStack:
