@@ -129,6 +129,9 @@ void bind_model(nb::module_& m) {
       .value("selective", Recompute::selective)
       .value("full", Recompute::full)
       .value("selective_op", Recompute::selective_op);
+  nb::enum_<Fp8Recipe>(m, "Fp8Recipe")
+      .value("transformer_engine", Fp8Recipe::transformer_engine)
+      .value("torchao", Fp8Recipe::torchao);
   nb::enum_<MoeImpl>(m, "MoeImpl")
       .value("grouped", MoeImpl::grouped)
       .value("sequential", MoeImpl::sequential);
@@ -151,6 +154,7 @@ void bind_model(nb::module_& m) {
       .def_rw("recompute", &BuildOptions::recompute)
       .def_rw("recompute_interval", &BuildOptions::recompute_interval)
       .def_rw("eager_norm", &BuildOptions::eager_norm)
+      .def_rw("fp8_recipe", &BuildOptions::fp8_recipe)
       .def_rw("eager_attention", &BuildOptions::eager_attention)
       .def_rw("persistent_gradients", &BuildOptions::persistent_gradients)
       .def_rw("fp8_gemms", &BuildOptions::fp8_gemms)

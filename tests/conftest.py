@@ -77,6 +77,18 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     )
 
 
+_VALIDATE_RUNS: dict[tuple[str, ...], subprocess.CompletedProcess] = {}
+
+
+def run_validate(*args: str) -> subprocess.CompletedProcess:
+    """`accel-sim validate ARGS` as run_cli runs it, once per test session for the same
+    arguments: it reads only the shipped data, takes about 20 s, and several tests read the same
+    report."""
+    if args not in _VALIDATE_RUNS:
+        _VALIDATE_RUNS[args] = run_cli("validate", *args)
+    return _VALIDATE_RUNS[args]
+
+
 # Headless Chromium (tests/browser.py). No browser: skipped on a developer machine, a failure
 # when CI is set. One browser per test module, a fresh tab per page.
 

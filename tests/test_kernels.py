@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, run_validate
 
 DEVICES = Path(__file__).resolve().parent.parent / "python" / "accel_sim" / "data" / "devices"
 
@@ -60,7 +60,7 @@ def test_kernel_attention_and_memory_forms():
 
 
 def test_validate_reports_the_kernel_model_against_measurements():
-    result = run_cli("validate", "--json")
+    result = run_validate("--json")
     assert result.returncode == 0, result.stderr
     d = json.loads(result.stdout)
     lines = {(l["device"], l["class"]): l for l in d["lines"]}
@@ -93,7 +93,7 @@ def test_validate_reports_the_kernel_model_against_measurements():
     # 9.1% against 17.4%).
     for key, factor in ((("h100_sxm", "gemm"), 2.0), (("h100_sxm", "attention"), 2.0), (("a100_80gb", "memory"), 1.5)):
         assert lines[key]["kernel"]["median_abs_error"] * factor <= lines[key]["roofline"]["median_abs_error"], key
-    text = run_cli("validate")
+    text = run_validate()
     assert "kernel median" in text.stdout and "left out" in text.stdout
     # AMD and TPU parts appear, as uncalibrated.
     assert "mi300x" in d["uncalibrated_devices"] and "tpu_v5e" in d["uncalibrated_devices"]
@@ -297,7 +297,7 @@ def test_shipped_whole_model_steps_are_compared_in_time_and_memory():
     # validation/measured/: HF steps timed on an H100 SXM and an H200 (2026-11-24, 21 each) and the
     # H100 training steps of 2026-11-25 (amp_steps.csv, 17), gathered into the package's
     # end_to_end.csv. Their peak allocated bytes were measured by torch.cuda.
-    result = run_cli("validate", "--json")
+    result = run_validate("--json")
     assert result.returncode == 0, result.stderr
     d = json.loads(result.stdout)
     classes = {(l["device"], l["class"]) for l in d["lines"]}

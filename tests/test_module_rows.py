@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_validate
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -122,7 +122,7 @@ def test_which_rows_are_modules(op, impl, direction, described):
 
 
 def test_validate_reports_the_module_rows():
-    out = json.loads(run_cli("validate", "--json", "--quiet").stdout)
+    out = json.loads(run_validate("--json").stdout)
     modules = [line for line in out["lines"] if line["class"] == "module"]
     assert {line["device"] for line in modules} >= {"a100_pcie_80gb", "h100_nvl", "h100_sxm"}
     assert sum(line["rows"] for line in modules) > 100

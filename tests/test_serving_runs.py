@@ -79,9 +79,9 @@ def test_serve_reproduces_the_published_static_batch_throughputs():
     # reproduced within 15% median (the issue's target), every row completes without rejection.
     import json
 
-    from conftest import run_cli
+    from conftest import run_validate
 
-    d = json.loads(run_cli("validate", "--json").stdout)
+    d = json.loads(run_validate("--json").stdout)
     serving = d["serving"]
     assert len(serving) == len(_rows())
     assert all(r["predicted"] > 0 for r in serving)
@@ -90,14 +90,14 @@ def test_serve_reproduces_the_published_static_batch_throughputs():
 
 
 def test_published_bert_inference_runs_are_reported():
-    from conftest import run_cli
+    from conftest import run_validate
 
     # The 84 report-split BERT SQuAD inference rows of NVIDIA DeepLearningExamples' TensorFlow 1
     # tables (validation/extract_encoder.py), each a forward pass of the encoder without the MLM
     # head under the tensorflow1-xla stack. In fp32 the step is the GEMMs at the fp32 rate, or the
     # host's issue of its kernels at small batches: those rows (V100 32GB, A100) come within 15% of
     # what was measured at the median, and each within 60%.
-    d = json.loads(run_cli("validate", "--json").stdout)
+    d = json.loads(run_validate("--json").stdout)
     runs = d["encoder_runs"]
     assert len(runs) == 84 and {r["split"] for r in runs} == {"report"}
     assert all(r["predicted_s"] > 0 and math.isfinite(r["error"]) for r in runs)
@@ -105,7 +105,7 @@ def test_published_bert_inference_runs_are_reported():
     assert len(fp32) == 32 and all(abs(r["error"]) < 0.6 for r in fp32)
     assert statistics.median(abs(r["error"]) for r in fp32) < 0.15
     assert {g["device"] for g in d["encoder_runs_by_device"]} == {"a100_40gb", "t4", "v100_sxm2_32gb"}
-    fit = json.loads(run_cli("validate", "--split", "fit", "--json").stdout)["encoder_runs"]
+    fit = json.loads(run_validate("--split", "fit", "--json").stdout)["encoder_runs"]
     assert len(fit) == 17 and {r["device"] for r in fit} == {"v100_sxm2_16gb"}
 
 

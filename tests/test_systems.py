@@ -9,7 +9,7 @@ import statistics
 import sys
 
 import pytest
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, run_validate
 
 
 def test_systems_lists_the_shipped_clusters():
@@ -51,7 +51,7 @@ def test_ring_all_reduce_on_a_dgx_a100_by_hand():
 
 
 def test_published_bus_bandwidths():
-    d = json.loads(run_cli("validate", "--json").stdout)
+    d = json.loads(run_validate("--json").stdout)
     rows = d["collectives"]
     plateau = [r for r in rows if r["bytes"] == 8e9]
     assert plateau and all(r["split"] == "report" for r in plateau)
@@ -64,7 +64,7 @@ def test_published_bus_bandwidths():
     # pages): each system's 1 KiB row fitted its launch cost (split fit); over the other sizes the
     # libraries' tuner models come within 15% at the median, where the plain alpha-beta forms
     # (one step latency, no protocols, no launch) were 2-40x fast below 16 MiB.
-    sized = [r for r in json.loads(run_cli("validate", "--split", "all", "--json").stdout)["collectives"]
+    sized = [r for r in json.loads(run_validate("--split", "all", "--json").stdout)["collectives"]
              if r["bytes"] != 8e9]
     assert {r["system"] for r in sized} == {"dgx_h100", "hgx_h200", "dgx_a100", "mi300x_8"}
     fit = [r for r in sized if r["split"] == "fit"]
@@ -179,13 +179,15 @@ def test_published_training_runs_are_reported():
     # runs of Megatron-Bridge's tables (megatron-core with expert parallelism) and NeMo 24.07's
     # GPT3-5B and GPT3-20B runs, and 4 LoRA fine-tunes (Llama 2 7B, 13B, 70B under NeMo 24.07,
     # Llama 3 70B under Megatron-Bridge), extracted from validation/published.csv. NeMo 24.07's
-    # rows run under megatron-core-24.07. And the 12 runs of torchtitan's published tables without
-    # torchao's float8 (torchtitan-2024: FSDP2, eager RMSNorm, foreach AdamW; 4 on Grand Teton's
-    # 500 W H100s, two under torch.compile, 8 on A100s).
-    d = json.loads(run_cli("validate", "--json").stdout)
+    # rows run under megatron-core-24.07. And 25 of the 26 runs of torchtitan's published tables
+    # (torchtitan-2024: FSDP2, eager RMSNorm, foreach AdamW, torchao's float8; 17 on Grand Teton's
+    # 500 W H100s, 8 on A100s; its one interleaved-1F1B run is listed with its reason).
+    d = json.loads(run_validate("--json").stdout)
     runs = d["training_runs"]
-    assert len(runs) == 189
-    assert [r["id"] for r in runs if r["stack"] == "torchtitan-2024"] == [f"t{i}" for i in range(186, 198)]
+    assert len(runs) == 202
+    titan = [r for r in runs if r["stack"] == "torchtitan-2024"]
+    assert [r["id"] for r in titan] == [f"t{i}" for i in range(186, 211)]
+    assert sum(r["precision"] == "fp8-mixed" for r in titan) == 13
     assert [r["id"] for r in runs if "LoRA32" in r["layout"]] == ["t174", "t175", "t176", "t177"]
     assert {r["model"] for r in runs if r["id"] in ("t172", "t173")} == {"gpt3-5b", "gpt3-20b"}
     assert {r["stack"] for r in runs} == {"megatron-core", "megatron-core-24.07", "llm-foundry-2023",
@@ -206,7 +208,7 @@ def test_published_training_runs_are_reported():
     # its op-level checkpointing) none may be said not to fit, but one: torchtitan's Llama 2 13B
     # without checkpointing on A100 80GB, whose eager RMSNorm keeps an fp32 copy of each norm's
     # input, comes to 80.3 GiB where the GPU holds 80 (README: training runs).
-    assert [r["id"] for r in runs if r["reason"]] == ["t193"]
+    assert [r["id"] for r in runs if r["reason"]] == ["t206"]
     # Every other training row of the calibration set is listed with its reason or is the samples/s
     # of a training-memory row's run (HF's V100 study: one row each): the runs, those and the
     # grouped rows together are all of validation/published.csv's training rows.

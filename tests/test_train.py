@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import run_cli
+from conftest import run_cli, run_validate
 
 LLAMA3_8B = 8_030_261_248
 
@@ -121,7 +121,7 @@ def test_training_memory_matches_published_runs_within_ten_percent():
     # HF's BERT-large fine-tunes on a 16 GB V100 (published.csv via validation/extract_memory.py):
     # NVML's memory used after training = the caching allocator's reserved segments + the CUDA
     # context, plain (batch 4), gradient accumulation (batch 1) and with gradient checkpointing.
-    result = run_cli("validate", "--json")
+    result = run_validate("--json")
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)["training_memory"]
     assert len(rows) == 9
@@ -302,7 +302,7 @@ def test_lora_fine_tunes_match_published_runs():
     # NeMo's LoRA fine-tunes of Llama 2 (24.07, adapters on attention_qkv) and Llama 3 70B
     # (Megatron-Bridge 26.06, adapters on every linear) on DGX H100, tokens/s per GPU
     # (published.csv via validation/extract_training_runs.py; report-only).
-    result = run_cli("validate", "--json")
+    result = run_validate("--json")
     assert result.returncode == 0, result.stderr
     runs = [r for r in json.loads(result.stdout)["training_runs"] if "LoRA" in r["layout"]]
     assert len(runs) == 4

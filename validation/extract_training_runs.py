@@ -29,8 +29,10 @@ on Meta's Grand Teton H100s, 96 GB HBM2e at 500 W, in December 2024), stack torc
 all GPUs (ZeRO-3) with the table's TP, PP and CP, its local and global batch, and its activation
 checkpointing as torchtitan spells it: selective op -> --recompute selective (the stack's op-level
 policy), selective layer -> --recompute full --recompute-interval 2 (selective_ac_option 2), full,
-no; torch.compile -> --compile (compile: true). Runs with torchao's float8 linears are left out
-with the reason (not modelled). Each H100 row also gives the memory it reached (the caching allocator's peak reserved
+no; torch.compile -> --compile (compile: true); torchao's float8 -> --precision fp8-mixed (the
+stack's torchao recipe); async TP -> TP overlap (tp_overlap: true); under PP (1F1B) the local
+batch in pp micro-batches, parameters and gradients unsharded through the step (ZeRO-1). The interleaved-1F1B
+run is left out with the reason (its stages per rank are not stated). Each H100 row also gives the memory it reached (the caching allocator's peak reserved
 bytes, the maximum over GPUs): measured_memory_gib. The A100 cluster's network is not stated; the
 rows run on dgx_a100 (8 GPUs on NVLink, 200 Gb/s per GPU).
 
@@ -56,7 +58,7 @@ OUTPUT = REPO_ROOT / "python" / "accel_sim" / "data" / "validation" / "training_
 COLUMNS = ["id", "stack", "system", "device", "model", "overrides", "gpus", "tp", "pp", "cp", "dp", "ep", "virtual_stages",
            "zero", "recompute", "global_batch", "micro_batch", "seq", "precision", "measured_tokens_per_s_per_gpu",
            "split", "source", "notes", "lora_rank", "lora_targets", "sequence_parallel", "recompute_interval",
-           "measured_memory_gib", "compile"]
+           "measured_memory_gib", "compile", "tp_overlap"]
 # LoRA runs: the adapters each release's recipes put in (rank, targeted linears as the builder
 # names them; empty: all). NeMo 1.x (the 24.07 container) defaults to target_modules
 # ['attention_qkv'] with adapter_dim 32 (https://github.com/NVIDIA/NeMo/blob/main/examples/nlp/
@@ -176,8 +178,8 @@ def _torchtitan_row(r: dict, skip) -> dict | None:
     """One run of torchtitan's performance tables as a training run of the torchtitan-2024 stack,
     or None (with the reason) for a run under torch.compile or torchao's float8."""
     p = json.loads(r["params_json"])
-    if p.get("float8"):
-        skip("torchao float8 linears: not modelled (the builder's fp8 GEMMs are Transformer Engine's)")
+    if p.get("pp_schedule") == "Interleaved 1F1B":
+        skip("torchtitan's interleaved 1F1B: its release's stages per rank and micro-batch count are not stated")
         return None
     gpu = next((v for k, v in TORCHTITAN_GPUS.items() if k in r["hardware"]), None)
     model = TORCHTITAN_MODELS.get(p["model"])
@@ -186,14 +188,22 @@ def _torchtitan_row(r: dict, skip) -> dict | None:
         return None
     recompute, interval = TORCHTITAN_AC[p["activation_checkpointing"]]
     gpus, tp, pp, cp = int(p["gpus"]), int(p["TP"]), int(p["PP"]), int(p["CP"])
+    # The local batch runs as one micro-batch, or under PP (1F1B) split into pp of them (its
+    # pipeline_parallel_microbatches defaults to the PP degree); FSDP2 reshards after the
+    # forward except under PP, where the pipeline keeps each stage's parameters gathered and its
+    # gradients unsharded until the last backward: ZeRO-1 (the torchtitan stack's zero_stages).
+    local = int(p["local_batch"])
+    micro = local // pp if pp > 1 else local
     return {"stack": "torchtitan-2024", "system": gpu[0], "device": gpu[1], "model": model, "overrides": "",
             "gpus": gpus, "tp": tp, "pp": pp, "cp": cp, "dp": gpus // (tp * pp * cp), "ep": 1, "virtual_stages": 1,
-            "zero": 3, "recompute": recompute, "global_batch": int(p["global_batch"]), "micro_batch": int(p["local_batch"]),
-            "seq": int(p["seq_len"]), "precision": "bf16-mixed", "measured_tokens_per_s_per_gpu": float(r["value"]),
+            "zero": 1 if pp > 1 else 3, "recompute": recompute, "global_batch": int(p["global_batch"]), "micro_batch": micro,
+            "seq": int(p["seq_len"]), "precision": "fp8-mixed" if p.get("float8") else "bf16-mixed",
+            "measured_tokens_per_s_per_gpu": float(r["value"]),
             "split": "report", "source": r["source"],
             "notes": r["workload"],
             "recompute_interval": interval if interval > 1 else "",
-            "measured_memory_gib": p.get("memory_gib", ""), "compile": "true" if p.get("compile") else ""}
+            "measured_memory_gib": p.get("memory_gib", ""), "compile": "true" if p.get("compile") else "",
+            "tp_overlap": "true" if p.get("async_tp") else ""}
 
 
 # Korthikanti et al. 2022's GPT-3 models (arXiv 2205.05198): the shipped GPT-3 configs, 22B and 530B

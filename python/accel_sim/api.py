@@ -153,6 +153,8 @@ OPTIMIZER_IMPLS = tuple(m.name for m in _core.OptimizerImpl)
 # The recompute policies of a built training step, as the core names them (builder.h Recompute):
 # the flags' `selective` is mapped to one of them by the run's stack (TrainingStack.recompute_for).
 RECOMPUTE = tuple(m.name for m in _core.Recompute)
+# A training step's fp8 recipes under fp8 GEMMs (builder.h Fp8Recipe).
+FP8_RECIPES = tuple(m.name for m in _core.Fp8Recipe)
 _KERNELS = {"fused": _core.KernelStyle.fused, "hf-eager": _core.KernelStyle.hf_eager, "hf_eager": _core.KernelStyle.hf_eager}
 
 
@@ -171,7 +173,7 @@ def _spec_and_options(model: Any, phase: str, batch: int, seq: int, context: int
                       persistent_gradients: bool, fp8_gemms: bool, weight_dtype: str | None,
                       kv_dtype: str | None, fused_gated_activation: bool = False,
                       fused_cross_entropy: bool = False, optimizer_impl: str = "fused",
-                      eager_norm: bool = False) -> tuple[Any, Any]:
+                      eager_norm: bool = False, fp8_recipe: str = "transformer_engine") -> tuple[Any, Any]:
     """(the model's _core.ModelSpec, the _core.BuildOptions) that build_model_graph builds from,
     checked (build_model_graph's keywords, every one given)."""
     from accel_sim.io.model_config import load_model_spec
@@ -222,6 +224,9 @@ def _spec_and_options(model: Any, phase: str, batch: int, seq: int, context: int
     options.fused_gated_activation = fused_gated_activation
     options.fused_cross_entropy = fused_cross_entropy
     options.eager_norm = eager_norm
+    if fp8_recipe not in FP8_RECIPES:
+        raise UsageError(f"unknown fp8 recipe '{fp8_recipe}' (known: {', '.join(FP8_RECIPES)})")
+    options.fp8_recipe = getattr(_core.Fp8Recipe, fp8_recipe)
     return spec, options
 
 
@@ -262,6 +267,7 @@ def build_model_graph(
     fused_cross_entropy: bool = False,
     optimizer_impl: str = "fused",
     eager_norm: bool = False,
+    fp8_recipe: str = "transformer_engine",
 ) -> BuiltModel:
     """The C++ builder's graph of a shipped model (id or alias), a config.json path or a
     `_core.ModelSpec`, for one phase and shape; simulate() and compare() accept the result."""

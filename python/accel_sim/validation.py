@@ -592,6 +592,8 @@ def predict_training_run(row: dict, clock_fraction: float | None = None) -> Any:
         base.lora_targets = (row.get("lora_targets") or "").split()
     apply_training_stack(stack, base, options, chosen.architecture)
     options.fuse_elementwise = row.get("compile") == "true"  # torch.compile: `train --compile`
+    if row.get("tp_overlap") == "true":  # torchtitan's async TP: `train --tp-overlap`
+        options.overlap_tp_comm = True
     if clock_fraction is not None:
         options.cost.clock_hz = clock_fraction * device.clock_hz
     return _core.estimate_training(spec, base, layout, device, system, options)

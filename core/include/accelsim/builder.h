@@ -76,6 +76,20 @@ enum class KernelStyle : uint8_t { fused, hf_eager };
 // again in the backward from the layer's input and the saved values.
 enum class Recompute : uint8_t { none, selective, full, selective_op };
 
+// How a training step's fp8 GEMMs are fed (BuildOptions::fp8_gemms):
+//   transformer_engine  Transformer Engine's recipe: each distinct input cast once (q, k and v
+//                       share one cast, as do gate and up: its LayerNormLinear), the amax taken
+//                       in the cast kernel, the fp8 copies kept for the backward (1 byte per
+//                       element), the weight casts cached over a step's micro-batches;
+//   torchao             torchao's Float8Linear with dynamic tensorwise scaling (torchtitan's
+//                       float8): every nn.Linear casts its own input and its weight, each after
+//                       an amax of its own (torch.max(torch.abs(x)): a reduction before the
+//                       cast), keeps the 16-bit input and weight for the backward, and there
+//                       casts the output gradient to e5m2 and the weight and the input to e4m3
+//                       again, each after its amax (torchao/float8/float8_linear.py,
+//                       matmul_with_hp_or_float8_args; float8_scaling_utils.py).
+enum class Fp8Recipe : uint8_t { transformer_engine, torchao };
+
 // How MoE experts run: one grouped GEMM over all experts (torch._grouped_mm, CUTLASS grouped
 // GEMM) or one GEMM per expert that received tokens (a loop over experts).
 enum class MoeImpl : uint8_t { grouped, sequential };
@@ -139,6 +153,8 @@ struct BuildOptions {
   //   kv_cache_dtype, independent of this option.
   // Fused kernels only; excludes int4 weights.
   bool fp8_gemms = false;
+  // A training step's fp8 recipe under fp8_gemms.
+  Fp8Recipe fp8_recipe = Fp8Recipe::transformer_engine;
 
   // Training under fp8_gemms: the blocks' linear weights are fp8 parameters (e4m3, 1 byte per
   // element), as Transformer Engine's fp8_model_init and Megatron-Core's --fp8-param-gather keep

@@ -474,12 +474,15 @@ class Backward {
   // An fp8 GEMM's backward as Transformer Engine runs it: the output gradient is cast to
   // e5m2 once, then dgrad (dY W) and wgrad (X^T dY) are fp8 GEMMs reading the saved fp8 X and W
   // and writing 16-bit gradients.
+  // Under BackwardOptions::fp8_recast (torchao), each operand is amax-reduced and cast anew, the
+  // input and the weight from the 16-bit tensors the forward cast.
   void scaled_matmul(TensorId dy, TensorId a, TensorId b) {
+    if (o_.fp8_recast) amax(dy);
     TensorId dq = fresh(shape(dy), DType::fp8_e5m2, StorageKind::activation);
     emit("_to_copy", {dy}, {dq});
-    if (needs(a)) grad_op("_scaled_mm", {dq, transposed(b)}, a);
+    if (needs(a)) grad_op("_scaled_mm", {dq, transposed(o_.fp8_recast ? recast(b) : b)}, a);
     if (!needs(b)) return;
-    a = regathered(a);
+    a = o_.fp8_recast ? recast(a) : regathered(a);
     TensorId out = slot(b);
     if (shape(out) == shape(b)) {
       emit("_scaled_mm", {transposed(a), dq}, {out});
@@ -487,6 +490,23 @@ class Backward {
       emit("_scaled_mm", {transposed(dq), a}, {out});
     }
     commit(b, out);
+  }
+
+  // torchao's amax of a tensor before its cast: torch.max(torch.abs(x)), a scalar the cast's
+  // scale comes from.
+  void amax(TensorId x) {
+    emit("max", {op("abs", {x}, shape(x), meta(x).dtype)}, {fresh({}, DType::fp32, StorageKind::activation)});
+  }
+
+  // `t` (a forward fp8 cast, or a view of one) cast again from the tensor the forward cast, in
+  // the same shape and layout: the amax and the cast of the 16-bit source.
+  TensorId recast(TensorId t) {
+    const NodeId p = producer_[storage(t)];
+    if (p == kNoNode || g_.node(p).op != "_to_copy" || g_.node(p).pass != Pass::forward) return t;
+    const TensorId source = g_.node(p).inputs[0];
+    amax(source);
+    TensorId q = op("_to_copy", {source}, shape(source), meta(t).dtype);
+    return shape(t) == shape(q) ? q : transposed(q);
   }
 
   // Y = grouped_mm(X [rows, k], W^T [E, k, n]): dX = grouped_mm(dY, W [E, n, k]) reading the

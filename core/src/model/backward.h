@@ -28,6 +28,10 @@ struct BackwardOptions {
   // Tensors whose gradient is all-reduced over group "tp" once complete: the inputs of
   // column-parallel layers under tensor parallelism without sequence parallelism.
   std::vector<TensorId> all_reduce_grad_of;
+  // fp8 GEMMs whose backward casts the 16-bit operands again (torchao's Float8Linear,
+  // Fp8Recipe::torchao): dgrad and wgrad read fresh e4m3 casts, each after its amax, of the
+  // tensors the forward cast, not the forward's fp8 copies.
+  bool fp8_recast = false;
 };
 
 // Appends the backward of `graph`'s nodes, seeded with d(loss)/d(loss) = 1 for the 0-d `loss`.

@@ -29,10 +29,12 @@ constexpr int64_t kAdam8bitMinElements = 4096;
 // a layer (Recompute::selective_op), `matmuls` counting the layer's aten.mm nodes so far: its
 // policy saves aten.mm but every second one, the SDPA kernels and the reduce-scatters of
 // tensor parallelism (_save_list and _custom_policy of torchtitan's
-// distributed/activation_checkpoint.py). Other GEMM forms (addmm, bmm, _scaled_mm) are not on its
-// list and run again.
+// distributed/activation_checkpoint.py). torchao's float8 GEMM is an aten.mm too where the policy
+// sees it: its Float8Linear calls torch.mm on float8 tensor subclasses, which dispatch to
+// _scaled_mm below the policy (torchao/float8/float8_linear.py, matmul_with_hp_or_float8_args).
+// Other GEMM forms (addmm, bmm) are not on its list and run again.
 bool op_sac_saves(const Node& n, int64_t& matmuls) {
-  if (n.op == "mm") return ++matmuls % 2 == 1;
+  if (n.op == "mm" || n.op == "_scaled_mm") return ++matmuls % 2 == 1;
   return n.op == "accel_sim::attention" || n.op == "accel_sim::reduce_scatter";
 }
 
@@ -569,17 +571,25 @@ class Builder {
     TensorId x2 = e_.view(x, {rows, in});
     TensorId y;
     if (fp8) {
-      // Projections of one input (q, k and v; gate and up) share its cast, as Transformer
-      // Engine's fused LayerNormLinear / LayerNormMLP cast the normalized input once.
-      const TensorMeta& xm = e_.graph().tensor(x2);
-      auto [cast, fresh] = fp8_inputs_.try_emplace({xm.storage, xm.storage_offset, rows, in}, -1);
-      if (fresh) cast->second = e_.op("_to_copy", {x2}, {rows, in}, DType::fp8_e4m3);
-      TensorId xq = cast->second;
-      // Transformer Engine casts the weight on a step's first micro-batch only and reuses the
-      // fp8 copy (is_first_microbatch, passed by Megatron-LM's TE wrappers): marked for
-      // SimulateOptions::fp8_weight_cache. Inference reads the stored fp8 weight as is.
-      TensorId wq = fp8_stored ? w
-                               : e_.op("_to_copy", {w}, {out, in}, DType::fp8_e4m3, {{"once_per_step", true}});
+      TensorId xq, wq;
+      if (train_ && o_.fp8_recipe == Fp8Recipe::torchao) {
+        // torchao's Float8Linear: this linear's own amax and cast of its input and its weight,
+        // every micro-batch (Fp8Recipe).
+        xq = float8_cast(x2);
+        wq = float8_cast(w);
+      } else {
+        // Projections of one input (q, k and v; gate and up) share its cast, as Transformer
+        // Engine's fused LayerNormLinear / LayerNormMLP cast the normalized input once.
+        const TensorMeta& xm = e_.graph().tensor(x2);
+        auto [cast, fresh] = fp8_inputs_.try_emplace({xm.storage, xm.storage_offset, rows, in}, -1);
+        if (fresh) cast->second = e_.op("_to_copy", {x2}, {rows, in}, DType::fp8_e4m3);
+        xq = cast->second;
+        // Transformer Engine casts the weight on a step's first micro-batch only and reuses the
+        // fp8 copy (is_first_microbatch, passed by Megatron-LM's TE wrappers): marked for
+        // SimulateOptions::fp8_weight_cache. Inference reads the stored fp8 weight as is.
+        wq = fp8_stored ? w
+                        : e_.op("_to_copy", {w}, {out, in}, DType::fp8_e4m3, {{"once_per_step", true}});
+      }
       y = e_.op("_scaled_mm", {xq, e_.transposed(wq)}, {rows, out}, dt_);
       if (bias) {
         // Biases stay in 16 bits: the weight dtype in training, the activation dtype in an fp8
@@ -596,6 +606,14 @@ class Builder {
       y = e_.op("mm", {x2, wt}, {rows, out}, dt_);
     }
     return e_.view(y, out_shape);
+  }
+
+  // torchao's dynamic tensorwise cast to e4m3: the amax (torch.max(torch.abs(x)), a scalar the
+  // scale comes from, taken before the cast and off the gradient's path), then the cast.
+  TensorId float8_cast(TensorId x) {
+    const Shape shape = e_.shape(x);
+    e_.op("max", {e_.op("abs", {x}, shape, e_.dtype(x))}, {}, DType::fp32);
+    return e_.op("_to_copy", {x}, shape, DType::fp8_e4m3);
   }
 
   // The dims of each head RoPE rotates (ModelSpec::rotary_dim; all of them by default).
@@ -1444,7 +1462,8 @@ class Builder {
         o_.master_weights && !o_.gradients_in_weight_dtype ? DType::fp32 : m_.weight_dtype;
     const std::vector<TensorId> grads = append_backward(
         graph_, loss,
-        {.parameter_grad_dtype = grad_dtype, .all_reduce_grad_of = column_inputs_});
+        {.parameter_grad_dtype = grad_dtype, .all_reduce_grad_of = column_inputs_,
+         .fp8_recast = o_.fp8_gemms && o_.fp8_recipe == Fp8Recipe::torchao});
     if (o_.recompute != Recompute::none) {
       // Full: each transformer layer is one checkpoint, its input stays and its forward runs
       // again. Selective: each layer's core attention (attend(): the context-parallel K/V

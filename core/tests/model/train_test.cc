@@ -477,6 +477,61 @@ TEST(TrainTest, GradientsKeptBetweenStepsAreLiveFromTheFirstOp) {
   EXPECT_EQ(at_loss(g, with) - at_loss(plain, without), 2 * parameter_bytes);
 }
 
+TEST(TrainTest, TorchaosFloat8KeepsTheSixteenBitInputsAndCastsAgainInTheBackward) {
+  // torchao's Float8Linear on the Llama-shaped toy's seven linears (q, k, v, o, gate, up, down):
+  // each casts its own input and weight to e4m3, after an amax each (abs, then max): 14 casts and
+  // 14 amaxes a layer, where Transformer Engine casts 4 distinct inputs (q, k and v share one,
+  // gate and up one) and 7 weights and takes the amax in the cast. The backward casts the output
+  // gradient to e5m2 (both, 7 a layer) and, under torchao only, the input and the weight again
+  // (14 e4m3 casts, 21 amaxes). torchao keeps the 16-bit inputs, not fp8 copies: a layer keeps
+  // exactly what the same step without fp8 keeps.
+  const ModelSpec m{.name = "toy-llama", .hidden_size = 256, .num_layers = 2, .num_heads = 8,
+                    .num_kv_heads = 8, .head_dim = 32, .ffn_size = 1024, .vocab_size = 1000,
+                    .max_position_embeddings = 128};
+  auto build = [&](bool fp8, Fp8Recipe recipe, int64_t layers) {
+    ModelSpec spec = m;
+    spec.num_layers = layers;
+    return build_graph(spec, {.phase = Phase::train, .batch = 2, .seq = 128, .optimizer = Optimizer::none,
+                              .fp8_gemms = fp8, .fp8_recipe = recipe});
+  };
+  auto casts = [](const Graph& g, Pass pass, DType to) {
+    int n = 0;
+    for (const Node& node : g.nodes()) {
+      if (node.pass == pass && node.op == "_to_copy" && g.tensor(node.outputs[0]).dtype == to) ++n;
+    }
+    return n;
+  };
+  auto per_layer = [&](auto f) { return f(build(true, Fp8Recipe::torchao, 3)) - f(build(true, Fp8Recipe::torchao, 2)); };
+  auto te_per_layer = [&](auto f) {
+    return f(build(true, Fp8Recipe::transformer_engine, 3)) - f(build(true, Fp8Recipe::transformer_engine, 2));
+  };
+  auto fwd_e4m3 = [&](const Graph& g) { return casts(g, Pass::forward, DType::fp8_e4m3); };
+  auto bwd_e4m3 = [&](const Graph& g) { return casts(g, Pass::backward, DType::fp8_e4m3); };
+  auto bwd_e5m2 = [&](const Graph& g) { return casts(g, Pass::backward, DType::fp8_e5m2); };
+  auto fwd_max = [&](const Graph& g) { return count(g, "max", Pass::forward); };
+  auto bwd_max = [&](const Graph& g) { return count(g, "max", Pass::backward); };
+  EXPECT_EQ(per_layer(fwd_e4m3), 14);
+  EXPECT_EQ(te_per_layer(fwd_e4m3), 11);
+  EXPECT_EQ(per_layer(fwd_max), 14);
+  EXPECT_EQ(te_per_layer(fwd_max), 0);
+  EXPECT_EQ(per_layer(bwd_e5m2), 7);
+  EXPECT_EQ(te_per_layer(bwd_e5m2), 7);
+  EXPECT_EQ(per_layer(bwd_e4m3), 14);
+  EXPECT_EQ(te_per_layer(bwd_e4m3), 0);
+  EXPECT_EQ(per_layer(bwd_max), 21);
+  EXPECT_EQ(per_layer([&](const Graph& g) { return count(g, "_scaled_mm", Pass::backward); }), 14);
+  auto saved = [&](const Graph& g) {
+    const MemoryProfile p = compute_memory_profile(g);
+    for (NodeId i = 0; i < static_cast<NodeId>(g.nodes().size()); ++i) {
+      const std::string& op = g.node(i).op;
+      if (op == "nll_loss_forward" || op == "accel_sim::cross_entropy") return p.live_bytes_after[i] - p.resident_bytes;
+    }
+    return int64_t{-1};
+  };
+  const int64_t bf16 = saved(build(false, Fp8Recipe::torchao, 3)) - saved(build(false, Fp8Recipe::torchao, 2));
+  EXPECT_EQ(per_layer(saved), bf16);
+}
+
 TEST(TrainTest, Fp8GemmsKeepOneByteCopiesForBackward) {
   // Transformer Engine's recipe on the GPT-3-style block (h = 256, sbh = 65,536): the backward
   // keeps fp8 copies of the four linears' inputs (QKV input sbh, attention output sbh, FC1 input

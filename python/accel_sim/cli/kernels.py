@@ -274,7 +274,8 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
                                    f" mb{row['micro_batch']}{zero}{recompute}"
                                    + (f" LoRA{row['lora_rank']}" if row.get("lora_rank") else "")
                                    + (" no-SP" if row.get("sequence_parallel") == "false" else "")
-                                   + (" compile" if row.get("compile") == "true" else ""),
+                                   + (" compile" if row.get("compile") == "true" else "")
+                                   + (" async-TP" if row.get("tp_overlap") == "true" else ""),
                          "precision": row["precision"], "measured_tokens_per_s_per_gpu": measured,
                          "predicted_tokens_per_s_per_gpu": predicted,
                          "error": _core.error_stats([predicted], [measured]).median_signed_error if predicted else None,

@@ -233,9 +233,9 @@ def _model_build_args(args: argparse.Namespace) -> dict:
         stack, choices = stack_builder_choices(args.stack, {"tp": [args.tp], "cp": [args.cp]}, args.kernels, phase,
                                                args.optimizer)
         recompute = recompute_policy(stack, args.recompute).name
-        if precision == "fp8-mixed" and stack.training.fp8 != "transformer-engine":
-            raise UsageError(f"--precision fp8-mixed under {args.stack}: its fp8 recipe is {stack.training.fp8}, and the "
-                             "builder's fp8 GEMMs are Transformer Engine's; not modelled")
+        if precision == "fp8-mixed" and stack.training.fp8 == "none":
+            raise UsageError(f"--precision fp8-mixed: {stack.id} has no fp8 recipe "
+                             f"({stack.sources.get('training.fp8', stack.path)})")
     return dict(model=args.model, phase=phase, batch=args.batch, seq=args.seq,
                 context=args.context, kernels=args.kernels, tensor_parallel=args.tp,
                 sequence_parallel=args.sp, expert_parallel=args.ep,

@@ -15,6 +15,8 @@ from accel_sim.report.json_report import SCHEMA_VERSION
 
 PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8-mixed", "bf16", "fp16", "fp32")
 RECOMPUTE = RECOMPUTE_POLICIES
+# A stack's fp8 recipe (training.fp8) as the core names it (builder.h Fp8Recipe).
+FP8_RECIPES_IN_CORE = {"transformer-engine": "transformer_engine", "torchao": "torchao"}
 # The blocks' linears a LoRA adapter can sit beside (the core's kLoraTargets).
 LORA_TARGETS = tuple(_core.LORA_TARGETS)
 
@@ -46,6 +48,9 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile", action="store_true",
                    help="the step under torch.compile: each chain of element-wise ops one kernel, as Inductor fuses it "
                         "(torchtitan's training.compile); what the step keeps is costed as in eager mode")
+    p.add_argument("--tp-overlap", action="store_true",
+                   help="overlap the TP collectives with their GEMMs where the stack does not by default (torchtitan's "
+                        "async TP, parallelism.enable_async_tensor_parallel; needs --sp)")
     p.add_argument("--no-tp-overlap", action="store_true",
                    help="expose the TP collectives (default: with SP they overlap their GEMMs, Megatron-LM's --tp-comm-overlap as NeMo's recipes run it)")
     p.add_argument("--cost-model", default="kernel")
@@ -130,9 +135,9 @@ def run_inputs(args: argparse.Namespace, entry: Any) -> RunInputs:
     check_clock(args, [device])
     stack = resolve_stack(args.stack)
     t = stack.training
-    if args.precision == "fp8-mixed" and t.fp8 != "transformer-engine":
-        raise UsageError(f"--precision fp8-mixed under {stack.id}: its fp8 recipe is {t.fp8}, and the builder's fp8 "
-                         "GEMMs are Transformer Engine's (fp8 copies kept for the backward); not modelled")
+    if args.precision == "fp8-mixed" and t.fp8 == "none":
+        raise UsageError(f"--precision fp8-mixed: {stack.id} has no fp8 recipe "
+                         f"({stack.sources.get('training.fp8', stack.path)})")
     dtype = {"bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp8-mixed": "bf16"}.get(args.precision, args.precision)
     spec = load_model_spec(args.model, dtype=dtype)
     _refuse_run_flags(args, spec)
@@ -149,7 +154,11 @@ def run_inputs(args: argparse.Namespace, entry: Any) -> RunInputs:
     options = _core.SimulateOptions()
     options.cost_model = args.cost_model
     apply_training_stack(stack, base, options, chosen.architecture, args.attention_impl)
-    options.overlap_tp_comm = options.overlap_tp_comm and not args.no_tp_overlap
+    if args.tp_overlap and args.no_tp_overlap:
+        raise UsageError("--tp-overlap and --no-tp-overlap contradict each other")
+    if args.tp_overlap and not t.tensor_parallel:
+        raise UsageError(f"--tp-overlap: {stack.id} has no tensor parallelism")
+    options.overlap_tp_comm = (options.overlap_tp_comm or args.tp_overlap) and not args.no_tp_overlap
     options.fuse_elementwise = args.compile
     if args.clock_mhz is not None:
         options.cost.clock_hz = args.clock_mhz * 1e6
@@ -229,6 +238,7 @@ def apply_training_stack(stack: Any, base: Any, options: Any, architecture: str,
     base.eager_norm = t.eager_norm
     base.fused_cross_entropy = t.fused_cross_entropy
     base.fp8_parameters = base.fp8_gemms and t.fp8_parameters
+    base.fp8_recipe = getattr(_core.Fp8Recipe, FP8_RECIPES_IN_CORE[t.fp8]) if t.fp8 != "none" else _core.Fp8Recipe.transformer_engine
     base.gradients_in_weight_dtype = base.master_weights and t.gradients_in_weight_dtype
     base.optimizer_impl = getattr(_core.OptimizerImpl, t.optimizer_impl_for(base.optimizer.name))
     base.lora_shared_input = base.lora_rank > 0 and t.lora == "fused"
@@ -281,6 +291,7 @@ def stack_builder_choices(name: str, degrees: dict[str, list[int]], kernels: str
     t = stack.training
     train = phase == "train"
     return stack, {"fused_gated_activation": t.fused_gated_activation and kernels == "fused",
+                   "fp8_recipe": FP8_RECIPES_IN_CORE.get(t.fp8, "transformer_engine"),
                    "eager_norm": t.eager_norm,
                    "fused_cross_entropy": t.fused_cross_entropy and train,
                    "optimizer_impl": t.optimizer_impl_for(optimizer) if train else "fused"}
@@ -413,7 +424,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                                          schedule=schedule, tail=tail, device=run.device))
     result = {"schema": "accel-sim/train", "schema_version": SCHEMA_VERSION, "model": run.spec.name, "system": entry.spec.id, "device": run.device.id,
               **run.device_dict(), "stack": run.stack.as_dict(), "lora": lora_dict(run), "gpus": args.gpus, "seq": args.seq,
-              "layout": layout_dict(layout, run.base.recompute.name, run.base.recompute_interval)} | estimate_dict(e)
+              "layout": layout_dict(layout, run.base.recompute.name, run.base.recompute_interval),
+              "compile": run.options.fuse_elementwise, "tp_overlap": run.options.overlap_tp_comm} | estimate_dict(e)
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
@@ -424,6 +436,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"  stack        {run.stack.id}: {run.stack.version}")
     if clock_line(run, e):
         print(f"  clock        {clock_line(run, e)}")
+    if run.options.fuse_elementwise:
+        print("  compile      torch.compile: each chain of element-wise ops one kernel (what the step keeps as eager)")
     if lora_line(run):
         print(f"  LoRA         {lora_line(run)}")
     if run.variant_of:
