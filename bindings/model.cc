@@ -132,6 +132,10 @@ void bind_model(nb::module_& m) {
   nb::enum_<Fp8Recipe>(m, "Fp8Recipe")
       .value("transformer_engine", Fp8Recipe::transformer_engine)
       .value("torchao", Fp8Recipe::torchao);
+  nb::enum_<CrossEntropy>(m, "CrossEntropy")
+      .value("upcast", CrossEntropy::upcast)
+      .value("fused", CrossEntropy::fused)
+      .value("vocab_parallel", CrossEntropy::vocab_parallel);
   nb::enum_<MoeImpl>(m, "MoeImpl")
       .value("grouped", MoeImpl::grouped)
       .value("sequential", MoeImpl::sequential);
@@ -159,7 +163,7 @@ void bind_model(nb::module_& m) {
       .def_rw("persistent_gradients", &BuildOptions::persistent_gradients)
       .def_rw("fp8_gemms", &BuildOptions::fp8_gemms)
       .def_rw("fused_gated_activation", &BuildOptions::fused_gated_activation)
-      .def_rw("fused_cross_entropy", &BuildOptions::fused_cross_entropy)
+      .def_rw("cross_entropy", &BuildOptions::cross_entropy)
       .def_rw("lora_rank", &BuildOptions::lora_rank)
       .def_rw("lora_targets", &BuildOptions::lora_targets)
       .def_rw("lora_shared_input", &BuildOptions::lora_shared_input)

@@ -37,4 +37,5 @@ for config in "release:-DCMAKE_BUILD_TYPE=Release" \
   ctest --test-dir "build/cpp-$name" --output-on-failure --no-tests=error
 done
 
-python3 -m pytest -q tests
+# One pytest worker per core (pytest-xdist): most tests run the CLI in a subprocess, one core each.
+python3 -m pytest -q -n auto tests

@@ -44,13 +44,17 @@ def _train(*extra: str) -> dict:
     return json.loads(r.stdout)
 
 
-def test_the_stack_decides_what_the_ffn_keeps():
+def test_the_stack_decides_what_the_ffn_and_the_loss_keep():
     # Llama-3-8B, 4,096 tokens per micro-batch on each of 8 GPUs (ZeRO-1 and ZeRO-3 shard states, not activations): torchtitan's eager FeedForward keeps silu(w1 x) beside w1 x
     # and w3 x, Megatron-Core's fused SwiGLU does not: 32 layers x 4,096 x 14,336 x 2 bytes =
-    # 3,758,096,384 bytes more activations (the same attention kernel on both).
+    # 3,758,096,384 bytes more activations (the same attention kernel on both). The peak is at the
+    # loss's backward, over 4,096 x 128,256 logits: torchtitan's F.cross_entropy of logits.float()
+    # holds the fp32 log-softmax and two fp32 gradients there (12 bytes a logit), Megatron-Core's
+    # vocab-parallel loss its fp32 softmax, overwritten by the gradient, and the bf16 gradient
+    # cast from it (6 bytes): 4,096 x 128,256 x 6 = 3,152,019,456 bytes more.
     mc = _train("--stack", "megatron-core", "--attention-impl", "flash2")
     tt = _train("--stack", "torchtitan", "--attention-impl", "flash2")
-    assert tt["activation_bytes"] - mc["activation_bytes"] == 32 * 4096 * 14336 * 2
+    assert tt["activation_bytes"] - mc["activation_bytes"] == 32 * 4096 * 14336 * 2 + 4096 * 128256 * 6
     assert (mc["stack"]["id"], tt["stack"]["id"]) == ("megatron-core", "torchtitan")
     assert _train()["stack"]["id"] == "megatron-core"   # the default is named in the report
 
@@ -171,7 +175,7 @@ def _edited_stack_refused(good: Path, edit: tuple[str, str], message: str, tmp_p
 
 @pytest.mark.parametrize("edit,message", [
     (("gated_activation: unfused", "gated_activation: half"), "'gated_activation' must be fused or unfused"),
-    (("cross_entropy: upcast", "cross_entropy: liger"), "'cross_entropy' must be fused or upcast"),
+    (("cross_entropy: upcast", "cross_entropy: liger"), "'cross_entropy' must be one of upcast, fused, vocab_parallel"),
     (("norm: fused", "norm: triton"), "'norm' must be fused or eager"),
     (("selective_recompute: op", "selective_recompute: layers"), "'selective_recompute' must be one of attention, op, none"),
     (("  cross_entropy: upcast\n", ""), "'training' lacks cross_entropy"),
@@ -317,10 +321,12 @@ def test_simulate_runs_the_stack_s_kernels_and_names_it():
     # A training step (no optimizer; batch 4, so the peak is the activations at the loss, not the
     # 32 GB of fp32 gradients at the step's end) under torchtitan keeps silu(w1 x) beside w1 x and
     # w3 x, Megatron-Core's fused SwiGLU does not: 32 layers x 4 x 4,096 tokens x 14,336 x 2 bytes
-    # more, on the same attention kernel.
+    # more, on the same attention kernel; and at the loss's backward torchtitan's fp32 upcast loss
+    # holds 12 bytes a logit where Megatron-Core's vocab-parallel loss holds 6 (see above): 6 more
+    # over 4 x 4,096 rows of 128,256 logits.
     train = ("--phase", "train", "--batch", "4", "--seq", "4096", "--optimizer", "none", "--attention-impl", "flash2")
     mc, tt = _simulate(*train, "--stack", "megatron-core"), _simulate(*train, "--stack", "torchtitan")
-    assert tt["peak_memory_bytes"] - mc["peak_memory_bytes"] == 32 * 4 * 4096 * 14336 * 2
+    assert tt["peak_memory_bytes"] - mc["peak_memory_bytes"] == 32 * 4 * 4096 * 14336 * 2 + 4 * 4096 * 128256 * 6
     assert (mc["stack"]["id"], tt["stack"]["id"], mc["attention_impl"]) == ("megatron-core", "torchtitan", "flash2")
     # Without --attention-impl the stack picks: Transformer Engine's cuDNN attention on Hopper.
     assert _simulate("--stack", "megatron-core")["attention_impl"] == "cudnn"
@@ -363,7 +369,8 @@ def test_check_refuses_a_baseline_of_another_stack(tmp_path):
 
 def test_fit_builds_as_the_stack_runs():
     # The longest Llama-3-8B training step (no optimizer) on an H100 at its 8,192 positions: at
-    # that length torchtitan's unfused SwiGLU keeps 32 x 8,192 x 14,336 x 2 bytes more.
+    # that length torchtitan's unfused SwiGLU keeps 32 x 8,192 x 14,336 x 2 bytes more, and its
+    # fp32 upcast loss 6 bytes more for each of the 8,192 x 128,256 logits (see above).
     def peak(stack: str) -> int:
         r = run_cli("fit", "--model", "llama-3-8b", "--devices", "h100", "--phase", "train", "--axis", "seq",
                     "--optimizer", "none", "--stack", stack, "--json")
@@ -372,7 +379,7 @@ def test_fit_builds_as_the_stack_runs():
         assert out["stack"]["id"] == stack and out["rows"][0]["largest"] == 8192
         return out["rows"][0]["peak_bytes"]
 
-    assert peak("torchtitan") - peak("megatron-core") == 32 * 8192 * 14336 * 2
+    assert peak("torchtitan") - peak("megatron-core") == 32 * 8192 * 14336 * 2 + 8192 * 128256 * 6
     script = run_cli("fit", str(Path(__file__).resolve().parents[1] / "examples" / "transformer_block.py"),
                      "--devices", "h100", "--axis", "batch", "--stack", "torchtitan")
     assert script.returncode == 2 and "--stack" in script.stderr

@@ -155,6 +155,9 @@ OPTIMIZER_IMPLS = tuple(m.name for m in _core.OptimizerImpl)
 RECOMPUTE = tuple(m.name for m in _core.Recompute)
 # A training step's fp8 recipes under fp8 GEMMs (builder.h Fp8Recipe).
 FP8_RECIPES = tuple(m.name for m in _core.Fp8Recipe)
+# How a training step takes its LM cross-entropy (builder.h CrossEntropy; a stack's
+# training.cross_entropy).
+CROSS_ENTROPY = tuple(m.name for m in _core.CrossEntropy)
 _KERNELS = {"fused": _core.KernelStyle.fused, "hf-eager": _core.KernelStyle.hf_eager, "hf_eager": _core.KernelStyle.hf_eager}
 
 
@@ -172,7 +175,7 @@ def _spec_and_options(model: Any, phase: str, batch: int, seq: int, context: int
                       recompute_interval: int, eager_attention: bool,
                       persistent_gradients: bool, fp8_gemms: bool, weight_dtype: str | None,
                       kv_dtype: str | None, fused_gated_activation: bool = False,
-                      fused_cross_entropy: bool = False, optimizer_impl: str = "fused",
+                      cross_entropy: str = "upcast", optimizer_impl: str = "fused",
                       eager_norm: bool = False, fp8_recipe: str = "transformer_engine") -> tuple[Any, Any]:
     """(the model's _core.ModelSpec, the _core.BuildOptions) that build_model_graph builds from,
     checked (build_model_graph's keywords, every one given)."""
@@ -222,7 +225,11 @@ def _spec_and_options(model: Any, phase: str, batch: int, seq: int, context: int
     # inference engine's block linears with their weights stored in fp8 (BuildOptions::fp8_gemms).
     options.fp8_gemms = fp8_gemms
     options.fused_gated_activation = fused_gated_activation
-    options.fused_cross_entropy = fused_cross_entropy
+    if cross_entropy not in CROSS_ENTROPY:
+        raise UsageError(f"unknown cross-entropy implementation '{cross_entropy}' (known: {', '.join(CROSS_ENTROPY)})")
+    if cross_entropy != "upcast" and phase != "train":
+        raise UsageError(f"a cross-entropy implementation ({cross_entropy}) applies to a training step (--phase train)")
+    options.cross_entropy = getattr(_core.CrossEntropy, cross_entropy)
     options.eager_norm = eager_norm
     if fp8_recipe not in FP8_RECIPES:
         raise UsageError(f"unknown fp8 recipe '{fp8_recipe}' (known: {', '.join(FP8_RECIPES)})")
@@ -264,7 +271,7 @@ def build_model_graph(
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
     fused_gated_activation: bool = False,
-    fused_cross_entropy: bool = False,
+    cross_entropy: str = "upcast",
     optimizer_impl: str = "fused",
     eager_norm: bool = False,
     fp8_recipe: str = "transformer_engine",

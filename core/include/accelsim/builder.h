@@ -90,6 +90,28 @@ enum class Recompute : uint8_t { none, selective, full, selective_op };
 //                       matmul_with_hp_or_float8_args; float8_scaling_utils.py).
 enum class Fp8Recipe : uint8_t { transformer_engine, torchao };
 
+// How a training step takes the cross-entropy of its logits (the stack's training.cross_entropy):
+//   upcast          PyTorch's F.cross_entropy of logits.float(), as HF transformers'
+//                   ForCausalLMLoss and torchtitan's loss compute it: a _to_copy of the logits to
+//                   fp32, _log_softmax (its fp32 output kept for the backward) and nll_loss; the
+//                   backward writes the fp32 gradient of the log-softmax and of its input, then
+//                   casts it to the logits' dtype: three fp32 tensors of the logits' size live
+//                   at once at the backward's start. Logits already in fp32 are not copied;
+//                   under HF's eager kernels BERT's masked-LM head, which calls CrossEntropyLoss
+//                   on its logits as they are, takes the loss in their dtype unless autocast
+//                   (master weights) upcasts it.
+//   fused           one kernel on the logits in their own (16-bit) dtype, op
+//                   accel_sim::cross_entropy, keeping the logits and each row's log-sum-exp (fp32)
+//                   for its backward, accel_sim::cross_entropy_backward, which writes the logits'
+//                   gradient in their dtype (flash-attn's losses/cross_entropy.py
+//                   CrossEntropyLoss, llm-foundry's loss_fn 'fused_crossentropy').
+//   vocab_parallel  Megatron-LM's vocab_parallel_cross_entropy: the logits upcast to fp32, their
+//                   softmax computed in place over the copy and kept, the backward writing the
+//                   gradient in place over it (megatron/core/tensor_parallel/cross_entropy.py):
+//                   accel_sim::cross_entropy on the fp32 copy, its backward in place; one fp32
+//                   tensor of the logits' size.
+enum class CrossEntropy : uint8_t { upcast, fused, vocab_parallel };
+
 // How MoE experts run: one grouped GEMM over all experts (torch._grouped_mm, CUTLASS grouped
 // GEMM) or one GEMM per expert that received tokens (a loop over experts).
 enum class MoeImpl : uint8_t { grouped, sequential };
@@ -177,14 +199,9 @@ struct BuildOptions {
   // [tokens, ffn] tensor more per layer. Dense, shared-expert and routed-expert FFNs alike.
   // Fused kernels only.
   bool fused_gated_activation = false;
-  // Training step of a model with an LM head: the cross-entropy as one kernel on the logits in
-  // their own (16-bit) dtype, op accel_sim::cross_entropy, which keeps the logits and each row's
-  // log-sum-exp (fp32) for its backward, accel_sim::cross_entropy_backward, which writes the
-  // logits' gradient in their dtype (flash-attn's losses/cross_entropy.py CrossEntropyLoss, the
-  // loss llm-foundry's MPT trains with: loss_fn 'fused_crossentropy'). Off: HF's and torchtitan's
-  // loss, log_softmax of the logits upcast to fp32 and nll_loss, with fp32 tensors of the logits'
-  // size in both passes. A model without an LM head takes its MSE loss either way.
-  bool fused_cross_entropy = false;
+  // Training step of a model with an LM head: how its cross-entropy runs (CrossEntropy). A model
+  // without an LM head takes its MSE loss either way.
+  CrossEntropy cross_entropy = CrossEntropy::upcast;
   // Training step only: LoRA fine-tuning (Hu et al. 2021, arXiv:2106.09685). Every parameter of
   // the model is frozen (no gradient, no optimizer state, no weight-gradient GEMM; a frozen
   // linear keeps no input for its backward) and each targeted linear of the transformer blocks

@@ -391,8 +391,16 @@ class Backward {
     } else if (op == "nll_loss_forward") {
       if (in(0)) grad_op("nll_loss_backward", {dy, x[0], x[1], n.outputs[1]}, x[0]);
     } else if (op == "accel_sim::cross_entropy") {
-      // One kernel reads the logits and the rows' log-sum-exp and writes the logits' gradient.
-      if (in(0)) grad_op("accel_sim::cross_entropy_backward", {dy, x[0], n.outputs[1], x[1]}, x[0]);
+      // One kernel reads the logits and the rows' log-sum-exp and writes the logits' gradient:
+      // over the logits themselves where the loss runs in place (Megatron-LM's
+      // vocab_parallel_cross_entropy writes the gradient over its kept fp32 softmax).
+      if (in(0) && n.attr_bool("in_place", false)) {
+        const TensorId over = alias(x[0], shape(x[0]));
+        emit("accel_sim::cross_entropy_backward", {dy, x[0], n.outputs[1], x[1]}, {over});
+        commit(x[0], over);
+      } else if (in(0)) {
+        grad_op("accel_sim::cross_entropy_backward", {dy, x[0], n.outputs[1], x[1]}, x[0]);
+      }
     } else if (op == "mse_loss") {
       if (in(0)) grad_op("mse_loss_backward", {dy, x[0], x[1]}, x[0]);
     } else if (op == "new_empty" || op == "empty" || op == "new_zeros" || op == "zeros_like") {

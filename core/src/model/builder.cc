@@ -1429,9 +1429,19 @@ class Builder {
     TensorId loss;
     if (m_.lm_head) {
       e_.module_type = "CrossEntropyLoss";
-      const TensorId logits = outputs_.front();
+      TensorId logits = outputs_.front();
       const int64_t rows = e_.shape(logits)[0];
       const int64_t vocab = e_.shape(logits)[1];
+      // The upcast losses take 16-bit logits to fp32 first (CrossEntropy), and the 16-bit logits
+      // die there, as torchtitan's training step deletes them before the backward. HF's BERT
+      // masked-LM head calls CrossEntropyLoss on its logits as they are (BertForMaskedLM.forward):
+      // under HF's eager kernels and without autocast (master weights) the loss runs in their
+      // dtype.
+      const bool own_dtype = o_.cross_entropy == CrossEntropy::upcast && eager_ && m_.family == "bert" &&
+                             !o_.master_weights;
+      if (o_.cross_entropy != CrossEntropy::fused && !own_dtype && e_.dtype(logits) != DType::fp32) {
+        logits = e_.op("_to_copy", {logits}, {rows, vocab}, DType::fp32);
+      }
       if (o_.tensor_parallel > 1) {
         // Vocabulary-parallel cross-entropy: each rank holds a slice of the vocabulary, so the
         // row statistics are all-reduced (Megatron-LM's vocab_parallel_cross_entropy).
@@ -1441,14 +1451,13 @@ class Builder {
       }
       TensorId target = e_.resident({rows}, DType::int64, StorageKind::input, "input.labels");
       loss = e_.fresh({}, DType::fp32);
-      if (o_.fused_cross_entropy) {
-        e_.node("accel_sim::cross_entropy", {logits, target}, {loss, e_.fresh({rows}, DType::fp32)},
-                {{"ignore_index", int64_t{-100}}});
-      } else {
-        TensorId logp = e_.op("_log_softmax", {logits}, {rows, vocab}, DType::fp32,
-                              {{"dim", int64_t{-1}}, {"half_to_float", true}});
+      if (o_.cross_entropy == CrossEntropy::upcast) {
+        TensorId logp = e_.op("_log_softmax", {logits}, {rows, vocab}, e_.dtype(logits), {{"dim", int64_t{-1}}});
         e_.node("nll_loss_forward", {logp, target}, {loss, e_.fresh({}, DType::fp32)},
                 {{"reduction", int64_t{1}}, {"ignore_index", int64_t{-100}}});
+      } else {
+        e_.node("accel_sim::cross_entropy", {logits, target}, {loss, e_.fresh({rows}, DType::fp32)},
+                {{"ignore_index", int64_t{-100}}, {"in_place", o_.cross_entropy == CrossEntropy::vocab_parallel}});
       }
     } else {
       e_.module_type = "MSELoss";
@@ -1786,8 +1795,8 @@ void BuildOptions::validate(const ModelSpec& model) const {
   ACCELSIM_CHECK(!options.fused_gated_activation || options.kernels == KernelStyle::fused,
                  "a fused gated activation is modelled with fused kernels only (HF eager runs the "
                  "activation and the product as two ops)");
-  ACCELSIM_CHECK(!options.fused_cross_entropy || options.phase == Phase::train,
-                 "a fused cross-entropy applies to a training step");
+  ACCELSIM_CHECK(options.cross_entropy == CrossEntropy::upcast || options.phase == Phase::train,
+                 "a cross-entropy implementation applies to a training step");
   ACCELSIM_CHECK(options.recompute_interval >= 1, "the recompute interval must be at least 1 (every layer)");
   ACCELSIM_CHECK(options.recompute_interval == 1 || options.recompute != Recompute::none,
                  "a recompute interval applies to a recompute policy (recompute is none)");

@@ -56,7 +56,7 @@ void add_reduction_ops(OpTable& t) {
                          "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
                          "binary_cross_entropy_with_logits", "binary_cross_entropy_backward",
                          "kl_div", "cross_entropy_loss",
-                         // the fused LM loss the builder emits (BuildOptions::fused_cross_entropy):
+                         // the one-kernel LM loss the builder emits (BuildOptions::cross_entropy):
                          // one pass over the logits forward, read and write of their size backward
                          "accel_sim::cross_entropy", "accel_sim::cross_entropy_backward"}) {
     t[op] = count_reduction;

@@ -141,11 +141,15 @@ StageBytes stage_bytes(const Graph& g, ReleasePolicy policy) {
   // casts: weight_copy_bytes), not per micro-batch in flight, and are not activations. (Which of
   // them the graph holds where depends on the recompute policy: without it the forward keeps
   // them for the backward's data gradients; under full recompute the forward frees them and the
-  // backward casts each layer's again.)
+  // backward casts each layer's again.) torchao's casts (Fp8Recipe::torchao) are not marked
+  // once_per_step: each lives from its cast to its GEMM, an activation like any other.
   std::vector<char> is_copy(storages.size(), 0);
   for (NodeId n = 0; n < node_count; ++n) {
     const Node& node = nodes[n];
-    if (node.op != "_to_copy" || node.inputs.empty() || node.outputs.empty()) continue;
+    if (node.op != "_to_copy" || node.inputs.empty() || node.outputs.empty() ||
+        !node.attr_bool("once_per_step", false)) {
+      continue;
+    }
     if (storages[g.tensor(node.inputs[0]).storage].kind != StorageKind::parameter) continue;
     const StorageId st = g.tensor(node.outputs[0]).storage;
     if (!is_copy[st] && n <= last_forward) s.weight_copy_bytes += static_cast<double>(storages[st].size_bytes);

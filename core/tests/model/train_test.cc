@@ -2,6 +2,7 @@
 // hand-worked FLOPs, bytes and collective counts.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -843,6 +844,25 @@ TEST(TrainTest, FusedGatedActivationKeepsGateAndUpOnly) {
                ConfigError);
 }
 
+// A Llama-style model for the loss tests (h = 256, vocab 1000, two layers): a training step at
+// b = 2, s = 128 (256 rows of logits) under the loss `loss`, no optimizer.
+Graph small_llama_loss_step(CrossEntropy loss) {
+  ModelSpec m{.name = "small-llama", .hidden_size = 256, .num_heads = 8, .num_kv_heads = 2,
+              .head_dim = 32, .ffn_size = 704, .vocab_size = 1000, .max_position_embeddings = 512};
+  m.num_layers = 2;
+  return build_graph(m, {.phase = Phase::train, .batch = 2, .seq = 128, .optimizer = Optimizer::none,
+                         .cross_entropy = loss});
+}
+
+// The first node running `op`.
+NodeId node_of(const Graph& g, const char* op) {
+  for (NodeId i = 0; i < static_cast<NodeId>(g.nodes().size()); ++i) {
+    if (g.node(i).op == op) return i;
+  }
+  ADD_FAILURE() << "no " << op;
+  return NodeId{0};
+}
+
 TEST(TrainTest, FusedCrossEntropyReadsTheSixteenBitLogitsOnce) {
   // A Llama-style model (h = 256, vocab 1000), b = 2, s = 128: 256 rows of bf16 logits,
   // 256 x 1000 x 2 = 512,000 bytes. The fused loss reads them and the int64 labels (2,048 bytes)
@@ -851,14 +871,7 @@ TEST(TrainTest, FusedCrossEntropyReadsTheSixteenBitLogitsOnce) {
   // No fp32 tensor of the logits' size is made: where the upcast loss keeps an fp32 log-softmax
   // (1,024,000 bytes) for its backward, the fused one keeps the bf16 logits (512,000), so the
   // fused step peaks at least 512,000 bytes lower.
-  ModelSpec m{.name = "small-llama", .hidden_size = 256, .num_heads = 8, .num_kv_heads = 2,
-              .head_dim = 32, .ffn_size = 704, .vocab_size = 1000, .max_position_embeddings = 512};
-  m.num_layers = 2;
-  auto step = [&](bool fused) {
-    return build_graph(m, {.phase = Phase::train, .batch = 2, .seq = 128, .optimizer = Optimizer::none,
-                           .fused_cross_entropy = fused});
-  };
-  const Graph g = step(true);
+  const Graph g = small_llama_loss_step(CrossEntropy::fused);
   int forward = 0, backward = 0;
   for (const Node& n : g.nodes()) {
     EXPECT_NE(n.op, "_log_softmax");
@@ -880,22 +893,95 @@ TEST(TrainTest, FusedCrossEntropyReadsTheSixteenBitLogitsOnce) {
     const bool logits_sized = t.shape == std::vector<int64_t>{256, 1000};
     EXPECT_FALSE(t.dtype == DType::fp32 && logits_sized);
   }
-  const Graph upcast = step(false);
+  const Graph upcast = small_llama_loss_step(CrossEntropy::upcast);
   EXPECT_EQ(count(upcast, "_log_softmax", Pass::forward), 1);
   // At the loss (the step's peak is at its end, where every gradient is live), beside the same
   // rest: the upcast loss's fp32 log-softmax (1,024,000) and nll_loss's total_weight (4) against
   // the fused loss's bf16 logits (512,000) and log-sum-exp (1,024).
   auto at_loss = [](const Graph& graph, const char* loss) {
-    const MemoryProfile p = compute_memory_profile(graph);
-    for (NodeId i = 0; i < static_cast<NodeId>(graph.nodes().size()); ++i) {
-      if (graph.node(i).op == loss) return p.live_bytes_after[i];
-    }
-    ADD_FAILURE() << "no " << loss;
-    return int64_t{0};
+    return compute_memory_profile(graph).live_bytes_after[node_of(graph, loss)];
   };
   EXPECT_EQ(at_loss(upcast, "nll_loss_forward") - at_loss(g, "accel_sim::cross_entropy"),
             1024000 + 4 - 512000 - 1024);
-  EXPECT_THROW(build_graph(m, {.phase = Phase::prefill, .seq = 8, .fused_cross_entropy = true}), ConfigError);
+  ModelSpec m{.name = "small-llama", .hidden_size = 256, .num_heads = 8, .num_kv_heads = 2,
+              .head_dim = 32, .ffn_size = 704, .vocab_size = 1000, .max_position_embeddings = 512};
+  EXPECT_THROW(build_graph(m, {.phase = Phase::prefill, .seq = 8, .cross_entropy = CrossEntropy::fused}), ConfigError);
+}
+
+TEST(TrainTest, HfBertTakesItsMaskedLmLossInTheLogitsDtypeUnlessAutocastUpcasts) {
+  // BertForMaskedLM calls CrossEntropyLoss on its prediction scores as they are: a bf16 step
+  // under HF's eager kernels has a bf16 log-softmax and no fp32 tensor of the logits' size
+  // (2 x 64 rows x 1,000); with master weights (autocast) the loss is upcast as a causal LM's.
+  ModelSpec bert{.name = "small-bert", .family = "bert", .causal = false, .hidden_size = 64,
+                 .num_layers = 1, .num_heads = 4, .num_kv_heads = 4, .head_dim = 16,
+                 .ffn_size = 256, .vocab_size = 1000, .max_position_embeddings = 128,
+                 .activation = Activation::gelu, .gated_ffn = false, .norm = NormKind::layer_norm,
+                 .rotary = false, .learned_positions = true, .post_norm = true,
+                 .type_vocab_size = 2, .embedding_norm = true, .final_norm = false,
+                 .lm_head_transform = true, .lm_head_bias = true, .tied_embeddings = true,
+                 .qkv_bias = true, .output_bias = true, .ffn_bias = true};
+  auto fp32_logits = [](const Graph& g) {
+    int n = 0;
+    for (const TensorMeta& t : g.tensors()) n += t.dtype == DType::fp32 && t.shape == std::vector<int64_t>{128, 1000};
+    return n;
+  };
+  auto log_softmax_dtype = [](const Graph& g) {
+    for (const Node& n : g.nodes()) {
+      if (n.op == "_log_softmax") return g.tensor(n.outputs[0]).dtype;
+    }
+    ADD_FAILURE() << "no _log_softmax";
+    return DType::fp32;
+  };
+  const Graph own = build_graph(bert, {.phase = Phase::train, .batch = 2, .seq = 64, .kernels = KernelStyle::hf_eager,
+                                       .optimizer = Optimizer::none, .master_weights = false});
+  EXPECT_EQ(log_softmax_dtype(own), DType::bf16);
+  EXPECT_EQ(fp32_logits(own), 0);
+  const Graph amp = build_graph(bert, {.phase = Phase::train, .batch = 2, .seq = 64, .kernels = KernelStyle::hf_eager,
+                                       .optimizer = Optimizer::none, .master_weights = true});
+  EXPECT_EQ(log_softmax_dtype(amp), DType::fp32);
+  EXPECT_GT(fp32_logits(amp), 0);
+}
+
+TEST(TrainTest, TheUpcastLossHoldsThreeFp32LogitsAtItsBackwardMegatronsOne) {
+  // The same model and shape: 256 rows x 1,000 logits, 512,000 bytes in bf16, 1,024,000 in fp32.
+  // PyTorch's cross_entropy of logits.float(): the fp32 copy dies at the log-softmax, which keeps
+  // its fp32 output; the backward's nll_loss_backward writes an fp32 gradient of it (1,024,000)
+  // and _log_softmax_backward_data another (1,024,000) while the log-softmax is still read:
+  // 2,048,000 bytes more live there than after the forward's loss. Megatron-LM's
+  // vocab-parallel loss keeps its fp32 softmax and writes the gradient over it: nothing of the
+  // logits' size is allocated in its backward, and the forward's copy is its only fp32 tensor of
+  // that size.
+  auto fp32_logit_storages = [](const Graph& g) {
+    std::set<StorageId> s;
+    for (const TensorMeta& t : g.tensors()) {
+      if (t.dtype == DType::fp32 && t.shape == std::vector<int64_t>{256, 1000}) s.insert(t.storage);
+    }
+    return s.size();
+  };
+  const Graph upcast = small_llama_loss_step(CrossEntropy::upcast);
+  const MemoryProfile up = compute_memory_profile(upcast);
+  const NodeId cast = node_of(upcast, "_to_copy"), lsb = node_of(upcast, "_log_softmax_backward_data");
+  EXPECT_EQ(upcast.node(cast).pass, Pass::forward);
+  EXPECT_EQ(count_op(upcast, upcast.node(cast)).bytes_written, 1024000);
+  // Give or take a few scalars (the loss's dy; nll_loss's total weight, which its backward reads
+  // last).
+  const int64_t grown = up.live_bytes[lsb] - up.live_bytes_after[node_of(upcast, "nll_loss_forward")];
+  EXPECT_GE(grown, 2048000 - 16);
+  EXPECT_LE(grown, 2048000 + 16);
+  EXPECT_EQ(fp32_logit_storages(upcast), 4u);  // the copy, the log-softmax, the two gradients
+
+  const Graph megatron = small_llama_loss_step(CrossEntropy::vocab_parallel);
+  const MemoryProfile mp = compute_memory_profile(megatron);
+  const NodeId loss = node_of(megatron, "accel_sim::cross_entropy");
+  const NodeId back = node_of(megatron, "accel_sim::cross_entropy_backward");
+  EXPECT_EQ(count_op(megatron, megatron.node(loss)).bytes_read, 1024000 + 2048);  // the fp32 copy, the labels
+  const int64_t held = mp.live_bytes[back] - mp.live_bytes_after[loss];
+  EXPECT_GE(held, -16);
+  EXPECT_LE(held, 16);
+  EXPECT_EQ(fp32_logit_storages(megatron), 1u);
+  // After its forward the loss holds the copy (1,024,000) and the rows' log-sum-exp (1,024)
+  // where the upcast loss holds its log-softmax (1,024,000) and nll_loss's total weight (4).
+  EXPECT_EQ(mp.live_bytes_after[loss] - up.live_bytes_after[node_of(upcast, "nll_loss_forward")], 1024 - 4);
 }
 
 TEST(TrainTest, Fp8ParametersAndWeightDtypeGradients) {

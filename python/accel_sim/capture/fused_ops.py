@@ -4,7 +4,7 @@ Libraries such as Liger-Kernel and Megatron-Core replace chains of PyTorch kerne
 Triton or CUDA kernel: the gated activation of a SwiGLU/GeGLU MLP and the language-model
 cross-entropy. A module that calls these ops (torch.ops.accel_sim.*) is captured with one node
 per kernel, named as the builder names them (core/src/model/builder.cc with
-BuildOptions::fused_gated_activation and fused_cross_entropy), so one op catalogue entry costs
+BuildOptions::fused_gated_activation and cross_entropy), so one op catalogue entry costs
 both a built model and a captured one:
 
 - `accel_sim::gated_activation(gate, up, activation)`: activation(gate) * up in one pass (reads

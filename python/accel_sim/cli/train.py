@@ -236,7 +236,7 @@ def apply_training_stack(stack: Any, base: Any, options: Any, architecture: str,
     base.eager_attention = kernel == "eager"
     base.fused_gated_activation = t.fused_gated_activation
     base.eager_norm = t.eager_norm
-    base.fused_cross_entropy = t.fused_cross_entropy
+    base.cross_entropy = getattr(_core.CrossEntropy, t.cross_entropy)
     base.fp8_parameters = base.fp8_gemms and t.fp8_parameters
     base.fp8_recipe = getattr(_core.Fp8Recipe, FP8_RECIPES_IN_CORE[t.fp8]) if t.fp8 != "none" else _core.Fp8Recipe.transformer_engine
     base.gradients_in_weight_dtype = base.master_weights and t.gradients_in_weight_dtype
@@ -293,7 +293,7 @@ def stack_builder_choices(name: str, degrees: dict[str, list[int]], kernels: str
     return stack, {"fused_gated_activation": t.fused_gated_activation and kernels == "fused",
                    "fp8_recipe": FP8_RECIPES_IN_CORE.get(t.fp8, "transformer_engine"),
                    "eager_norm": t.eager_norm,
-                   "fused_cross_entropy": t.fused_cross_entropy and train,
+                   "cross_entropy": t.cross_entropy if train else "upcast",
                    "optimizer_impl": t.optimizer_impl_for(optimizer) if train else "fused"}
 
 

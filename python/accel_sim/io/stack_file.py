@@ -43,6 +43,8 @@ ATTENTION_KERNELS = tuple(m.name for m in _core.AttentionImpl)
 FP8_RECIPES = ("transformer-engine", "torchao", "none")
 # How the stack's AdamW/Adam/SGD step runs, as the core names it (OptimizerImpl).
 OPTIMIZER_IMPLS = tuple(m.name for m in _core.OptimizerImpl)
+# How the LM loss runs (builder.h CrossEntropy).
+CROSS_ENTROPY = tuple(m.name for m in _core.CrossEntropy)
 # How the stack lays out LoRA adapters (BuildOptions::lora_shared_input), or none when it has none.
 LORA_LAYOUTS = ("fused", "per_projection", "none")
 # What `--recompute selective` runs under the stack (the core's Recompute): Megatron-LM's
@@ -55,7 +57,7 @@ _TRAINING_FIELDS = {
     "attention": "a mapping of sm_NN (or default) to an attention kernel",
     "gated_activation": "fused or unfused",
     "norm": "how its RMSNorm runs: fused (one kernel each way) or eager (the op sequence)",
-    "cross_entropy": "fused or upcast",
+    "cross_entropy": "upcast, fused or vocab_parallel",
     "tp_comm_overlap": "true or false, or a mapping of sm_NN (or default) to true or false",
     "fp8": "the fp8 recipe (transformer-engine, torchao or none)",
     "fp8_weight_cache": "true or false",
@@ -107,7 +109,7 @@ class TrainingStack:
     attention: dict[str, str]
     fused_gated_activation: bool
     eager_norm: bool
-    fused_cross_entropy: bool
+    cross_entropy: str  # builder.h CrossEntropy: upcast, fused or vocab_parallel
     tp_comm_overlap: dict[str, bool]
     fp8: str
     fp8_weight_cache: bool
@@ -257,8 +259,8 @@ def _training(data: Any, where: str, sources: dict[str, str]) -> TrainingStack:
     if norm not in ("fused", "eager"):
         raise UsageError(f"{at}: 'norm' must be fused or eager, got {norm!r}")
     loss = fields.text(t["cross_entropy"], at, "cross_entropy")
-    if loss not in ("fused", "upcast"):
-        raise UsageError(f"{at}: 'cross_entropy' must be fused or upcast, got {loss!r}")
+    if loss not in CROSS_ENTROPY:
+        raise UsageError(f"{at}: 'cross_entropy' must be one of {', '.join(CROSS_ENTROPY)}, got {loss!r}")
     fp8 = fields.text(t["fp8"], at, "fp8")
     if fp8 not in FP8_RECIPES:
         raise UsageError(f"{at}: 'fp8' must be one of {', '.join(FP8_RECIPES)}, got {fp8!r}")
@@ -290,7 +292,7 @@ def _training(data: Any, where: str, sources: dict[str, str]) -> TrainingStack:
         raise UsageError(f"{at}: tp_comm_overlap needs tensor_parallel")
     return TrainingStack(attention=attention, tp_comm_overlap=tp_overlap, fused_gated_activation=gated == "fused",
                          eager_norm=norm == "eager",
-                         fused_cross_entropy=loss == "fused", fp8=fp8,
+                         cross_entropy=loss, fp8=fp8,
                          gradients_in_weight_dtype=grads == "weight", optimizer_impl=optimizer, lora=lora,
                          selective_recompute=selective, zero=zero, zero_stages=stages, **flag)
 
