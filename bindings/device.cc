@@ -59,6 +59,7 @@ void bind_device(nb::module_& m) {
       .def_rw("num_compute_units", &DeviceSpec::num_compute_units)
       .def_rw("clock_hz", &DeviceSpec::clock_hz)
       .def_rw("l2_cache_bytes", &DeviceSpec::l2_cache_bytes)
+      .def_rw("special_function_ops_per_clock", &DeviceSpec::special_function_ops_per_clock)
       .def_rw("tdp_w", &DeviceSpec::tdp_w)
       .def_rw("price_usd_per_hour", &DeviceSpec::price_usd_per_hour)
       .def_rw("kernel", &DeviceSpec::kernel)

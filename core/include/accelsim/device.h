@@ -121,6 +121,10 @@ struct DeviceSpec {
   double runtime_reserved_bytes = 512.0 * 1024 * 1024;
   int num_compute_units = 0;              // SMs / CUs / cores; 0 = unknown
   double clock_hz = 0.0;
+  // Special-function results (exp2, log2, reciprocal: the softmax's exponentials) per clock per
+  // compute unit; 0 = unknown. Fused attention's softmax costs matrix time in proportion to the
+  // matrix rate over this rate (kernel.cc, softmax_head_dims).
+  double special_function_ops_per_clock = 0.0;
   double l2_cache_bytes = 0.0;
   double tdp_w = 0.0;
   double price_usd_per_hour = 0.0;  // 0 = unknown

@@ -103,9 +103,22 @@ double gemm_time(const GemmDims& d, double peak, double bandwidth, int units, do
 // The softmax of each score (max, exp, sum, rescale) runs on the special-function units beside
 // the matmuls: H100 SXM5 has 989 TFLOPS of fp16 matmul but 3.9 TFLOPS of exp (FlashAttention-3,
 // Shah et al. 2024, sec. 3), so one exp costs as much time as 989 / 3.9 / 4 = 63 head-dim units of
-// the 4 d matmul FLOPs per score. Kernel efficiencies are calibrated at head dim 128; other head
-// dims scale by (1 + 63/d) / (1 + 63/128).
+// the 4 d matmul FLOPs per score. A device that states its special-function rate
+// (DeviceSpec::special_function_ops_per_clock) gets its own ratio, fp16 matrix FLOPs per clock per
+// unit / that rate / 4 (device_softmax_head_dims): NVIDIA SMs from Maxwell to Blackwell issue 16 exp2 a
+// clock (CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table), so an A100 SM's
+// 2,048 fp16 FLOPs a clock give 32, an H100's 4,096 give 64 (3.87 TFLOPS of exp at 1.83 GHz, the
+// paper's 3.9). The others keep H100's 63. Kernel efficiencies are calibrated at head dim 128;
+// other head dims scale by (1 + r/d) / (1 + r/128).
 constexpr double kSoftmaxHeadDims = 63.0;
+
+// The head-dim units of matmul time one score's softmax costs on `device` at its fp16 matrix rate
+// (see kSoftmaxHeadDims). A clock override scales both rates alike.
+double device_softmax_head_dims(const DeviceSpec& device) {
+  const double special = device.special_function_ops_per_clock * device.num_compute_units * device.clock_hz;
+  if (special <= 0 || device.fp16_matrix_flops_per_s <= 0) return kSoftmaxHeadDims;
+  return device.fp16_matrix_flops_per_s / special / 4.0;
+}
 // The backward recomputes each score's exp once against five matmuls (10 d FLOPs per score) where
 // the forward runs two (4 d): the exp weighs 4/10 as much per FLOP (FlashAttention-2, Dao 2023,
 // sec. 3.2).
@@ -114,8 +127,8 @@ constexpr double kBackwardSoftmaxShare = 4.0 / 10.0;
 constexpr int64_t kDecodeQueries = 16;
 
 // Seconds for a fused attention kernel.
-// `softmax_head_dims`: kSoftmaxHeadDims scaled by the matrix rate of the kernel's dtype over the
-// fp16 rate (the exp units do not speed up with fp8 matmuls). `block_overhead`: the fixed time of
+// `softmax_head_dims`: the device's (device_softmax_head_dims) scaled by the matrix rate of the
+// kernel's dtype over the fp16 rate (the exp units do not speed up with fp8 matmuls). `block_overhead`: the fixed time of
 // each wave of query blocks (load Q, initialise, normalise and store O and the log-sum-exp).
 double attention_time(const OpCount& c, double peak, double bandwidth, int units,
                       double softmax_head_dims, double block_overhead) {
@@ -248,8 +261,8 @@ OpCost KernelCostModel::cost(const OpCount& count, const DeviceSpec& device,
     if (options.attention_impl == AttentionImpl::flash1) efficiency *= kFlash1OverFlash2;
     const double sustained = c.peak_flops_per_s * efficiency;
     const double fp16_rate = device.fp16_matrix_flops_per_s * clock_scale;
-    double softmax = fp8 && fp16_rate > 0 ? kSoftmaxHeadDims * c.peak_flops_per_s / fp16_rate
-                                          : kSoftmaxHeadDims;
+    const double exp_units = device_softmax_head_dims(device);
+    double softmax = fp8 && fp16_rate > 0 ? exp_units * c.peak_flops_per_s / fp16_rate : exp_units;
     const AttentionDims& a = count.attention;
     double block_overhead = tile_overhead;
     double side_kernels = 0.0;

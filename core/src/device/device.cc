@@ -127,6 +127,7 @@ void DeviceSpec::validate() const {
       {"runtime_reserved_bytes", runtime_reserved_bytes},
       {"clock_hz", clock_hz},
       {"l2_cache_bytes", l2_cache_bytes},
+      {"special_function_ops_per_clock", special_function_ops_per_clock},
       {"tdp_w", tdp_w},
       {"kernel.sustained_clock_power_w", kernel.sustained_clock_power_w},
       {"kernel.gemm_tile_overhead_s", kernel.gemm_tile_overhead_s},

@@ -112,6 +112,37 @@ TEST(KernelModelTest, StreamingKernelIsFloorPlusBytesOrWaitsForTheHost) {
   EXPECT_THROW(estimate_kernel(q, d, "kernel", no_launch()), ConfigError);
 }
 
+TEST(KernelModelTest, TheSoftmaxCostsWhatTheDevicesSpecialFunctionUnitsMakeOfIt) {
+  // 100 compute units at 1 GHz issuing 16 exp2 a clock: 1.6e12 exponentials a second against
+  // 100 TFLOP/s of fp16 matmul, so one score's softmax is worth 100e12 / 1.6e12 / 4 = 15.625
+  // head-dim units, not H100's 63: head dim 64 costs (1 + 15.625/64) / (1 + 15.625/128) of head
+  // dim 128 per FLOP (the 128 CTAs of both shapes run in the same two waves).
+  DeviceSpec d = ideal_device(100);
+  d.memory_bandwidth_bytes_per_s = 1e18;
+  d.clock_hz = 1e9;
+  d.special_function_ops_per_clock = 16;
+  auto per_flop = [&](int64_t head_dim, DType dtype, CostOptions o) {
+    KernelQuery q{.kind = KernelKind::attention, .dtype = dtype, .batch = 2, .heads = 8, .seq_q = 1024,
+                  .seq_k = 1024, .head_dim = head_dim};
+    const KernelEstimate e = estimate_kernel(q, d, "kernel", o);
+    return e.time_s / e.flops;
+  };
+  const double ratio = (1.0 + 15.625 / 64) / (1.0 + 15.625 / 128);
+  EXPECT_NEAR(per_flop(64, DType::bf16, no_launch()) / per_flop(128, DType::bf16, no_launch()), ratio, 1e-12);
+  // A clock override slows the matmuls and the exponentials alike: the ratio holds.
+  CostOptions slow = no_launch();
+  slow.clock_hz = 0.5e9;
+  EXPECT_NEAR(per_flop(64, DType::bf16, slow) / per_flop(128, DType::bf16, slow), ratio, 1e-12);
+  // fp8 matmuls at twice the fp16 rate: 31.25 units.
+  d.fp8_matrix_flops_per_s = 200e12;
+  EXPECT_NEAR(per_flop(64, DType::fp8_e4m3, no_launch()) / per_flop(128, DType::fp8_e4m3, no_launch()),
+              (1.0 + 31.25 / 64) / (1.0 + 31.25 / 128), 1e-12);
+  // Without the rate (or without units or a clock) the device keeps H100's 63.
+  d.special_function_ops_per_clock = 0;
+  EXPECT_NEAR(per_flop(64, DType::bf16, no_launch()) / per_flop(128, DType::bf16, no_launch()),
+              (127.0 / 64) / (191.0 / 128), 1e-12);
+}
+
 TEST(KernelModelTest, AttentionScalesWithHeadDimAndClock) {
   // With no compute units (no wave quantization) attention is its FLOPs at the sustained rate,
   // times (1 + 63/d) / (1 + 63/128) for the softmax's exp work: head dim 64 costs

@@ -45,6 +45,7 @@ BOUNDS = {
     "compute_units": (0.0, None, 1e7),
     "clock_mhz": (0.0, None, 1e5),
     "l2_cache_mib": (0.0, None, 1e6),
+    "special_function_ops_per_clock": (0.0, None, 1e6),
     "tdp_w": (0.0, None, 1e6),
     "kernel_launch_overhead_us": (0.0, None, 1e6),
     "runtime_reserved_mib": (0.0, None, 1e9),
@@ -142,6 +143,7 @@ def parse_device(data: Any, where: str, expected_id: str | None = None) -> Devic
     spec.num_compute_units = int(number.get("compute_units", 0))
     spec.clock_hz = number.get("clock_mhz", 0.0) * 1e6
     spec.l2_cache_bytes = number.get("l2_cache_mib", 0.0) * _MIB
+    spec.special_function_ops_per_clock = number.get("special_function_ops_per_clock", 0.0)
     spec.tdp_w = number.get("tdp_w", 0.0)
     spec.price_usd_per_hour = number.get("price_usd_per_hour", 0.0)
     _read_kernel_constants(spec, data, where)
