@@ -123,6 +123,9 @@ def test_torchaos_float8_casts_every_linear_and_keeps_the_sixteen_bit_inputs():
             "--seq", "4096", "--global-batch", "8", "--stack", "torchtitan", "--json"]
     plain, overlapped = (json.loads(run_cli(*base, *extra).stdout) for extra in ((), ("--tp-overlap",)))
     assert overlapped["step_s"] < plain["step_s"]
+    # Without sequence parallelism there are no TP all-gathers and reduce-scatters to overlap.
+    no_sp = run_cli(*[a for a in base if a != "--sp"], "--tp-overlap")
+    assert no_sp.returncode == 2 and "--tp-overlap overlaps the TP all-gathers" in no_sp.stderr
 
 
 def test_the_stack_sets_the_default_zero_stage():

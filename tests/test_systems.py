@@ -207,7 +207,7 @@ def test_published_training_runs_are_reported():
     # parameters, bf16 gradient buffers; llm-foundry: the fused loss on bf16 logits; torchtitan:
     # its op-level checkpointing) none may be said not to fit, but one: torchtitan's Llama 2 13B
     # without checkpointing on A100 80GB, whose eager RMSNorm keeps an fp32 copy of each norm's
-    # input, comes to 80.3 GiB where the GPU holds 80 (README: training runs).
+    # input, comes to 80.8 GiB where the GPU holds 80 (README: training runs).
     assert [r["id"] for r in runs if r["reason"]] == ["t206"]
     # Every other training row of the calibration set is listed with its reason or is the samples/s
     # of a training-memory row's run (HF's V100 study: one row each): the runs, those and the

@@ -97,9 +97,9 @@ enum class Fp8Recipe : uint8_t { transformer_engine, torchao };
 //                   backward writes the fp32 gradient of the log-softmax and of its input, then
 //                   casts it to the logits' dtype: three fp32 tensors of the logits' size live
 //                   at once at the backward's start. Logits already in fp32 are not copied;
-//                   under HF's eager kernels BERT's masked-LM head, which calls CrossEntropyLoss
-//                   on its logits as they are, takes the loss in their dtype unless autocast
-//                   (master weights) upcasts it.
+//                   under HF's eager kernels an encoder's masked-LM head (a model that is not
+//                   causal: BERT's), which calls CrossEntropyLoss on its logits as they are,
+//                   takes the loss in their dtype unless autocast (master weights) upcasts it.
 //   fused           one kernel on the logits in their own (16-bit) dtype, op
 //                   accel_sim::cross_entropy, keeping the logits and each row's log-sum-exp (fp32)
 //                   for its backward, accel_sim::cross_entropy_backward, which writes the logits'

@@ -1433,11 +1433,11 @@ class Builder {
       const int64_t rows = e_.shape(logits)[0];
       const int64_t vocab = e_.shape(logits)[1];
       // The upcast losses take 16-bit logits to fp32 first (CrossEntropy), and the 16-bit logits
-      // die there, as torchtitan's training step deletes them before the backward. HF's BERT
-      // masked-LM head calls CrossEntropyLoss on its logits as they are (BertForMaskedLM.forward):
-      // under HF's eager kernels and without autocast (master weights) the loss runs in their
-      // dtype.
-      const bool own_dtype = o_.cross_entropy == CrossEntropy::upcast && eager_ && m_.family == "bert" &&
+      // die there, as torchtitan's training step deletes them before the backward. An HF
+      // encoder's masked-LM head (a model that is not causal: BertForMaskedLM.forward) calls
+      // CrossEntropyLoss on its logits as they are, where causal LMs' ForCausalLMLoss upcasts:
+      // under HF's eager kernels and without autocast (master weights) it runs in their dtype.
+      const bool own_dtype = o_.cross_entropy == CrossEntropy::upcast && eager_ && !m_.causal &&
                              !o_.master_weights;
       if (o_.cross_entropy != CrossEntropy::fused && !own_dtype && e_.dtype(logits) != DType::fp32) {
         logits = e_.op("_to_copy", {logits}, {rows, vocab}, DType::fp32);

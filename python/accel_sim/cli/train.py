@@ -15,8 +15,6 @@ from accel_sim.report.json_report import SCHEMA_VERSION
 
 PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8-mixed", "bf16", "fp16", "fp32")
 RECOMPUTE = RECOMPUTE_POLICIES
-# A stack's fp8 recipe (training.fp8) as the core names it (builder.h Fp8Recipe).
-FP8_RECIPES_IN_CORE = {"transformer-engine": "transformer_engine", "torchao": "torchao"}
 # The blocks' linears a LoRA adapter can sit beside (the core's kLoraTargets).
 LORA_TARGETS = tuple(_core.LORA_TARGETS)
 
@@ -238,7 +236,7 @@ def apply_training_stack(stack: Any, base: Any, options: Any, architecture: str,
     base.eager_norm = t.eager_norm
     base.cross_entropy = getattr(_core.CrossEntropy, t.cross_entropy)
     base.fp8_parameters = base.fp8_gemms and t.fp8_parameters
-    base.fp8_recipe = getattr(_core.Fp8Recipe, FP8_RECIPES_IN_CORE[t.fp8]) if t.fp8 != "none" else _core.Fp8Recipe.transformer_engine
+    base.fp8_recipe = getattr(_core.Fp8Recipe, t.fp8_recipe_in_core())
     base.gradients_in_weight_dtype = base.master_weights and t.gradients_in_weight_dtype
     base.optimizer_impl = getattr(_core.OptimizerImpl, t.optimizer_impl_for(base.optimizer.name))
     base.lora_shared_input = base.lora_rank > 0 and t.lora == "fused"
@@ -291,7 +289,7 @@ def stack_builder_choices(name: str, degrees: dict[str, list[int]], kernels: str
     t = stack.training
     train = phase == "train"
     return stack, {"fused_gated_activation": t.fused_gated_activation and kernels == "fused",
-                   "fp8_recipe": FP8_RECIPES_IN_CORE.get(t.fp8, "transformer_engine"),
+                   "fp8_recipe": t.fp8_recipe_in_core(),
                    "eager_norm": t.eager_norm,
                    "cross_entropy": t.cross_entropy if train else "upcast",
                    "optimizer_impl": t.optimizer_impl_for(optimizer) if train else "fused"}
@@ -380,6 +378,9 @@ def train_estimate(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
                                 args.device_file)
     _refuse_layout_flags(args)
     run = run_inputs(args, entry)
+    if args.tp_overlap and not (args.tp > 1 and args.sp):  # after run_inputs: a stack without TP says so first
+        raise UsageError("--tp-overlap overlaps the TP all-gathers and reduce-scatters of sequence parallelism "
+                         "with their GEMMs; this run has none (it needs --tp above 1 and --sp)")
     refuse_device_files_no_run_uses(args, [run])
     layout = _core.ParallelLayout()
     for name in ("tp", "pp", "dp", "cp", "ep"):

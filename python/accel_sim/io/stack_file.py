@@ -131,6 +131,11 @@ class TrainingStack:
         compute capability (sm_90), or its default."""
         return _for_architecture(self.attention, architecture)
 
+    def fp8_recipe_in_core(self) -> str:
+        """The stack's fp8 recipe as the core names it (builder.h Fp8Recipe); Transformer Engine's
+        where it has none (fp8 GEMMs are refused there, so the choice builds nothing)."""
+        return "torchao" if self.fp8 == "torchao" else "transformer_engine"
+
     def optimizer_impl_for(self, optimizer: str) -> str:
         """How the stack runs `optimizer` (OptimizerImpl's name): its own implementation for
         torch.optim's AdamW, Adam and SGD; Adafactor and 8-bit Adam run their own kernels (fused)."""
