@@ -202,6 +202,7 @@ void bind_simulate(nb::module_& m) {
       .def_ro("tflops_per_gpu", &TrainingEstimate::tflops_per_gpu)
       .def_ro("mfu", &TrainingEstimate::mfu)
       .def_ro("memory_per_gpu_bytes", &TrainingEstimate::memory_per_gpu_bytes)
+      .def_ro("reserved_per_gpu_bytes", &TrainingEstimate::reserved_per_gpu_bytes)
       .def_ro("fits", &TrainingEstimate::fits);
   m.def(
       "estimate_training",

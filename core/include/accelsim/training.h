@@ -123,6 +123,12 @@ struct TrainingEstimate {
   double mfu = 0.0;
   double memory_per_gpu_bytes = 0.0;
   double activation_bytes = 0.0;  // of memory_per_gpu_bytes: the activations of the chunks in flight
+  // memory_per_gpu_bytes as PyTorch's caching allocator reserves it (torch.cuda's
+  // max_memory_reserved plus the runtime's reserve): the peak stage's activations replayed
+  // through the allocator keep the free blocks of their segments
+  // (StageProfile::allocator_slack_bytes). What must fit is memory_per_gpu_bytes (the allocator frees its cached
+  // segments and retries before it fails); this is what a run's reserved-memory log shows.
+  double reserved_per_gpu_bytes = 0.0;
   bool fits = false;
   double clock_hz = 0.0;  // the core clock the kernels were costed at (training_clock_hz); 0: the device's
 };
@@ -165,6 +171,11 @@ struct StageProfile {
   double input_saved_bytes = 0.0;
   double head_saved_bytes = 0.0;
   PerLayer body_peak_activation_bytes;
+  // How much more than peak_activation_bytes (body_: body_peak_activation_bytes) PyTorch's
+  // caching allocator reserves for one micro-batch: its free blocks that a later, larger request
+  // could not reuse, from replaying the two-layer stage's requests (replay_caching_allocator).
+  // Taken as constant in depth: a layer's freed blocks serve the next layer's same-size requests.
+  double allocator_slack_bytes = 0.0, body_allocator_slack_bytes = 0.0;
   double model_flops = 0.0;  // the whole model's, one micro-batch (SimulationResult::model_flops)
   double reference_peak_flops_per_s = 0.0;
 };

@@ -86,6 +86,13 @@ struct StageBytes {
   // of every parameter), apart from peak_activation_bytes: the step runs once, after every
   // micro-batch, over the parameters this rank updates.
   double optimizer_peak_bytes = 0;
+  // The same micro-batch's activations replayed through PyTorch's caching allocator
+  // (replay_caching_allocator, memory.h): how much more than peak_activation_bytes it reserves
+  // from the driver and keeps (torch.cuda.max_memory_reserved), the free blocks a later, larger
+  // request could not reuse (the loss's logits-sized tensors beside the layers' smaller ones).
+  // Not a per-layer quantity: each layer's blocks are reused by the next layer's requests of
+  // the same sizes, so it is taken as it is, not brought to a mean layer.
+  double allocator_slack_bytes = 0;
 };
 
 // A stage graph's times on the device, for the linear stage profile.
@@ -190,6 +197,32 @@ StageBytes stage_bytes(const Graph& g, ReleasePolicy policy) {
     live -= dead[n];
     step_live -= step_dead[n];
   }
+  // The same activations, request by request in node order (each node's new storages, then
+  // those it was the last to use), through the caching allocator.
+  struct Event {
+    NodeId node;
+    bool free;
+    StorageId storage;
+  };
+  std::vector<Event> order;
+  for (size_t st = 0; st < storages.size(); ++st) {
+    if (first[st] == kNoNode || is_copy[st] || storages[st].kind != StorageKind::activation ||
+        storages[st].size_bytes <= 0 || nodes[first[st]].pass == Pass::optimizer) {
+      continue;
+    }
+    order.push_back({first[st], false, static_cast<StorageId>(st)});
+    if (last[st] < node_count) order.push_back({last[st], true, static_cast<StorageId>(st)});
+  }
+  std::sort(order.begin(), order.end(), [](const Event& a, const Event& b) {
+    return a.node != b.node ? a.node < b.node : a.free != b.free ? !a.free : a.storage < b.storage;
+  });
+  std::vector<AllocatorEvent> events;
+  events.reserve(order.size());
+  for (const Event& e : order) {
+    events.push_back({static_cast<int64_t>(e.storage), e.free ? 0 : storages[e.storage].size_bytes, !e.free});
+  }
+  s.allocator_slack_bytes =
+      std::max(0.0, static_cast<double>(replay_caching_allocator(events).peak_reserved_bytes) - s.peak_activation_bytes);
   return s;
 }
 
@@ -217,6 +250,7 @@ void require_physical(const TrainingEstimate& e) {
       {"mfu", e.mfu},
       {"memory_per_gpu_bytes", e.memory_per_gpu_bytes},
       {"activation_bytes", e.activation_bytes},
+      {"reserved_per_gpu_bytes", e.reserved_per_gpu_bytes},
   };
   for (const auto& [figure, value] : figures) require_non_negative(kWhere, figure, value);
 }
@@ -390,6 +424,9 @@ StageProfile profile_built_stage(const ModelSpec& model, const StageGraphs& s, c
   p.peak_activation_bytes = line(s0.peak_activation_bytes, s1.peak_activation_bytes);
   p.optimizer_peak_bytes = line(s0.optimizer_peak_bytes, s1.optimizer_peak_bytes);
   p.body_peak_activation_bytes = line(b0.peak_activation_bytes, b1.peak_activation_bytes);
+  // The deeper of the two stages' slack (s1, b1: two layers, or the one of a one-layer model).
+  p.allocator_slack_bytes = s1.allocator_slack_bytes;
+  p.body_allocator_slack_bytes = b1.allocator_slack_bytes;
   p.embedding = {.parameter_bytes = b0.parameter_bytes - p.parameter_bytes.per_layer,
                  .gradient_bytes = b0.gradient_bytes - p.gradient_bytes.per_layer,
                  .state_bytes = b0.state_bytes - p.state_bytes.per_layer,
@@ -607,28 +644,35 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   const double state_shard = l.zero >= 1 ? shard : 1.0;
   const double chunk_saved = p.saved_bytes.per_layer * per_chunk_layers;
   const double head_chunk_saved = chunk_saved + p.input_saved_bytes + p.head_saved_bytes;
-  auto stage_memory = [&](int64_t stage, double& activation) {
+  // `reserved`: the same stage's memory as the caching allocator reserves it, with the free
+  // blocks of the running chunk's segments (StageProfile::allocator_slack_bytes).
+  auto stage_memory = [&](int64_t stage, double& activation, double& reserved) {
     const bool first = stage == 0, last = stage == l.pp - 1;
     const StageState st = stage_state(first, last);
     const auto others = static_cast<double>(chunks_in_flight(stage) - 1);
     // The chunk whose backward runs holds its own peak: the head's on the last stage (its
     // backward starts at the loss), a chunk without the head elsewhere.
     const double own = last ? p.peak_activation_bytes.at(per_chunk) : p.body_peak_activation_bytes.at(per_chunk);
-    activation = others * (last && l.gpipe ? head_chunk_saved : chunk_saved) + std::max(0.0, own);
+    const double slack = std::max(0.0, last ? p.allocator_slack_bytes : p.body_allocator_slack_bytes);
+    const double kept = others * (last && l.gpipe ? head_chunk_saved : chunk_saved);
+    activation = kept + std::max(0.0, own);
     // The optimizer step runs after the last micro-batch's backward has freed its activations,
     // over this rank's share of the parameters (ZeRO >= 1: 1/(dp cp) of them): its temporaries
     // need the room only where they outgrow the activations.
     const double optimizer = p.optimizer_peak_bytes.at(n) / state_shard;
-    return st.params / param_shard + (l.zero >= 3 ? 2.0 * layer_params : 0.0) + st.grads / grad_shard +
-           (l.zero >= 2 ? layer_grads : 0.0) + st.states / state_shard + p.weight_copy_bytes.at(n) +
-           std::max(activation, optimizer);
+    const double resident = st.params / param_shard + (l.zero >= 3 ? 2.0 * layer_params : 0.0) +
+                            st.grads / grad_shard + (l.zero >= 2 ? layer_grads : 0.0) + st.states / state_shard +
+                            p.weight_copy_bytes.at(n);
+    reserved = resident + std::max(kept + std::max(0.0, own) + slack, optimizer);
+    return resident + std::max(activation, optimizer);
   };
-  double first_activation = 0.0, last_activation = 0.0;
-  const double first_memory = stage_memory(0, first_activation);
-  const double last_memory = stage_memory(l.pp - 1, last_activation);
+  double first_activation = 0.0, last_activation = 0.0, first_reserved = 0.0, last_reserved = 0.0;
+  const double first_memory = stage_memory(0, first_activation, first_reserved);
+  const double last_memory = stage_memory(l.pp - 1, last_activation, last_reserved);
   const bool first_peaks = first_memory >= last_memory;
   e.activation_bytes = first_peaks ? first_activation : last_activation;
   e.memory_per_gpu_bytes = (first_peaks ? first_memory : last_memory) + device.runtime_reserved_bytes;
+  e.reserved_per_gpu_bytes = std::max(first_reserved, last_reserved) + device.runtime_reserved_bytes;
   require_physical(e);
   e.fits = e.memory_per_gpu_bytes <= device.memory_bytes;
   e.feasible = e.fits;

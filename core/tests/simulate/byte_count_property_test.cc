@@ -222,13 +222,15 @@ void check_simulation(const SimulationResult& r, const DeviceSpec& d, const std:
 }
 
 void check_training(const TrainingEstimate& e, const DeviceSpec& d, const std::string& what) {
-  for (double v : {e.memory_per_gpu_bytes, e.activation_bytes, e.step_s, e.compute_s, e.tp_comm_s, e.bubble_s,
+  for (double v : {e.memory_per_gpu_bytes, e.reserved_per_gpu_bytes, e.activation_bytes, e.step_s, e.compute_s, e.tp_comm_s, e.bubble_s,
                    e.pp_comm_s, e.dp_comm_s, e.optimizer_s, e.forward_s, e.backward_s, e.tokens_per_s,
                    e.model_flops, e.tflops_per_gpu, e.mfu}) {
     ASSERT_TRUE(bytes_ok(v)) << what << ": " << v << " (" << e.reason << ")";
   }
   if (e.micro_batches == 0) return;  // infeasible before composing: nothing to check
   ASSERT_GE(e.memory_per_gpu_bytes, e.activation_bytes + d.runtime_reserved_bytes) << what;
+  // The allocator reserves at least what is live.
+  ASSERT_GE(e.reserved_per_gpu_bytes, e.memory_per_gpu_bytes) << what;
   ASSERT_EQ(e.fits, e.memory_per_gpu_bytes <= d.memory_bytes) << what;
   if (e.feasible) ASSERT_TRUE(e.fits) << what;
 }

@@ -270,6 +270,29 @@ TEST(TrainingTest, InterleavingKeepsMoreMicroBatchesInFlight) {
   EXPECT_NEAR(inter.activation_bytes - plain.activation_bytes, 0.5 * saved_layers, 1.0);
 }
 
+TEST(TrainingTest, ReservedMemoryKeepsTheAllocatorsFreeBlocksOfTheRunningChunk) {
+  // What the caching allocator reserves beyond what is live is the running chunk's free blocks:
+  // a profile whose replay left 5 MiB free reserves 5 MiB more, on 4 layers as on 2, beside the
+  // same parameters, gradients, states and saved activations. What must fit
+  // (memory_per_gpu_bytes) does not move.
+  const ModelSpec m = testing::small_gpt(4);
+  const DeviceSpec d = testing::round_device();
+  const SystemSpec sys = round_system();
+  const BuildOptions base{.seq = 128, .optimizer_impl = OptimizerImpl::fused};
+  const ParallelLayout layout{.global_batch = 8};
+  const std::vector<CommGroup> groups{{.name = "tp"}, {.name = "cp"}, {.name = "ep"}};
+  StageProfile p = profile_stage(m, base, layout, groups, d, sys, {});
+  ASSERT_TRUE(p.feasible) << p.reason;
+  constexpr double kMiB = 1024.0 * 1024.0;
+  p.allocator_slack_bytes = 0.0;
+  const TrainingEstimate plain = compose_training(m, base, layout, p, d, sys);
+  EXPECT_DOUBLE_EQ(plain.reserved_per_gpu_bytes, plain.memory_per_gpu_bytes);
+  p.allocator_slack_bytes = 5 * kMiB;
+  const TrainingEstimate e = compose_training(m, base, layout, p, d, sys);
+  EXPECT_DOUBLE_EQ(e.memory_per_gpu_bytes, plain.memory_per_gpu_bytes);
+  EXPECT_NEAR(e.reserved_per_gpu_bytes - e.memory_per_gpu_bytes, 5 * kMiB, 1e-3);
+}
+
 TEST(TrainingTest, AForeachOptimizersTemporariesAreApartFromTheMicroBatchAndSharded) {
   // torch's foreach AdamW holds the denominators of every parameter it updates at once, fp32, 4
   // bytes each: small_gpt's layer has 789,760 parameters (qkv 256 x 768 + 768, proj 256 x 256 +

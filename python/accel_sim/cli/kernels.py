@@ -259,11 +259,11 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
             if recompute and row.get("recompute_interval") not in (None, "", "1"):
                 recompute += f"/{row['recompute_interval']}"
             # The memory a run reached, where its source gives it: the caching allocator's peak
-            # reserved bytes (torchtitan's "Memory(GiB)"), which leave out the CUDA context the
-            # estimate's runtime reserve holds.
+            # reserved bytes (torchtitan's "Memory(GiB)"), beside the estimate's reserved bytes
+            # less the CUDA context its runtime reserve holds.
             mem_measured = float(row["measured_memory_gib"]) if row.get("measured_memory_gib") else None
-            mem_predicted = ((e.memory_per_gpu_bytes - validation.runtime_reserved_bytes(row)) / 2**30
-                             if mem_measured is not None and e.memory_per_gpu_bytes > 0 else None)
+            mem_predicted = ((e.reserved_per_gpu_bytes - validation.runtime_reserved_bytes(row)) / 2**30
+                             if mem_measured is not None and e.reserved_per_gpu_bytes > 0 else None)
             runs.append({"id": row["id"], "stack": row.get("stack") or "megatron-core", "system": row["system"],
                          "device": row.get("device") or "", "model": row["model"],
                          "overrides": row.get("overrides") or "", "gpus": int(row["gpus"]),

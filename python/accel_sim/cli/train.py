@@ -342,6 +342,7 @@ def estimate_dict(e: Any) -> dict:
                             "overlap_slowdown": e.overlap_slowdown_s, "optimizer": e.optimizer_s},
             "tokens_per_s": e.tokens_per_s, "tflops_per_gpu": e.tflops_per_gpu, "mfu": e.mfu,
             "memory_per_gpu_bytes": e.memory_per_gpu_bytes, "activation_bytes": e.activation_bytes,
+            "reserved_per_gpu_bytes": e.reserved_per_gpu_bytes,
             "fits": e.fits, "reason": e.reason, "clock_mhz": e.clock_hz / 1e6 if e.clock_hz > 0 else None}
 
 
@@ -452,6 +453,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"  throughput   {e.tokens_per_s:,.0f} tokens/s · {e.tflops_per_gpu:,.0f} TFLOP/s per GPU · MFU {e.mfu * 100:.1f}%")
     print(f"  memory       {e.memory_per_gpu_bytes / 2**30:,.1f} GiB per GPU of {run.device.memory_bytes / 2**30:,.0f} GiB "
           f"(activations {e.activation_bytes / 2**30:,.1f} GiB)")
+    print(f"               {e.reserved_per_gpu_bytes / 2**30:,.1f} GiB as PyTorch's caching allocator reserves it "
+          f"(max_memory_reserved + runtime: the free blocks of its segments kept)")
     schedule = "GPipe" if layout.gpipe else ("interleaved 1F1B" if layout.virtual_stages > 1 else "1F1B")
     print(f"  (the heaviest stage, {e.stage_layers} layers; {schedule} schedule; see core/include/accelsim/training.h)")
     if args.trace:
