@@ -64,7 +64,8 @@ def train_html(*, title: str, e: Any, layout: dict, schedule: Any, tail: Sequenc
         kpi("throughput", f"{e.tokens_per_s:,.0f} tokens/s", f"{e.tflops_per_gpu:,.0f} TFLOP/s per GPU"),
         kpi("MFU", f"{e.mfu * 100:.1f}%"),
         kpi("memory per GPU", f"{fmt_bytes(e.memory_per_gpu_bytes)} of {fmt_bytes(device.memory_bytes)}",
-            f"activations {fmt_bytes(e.activation_bytes)}"),
+            f"activations {fmt_bytes(e.activation_bytes)}; {fmt_bytes(e.reserved_per_gpu_bytes)} as the caching "
+            f"allocator reserves it"),
         kpi("verdict", "fits" if fits else "out of memory", e.reason, "ok" if fits else "bad"),
     ]) + "</div>"
     layout_rows = [(k, str(v)) for k, v in layout.items()]
