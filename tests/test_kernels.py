@@ -322,6 +322,28 @@ def test_shipped_whole_model_steps_are_compared_in_time_and_memory():
     assert all(abs(m["error"]) < 0.10 for m in bert)
 
 
+def test_the_allocator_replay_reserves_what_torch_cuda_reserved_on_the_measured_training_steps():
+    # The same 29 H100 training steps (validation/measured/, torch.cuda.max_memory_reserved()
+    # beside max_memory_allocated()): the caching allocator keeps 0.3-20% more than it hands out
+    # (a 4-layer Llama-3-8B at 4,096 tokens: 21.69 GiB reserved for 19.87 allocated). The replay
+    # of the builder's step through the allocator model (memory.h) reserves within 5% of it at the
+    # median, the figure `train` gives as reserved_per_gpu_bytes and the README quotes (4.7%).
+    import statistics
+
+    from accel_sim import _core, validation
+    from accel_sim.api import list_devices
+
+    devices = {d.id: d.spec for d in list_devices()}
+    rows = [r for r in validation.load_end_to_end() if r["phase"] == "train" and r["device"] == "h100_sxm"]
+    assert len(rows) == 29
+    errors = []
+    for r in rows:
+        memory = _core.simulate(validation._end_to_end_graph(r), devices["h100_sxm"], _core.SimulateOptions()).memory
+        assert memory.peak_reserved_bytes >= memory.peak_allocated_bytes
+        errors.append(abs(memory.peak_reserved_bytes / float(r["peak_reserved_bytes"]) - 1))
+    assert statistics.median(errors) < 0.05
+
+
 def test_calibrate_holds_the_constants_it_is_told_to_keep(tmp_path):
     # A copy of h100_sxm.yaml with floors of 1.5 us (library kernels) and 0.5 us (streaming
     # kernels), which the H100 rows move to 3.0 and 1.75 us unless they are held.
