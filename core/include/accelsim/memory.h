@@ -76,6 +76,13 @@ struct StorageLifetimes {
 
 StorageLifetimes storage_lifetimes(const Graph& graph, ReleasePolicy policy = ReleasePolicy::recorded);
 
+// The caching allocator's requests for the storages `include` selects (indexed by StorageId; a
+// storage no node touches or of no bytes is left out), in execution order: at each node the
+// storages it creates, then those it is the last to use, each group by StorageId. A storage
+// live to the end (`last` is the node count) is never freed. For replay_caching_allocator.
+std::vector<AllocatorEvent> allocation_events(const Graph& graph, const StorageLifetimes& lifetimes,
+                                              const std::vector<char>& include);
+
 MemoryProfile compute_memory_profile(const Graph& graph,
                                      ReleasePolicy policy = ReleasePolicy::recorded);
 

@@ -1800,6 +1800,9 @@ void BuildOptions::validate(const ModelSpec& model) const {
   ACCELSIM_CHECK(options.recompute_interval >= 1, "the recompute interval must be at least 1 (every layer)");
   ACCELSIM_CHECK(options.recompute_interval == 1 || options.recompute != Recompute::none,
                  "a recompute interval applies to a recompute policy (recompute is none)");
+  ACCELSIM_CHECK(options.fp8_recipe == Fp8Recipe::transformer_engine ||
+                     (options.fp8_gemms && options.phase == Phase::train),
+                 "torchao's float8 recipe applies to a training step under fp8 GEMMs");
   ACCELSIM_CHECK(!options.fp8_gemms || options.kernels == KernelStyle::fused,
                  "fp8 GEMMs are modelled with fused kernels only (HF eager has no fp8 path)");
   ACCELSIM_CHECK(options.kernels != KernelStyle::hf_eager || model.family != "falcon",

@@ -34,11 +34,52 @@ StorageLifetimes storage_lifetimes(const Graph& graph, ReleasePolicy policy) {
   return l;
 }
 
+std::vector<AllocatorEvent> allocation_events(const Graph& graph, const StorageLifetimes& lifetimes,
+                                              const std::vector<char>& include) {
+  const auto storages = graph.storages();
+  const size_t node_count = graph.nodes().size();
+  const NodeId never = static_cast<NodeId>(node_count);
+  const std::vector<NodeId>& first = lifetimes.first;
+  const std::vector<NodeId>& last = lifetimes.last;
+  auto wanted = [&](size_t s) {
+    return s < include.size() && include[s] && storages[s].size_bytes > 0 && first[s] != kNoNode;
+  };
+  // Storages bucketed by the node that creates and the node that frees them (counting sort).
+  std::vector<int32_t> born_start(node_count + 1, 0), dead_start(node_count + 1, 0);
+  for (size_t s = 0; s < storages.size(); ++s) {
+    if (!wanted(s)) continue;
+    ++born_start[first[s] + 1];
+    if (last[s] < never) ++dead_start[last[s] + 1];
+  }
+  for (size_t n = 0; n < node_count; ++n) {
+    born_start[n + 1] += born_start[n];
+    dead_start[n + 1] += dead_start[n];
+  }
+  std::vector<StorageId> born(born_start.back()), dead(dead_start.back());
+  {
+    std::vector<int32_t> b(born_start.begin(), born_start.end() - 1);
+    std::vector<int32_t> d(dead_start.begin(), dead_start.end() - 1);
+    for (size_t s = 0; s < storages.size(); ++s) {
+      if (!wanted(s)) continue;
+      born[b[first[s]]++] = static_cast<StorageId>(s);
+      if (last[s] < never) dead[d[last[s]]++] = static_cast<StorageId>(s);
+    }
+  }
+  std::vector<AllocatorEvent> events;
+  events.reserve(born.size() + dead.size());
+  for (size_t n = 0; n < node_count; ++n) {
+    for (int32_t i = born_start[n]; i < born_start[n + 1]; ++i) {
+      events.push_back({born[i], storages[born[i]].size_bytes, true});
+    }
+    for (int32_t i = dead_start[n]; i < dead_start[n + 1]; ++i) events.push_back({dead[i], 0, false});
+  }
+  return events;
+}
+
 MemoryProfile compute_memory_profile(const Graph& graph, ReleasePolicy policy) {
   MemoryProfile p;
   const auto storages = graph.storages();
   const auto nodes = graph.nodes();
-  const NodeId never = static_cast<NodeId>(nodes.size());  // "until the end"
 
   // Sums of storages are checked: each storage fits in 64 bits, their sum need not.
   constexpr const char* kOverflow = "the graph's memory (the sum of its storages' bytes)";
@@ -103,43 +144,17 @@ MemoryProfile compute_memory_profile(const Graph& graph, ReleasePolicy policy) {
   // The same lifetimes through the caching allocator: resident storages first (loaded before
   // the step), then per node its new storages, then the ones it was the last to use.
   std::vector<AllocatorEvent> events;
-  events.reserve(2 * storages.size());
-  // Storages bucketed by the node that creates and the node that frees them (counting sort).
-  std::vector<int32_t> born_start(nodes.size() + 1, 0), dead_start(nodes.size() + 1, 0);
+  std::vector<char> per_node(storages.size(), 0);
   for (size_t s = 0; s < storages.size(); ++s) {
     const StorageKind kind = storages[s].kind;
-    if (storages[s].size_bytes <= 0) continue;
-    if (kind != StorageKind::activation && kind != StorageKind::gradient) {
+    if (kind == StorageKind::activation || kind == StorageKind::gradient) {
+      per_node[s] = 1;
+    } else if (storages[s].size_bytes > 0) {
       events.push_back({static_cast<int64_t>(s), storages[s].size_bytes, true});
-    } else if (first[s] != kNoNode) {
-      ++born_start[first[s] + 1];
-      if (last[s] < never) ++dead_start[last[s] + 1];
     }
   }
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    born_start[n + 1] += born_start[n];
-    dead_start[n + 1] += dead_start[n];
-  }
-  std::vector<StorageId> born(born_start.back()), dead(dead_start.back());
-  {
-    std::vector<int32_t> b(born_start.begin(), born_start.end() - 1);
-    std::vector<int32_t> d(dead_start.begin(), dead_start.end() - 1);
-    for (size_t s = 0; s < storages.size(); ++s) {
-      const StorageKind kind = storages[s].kind;
-      if (storages[s].size_bytes <= 0 || first[s] == kNoNode ||
-          (kind != StorageKind::activation && kind != StorageKind::gradient)) {
-        continue;
-      }
-      born[b[first[s]]++] = static_cast<StorageId>(s);
-      if (last[s] < never) dead[d[last[s]]++] = static_cast<StorageId>(s);
-    }
-  }
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    for (int32_t i = born_start[n]; i < born_start[n + 1]; ++i) {
-      events.push_back({born[i], storages[born[i]].size_bytes, true});
-    }
-    for (int32_t i = dead_start[n]; i < dead_start[n + 1]; ++i) events.push_back({dead[i], 0, false});
-  }
+  const std::vector<AllocatorEvent> stepped = allocation_events(graph, lifetimes, per_node);
+  events.insert(events.end(), stepped.begin(), stepped.end());
   const AllocatorPeaks a = replay_caching_allocator(events);
   p.peak_allocated_bytes = a.peak_allocated_bytes;
   p.peak_reserved_bytes = a.peak_reserved_bytes;

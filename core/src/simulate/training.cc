@@ -197,32 +197,14 @@ StageBytes stage_bytes(const Graph& g, ReleasePolicy policy) {
     live -= dead[n];
     step_live -= step_dead[n];
   }
-  // The same activations, request by request in node order (each node's new storages, then
-  // those it was the last to use), through the caching allocator.
-  struct Event {
-    NodeId node;
-    bool free;
-    StorageId storage;
-  };
-  std::vector<Event> order;
+  // The same activations, request by request in node order, through the caching allocator.
+  std::vector<char> replayed(storages.size(), 0);
   for (size_t st = 0; st < storages.size(); ++st) {
-    if (first[st] == kNoNode || is_copy[st] || storages[st].kind != StorageKind::activation ||
-        storages[st].size_bytes <= 0 || nodes[first[st]].pass == Pass::optimizer) {
-      continue;
-    }
-    order.push_back({first[st], false, static_cast<StorageId>(st)});
-    if (last[st] < node_count) order.push_back({last[st], true, static_cast<StorageId>(st)});
+    replayed[st] = first[st] != kNoNode && !is_copy[st] && storages[st].kind == StorageKind::activation &&
+                   nodes[first[st]].pass != Pass::optimizer;
   }
-  std::sort(order.begin(), order.end(), [](const Event& a, const Event& b) {
-    return a.node != b.node ? a.node < b.node : a.free != b.free ? !a.free : a.storage < b.storage;
-  });
-  std::vector<AllocatorEvent> events;
-  events.reserve(order.size());
-  for (const Event& e : order) {
-    events.push_back({static_cast<int64_t>(e.storage), e.free ? 0 : storages[e.storage].size_bytes, !e.free});
-  }
-  s.allocator_slack_bytes =
-      std::max(0.0, static_cast<double>(replay_caching_allocator(events).peak_reserved_bytes) - s.peak_activation_bytes);
+  const AllocatorPeaks replay = replay_caching_allocator(allocation_events(g, lifetimes, replayed));
+  s.allocator_slack_bytes = std::max(0.0, static_cast<double>(replay.peak_reserved_bytes) - s.peak_activation_bytes);
   return s;
 }
 

@@ -529,8 +529,10 @@ TEST(TrainTest, TorchaosFloat8KeepsTheSixteenBitInputsAndCastsAgainInTheBackward
     }
     return int64_t{-1};
   };
-  const int64_t bf16 = saved(build(false, Fp8Recipe::torchao, 3)) - saved(build(false, Fp8Recipe::torchao, 2));
+  const int64_t bf16 = saved(build(false, Fp8Recipe::transformer_engine, 3)) - saved(build(false, Fp8Recipe::transformer_engine, 2));
   EXPECT_EQ(per_layer(saved), bf16);
+  // The recipe is refused where nothing is cast to fp8.
+  EXPECT_THROW(build(false, Fp8Recipe::torchao, 2), ConfigError);
 }
 
 TEST(TrainTest, Fp8GemmsKeepOneByteCopiesForBackward) {

@@ -231,7 +231,7 @@ def _model_build_args(args: argparse.Namespace) -> dict:
         from accel_sim.cli.train import recompute_policy, stack_builder_choices
 
         stack, choices = stack_builder_choices(args.stack, {"tp": [args.tp], "cp": [args.cp]}, args.kernels, phase,
-                                               args.optimizer)
+                                               args.optimizer, fp8_gemms=precision == "fp8-mixed")
         recompute = recompute_policy(stack, args.recompute).name
         if precision == "fp8-mixed" and stack.training.fp8 == "none":
             raise UsageError(f"--precision fp8-mixed: {stack.id} has no fp8 recipe "

@@ -236,7 +236,7 @@ def apply_training_stack(stack: Any, base: Any, options: Any, architecture: str,
     base.eager_norm = t.eager_norm
     base.cross_entropy = getattr(_core.CrossEntropy, t.cross_entropy)
     base.fp8_parameters = base.fp8_gemms and t.fp8_parameters
-    base.fp8_recipe = getattr(_core.Fp8Recipe, t.fp8_recipe_in_core())
+    base.fp8_recipe = getattr(_core.Fp8Recipe, t.fp8_recipe_in_core() if base.fp8_gemms else "transformer_engine")
     base.gradients_in_weight_dtype = base.master_weights and t.gradients_in_weight_dtype
     base.optimizer_impl = getattr(_core.OptimizerImpl, t.optimizer_impl_for(base.optimizer.name))
     base.lora_shared_input = base.lora_rank > 0 and t.lora == "fused"
@@ -277,11 +277,12 @@ def recompute_policy(stack: Any, policy: str) -> Any:
 
 
 def stack_builder_choices(name: str, degrees: dict[str, list[int]], kernels: str, phase: str,
-                          optimizer: str) -> tuple[Any, dict]:
+                          optimizer: str, fp8_gemms: bool = False) -> tuple[Any, dict]:
     """(the training stack `name` resolves to, build_model_graph's keywords it sets: its fused
-    SwiGLU, fused cross-entropy and optimizer implementation) for a graph the builder makes in
-    `kernels` style for `phase` with `optimizer`: what --stack changes in simulate's, compare's
-    and fit's --model graphs; a parallel degree the stack has no implementation of is refused."""
+    SwiGLU, norm, cross-entropy, optimizer implementation and, under `fp8_gemms`, fp8 recipe)
+    for a graph the builder makes in `kernels` style for `phase` with `optimizer`: what --stack
+    changes in simulate's, compare's and fit's --model graphs; a parallel degree the stack has no
+    implementation of is refused."""
     from accel_sim.io.stack_file import resolve_stack
 
     stack = resolve_stack(name)
@@ -289,7 +290,7 @@ def stack_builder_choices(name: str, degrees: dict[str, list[int]], kernels: str
     t = stack.training
     train = phase == "train"
     return stack, {"fused_gated_activation": t.fused_gated_activation and kernels == "fused",
-                   "fp8_recipe": t.fp8_recipe_in_core(),
+                   "fp8_recipe": t.fp8_recipe_in_core() if fp8_gemms else "transformer_engine",
                    "eager_norm": t.eager_norm,
                    "cross_entropy": t.cross_entropy if train else "upcast",
                    "optimizer_impl": t.optimizer_impl_for(optimizer) if train else "fused"}
