@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from accel_sim.cli.main import _parser, main
+from accel_sim.cli.main import main
+from accel_sim.commands.parser import build_parser as _parser
 from accel_sim.io.device_file import builtin_device_files
 
 GIB = 2**30
@@ -45,7 +46,7 @@ def _json(argv: list[str], capsys) -> dict:
 
 def _estimate(argv: list[str]):
     """train's estimate, feasible or not (the CLI refuses an infeasible one)."""
-    from accel_sim.cli.train import train_estimate
+    from accel_sim.commands.train import train_estimate
 
     return train_estimate(_parser().parse_args(argv))[3]
 

@@ -257,7 +257,7 @@ def test_no_parsed_number_reaches_a_command_unchecked():
     float or an int beyond int64 stops the command."""
     import argparse
 
-    from accel_sim.cli.flags import check_numbers
+    from accel_sim.commands.flags import check_numbers
     from accel_sim.errors import UsageError
 
     check_numbers(argparse.Namespace(qps=1.5, batch=2**63 - 1, values=[1, 2.0]))

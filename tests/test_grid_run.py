@@ -579,6 +579,8 @@ def test_ray_workers_that_cannot_run_the_grid_are_a_usage_error_before_any_point
                                    "No module named 'only_here_eval' (install accel-sim")
     assert not out.exists()
     workers_version = accel_sim.__version__
-    monkeypatch.setattr(accel_sim, "__version__", "0.0.1-other")
+    from accel_sim import grid_run as driver
+
+    monkeypatch.setattr(driver, "__version__", "0.0.1-other")  # the driver's, not the workers
     with pytest.raises(UsageError, match=f"the Ray workers run accel-sim {re.escape(workers_version)}, this is 0.0.1-other"):
         run_grid(grid, out, ray_address="auto", evaluate=grid_fakes.evaluate)

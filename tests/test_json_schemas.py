@@ -12,7 +12,8 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from accel_sim.cli.main import _parser, main
+from accel_sim.cli.main import main
+from accel_sim.commands.parser import build_parser as _parser
 from accel_sim.report.json_report import SCHEMA_VERSION
 from conftest import REPO
 
@@ -233,7 +234,7 @@ def _json_commands() -> set[str]:
     def has_json(p):
         return any("--json" in a.option_strings for a in p._actions)
 
-    from accel_sim.cli.systems import COLLECTIVES
+    from accel_sim.commands.systems import COLLECTIVES
 
     names = set()
     for command, p in subparsers(_parser()).items():

@@ -216,7 +216,7 @@ def test_energy_is_reported_as_a_bounded_estimate():
 
 def test_calibration_sweep_produces_rows_the_validation_reads(tmp_path):
     torch = pytest.importorskip("torch")
-    from accel_sim import validation
+    from accel_sim import kernel_rows
     from accel_sim.calibration import measure, split_of, write_rows
 
     rows = measure("h100_sxm", torch_device="cpu", quick=True)
@@ -226,7 +226,7 @@ def test_calibration_sweep_produces_rows_the_validation_reads(tmp_path):
     assert {r["direction"] for r in rows if r["kind"] == "attention"} == {"forward", "backward"}
     path = tmp_path / "measurements.csv"
     write_rows(rows, path)
-    loaded, skipped = validation.load_rows(path)
+    loaded, skipped = kernel_rows.load_rows(path)
     assert len(loaded) == len(rows) and not skipped
     assert torch.__version__ in rows[0]["source"]
     assert {r["timing"] for r in rows} == {"events"} and all(r.query.timed_alone for r in loaded)
@@ -409,11 +409,11 @@ def _kernel_rows(tmp_path, timings):
 
 
 def test_a_kernel_timed_alone_is_predicted_with_the_devices_alone_overhead(tmp_path):
-    from accel_sim import validation
+    from accel_sim import kernel_rows
     from accel_sim.device import resolve_device
 
-    rows, _ = validation.load_rows(_kernel_rows(tmp_path, ["events", "graph", "loop", "profiler"]))
-    alone, graph, loop, profiler = validation.predict(rows, resolve_device("h100_sxm", []).spec, "kernel")
+    rows, _ = kernel_rows.load_rows(_kernel_rows(tmp_path, ["events", "graph", "loop", "profiler"]))
+    alone, graph, loop, profiler = kernel_rows.predict(rows, resolve_device("h100_sxm", []).spec, "kernel")
     # Only the row timed alone between events adds the device's alone overhead of a library kernel.
     spec = resolve_device("h100_sxm", []).spec
     assert spec.kernel.alone_kernel_overhead_s > 0
@@ -422,7 +422,7 @@ def test_a_kernel_timed_alone_is_predicted_with_the_devices_alone_overhead(tmp_p
     # Bad timing values are refused with the line they are on.
     bad = _kernel_rows(tmp_path, ["events", "stopwatch"])
     with pytest.raises(Exception, match="line 3: timing 'stopwatch' is not one of events, graph, loop, profiler"):
-        validation.load_rows(bad)
+        kernel_rows.load_rows(bad)
 
 
 def test_kernel_timed_alone_adds_the_devices_alone_overhead():

@@ -1,12 +1,12 @@
-"""The shared progress line (accel_sim.cli.progress): bar, counts, ETA, and its silence off a terminal."""
+"""The shared progress line (accel_sim.progress): bar, counts, ETA, and its silence off a terminal."""
 
 from __future__ import annotations
 
 import io
 import time
 
-from accel_sim.cli import progress as progress_module
-from accel_sim.cli.progress import Progress, eta_text
+from accel_sim import progress as progress_module
+from accel_sim.progress import Progress, eta_text
 
 
 def test_eta_text():

@@ -163,13 +163,13 @@ def test_generated_lengths_beyond_the_models_positions_are_refused():
 def test_an_unbounded_log_normal_is_clipped_to_what_the_positions_leave():
     # lognormal:7:1 draws e^(7 + 1 z): beyond 1,000 tokens a third of the time; it was clipped at 2^20.
     from accel_sim import _core
-    from accel_sim.cli.main import _parser
-    from accel_sim.cli.serve import _workload
+    from accel_sim.commands.parser import build_parser as _parser
+    from accel_sim.commands.serve import serve_workload
     from accel_sim.io.model_config import load_model_spec
 
     args = _parser().parse_args(["serve", "--model", "gpt2", "--qps", "2", "--requests", "400",
                                  "--input-len", "lognormal:7:1", "--output-len", "24"])
-    spec, _ = _workload(args, load_model_spec("gpt2"))
+    spec, _ = serve_workload(args, load_model_spec("gpt2"))
     assert (spec.input.min, spec.input.max) == (1, 1024 - 24)
     w = _core.generate_workload(spec)
     assert max(w.input_len) == 1000 and max(w.output_len) == 24

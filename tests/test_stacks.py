@@ -271,7 +271,7 @@ def test_stacks_lists_every_shipped_stack_with_its_choices(tmp_path):
 def test_each_stack_names_how_its_adamw_runs():
     # Megatron-Core, DeepSpeed and torchtitan: a fused multi-tensor kernel; HF Trainer 4.32-4.53:
     # torch.optim.AdamW's foreach; Composer's DecoupledAdamW and transformers' old AdamW: a loop.
-    from accel_sim.cli.train import stack_builder_choices
+    from accel_sim.commands.train import stack_builder_choices
     from accel_sim.io.stack_file import resolve_stack
 
     impl = {s: resolve_stack(s).training.optimizer_impl

@@ -118,7 +118,7 @@ def test_device_parameters_are_held_to_the_bounds_the_file_readers_hold():
     --clock-mhz, taken from their readers (a bound changed there changes here): a kibibyte to
     10^6 GiB of memory, a kilobyte per second to a petabyte per second, a kiloFLOP/s to an
     exaFLOP/s, a kilohertz to 100 GHz."""
-    from accel_sim.cli.flags import CLOCK_MHZ
+    from accel_sim.commands.flags import CLOCK_MHZ
     from accel_sim.io import device_file, system_file
     from accel_sim.sweep import PARAMETERS
 

@@ -189,7 +189,7 @@ def test_timeout_zero_is_no_limit_and_a_quick_script_is_unaffected(tmp_path: Pat
 
 
 def test_the_command_line_and_the_api_say_a_time_limit_alike():
-    from accel_sim.cli.script_watch import _timeout_message
+    from accel_sim.script_watch import _timeout_message
     from accel_sim.script_run import ScriptRun
 
     run = ScriptRun("model.py")
@@ -200,7 +200,7 @@ def test_the_command_line_and_the_api_say_a_time_limit_alike():
 
 
 def test_status_line_names_no_phase_before_the_capture_enters_one():
-    from accel_sim.cli.script_watch import _status_text
+    from accel_sim.script_watch import _status_text
     from accel_sim.script_run import ScriptRun
 
     run = ScriptRun("model.py")

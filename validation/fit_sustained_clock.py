@@ -20,14 +20,14 @@ Run: PYTHONPATH=python python validation/fit_sustained_clock.py
 
 from __future__ import annotations
 
-from accel_sim import _core, validation
+from accel_sim import _core, kernel_rows
 from accel_sim.device import resolve_device
 
 
 def fitted_fractions() -> dict[str, tuple[float, int]]:
     """Device id -> (fraction rounded to 3 places; the rows it rests on), for every device whose
     fit split has enough long GEMMs."""
-    rows, _ = validation.load_rows()
+    rows, _ = kernel_rows.load_rows()
     out = {}
     for device in sorted({r.device for r in rows}):
         mine = [r for r in rows if r.device == device and r.split == "fit"]

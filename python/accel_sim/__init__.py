@@ -3,6 +3,8 @@
     import accel_sim
     r = accel_sim.simulate(model, example_inputs, device="h100")
     print(r.latency_s, r.peak_memory_bytes, r.fits)
+    t = accel_sim.train(model="llama-3-8b", system="dgx_h100", gpus=8, dp=8, global_batch=64, seq=4096)
+    print(t.estimate.step_s, t.estimate.mfu)
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from accel_sim.api import (
     simulate,
 )
 from accel_sim.device import Device
+from accel_sim.runs import plan, serve, train
+from accel_sim.version import __version__
 from accel_sim.errors import UsageError
 
-__version__ = "0.1.0"
 
 __all__ = [
     "BuiltModel",
@@ -36,6 +39,9 @@ __all__ = [
     "compare",
     "list_devices",
     "load_target",
+    "plan",
+    "serve",
     "simulate",
+    "train",
     "__version__",
 ]

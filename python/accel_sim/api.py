@@ -424,7 +424,7 @@ class SimulationReport:
     def latency_band(self) -> tuple[float, str]:
         """(fraction, basis): the latency's error band from the cost model's measured error per
         op class on this device (`accel-sim validate`), weighted by each class's time."""
-        from accel_sim.validation import class_errors
+        from accel_sim.kernel_rows import class_errors
 
         errors, basis = class_errors(self.device.spec, self.options.cost_model)
         return _core.latency_error_band(self.result, errors), basis

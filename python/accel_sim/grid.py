@@ -27,10 +27,17 @@ from typing import Any, Sequence
 
 
 from accel_sim.errors import UsageError
-from accel_sim.grid_run import MAX_POINTS
 from accel_sim.io import fields
 from accel_sim.io.fields import INT64_MAX   # the core's integers are int64
 from accel_sim.sweep import RangeValues, parse_range, refuse_repeats
+
+# The most points one sweep takes. The driver holds every row until it writes the table (_Table:
+# 9 bytes a number, 8 a string, 2 a bool, a state byte: 169 bytes for a 20-column simulate row)
+# and journals each as a JSON line (200 bytes for that row, measured): 10^7 points are 1.7 GB of
+# memory and 2 GB of journal, 75 s of the driver's own work at the 7.5 us a point of
+# bench/RESULTS.md, and an hour of simulate points on two cores at the 1,392 points/s per core
+# measured there. Ten times that would not fit the memory of the machine measured (24 GB).
+MAX_POINTS = 10_000_000
 
 # The largest grid file read. PyYAML builds Python objects node by node: 1 MiB of listed points
 # (33,000 of them) reads in 2.2 s with libyaml's parser, 5.6 s without (measured on the machine of
@@ -65,13 +72,10 @@ FIGURES: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
-@functools.lru_cache(maxsize=None)
 def _command_parser(command: str) -> argparse.ArgumentParser:
-    from accel_sim.cli.main import _parser
+    from accel_sim.commands.parser import command_parser
 
-    parser = _parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return sub.choices[command]
+    return command_parser(command)
 
 
 @functools.lru_cache(maxsize=None)
@@ -184,7 +188,7 @@ def _convert(command: str, name: str, value: Any, where: str) -> Any:
 
 
 def _check_range(action: argparse.Action, name: str, value: Any, where: str) -> None:
-    """The range the flag's action holds on the command line (accel_sim.cli.flags: COUNT,
+    """The range the flag's action holds on the command line (accel_sim.commands.flags: COUNT,
     POSITIVE, SECONDS, ...), as the command line words it."""
     check = getattr(action, "check", None)
     expected = check(value) if check is not None else None
@@ -425,7 +429,7 @@ def _namespace(grid: Grid, params: dict) -> argparse.Namespace:
     """The command line of a point: its flags' values, each flag the grid gives recorded as typed
     (so that the command refuses what it would not use, as it refuses a typed flag), and the
     device parameters apart (`sweep_parameters`)."""
-    from accel_sim.cli.flags import mark_given
+    from accel_sim.commands.flags import mark_given
 
     values = dict(_defaults(grid.command))
     actions = _actions(grid.command)
@@ -448,39 +452,30 @@ def _namespace(grid: Grid, params: dict) -> argparse.Namespace:
 def _list_flags(command: str) -> frozenset[str]:
     """The flags whose value on the command line is a list: repeatable (--device-file) or a comma
     list (plan's --gpus, --tp, ...). A point gives one value; the command takes the list of it."""
-    out = set()
-    for name, action in _actions(command).items():
-        if isinstance(action, argparse._AppendAction):
-            out.add(name)
-        elif action.type not in (None, int, float) and action.nargs != 0:
-            try:
-                listed = isinstance(action.type("1"), list)
-            except (ValueError, TypeError, argparse.ArgumentTypeError):
-                listed = False
-            if listed:
-                out.add(name)
-    return frozenset(out)
+    from accel_sim.commands.parser import list_valued
+
+    return frozenset(name for name, action in _actions(command).items() if list_valued(action))
 
 
 def _refuse_flags(command: str, args: argparse.Namespace) -> None:
     """The command's own rules that refuse a flag from the flags' names and values alone (no file
     read, no model loaded): a UsageError for a point that gives a flag its run would not use."""
     if command == "simulate":
-        from accel_sim.cli import main as cli
+        from accel_sim.commands import simulate
         from accel_sim.sweep import SweepSetup, check
 
-        cli._check_flags(args)
+        simulate.check_flags(args)
         setup = SweepSetup(simulate={"cost_model": args.cost_model}, system=args.system)
         for name in args.sweep_parameters:   # link_bandwidth_gbs needs a system
             check(setup, name)
     elif command == "train":
-        from accel_sim.cli.train import _refuse_layout_flags
+        from accel_sim.commands.train import refuse_layout_flags
 
-        _refuse_layout_flags(args)
+        refuse_layout_flags(args)
     elif command == "serve":
-        from accel_sim.cli.serve import _device_names, _refuse_inapplicable
+        from accel_sim.commands.serve import device_names, refuse_inapplicable
 
-        _refuse_inapplicable(args, _device_names(args))
+        refuse_inapplicable(args, device_names(args))
 
 
 # The most points whose flags are checked against the rules when a grid file is read (about 20 us
@@ -582,9 +577,9 @@ def _simulate_keywords() -> frozenset[str]:
     """accel_sim.simulate's options other than those run_point sets per point."""
     import inspect
 
-    import accel_sim
+    from accel_sim.api import simulate
 
-    return frozenset(inspect.signature(accel_sim.simulate).parameters) - {"system", "groups", "device_files", "dtype"}
+    return frozenset(inspect.signature(simulate).parameters) - {"system", "groups", "device_files", "dtype"}
 
 
 _WORKLOAD_SHAPE = ("batch", "seq", "context")
@@ -628,19 +623,19 @@ def _lean_context(grid: Grid, params: dict) -> Any:
     their shape, once the flags are checked as `simulate` checks them; or False where the lean
     path does not apply."""
     from accel_sim.api import _options, model_build_options
-    from accel_sim.cli import main as cli
+    from accel_sim.commands import simulate
     from accel_sim.device import resolve_device
 
     args = _namespace(grid, params)
     if args.sweep_parameters or args.system or args.model is None or args.target is not None or args.stack:
         return False
     _refuse_flags("simulate", args)
-    cli._check_devices(args)
-    build = cli._model_build_args(args)
-    cli._check_built(args, _model_graph(build).info)   # what the model is does not depend on its shape
+    simulate.check_devices(args)
+    build = simulate.model_build_args(args)
+    simulate.check_built(args, _model_graph(build).info)   # what the model is does not depend on its shape
     spec, options = model_build_options(**(build | {"model": _spec(build), "dtype": None, "weight_dtype": None,
                                                      "kv_dtype": None}))
-    common = {k: v for k, v in cli._common(args).items() if k in _simulate_keywords()}
+    common = {k: v for k, v in simulate.common(args).items() if k in _simulate_keywords()}
     device = resolve_device(args.device, list(args.device_file)).spec
     sim = _options(common.get("cost_model", "kernel"), common.get("tf32", False), common.get("launch_overhead", True),
                    common.get("free_at_last_use", False), common.get("cuda_graphs", False), common.get("clock_mhz"),
@@ -681,9 +676,9 @@ def _target_graph(args: argparse.Namespace) -> dict:
     inputs resized to a given batch or seq) within `timeout` seconds, or a graph file read; the
     last one kept for the next point."""
     from accel_sim.api import load_target
-    from accel_sim.cli import main as cli
+    from accel_sim.commands import simulate
 
-    options = cli._script_options(args) if cli._target_kind(args) == "script" else {}
+    options = simulate.script_options(args) if simulate.target_kind(args) == "script" else {}
     key = ("target", args.target, repr(sorted(options.items())))
     graph = _GRAPHS.get(key)
     if graph is None:
@@ -695,28 +690,28 @@ def _target_graph(args: argparse.Namespace) -> dict:
 
 def _simulate_general(grid: Grid, params: dict) -> dict:
     """A point through sweep.run_point, its flags checked and its graph built, captured or read as
-    `simulate` does (accel_sim.cli.main._load)."""
-    from accel_sim.cli import main as cli
+    `simulate` does (accel_sim.commands.simulate.load)."""
+    from accel_sim.commands import simulate
     from accel_sim.sweep import SweepSetup, run_point
 
     args = _namespace(grid, params)
     _refuse_flags("simulate", args)
-    cli._check_devices(args)
-    common = {k: v for k, v in cli._common(args).items() if k in _simulate_keywords()}
-    build = cli._model_build_args(args) if args.model is not None else None
+    simulate.check_devices(args)
+    common = {k: v for k, v in simulate.common(args).items() if k in _simulate_keywords()}
+    build = simulate.model_build_args(args) if args.model is not None else None
     setup = SweepSetup(build=build, simulate=common, system=args.system, device=args.device,
                        device_files=tuple(args.device_file))
     if build is not None:
         graph = _model_graph(build)
-        cli._check_built(args, graph.info)
+        simulate.check_built(args, graph.info)
     else:
         graph = _target_graph(args)
-        cli._refuse_tf32_without_fp32(args, graph.get("metadata", {}).get("dtype", "fp32"))
+        simulate.refuse_tf32_without_fp32(args, graph.get("metadata", {}).get("dtype", "fp32"))
     return run_point(setup, {"device": args.device, **args.sweep_parameters}, graph=graph)
 
 
 def _train(grid: Grid, params: dict) -> dict:
-    from accel_sim.cli.train import train_estimate
+    from accel_sim.commands.train import train_estimate
 
     args = _namespace(grid, params)
     _, _, _, e = train_estimate(args)
@@ -727,7 +722,8 @@ def _train(grid: Grid, params: dict) -> dict:
 
 
 def _plan(grid: Grid, params: dict) -> dict:
-    from accel_sim.cli.plan import _short, plan_runs
+    from accel_sim.commands.plan import plan_runs
+    from accel_sim.report.training import short_layout
 
     args = _namespace(grid, params)
     args.threads, args.top = 1, 1  # the sweep's workers share the cores; the best one is the row
@@ -737,14 +733,14 @@ def _plan(grid: Grid, params: dict) -> dict:
     _, _, _, r, _ = runs[0]
     best = r.best[0] if r.best else None
     e = best.estimate if best else None
-    return {"best": _short(best) if best else None, "step_s": e.step_s if e else None,
+    return {"best": short_layout(best) if best else None, "step_s": e.step_s if e else None,
             "tokens_per_s": e.tokens_per_s if e else None, "mfu": e.mfu if e else None,
             "memory_per_gpu_bytes": e.memory_per_gpu_bytes if e else None, "candidates": r.candidates,
             "feasible": r.feasible}
 
 
 def _serve(grid: Grid, params: dict) -> dict:
-    from accel_sim.cli.serve import serve_runs
+    from accel_sim.commands.serve import serve_runs
 
     args = _namespace(grid, params)
     rows, failed = serve_runs(args)

@@ -52,6 +52,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from accel_sim.errors import UsageError
+from accel_sim.grid import MAX_POINTS
+from accel_sim.version import __version__
 from accel_sim.io import fields
 
 JOURNAL_SUFFIX = ".partial.jsonl"
@@ -68,13 +70,6 @@ FIRST_BATCH = 4            # before any point has been timed
 MAX_BATCH = 20_000         # also bounds a message's size (rows of a batch in one pickle)
 TAIL_BATCHES_PER_WORKER = 4
 WRITE_CHUNK = 1 << 16      # rows per Parquet row group, per chunk of the in-memory table
-# The most points one sweep takes. The driver holds every row until it writes the table (_Table:
-# 9 bytes a number, 8 a string, 2 a bool, a state byte: 169 bytes for a 20-column simulate row)
-# and journals each as a JSON line (200 bytes for that row, measured): 10^7 points are 1.7 GB of
-# memory and 2 GB of journal, 75 s of the driver's own work at the 7.5 us a point of
-# bench/RESULTS.md, and an hour of simulate points on two cores at the 1,392 points/s per core
-# measured there. Ten times that would not fit the memory of the machine measured (24 GB).
-MAX_POINTS = 10_000_000
 # Worker processes per core, at most: points are CPU-bound, so workers beyond the cores only take
 # turns while each holds a process of its own; four a core leaves room for points that wait.
 MAX_WORKERS_PER_CORE = 4
@@ -907,15 +902,13 @@ def _run_in_pool(run: _Run, evaluate: Evaluate, grid, count: int, start_method: 
 def _check_ray_workers(ray, evaluate_ref, grid_ref) -> None:
     """A probe task before the first batch: a cluster whose workers cannot import accel-sim (or
     run another version) is a UsageError now, not every point failing one by one."""
-    import accel_sim
-
     try:
         found = ray.get(ray.remote(num_cpus=0, max_retries=0)(ray_probe).remote(evaluate_ref, grid_ref))
     except Exception as e:
         raise UsageError(f"the Ray workers cannot evaluate this grid: {_ray_error_text(e)} (install accel-sim "
                          "on the cluster's nodes, or let accel-sim start Ray to ship itself)") from None
-    if found.get("accel_sim") != accel_sim.__version__:
-        raise UsageError(f"the Ray workers run accel-sim {found.get('accel_sim')}, this is {accel_sim.__version__}: "
+    if found.get("accel_sim") != __version__:
+        raise UsageError(f"the Ray workers run accel-sim {found.get('accel_sim')}, this is {__version__}: "
                          "install the same version on the cluster's nodes")
 
 
@@ -931,17 +924,13 @@ def ray_runtime_env() -> dict:
     """The runtime_env run_grid gives ray.init: this accel_sim package (its Python files, data
     and built core) shipped to the cluster's workers, so that they run the driver's code whatever
     is installed there. Pass it to ray.init yourself when you initialize Ray before run_grid."""
-    import accel_sim
-
-    return {"py_modules": [str(Path(accel_sim.__file__).resolve().parent)]}
+    return {"py_modules": [str(Path(__file__).resolve().parent)]}
 
 
 def ray_probe(evaluate: Evaluate, grid) -> dict:
     """Runs as a Ray task before the sweep: getting here means the worker unpickled EVALUATE and
     GRID (so it imports their modules); returns what must match the driver."""
-    import accel_sim
-
-    return {"accel_sim": accel_sim.__version__}
+    return {"accel_sim": __version__}
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -12,7 +12,7 @@ stopped with a UsageError naming its phase. A timer thread raises an exception i
 thread (PyThreadState_SetAsyncExc), which takes effect at the thread's next Python bytecode: a
 loop in Python stops at once, a C call that releases the GIL (a sleep, a read) stops when it
 returns, and a C call that holds the GIL starves the timer. The command line, which must end even
-then, watches from a native thread instead (`_core.ExitWatchdog`, accel_sim.cli.script_watch).
+then, watches from a native thread instead (`_core.ExitWatchdog`, accel_sim.script_watch).
 
 Ctrl-C: a KeyboardInterrupt that the script raises itself is the script's error (a UsageError,
 like any other exception from it), while one that comes from a SIGINT stays a KeyboardInterrupt.

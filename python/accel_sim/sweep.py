@@ -311,8 +311,7 @@ def run_point(setup: SweepSetup, params: dict, graph: Any = None) -> dict:
     user's units; returns the row (plain data). `graph` (a BuiltModel, core Graph or graph dict)
     is this point's graph when the caller has it (built once for several devices); None builds
     it from setup.build with the workload parameters of `params`."""
-    import accel_sim
-    from accel_sim.api import build_model_graph
+    from accel_sim.api import build_model_graph, simulate
     from accel_sim.device import Device, resolve_device
 
     params = dict(params)
@@ -340,11 +339,11 @@ def run_point(setup: SweepSetup, params: dict, graph: Any = None) -> dict:
         dtype = _core.DType.bf16
         if any(p.name == "peak_tflops" for p, _ in changes):
             # The peak to set is that of the run's own matmul dtype: one simulation finds it.
-            dtype = accel_sim.simulate(graph, device=device, **options).result.reference_dtype
+            dtype = simulate(graph, device=device, **options).result.reference_dtype
         for p, value in changes:
             spec = _core.with_device_parameter(spec, p.core, value * p.to_si, dtype, bool(options.get("tf32")))
         device = Device.from_entry(dataclasses.replace(device.entry, spec=spec, peak_tflops={}))
-    report = accel_sim.simulate(graph, device=device, **options)
+    report = simulate(graph, device=device, **options)
     return {
         "device": device.id,
         **{name: (int(v) if PARAMETERS[name].integer else v) for name, v in params.items()},

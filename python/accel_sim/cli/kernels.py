@@ -8,69 +8,8 @@ import importlib.util
 import json
 from typing import Any
 
-from accel_sim.cli.flags import CLOCK_MHZ, COUNT, ELEMENTS
-from accel_sim.io.stack_file import ATTENTION_KERNELS
+from accel_sim.kernel_rows import DTYPES as _CORE_DTYPES
 from accel_sim.report.json_report import SCHEMA_VERSION
-from accel_sim.validation import DTYPES as _CORE_DTYPES
-
-_DTYPES = tuple(_CORE_DTYPES)
-
-
-def add_parsers(sub: Any) -> None:
-    p = sub.add_parser("kernel", help="time one kernel (matmul, attention, memory-bound) on a device, or one collective on a system")
-    kinds = p.add_subparsers(dest="kernel_kind", required=True, metavar="KIND")
-    for name, text in (("matmul", "a [batch x] M x K by K x N product"),
-                       ("attention", "fused attention (SDPA)"),
-                       ("memory", "a memory-bound op over N elements")):
-        k = kinds.add_parser(name, help=text)
-        k.add_argument("--device", default="h100", help="device name or alias (default: h100)")
-        k.add_argument("--dtype", choices=_DTYPES, default="bf16", help="element type (default: bf16; tf32: fp32 on TF32 tensor cores)")
-        k.add_argument("--cost-model", default="kernel", help="cost model (default: kernel)")
-        k.add_argument("--clock-mhz", **CLOCK_MHZ, help="core clock override (power-capped or down-clocked parts)")
-        k.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file; repeatable")
-        k.add_argument("--json", action="store_true", help="print JSON")
-        k.add_argument("--timed-alone", action="store_true",
-                       help="what a benchmark timing one launch between CUDA events after an L2 flush measures "
-                            "(triton.testing.do_bench): adds the device's alone overhead; default: the kernel in a "
-                            "step's stream")
-        if name == "matmul":
-            for dim in ("m", "n", "k"):
-                k.add_argument(f"--{dim}", **COUNT, required=True)
-            k.add_argument("--batch", **COUNT, default=1, help="independent products (default: 1)")
-        elif name == "attention":
-            k.add_argument("--batch", **COUNT, default=1)
-            k.add_argument("--heads", **COUNT, required=True)
-            k.add_argument("--kv-heads", **COUNT, help="KV heads (GQA/MQA; default: --heads)")
-            k.add_argument("--seq-q", **COUNT, required=True)
-            k.add_argument("--seq-k", **COUNT, help="key length (default: --seq-q)")
-            k.add_argument("--head-dim", **COUNT, required=True)
-            k.add_argument("--causal", action="store_true")
-            k.add_argument("--backward", action="store_true", help="time the backward kernel (with --forward too: both)")
-            k.add_argument("--forward", action="store_true", help="with --backward: time forward and backward")
-            k.add_argument("--impl", choices=ATTENTION_KERNELS, default="flash2",
-                           help="implementation (default: flash2, what PyTorch's SDPA flash backend runs)")
-        else:
-            k.add_argument("--op", required=True, help="unary (relu, gelu, silu, exp, cast, copy), binary (add, mul, sub, div), rms_norm, layer_norm, softmax, rope")
-            k.add_argument("--elements", **ELEMENTS, required=True, help="elements of the op's main input")
-    from accel_sim.cli.systems import add_collective_parsers
-
-    add_collective_parsers(kinds)
-
-    p = sub.add_parser("validate", help="measured error of the kernel model and the roofline, per device and class")
-    p.add_argument("--split", choices=("report", "fit", "all"), default="report", help="rows to report on (default: report, never used for fitting)")
-    p.add_argument("--data", metavar="FILE", help="kernel measurements (default: the shipped validation data)")
-    p.add_argument("--e2e-data", metavar="FILE", help="whole-model measurements from `calibrate` (default: the shipped ones, if any)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-
-    p = sub.add_parser("calibrate", help="fit a device's kernel constants (micro-benchmarks on a local GPU, or --data)")
-    p.add_argument("--device", required=True, help="device name or alias")
-    p.add_argument("--data", metavar="FILE", nargs="?", const="", help="fit from measured kernels instead of benchmarking (default file: the shipped validation data, its fit split)")
-    p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file; repeatable")
-    p.add_argument("--keep", action="append", default=[], metavar="CONSTANT",
-                   help="hold this kernel constant at the device's value instead of fitting it (repeatable; "
-                   "e.g. kernel_floor_s where the rows cannot pin it)")
-    p.add_argument("--out-dir", default="calibration", metavar="DIR", help="where the GPU sweep writes measurements.csv and the fitted device file (default: calibration/)")
 
 
 _KERNEL_KEYS = ("matmul_efficiency", "fp8_matmul_efficiency", "unaligned_matmul_efficiency", "attention_efficiency", "attention_backward_efficiency",
@@ -118,7 +57,7 @@ def cmd_kernel(args: argparse.Namespace) -> int:
 
     if args.kernel_kind in COLLECTIVES:
         return cmd_collective(args)
-    from accel_sim.cli.flags import check_clock, refuse
+    from accel_sim.commands.flags import check_clock, refuse
 
     if args.kernel_kind == "attention" and not args.backward:
         refuse(args, ("forward",), "adds the forward pass to --backward; without --backward the forward is what is timed")
@@ -191,7 +130,7 @@ def _devices(ids: set[str]) -> dict[str, Any]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from accel_sim.cli.progress import Progress
+    from accel_sim.progress import Progress
 
     progress = Progress("validate", args.quiet or args.json)
     try:
@@ -203,11 +142,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace, progress: Any) -> int:
     """`validate` in five stages (kernels, memory, collectives, training runs, serving), each
     reported to `progress`."""
-    from accel_sim import _core, validation
+    from accel_sim import _core, kernel_rows, validation
     from accel_sim.report.tables import table
 
     stages = 5
-    rows, skipped = validation.load_rows(args.data)
+    rows, skipped = kernel_rows.load_rows(args.data)
     end_to_end = validation.load_end_to_end(args.e2e_data)
     devices = _devices({r.device for r in rows} | {r["device"] for r in end_to_end})
     splits = ("fit", "report") if args.split == "all" else (args.split,)
@@ -341,7 +280,7 @@ def _validate(args: argparse.Namespace, progress: Any) -> int:
                   pct(l.roofline.median_abs_error), pct(l.roofline.p90_abs_error),
                   "calibrated" if l.calibrated else "uncalibrated") for s, l in lines],
                 [False, False, False, True, True, True, True, True, False]))
-    print(f"\n  |error| = |predicted / measured - 1|; data: {args.data or validation.data_path()}")
+    print(f"\n  |error| = |predicted / measured - 1|; data: {args.data or kernel_rows.data_path()}")
     print("  no kernel measurements (uncalibrated: MAMF-based matmul efficiency where published, model defaults "
           "otherwise; latency bands use the widest measured p90): " + ", ".join(unmeasured))
     print("  left out (not one kernel, or no constants for the implementation): "
@@ -479,12 +418,12 @@ def _message_size(b: float) -> str:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from accel_sim import validation
+    from accel_sim import kernel_rows, validation
     from accel_sim.errors import UsageError
 
     spec = _spec(args.device, args.device_file)
     if args.data is not None:
-        from accel_sim.cli.flags import refuse
+        from accel_sim.commands.flags import refuse
 
         refuse(args, ("out_dir",), "is where the micro-benchmarks write their measurements and the fitted device "
                "file; --data fits from measured kernels and prints the constants")
@@ -515,11 +454,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         write_rows(models_out, Path(args.out_dir) / "end_to_end.csv", E2E_COLUMNS)
         print(f"# wrote {len(models_out)} whole-model measurements to {Path(args.out_dir) / 'end_to_end.csv'} "
               "(compare with `accel-sim validate --e2e-data`)")
-    rows, _ = validation.load_rows(data)
+    rows, _ = kernel_rows.load_rows(data)
     before = validation.validate({spec.id: spec}, rows, "fit")
-    constants, n = validation.fit_device(spec, rows, tuple(args.keep))
+    constants, n = kernel_rows.fit_device(spec, rows, tuple(args.keep))
     if n == 0:
-        raise UsageError(f"no fit-split measurements for device '{spec.id}' in {args.data or validation.data_path()}")
+        raise UsageError(f"no fit-split measurements for device '{spec.id}' in {args.data or kernel_rows.data_path()}")
     spec.kernel = constants
     after = validation.validate({spec.id: spec}, rows, "fit")
     for b, a in zip(before, after):

@@ -10,10 +10,8 @@ import dataclasses
 import inspect
 import json
 import sys
-from typing import Any, Callable
 
-from accel_sim.cli.flags import COUNT, WHOLE
-from accel_sim.cli.progress import Progress
+from accel_sim.progress import Progress
 
 
 def _stack_dict(stack: str | None) -> dict | None:
@@ -23,40 +21,6 @@ def _stack_dict(stack: str | None) -> dict | None:
     from accel_sim.io.stack_file import resolve_stack
 
     return resolve_stack(stack).as_dict()
-
-
-def add_parser(sub: Any, add_simulation_args: Callable[[argparse.ArgumentParser], None]) -> None:
-    from accel_sim.sweep import METRICS, PARAMETERS
-
-    p = sub.add_parser("sweep", help="vary a device or workload parameter and plot latency, throughput or memory",
-                       description="Simulate one workload at each value of one parameter. Device parameters: "
-                       + ", ".join(n for n, q in PARAMETERS.items() if q.kind != "workload")
-                       + "; workload parameters (rebuild the graph, need --model): "
-                       + ", ".join(n for n, q in PARAMETERS.items() if q.kind == "workload") + ".")
-    add_simulation_args(p)
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--device", default="h100", help="device name or alias (default: h100); see `accel-sim devices`")
-    where.add_argument("--devices", help="comma-separated device names: one series per device, e.g. a100,h100")
-    p.add_argument("--vary", action="append", metavar="NAME=SPEC",
-                   help="the parameter and its values: start:stop:n (n evenly spaced, both ends included), "
-                   "start:stop:n:log (geometric) or a comma list; e.g. memory_bandwidth_gbs=2000:8000:7, batch=1,2,4,8. "
-                   "Units: peak_tflops in dense TFLOP/s of the run's matmul dtype (every other compute rate of the part "
-                   "scales with it), memory_bandwidth_gbs and link_bandwidth_gbs in GB/s, memory_gb in GiB, clock_mhz in MHz")
-    p.add_argument("--metric", choices=tuple(METRICS), default="latency",
-                   help="what --plot draws: latency, throughput (tokens/s), memory (needed) or mfu (default: latency)")
-    p.add_argument("--plot", metavar="FILE", help="write the plot: .png (needs matplotlib), .svg, or .html (a self-contained page)")
-    g = p.add_argument_group("grid sweeps (docs/formats/grid.md)")
-    g.add_argument("--grid", metavar="FILE", help="a grid file: a command (simulate, train, plan, serve) and the values of its "
-                   "parameters; every point of the product (or the listed points) is run; needs --out")
-    g.add_argument("--out", metavar="FILE", help="with --grid: the results table, .parquet (needs pyarrow) or .csv; an "
-                   "interrupted sweep resumes from it")
-    g.add_argument("--workers", **WHOLE, default=0, metavar="N", help="with --grid: local worker processes, at most 4 per "
-                   "core (default 0: one per core); workers the system cannot start are done without")
-    g.add_argument("--ray", metavar="ADDRESS", help="with --grid: run the points as Ray tasks on this cluster (auto: the one "
-                   "this machine is connected to); needs pip install \"accel-sim[ray]\"")
-    g.add_argument("--batch-size", **COUNT, metavar="N", help="with --grid: points per task (default: chosen from the grid's size)")
-    g.add_argument("--restart", action="store_true", help="with --grid: discard the results of an earlier run in --out")
-    g.add_argument("--retry-failed", action="store_true", help="with --grid: run again the points that failed in an earlier run")
 
 
 def _fmt(v: float) -> str:
@@ -101,7 +65,7 @@ def _table_rows(rows: list[dict], name: str) -> tuple[list[str], list[tuple], li
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     import accel_sim
-    from accel_sim.cli import main as cli
+    from accel_sim.commands import simulate
     from accel_sim.errors import UsageError
     from accel_sim.report.json_report import SCHEMA_VERSION
     from accel_sim.report.sweep_plot import SweepFigure, check_plot_path, write_sweep_plot
@@ -110,7 +74,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     if args.grid:
         return _cmd_grid(args)
-    from accel_sim.cli.flags import refuse
+    from accel_sim.commands.flags import refuse
 
     if args.out:
         raise UsageError("--out writes a grid sweep's table: give --grid FILE")
@@ -130,8 +94,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     # simulate()'s options as the other commands take them; the system and groups are placed per
     # point, the devices resolved per point.
     accepted = set(inspect.signature(accel_sim.simulate).parameters) - {"system", "groups", "device_files", "dtype"}
-    common = {k: v for k, v in cli._common(args).items() if k in accepted}
-    setup = SweepSetup(build=cli._model_build_args(args) if args.model is not None else None, simulate=common,
+    common = {k: v for k, v in simulate.common(args).items() if k in accepted}
+    setup = SweepSetup(build=simulate.model_build_args(args) if args.model is not None else None, simulate=common,
                        system=args.system, device=devices[0], device_files=tuple(args.device_file))
     check(setup, name)
     load_args = args
@@ -140,7 +104,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         # value is above 1, though the flag itself is 1.
         load_args = copy.copy(args)
         setattr(load_args, name, int(max(values)))
-    graph = cli._load(load_args)  # checks the flags, resolves the devices, captures or builds once
+    graph = simulate.load(load_args)  # checks the flags, resolves the devices, captures or builds once
     progress = Progress(f"sweep {name}", args.quiet or args.json)
     try:
         rows = run_sweep(setup, devices, name, values, graph=graph, progress=progress)
@@ -213,7 +177,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     from accel_sim.grid import load_grid
     from accel_sim.report.json_report import SCHEMA_VERSION
 
-    from accel_sim.cli.flags import refuse
+    from accel_sim.commands.flags import refuse
 
     if args.vary or args.plot:
         raise UsageError("--grid runs a grid file: --vary and --plot belong to a one-parameter sweep")

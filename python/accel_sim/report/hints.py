@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from accel_sim.report.units import si
+
 
 def hint_message(hint: Any, report: Any) -> str:
     kind = hint.kind.name
@@ -55,8 +57,6 @@ def hint_message(hint: Any, report: Any) -> str:
             "(tensor/sequence/expert/context parallelism); a single-device simulation does not time them"
         )
     if kind == "masked_attention_pairs":
-        from accel_sim.report.tables import si  # tables renders hints: imported here, not above
-
         where = f" (e.g. {hint.subject})" if hint.subject else ""
         forward = " in each forward pass" if report.result.backward_time_s > 0 else ""
         return (

@@ -6,23 +6,7 @@ from typing import Any, Iterable, Sequence
 
 from accel_sim import _core
 from accel_sim.report.hints import hint_message
-
-_GIB = 1024.0**3
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1e3:,.3f} ms" if seconds < 10 else f"{seconds:,.2f} s"
-
-
-def gib(n: float) -> str:
-    return f"{n / _GIB:,.2f} GiB"
-
-
-def si(n: float, unit: str) -> str:
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(n) >= factor:
-            return f"{n / factor:,.2f} {prefix}{unit}"
-    return f"{n:,.0f} {unit}"
+from accel_sim.report.units import GIB, gib, ms, si
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], right: Sequence[bool] | None = None) -> str:
@@ -277,7 +261,7 @@ def devices_text(devices: list[Any]) -> str:
                 s.id,
                 ", ".join(e.aliases),
                 s.vendor,
-                f"{s.memory_bytes / _GIB:,.0f}",
+                f"{s.memory_bytes / GIB:,.0f}",
                 f"{s.memory_bandwidth_bytes_per_s / 1e9:,.0f}",
                 f"{p['bf16']:,.1f}" if "bf16" in p else "-",
                 f"{p['fp16']:,.1f}" if "fp16" in p else "-",

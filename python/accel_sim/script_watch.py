@@ -4,7 +4,7 @@ the command line's time limit (`--timeout`) and with a status line on stderr.
 The time limit is kept by `_core.ExitWatchdog`, a native thread: past it, the process prints one
 line naming the phase the run was in and exits with status 2, even when the script loops in
 Python, sleeps, or sits in a C call that holds the GIL (where no Python thread could run). The
-status line (accel_sim.cli.progress.StatusTicker) says the phase, the ops traced so far and the
+status line (accel_sim.progress.StatusTicker) says the phase, the ops traced so far and the
 time taken, once the run has gone on for a few seconds.
 """
 
@@ -16,8 +16,8 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from accel_sim.cli.flags import SECONDS
-from accel_sim.cli.progress import StatusTicker, eta_text
+from accel_sim.commands.flags import SECONDS
+from accel_sim.progress import StatusTicker, eta_text
 from accel_sim.errors import UsageError
 from accel_sim.io import fields
 
