@@ -8,6 +8,7 @@
 #include "accelsim/cost_model.h"
 #include "accelsim/memory.h"
 #include "accelsim/simulate.h"
+#include "accelsim/plan.h"
 #include "accelsim/training.h"
 #include "bindings.h"
 

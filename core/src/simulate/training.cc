@@ -20,9 +20,10 @@
 #include "accelsim/error.h"
 #include "accelsim/memory.h"
 #include "accelsim/physical_range.h"
+#include "training_stage.h"
 
 namespace accelsim {
-namespace {
+namespace training_detail {
 
 TrainingEstimate infeasible(std::string reason) {
   TrainingEstimate e;
@@ -47,13 +48,6 @@ std::vector<std::string> parse_order(const std::string& order) {
   return names;
 }
 
-// The layout's groups placed on the system in its rank order; indexed tp, cp, ep, dp (the data-
-// parallel ranks outside EP), pp.
-struct Placement {
-  std::array<CommGroup, 5> groups;
-  bool valid = false;
-};
-
 Placement place(const ParallelLayout& l, const SystemSpec& system) {
   Placement p;
   const std::vector<std::string> names = parse_order(l.order);
@@ -73,27 +67,6 @@ Placement place(const ParallelLayout& l, const SystemSpec& system) {
   p.valid = true;
   return p;
 }
-
-// A stage graph's bytes, for the linear stage profile.
-struct StageBytes {
-  double parameter_bytes = 0, gradient_bytes = 0, state_bytes = 0, saved_bytes = 0, peak_activation_bytes = 0;
-  double weight_copy_bytes = 0;
-  double trainable_parameter_bytes = 0;  // of parameter_bytes: those not frozen (Storage::frozen)
-  // Of saved_bytes: what the nodes before the first layer (the embedding) and after the last
-  // (the final norm, the head and the loss) wrote.
-  double embedding_saved_bytes = 0, head_saved_bytes = 0;
-  // The most the optimizer step's own temporaries hold at once (a foreach AdamW's denominators
-  // of every parameter), apart from peak_activation_bytes: the step runs once, after every
-  // micro-batch, over the parameters this rank updates.
-  double optimizer_peak_bytes = 0;
-  // The same micro-batch's activations replayed through PyTorch's caching allocator
-  // (replay_caching_allocator, memory.h): how much more than peak_activation_bytes it reserves
-  // from the driver and keeps (torch.cuda.max_memory_reserved), the free blocks a later, larger
-  // request could not reuse (the loss's logits-sized tensors beside the layers' smaller ones).
-  // Not a per-layer quantity: each layer's blocks are reused by the next layer's requests of
-  // the same sizes, so it is taken as it is, not brought to a mean layer.
-  double allocator_slack_bytes = 0;
-};
 
 // A stage graph's times on the device, for the linear stage profile.
 struct StageTimes {
@@ -239,7 +212,9 @@ void require_physical(const TrainingEstimate& e) {
 
 int recompute_rank(Recompute r) { return static_cast<int>(r); }
 
-}  // namespace
+}  // namespace training_detail
+
+using namespace training_detail;
 
 double training_clock_hz(const DeviceSpec& device, const SimulateOptions& options) {
   if (options.cost.clock_hz > 0) return options.cost.clock_hz;
@@ -247,7 +222,7 @@ double training_clock_hz(const DeviceSpec& device, const SimulateOptions& option
   return sustained_clock_hz(device);
 }
 
-namespace {
+namespace training_detail {
 
 // A stage's build options: `base` with the layout's TP/SP/CP/EP degrees and micro-batch.
 BuildOptions stage_build_options(const BuildOptions& base, const ParallelLayout& layout) {
@@ -261,29 +236,6 @@ BuildOptions stage_build_options(const BuildOptions& base, const ParallelLayout&
   b.persistent_gradients = false;
   return b;
 }
-
-// A stage's graphs and their bytes: all that its build options decide, whatever the placement
-// of its ranks (which enters only the simulated times), so that every placement of the same
-// degrees shares them.
-struct StageGraphs {
-  std::string reason;  // the builder's, when it rejects the shapes (nothing else is set)
-  // One and two of the model's heaviest layers (an MoE model's dense leading layers and
-  // interleaved dense layers made MoE) with the embedding and the head; `two` is absent for a
-  // one-layer model (one stands for both).
-  std::optional<Graph> one, two;
-  StageBytes one_bytes, two_bytes;
-  // The body: the same layers without the final norm, the head and the pooler, a stage before
-  // the last (its loss stands for the next stage's gradient); only its bytes are needed.
-  StageBytes body_one_bytes, body_two_bytes;
-  // An MoE model with dense layers: the real model's leading layers through the first MoE layer
-  // (`whole_layers` of them), and one more, for the whole model's FLOPs.
-  std::optional<Graph> whole_one, whole_two;
-  int64_t whole_layers = 0;
-  // Layers per repeat of the model's layer pattern (ModelSpec::layer_pattern(): gpt-oss
-  // alternates windowed and full attention, 2). `one` and `two` then hold one and two repeats,
-  // and their figures are brought back to one and two mean layers (per_mean_layer).
-  int64_t unit = 1;
-};
 
 // Figures measured at `unit` and 2 x `unit` layers, brought to one and two layers of the
 // pattern's mean: the slope per layer is a repeat's over `unit`, and the one-layer figure the
@@ -438,7 +390,7 @@ StageGraphs build_or_reject(const ModelSpec& model, const BuildOptions& b, Relea
   }
 }
 
-}  // namespace
+}  // namespace training_detail
 
 StageProfile profile_stage(const ModelSpec& model, const BuildOptions& base,
                            const ParallelLayout& layout, const std::vector<CommGroup>& groups,
@@ -680,317 +632,6 @@ TrainingEstimate estimate_training(const ModelSpec& model, const BuildOptions& b
     profile = profile_stage(model, base, layout, groups, device, system, options);
   }
   return compose_training(model, base, layout, profile, device, system);
-}
-
-// ---------------------------------------------------------------------------------------------
-// plan_training
-
-namespace {
-
-std::vector<int64_t> powers_of_two(int64_t limit) {
-  std::vector<int64_t> v;
-  for (int64_t x = 1; x <= limit; x *= 2) v.push_back(x);
-  return v;
-}
-
-// The stage-profile key of a candidate: its TP/SP/CP/EP degrees and their placement, its
-// micro-batch and recompute policy.
-struct ProfileKey {
-  int64_t tp, tp_in, cp, cp_in, ep, ep_in, sp, mb, rc;
-  bool operator==(const ProfileKey&) const = default;
-};
-struct ProfileKeyHash {
-  size_t operator()(const ProfileKey& k) const {
-    size_t h = 1469598103934665603ull;
-    for (int64_t x : {k.tp, k.tp_in, k.cp, k.cp_in, k.ep, k.ep_in, k.sp, k.mb, k.rc}) {
-      h = (h ^ static_cast<size_t>(x)) * 1099511628211ull;
-    }
-    return h;
-  }
-};
-
-// Candidate order: faster first; ties by the layout, so threads do not change the answer.
-auto layout_tuple(const PlanCandidate& c) {
-  const ParallelLayout& l = c.layout;
-  return std::make_tuple(l.tp, l.pp, l.dp, l.cp, l.ep, l.micro_batch, l.virtual_stages, l.zero,
-                         recompute_rank(c.recompute), l.sequence_parallel, l.order);
-}
-bool faster(const PlanCandidate& a, const PlanCandidate& b) {
-  if (a.estimate.step_s != b.estimate.step_s) return a.estimate.step_s < b.estimate.step_s;
-  return layout_tuple(a) < layout_tuple(b);
-}
-
-// The `k` fastest of what is pushed.
-struct TopK {
-  size_t k;
-  std::vector<PlanCandidate> items;
-  void push(PlanCandidate c) {
-    if (items.size() >= k && k > 0 && !faster(c, items.back())) return;
-    items.push_back(std::move(c));
-    if (items.size() > 4 * k + 16) trim();
-  }
-  void trim() {
-    std::sort(items.begin(), items.end(), faster);
-    if (items.size() > k) items.resize(k);
-  }
-};
-
-}  // namespace
-
-PlanSpace default_plan_space(const ModelSpec& model, int64_t gpus, int64_t global_batch, int64_t seq) {
-  PlanSpace s;
-  s.gpus = gpus;
-  s.global_batch = global_batch;
-  s.tp = powers_of_two(std::min<int64_t>(128, gpus));
-  for (int64_t cp : powers_of_two(std::min<int64_t>(32, gpus))) {
-    if (seq % (2 * cp) == 0 || cp == 1) s.cp.push_back(cp);
-  }
-  s.ep = model.moe.enabled() ? powers_of_two(std::min(model.moe.num_experts, gpus)) : std::vector<int64_t>{1};
-  s.pp = powers_of_two(std::min(model.num_layers, gpus));
-  s.micro_batch = powers_of_two(std::min<int64_t>(32, global_batch));
-  for (int64_t v = 1; v <= 16; ++v) s.virtual_stages.push_back(v);
-  s.zero = {0, 1, 2, 3};
-  s.recompute = {Recompute::none, Recompute::selective, Recompute::full};
-  s.sequence_parallel = {0, 1};
-  s.orders = {"tp-cp-ep-dp-pp", "cp-tp-ep-dp-pp", "tp-cp-ep-pp-dp"};
-  return s;
-}
-
-PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const PlanSpace& space,
-                         const DeviceSpec& device, const SystemSpec& system,
-                         const SimulateOptions& options, int64_t top, int threads,
-                         const std::function<void(int64_t, int64_t)>& progress,
-                         const PlanThreadStart& start_thread) {
-  model.validate();
-  device.validate();
-  system.validate();
-  ACCELSIM_CHECK(space.gpus >= 1 && space.global_batch >= 1, "a plan needs at least one GPU and one sequence per step");
-  ACCELSIM_CHECK(threads >= 0 && threads <= kMaxPlanThreads,
-                 "the plan search takes 0 (all cores) to " + std::to_string(kMaxPlanThreads) + " threads (got " +
-                     std::to_string(threads) + ")");
-  for (const auto* dim : {&space.tp, &space.cp, &space.ep, &space.pp, &space.micro_batch, &space.virtual_stages}) {
-    ACCELSIM_CHECK(!dim->empty(), "every dimension of the plan's space needs at least one value");
-    for (int64_t x : *dim) ACCELSIM_CHECK(x >= 1, "parallel degrees, micro-batches and virtual stages must be at least 1");
-  }
-  ACCELSIM_CHECK(!space.zero.empty() && !space.recompute.empty() && !space.sequence_parallel.empty() &&
-                     !space.orders.empty(),
-                 "every dimension of the plan's space needs at least one value");
-  for (const std::string& o : space.orders) {
-    ACCELSIM_CHECK(!parse_order(o).empty(), "the rank order '" + o + "' is not a permutation of tp, cp, ep, dp, pp");
-  }
-
-  // Outer items: (tp, cp, ep, order, sp, micro-batch, recompute); inner: (pp, v, zero).
-  struct Outer {
-    int64_t tp, cp, ep, mb;
-    size_t order;
-    int sp;
-    Recompute rc;
-  };
-  std::vector<Outer> outers;
-  for (int64_t tp : space.tp)
-    for (int64_t cp : space.cp)
-      for (int64_t ep : space.ep)
-        for (size_t o = 0; o < space.orders.size(); ++o)
-          for (int sp : space.sequence_parallel)
-            for (int64_t mb : space.micro_batch)
-              for (Recompute rc : space.recompute) outers.push_back({tp, cp, ep, mb, o, sp, rc});
-  const auto inner = static_cast<int64_t>(space.pp.size() * space.virtual_stages.size() * space.zero.size());
-
-  PlanResult result;
-  result.candidates = static_cast<int64_t>(outers.size()) * inner;
-
-  // A candidate's layout, or the reason it is pruned before its step is composed.
-  auto layout_of = [&](const Outer& o, int64_t pp, int64_t v, int zero, ParallelLayout& l) -> const char* {
-    if (o.sp && o.tp == 1) return "sequence parallelism needs tp > 1";
-    if (space.gpus % (o.tp * o.cp * pp) != 0) return "tp x cp x pp does not divide the GPUs";
-    l = ParallelLayout{.tp = o.tp, .pp = pp, .dp = space.gpus / (o.tp * o.cp * pp), .cp = o.cp, .ep = o.ep,
-                       .sequence_parallel = o.sp != 0, .micro_batch = o.mb,
-                       .global_batch = space.global_batch, .virtual_stages = v, .zero = zero,
-                       .order = space.orders[o.order]};
-    if (l.dp % o.ep != 0) return "ep does not divide dp";
-    if (zero > 0 && l.dp * l.cp == 1) return "ZeRO with dp x cp = 1 is ZeRO-0";
-    if (v > 1 && pp == 1) return "virtual stages need pp > 1";
-    if (model.num_layers < pp * v) return "fewer layers than pp x virtual stages";
-    if (space.global_batch % (l.dp * o.mb) != 0) return "global batch not a multiple of dp x micro-batch";
-    if (v > 1 && (space.global_batch / (l.dp * o.mb)) % pp != 0) return "interleaving needs micro-batches a multiple of pp";
-    return nullptr;
-  };
-  // Orders that place the groups as an earlier order does are the same candidate.
-  auto placement_key = [&](const ParallelLayout& l) {
-    const Placement p = place(l, system);
-    std::array<int64_t, 5> k{};
-    for (size_t i = 0; i < 5; ++i) k[i] = p.groups[i].ranks_per_domain;
-    return k;
-  };
-  auto duplicate_order = [&](const ParallelLayout& l, size_t order) {
-    if (order == 0) return false;
-    const auto key = placement_key(l);
-    for (size_t earlier = 0; earlier < order; ++earlier) {
-      ParallelLayout other = l;
-      other.order = space.orders[earlier];
-      if (placement_key(other) == key) return true;
-    }
-    return false;
-  };
-  auto key_of = [&](const ParallelLayout& l, Recompute rc) {
-    const Placement p = place(l, system);
-    return ProfileKey{l.tp, p.groups[0].ranks_per_domain, l.cp, p.groups[1].ranks_per_domain, l.ep,
-                      p.groups[2].ranks_per_domain, l.sequence_parallel ? 1 : 0, l.micro_batch,
-                      recompute_rank(rc)};
-  };
-
-  // Pass 1: the distinct stage profiles the unpruned candidates need.
-  std::unordered_map<ProfileKey, size_t, ProfileKeyHash> index;
-  std::vector<std::pair<ProfileKey, ParallelLayout>> keys;
-  for (const Outer& o : outers) {
-    for (int64_t pp : space.pp) {
-      for (int64_t v : space.virtual_stages) {
-        ParallelLayout l;
-        if (layout_of(o, pp, v, 0, l) != nullptr && layout_of(o, pp, v, 1, l) != nullptr) continue;
-        if (duplicate_order(l, o.order)) continue;
-        const ProfileKey k = key_of(l, o.rc);
-        if (index.emplace(k, keys.size()).second) keys.emplace_back(k, l);
-      }
-    }
-  }
-  result.profiles = static_cast<int64_t>(keys.size());
-  // The profiles that differ only in where their TP, CP and EP groups sit share their graphs.
-  std::vector<std::vector<size_t>> sharing_graphs;
-  {
-    std::unordered_map<ProfileKey, size_t, ProfileKeyHash> group_of;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      ProfileKey unplaced = keys[i].first;
-      unplaced.tp_in = unplaced.cp_in = unplaced.ep_in = 0;
-      const auto [it, added] = group_of.emplace(unplaced, sharing_graphs.size());
-      if (added) sharing_graphs.emplace_back();
-      sharing_graphs[it->second].push_back(i);
-    }
-  }
-
-  const int workers = std::max(1, threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
-  const auto total = static_cast<int64_t>(sharing_graphs.size() + outers.size());
-  std::atomic<int64_t> done{0};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  // Runs body(i, worker) for i < count on up to `workers` threads (no more than there are items),
-  // reporting progress from this thread. A thread the system cannot start (out of threads or
-  // address space) is done without: the threads started share the work, and with none started
-  // this thread does it all. Every thread started is joined before anything leaves, a failure in
-  // the progress callback included.
-  auto run = [&](size_t count, const std::function<void(size_t, int)>& body) {
-    std::atomic<size_t> next{0};
-    auto work = [&](int t) {
-      for (size_t i = next++; i < count; i = next++) {
-        try {
-          body(i, t);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(failure_mutex);
-          if (!failure) failure = std::current_exception();
-          next = count;
-        }
-        ++done;
-      }
-    };
-    const int wanted = static_cast<int>(std::min<size_t>(static_cast<size_t>(workers), count));
-    std::vector<std::thread> pool;
-    try {
-      pool.reserve(static_cast<size_t>(wanted));
-      for (int t = 0; t < wanted; ++t) {
-        pool.push_back(start_thread ? start_thread([&work, t] { work(t); }) : std::thread(work, t));
-      }
-    } catch (const std::system_error&) {  // EAGAIN: no thread left, or no room for its stack
-    } catch (const std::bad_alloc&) {     // no room for the pool itself
-    }
-    if (pool.empty()) {
-      work(0);
-    } else {
-      try {
-        while (progress && next.load() < count) {
-          progress(done.load(), total);
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(failure_mutex);
-        if (!failure) failure = std::current_exception();
-        next = count;
-      }
-    }
-    for (std::thread& th : pool) th.join();
-    if (failure) std::rethrow_exception(failure);
-  };
-
-  // Pass 2: the profiles, in parallel, each stage's graphs built once for all its placements.
-  std::vector<StageProfile> profiles(keys.size());
-  run(sharing_graphs.size(), [&](size_t g, int) {
-    const size_t first = sharing_graphs[g].front();
-    BuildOptions b = base;
-    b.recompute = static_cast<Recompute>(keys[first].first.rc);
-    const StageGraphs graphs = build_or_reject(model, stage_build_options(b, keys[first].second), options.release_policy);
-    for (size_t i : sharing_graphs[g]) {
-      const Placement p = place(keys[i].second, system);
-      profiles[i] = profile_built_stage(model, graphs, {p.groups[0], p.groups[1], p.groups[2]}, device, system, options);
-    }
-  });
-
-  // Pass 3: every candidate's step, in parallel over the outer items.
-  struct Partial {
-    TopK best, over;
-    int64_t evaluated = 0, feasible = 0;
-    std::map<std::string, int64_t> pruned;
-  };
-  const auto k = static_cast<size_t>(std::max<int64_t>(1, top));
-  std::vector<Partial> partials(static_cast<size_t>(workers), Partial{TopK{k, {}}, TopK{k, {}}, 0, 0, {}});
-  run(outers.size(), [&](size_t i, int worker) {
-    Partial& part = partials[static_cast<size_t>(worker)];
-    const Outer& o = outers[i];
-    BuildOptions b = base;
-    b.recompute = o.rc;
-    for (int64_t pp : space.pp) {
-      for (int64_t v : space.virtual_stages) {
-        for (int zero : space.zero) {
-          ParallelLayout l;
-          if (const char* why = layout_of(o, pp, v, zero, l)) {
-            ++part.pruned[why];
-            continue;
-          }
-          if (duplicate_order(l, o.order)) {
-            ++part.pruned["the same placement as an earlier rank order"];
-            continue;
-          }
-          const StageProfile& profile = profiles[index.at(key_of(l, o.rc))];
-          if (!profile.feasible) {
-            ++part.pruned["the stage does not build: " + profile.reason];
-            continue;
-          }
-          PlanCandidate c{l, o.rc, compose_training(model, b, l, profile, device, system)};
-          ++part.evaluated;
-          if (c.estimate.feasible) {
-            ++part.feasible;
-            part.best.push(std::move(c));
-          } else if (c.estimate.step_s > 0) {
-            part.over.push(std::move(c));
-          } else {
-            ++part.pruned[c.estimate.reason];
-          }
-        }
-      }
-    }
-  });
-  if (progress) progress(total, total);
-
-  TopK best{k, {}}, over{k, {}};
-  for (Partial& part : partials) {
-    result.evaluated += part.evaluated;
-    result.feasible += part.feasible;
-    for (auto& [why, count] : part.pruned) result.pruned[why] += count;
-    for (PlanCandidate& c : part.best.items) best.push(std::move(c));
-    for (PlanCandidate& c : part.over.items) over.push(std::move(c));
-  }
-  best.trim();
-  over.trim();
-  result.best = std::move(best.items);
-  result.best_infeasible = std::move(over.items);
-  return result;
 }
 
 }  // namespace accelsim

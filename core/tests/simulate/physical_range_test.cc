@@ -18,6 +18,7 @@
 #include "accelsim/pipeline.h"
 #include "accelsim/serve.h"
 #include "accelsim/simulate.h"
+#include "accelsim/plan.h"
 #include "accelsim/training.h"
 #include "testing/models.h"
 #include "testing/round_device.h"

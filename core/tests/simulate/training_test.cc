@@ -1,4 +1,5 @@
 // One parallel training step composed from a stage's simulation, checked piece by piece.
+#include "accelsim/plan.h"
 #include "accelsim/training.h"
 
 #include <gtest/gtest.h>
