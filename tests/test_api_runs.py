@@ -84,3 +84,31 @@ def test_the_api_refuses_what_the_command_refuses():
     # A configuration that does not fit is refused with its reason, as `train` refuses it.
     with pytest.raises(accel_sim.UsageError, match="infeasible"):
         accel_sim.train(**(TRAIN | {"model": "llama-3-70b", "tp": 1, "dp": 16, "sp": False, "recompute": "none"}))
+
+
+def test_fit_and_kernel_give_what_the_commands_give():
+    options = dict(model="llama-3-8b", devices="a100,h100", axis="batch", seq=2048)
+    argv = ["fit", "--model", "llama-3-8b", "--devices", "a100,h100", "--axis", "batch", "--seq", "2048"]
+    run = accel_sim.fit(**options)
+    assert run.to_dict() == json.loads(cli(argv + ["--json"]))
+    assert run.text() + "\n" == cli(argv)
+    # A kernel: 2 x 4096^3 FLOPs of a square matmul, whatever its time.
+    matmul = accel_sim.kernel("matmul", m=4096, n=4096, k=4096, device="h100")
+    assert matmul.estimate.flops == 2 * 4096**3
+    argv = ["kernel", "matmul", "--m", "4096", "--n", "4096", "--k", "4096", "--device", "h100"]
+    assert matmul.to_dict() == json.loads(cli(argv + ["--json"]))
+    assert matmul.text() + "\n" == cli(argv)
+    # A collective on a system; an unknown kind is a TypeError naming the kinds.
+    ring = accel_sim.kernel("allreduce", system="dgx_h100", gpus=8, bytes=1e9)
+    assert ring.to_dict() == json.loads(cli(["kernel", "allreduce", "--system", "dgx_h100", "--gpus", "8", "--bytes",
+                                             "1e9", "--json"]))
+    with pytest.raises(TypeError, match="no command 'kernel conv'"):
+        accel_sim.kernel("conv", device="h100")
+
+
+def test_validate_gives_what_the_command_printed():
+    from test_golden import HERE, masked
+
+    run = accel_sim.validate()
+    assert masked(run.text() + "\n") == masked((HERE / "outputs" / "validate-text.txt").read_text(encoding="utf-8"))
+    assert run.to_dict()["training_runs_summary"]["rows"] == run.run_stats.rows > 0

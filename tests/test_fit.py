@@ -51,7 +51,7 @@ def test_builder_fit_along_the_sequence_with_recompute():
 
 def test_script_fit_resizes_the_example_inputs():
     from accel_sim.device import resolve_device
-    from accel_sim.fit import script_probe
+    from accel_sim.fit_search import script_probe
 
     d = _fit(str(REPO / "examples" / "gpt2.py"), "--devices", "v100", "--axis", "batch")
     row = d["rows"][0]
@@ -91,7 +91,7 @@ def test_the_search_limit_stops_where_no_device_can_fit():
     # A probe that fails says which value the search was trying.
     from accel_sim.device import resolve_device
     from accel_sim.errors import UsageError
-    from accel_sim.fit import fit
+    from accel_sim.fit_search import fit
 
     def probe(value: int) -> int:
         raise UsageError("batch x seq x hidden_size x 4 bytes overflows 64-bit byte counts")

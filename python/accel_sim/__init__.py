@@ -22,7 +22,7 @@ from accel_sim.api import (
     simulate,
 )
 from accel_sim.device import Device
-from accel_sim.runs import plan, serve, train
+from accel_sim.runs import fit, kernel, plan, serve, train, validate
 from accel_sim.version import __version__
 from accel_sim.errors import UsageError
 
@@ -37,11 +37,14 @@ __all__ = [
     "build_model_graph",
     "capture",
     "compare",
+    "fit",
+    "kernel",
     "list_devices",
     "load_target",
     "plan",
     "serve",
     "simulate",
     "train",
+    "validate",
     "__version__",
 ]

@@ -1,5 +1,6 @@
-"""The Python API of the commands that run on a cluster: `train`, `plan` and `serve`, each as its
-command runs it, returning a result that renders itself as the command prints it.
+"""The Python API of the commands below `simulate` and `compare` (api.py): `train`, `plan`, `serve`,
+`fit`, `kernel` and `validate`, each as its command runs it, returning a result that renders itself as the
+command prints it.
 
     import accel_sim
     run = accel_sim.train(model="llama-3-8b", system="dgx_h100", gpus=16, tp=2, dp=8, sp=True,
@@ -24,7 +25,7 @@ from typing import Any
 _OUTPUT = {"json", "html", "trace", "plot", "debug", "command"}
 
 
-def _options(command: str, options: dict[str, Any]) -> Any:
+def _options(command: str, options: dict[str, Any]) -> Any:  # command: "train", or "kernel matmul"
     from accel_sim.commands.parser import command_options, command_parser
 
     output = sorted(set(options) & _OUTPUT)
@@ -73,3 +74,41 @@ def serve(**options: Any) -> Any:
     from accel_sim.commands.serve import serve as run
 
     return run(_options("serve", options))
+
+
+def fit(**options: Any) -> Any:
+    """The largest batch or sequence length that fits each device, as `accel-sim fit` finds it
+    (accel_sim.commands.fit.FitRun: .report.rows one per device, each with its `largest`).
+
+        accel_sim.fit(model="llama-3-8b", devices="a100,h100", axis="batch", seq=2048)
+
+    A script is `target="model.py"` (captured once per value probed)."""
+    from accel_sim.commands.fit import fit as run
+
+    return run(_options("fit", options))
+
+
+def kernel(kind: str, **options: Any) -> Any:
+    """One kernel's time on a device (kind matmul, attention or memory; a KernelRun with the core's
+    KernelEstimate as .estimate), or one collective's on a system (kind allreduce, allgather,
+    reducescatter, alltoall, broadcast, sendrecv; a CollectiveRun), as `accel-sim kernel KIND`
+    estimates it.
+
+        accel_sim.kernel("matmul", m=4096, n=4096, k=4096, device="h100").estimate.time_s
+        accel_sim.kernel("allreduce", system="dgx_h100", gpus=8, bytes=1e9).estimate.busbw_bytes_per_s"""
+    from accel_sim.commands.kernels import kernel as run
+
+    return run(_options(f"kernel {kind}", options))
+
+
+def validate(**options: Any) -> Any:
+    """The model against every measured number of the calibration set it can express, as
+    `accel-sim validate` reports it (accel_sim.commands.validate.ValidationRun: .lines the kernel
+    model's error per device and class, .runs the training runs, .serving, .encoder, ...).
+
+        accel_sim.validate(split="report").run_stats.median_abs_error
+
+    It runs every row (about 15 s on two cores)."""
+    from accel_sim.commands.validate import validate as run
+
+    return run(_options("validate", options))

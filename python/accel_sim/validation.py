@@ -585,3 +585,31 @@ def serving_validation() -> list[dict]:
                           "predicted": p["predicted"], "error": p["predicted"] / measured - 1.0,
                           "preemptions": p["preemptions"]})
     return out
+
+
+# The message size of a figure that gives none: the large-message plateau nccl-tests reports.
+PLATEAU_BYTES = 8e9
+
+
+def collective_validation() -> list[dict]:
+    """Every published bus bandwidth in the system files against the collective model, at the
+    row's message size (nccl-tests' size), or 8 GB for a large-message figure."""
+    from accel_sim.commands.systems import ALGORITHMS
+    from accel_sim.io.system_file import builtin_systems
+
+    rows = []
+    for e in builtin_systems():
+        for m in e.measured:
+            q = _core.CollectiveQuery()
+            q.kind = getattr(_core.CollectiveKind, m["collective"])
+            q.bytes, q.ranks = m["bytes"] or PLATEAU_BYTES, m["gpus"]
+            if m["algorithm"] in ALGORITHMS:
+                q.algorithm = getattr(_core.CollectiveAlgorithm, m["algorithm"])
+            est = _core.estimate_collective(q, e.spec)
+            predicted = est.busbw_bytes_per_s / 1e9
+            rows.append({"system": e.spec.id, "collective": m["collective"], "gpus": m["gpus"],
+                         "algorithm": m["algorithm"], "bytes": q.bytes, "measured_busbw_gbs": m["busbw_gbs"],
+                         "predicted_busbw_gbs": predicted,
+                         "error": _core.error_stats([predicted], [m["busbw_gbs"]]).median_signed_error,
+                         "split": m["split"], "source": m["source"]})
+    return rows

@@ -6,38 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from accel_sim.commands.systems import ALGORITHMS, COLLECTIVES
+from accel_sim.commands.systems import ALGORITHMS
 from accel_sim.report.json_report import SCHEMA_VERSION
-
-
-def cmd_collective(args: argparse.Namespace) -> int:
-    from accel_sim import _core
-    from accel_sim.errors import UsageError
-    from accel_sim.io.system_file import resolve_system
-
-    entry = resolve_system(args.system, args.system_file)
-    q = _core.CollectiveQuery()
-    q.kind = getattr(_core.CollectiveKind, COLLECTIVES[args.kernel_kind])
-    q.bytes, q.ranks, q.ranks_per_domain = args.bytes, args.gpus, args.ranks_per_domain
-    q.algorithm = getattr(_core.CollectiveAlgorithm, args.algorithm)
-    try:
-        e = _core.estimate_collective(q, entry.spec)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
-    result = {"schema": "accel-sim/collective", "schema_version": SCHEMA_VERSION, "system": entry.spec.id, "collective": COLLECTIVES[args.kernel_kind],
-              "bytes": args.bytes, "gpus": args.gpus, "algorithm": e.algorithm.name, "time_s": e.time_s,
-              "algbw_gbs": e.algbw_bytes_per_s / 1e9, "busbw_gbs": e.busbw_bytes_per_s / 1e9,
-              "crosses_domains": e.crosses_domains, "estimated_fields": list(entry.estimated)}
-    if args.json:
-        print(json.dumps(result, indent=1))
-        return 0
-    print(f"{COLLECTIVES[args.kernel_kind]} of {args.bytes / 1e9:g} GB over {args.gpus} GPUs of {entry.spec.name} "
-          f"({e.algorithm.name}{', across scale-up domains' if e.crosses_domains else ''})")
-    print(f"  time {e.time_s * 1e3:.3f} ms · algbw {e.algbw_bytes_per_s / 1e9:.1f} GB/s · "
-          f"busbw {e.busbw_bytes_per_s / 1e9:.1f} GB/s (nccl-tests' definitions)")
-    if entry.estimated:
-        print(f"  the system file's {', '.join(entry.estimated)} are estimates, not published figures (see its sources)")
-    return 0
 
 
 def cmd_systems(args: argparse.Namespace) -> int:
@@ -76,34 +46,6 @@ def cmd_systems(args: argparse.Namespace) -> int:
     return 0
 
 
-# The message size of a figure that gives none: the large-message plateau nccl-tests reports.
-PLATEAU_BYTES = 8e9
-
-
-def collective_validation() -> list[dict]:
-    """Every published bus bandwidth in the system files against the collective model, at the
-    row's message size (nccl-tests' size), or 8 GB for a large-message figure."""
-    from accel_sim import _core
-    from accel_sim.io.system_file import builtin_systems
-
-    rows = []
-    for e in builtin_systems():
-        for m in e.measured:
-            q = _core.CollectiveQuery()
-            q.kind = getattr(_core.CollectiveKind, m["collective"])
-            q.bytes, q.ranks = m["bytes"] or PLATEAU_BYTES, m["gpus"]
-            if m["algorithm"] in ALGORITHMS:
-                q.algorithm = getattr(_core.CollectiveAlgorithm, m["algorithm"])
-            est = _core.estimate_collective(q, e.spec)
-            predicted = est.busbw_bytes_per_s / 1e9
-            rows.append({"system": e.spec.id, "collective": m["collective"], "gpus": m["gpus"],
-                         "algorithm": m["algorithm"], "bytes": q.bytes, "measured_busbw_gbs": m["busbw_gbs"],
-                         "predicted_busbw_gbs": predicted,
-                         "error": _core.error_stats([predicted], [m["busbw_gbs"]]).median_signed_error,
-                         "split": m["split"], "source": m["source"]})
-    return rows
-
-
 def cmd_stacks(args: argparse.Namespace) -> int:
     """The shipped stacks (and any --stack-file): what each runs, the default marked."""
     from accel_sim.io.stack_file import DEFAULT_STACK, builtin_stacks, load_stack_file
@@ -123,8 +65,6 @@ def cmd_stacks(args: argparse.Namespace) -> int:
         return e.host_overhead_per_kernel_s * 1e6 or None
 
     if args.json:
-        from accel_sim.report.json_report import SCHEMA_VERSION
-
         print(json.dumps({"schema": "accel-sim/stacks", "schema_version": SCHEMA_VERSION, "stacks": [
                           {"id": e.id, "name": e.name, "version": e.version, "default": e.id == DEFAULT_STACK,
                            "attention": dict(e.training.attention),

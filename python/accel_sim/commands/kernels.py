@@ -1,12 +1,14 @@
-"""The options of `accel-sim kernel` (one kernel's time, or one collective's), `validate` and
-`calibrate`."""
+"""`accel-sim kernel`: one kernel's time on a device (core: estimate_kernel), or one collective's on a
+system (commands/systems.py); and the options of `validate` and `calibrate`."""
 
 from __future__ import annotations
 
+import argparse
+from dataclasses import dataclass
 from typing import Any
 
 from accel_sim.commands.flags import CLOCK_MHZ, COUNT, ELEMENTS
-from accel_sim.commands.systems import add_collective_parsers
+from accel_sim.commands.systems import COLLECTIVES, add_collective_parsers, collective
 from accel_sim.io.stack_file import ATTENTION_KERNELS
 from accel_sim.kernel_rows import DTYPES as _CORE_DTYPES
 
@@ -67,3 +69,73 @@ def add_parsers(sub: Any) -> None:
                    help="hold this kernel constant at the device's value instead of fitting it (repeatable; "
                    "e.g. kernel_floor_s where the rows cannot pin it)")
     p.add_argument("--out-dir", default="calibration", metavar="DIR", help="where the GPU sweep writes measurements.csv and the fitted device file (default: calibration/)")
+
+
+@dataclass
+class KernelRun:
+    """One kernel as `accel-sim kernel` estimates it: its options (`args`), what it is in words, the
+    device spec and the core's KernelEstimate. to_dict() is `kernel --json`, text() its text."""
+
+    args: Any
+    what: str
+    device: Any
+    estimate: Any
+
+    def to_dict(self) -> dict:
+        from accel_sim.report.kernels import kernel_json
+
+        return kernel_json(self)
+
+    def text(self) -> str:
+        from accel_sim.report.kernels import kernel_text
+
+        return kernel_text(self)
+
+
+def kernel(args: argparse.Namespace) -> Any:
+    """`kernel`'s run: a KernelRun, or for a collective kind a CollectiveRun (commands/systems.py)."""
+    from accel_sim import _core
+    from accel_sim.commands.flags import check_clock, refuse
+    from accel_sim.device import resolve_device
+    from accel_sim.errors import UsageError
+
+    if args.kernel_kind in COLLECTIVES:
+        return collective(args)
+    if args.kernel_kind == "attention" and not args.backward:
+        refuse(args, ("forward",), "adds the forward pass to --backward; without --backward the forward is what is timed")
+    spec = resolve_device(args.device, args.device_file).spec
+    check_clock(args, [spec])
+    q = _core.KernelQuery()
+    q.dtype = _core.parse_dtype(_CORE_DTYPES[args.dtype])
+    if args.kernel_kind == "matmul":
+        q.kind = _core.KernelKind.matmul
+        q.m, q.n, q.k, q.batch = args.m, args.n, args.k, args.batch
+        what = f"matmul {args.batch} x {args.m}x{args.k} @ {args.k}x{args.n}" if args.batch > 1 else f"matmul {args.m}x{args.k} @ {args.k}x{args.n}"
+    elif args.kernel_kind == "attention":
+        q.kind = _core.KernelKind.attention
+        q.batch, q.heads = args.batch, args.heads
+        q.kv_heads = args.kv_heads or args.heads
+        q.seq_q, q.seq_k, q.head_dim = args.seq_q, args.seq_k or args.seq_q, args.head_dim
+        q.causal = args.causal
+        q.backward = args.backward
+        q.forward = args.forward or not args.backward
+        q.impl = getattr(_core.AttentionImpl, args.impl)
+        passes = "forward + backward" if q.forward and q.backward else "backward" if q.backward else "forward"
+        what = (f"attention {args.impl} {passes}: batch {q.batch}, heads {q.heads}/{q.kv_heads}, "
+                f"seq {q.seq_q}x{q.seq_k}, head dim {q.head_dim}" + (", causal" if q.causal else ""))
+    else:
+        q.kind = _core.KernelKind.memory
+        q.op = args.op
+        q.elements = args.elements
+        what = f"{args.op} over {args.elements:,.0f} elements"
+    q.timed_alone = args.timed_alone
+    options = _core.CostOptions()
+    options.include_launch_overhead = False
+    options.allow_tf32 = args.dtype == "tf32"
+    if args.clock_mhz is not None:
+        options.clock_hz = args.clock_mhz * 1e6
+    try:
+        e = _core.estimate_kernel(q, spec, args.cost_model, options)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    return KernelRun(args, what, spec, e)

@@ -103,10 +103,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 @functools.lru_cache(maxsize=None)
 def command_parser(command: str) -> argparse.ArgumentParser:
-    """The argparse parser of `accel-sim COMMAND` (its options: names, defaults, choices)."""
-    parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return sub.choices[command]
+    """The argparse parser of `accel-sim COMMAND` (its options: names, defaults, choices); a
+    command with kinds is named with its kind: "kernel matmul"."""
+    return _descend(command)[0]
+
+
+def _descend(command: str) -> tuple[argparse.ArgumentParser, dict[str, str]]:
+    """The parser of COMMAND ("kernel matmul": the kind's), and the sub-command choices argparse
+    would store on the way ({"command": "kernel", "kernel_kind": "matmul"})."""
+    parser, chosen = build_parser(), {}
+    for word in command.split():
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is None or word not in sub.choices:
+            known = ", ".join(sorted(sub.choices)) if sub is not None else "none"
+            raise TypeError(f"no command {command!r} (at {word!r}: {known})")
+        chosen[sub.dest] = word
+        parser = sub.choices[word]
+    return parser, chosen
 
 
 def list_valued(action: argparse.Action) -> bool:
@@ -138,7 +151,7 @@ def command_options(command: str, values: dict, hidden: set[str] | frozenset[str
     missing = sorted(d for d, a in actions.items() if a.required and values.get(d) is None)
     if missing:
         raise TypeError(f"{command}() needs {', '.join(missing)}")
-    namespace = argparse.Namespace(**{d: a.default for d, a in actions.items()})
+    namespace = argparse.Namespace(**{d: a.default for d, a in actions.items()}, **_descend(command)[1])
     given = []
     for dest, value in values.items():
         action = actions[dest]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from accel_sim.commands.flags import COUNT, WHOLE
@@ -55,3 +56,42 @@ def add_stacks_parser(sub: Any) -> None:
     p = sub.add_parser("stacks", help="list the software stacks train, plan and serve take with --stack")
     p.add_argument("--stack-file", action="append", default=[], metavar="FILE", help="also list this stack file")
     p.add_argument("--json", action="store_true", help="print as JSON")
+
+
+@dataclass
+class CollectiveRun:
+    """One collective as `accel-sim kernel allreduce|allgather|...` estimates it: its options
+    (`args`), the system entry and the core's CollectiveEstimate."""
+
+    args: Any
+    entry: Any
+    estimate: Any
+    collective: str  # the core's name of it: all_reduce, all_gather, ...
+
+    def to_dict(self) -> dict:
+        from accel_sim.report.kernels import collective_json
+
+        return collective_json(self)
+
+    def text(self) -> str:
+        from accel_sim.report.kernels import collective_text
+
+        return collective_text(self)
+
+
+def collective(args: argparse.Namespace) -> CollectiveRun:
+    """A collective's time on a system (core: estimate_collective)."""
+    from accel_sim import _core
+    from accel_sim.errors import UsageError
+    from accel_sim.io.system_file import resolve_system
+
+    entry = resolve_system(args.system, args.system_file)
+    q = _core.CollectiveQuery()
+    q.kind = getattr(_core.CollectiveKind, COLLECTIVES[args.kernel_kind])
+    q.bytes, q.ranks, q.ranks_per_domain = args.bytes, args.gpus, args.ranks_per_domain
+    q.algorithm = getattr(_core.CollectiveAlgorithm, args.algorithm)
+    try:
+        e = _core.estimate_collective(q, entry.spec)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    return CollectiveRun(args, entry, e, COLLECTIVES[args.kernel_kind])

@@ -1,0 +1,45 @@
+"""What `fit` reports: the largest batch or sequence length that fits each device, as JSON (the
+schema accel-sim/fit, docs/formats/report.md) and as a table (accel_sim.commands.fit.FitRun)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# The axes of the search, as the reports name them.
+WHAT = {"batch": "batch", "seq": "sequence length"}
+
+
+def fit_json(f: Any) -> dict:
+    out = f.report.to_dict()
+    if f.args.model is not None:
+        out["stack"] = f.stack.as_dict() if f.stack is not None else None
+    return out
+
+
+def fit_text(f: Any) -> str:
+    args, report = f.args, f.report
+    gib = 2**30
+    lines = [f"accel-sim fit · largest {WHAT[args.axis]} that fits · {f.what}", ""]
+    header = ("device", "memory", f"largest {args.axis}", "needed at it", f"needed at {args.axis} + 1")
+    rows = []
+    for r in report.rows:
+        largest = "none" if r.largest == 0 else f"{r.largest}" + (" (search limit)" if r.at_limit else "")
+        rows.append((r.device, f"{r.memory_bytes / gib:.1f} GiB", largest,
+                     f"{r.peak_bytes / gib:.2f} GiB" + (" (at 1)" if r.largest == 0 else ""),
+                     "-" if r.next_peak_bytes is None or r.largest == 0 else f"{r.next_peak_bytes / gib:.2f} GiB"))
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+    lines.append(("  " + "  ".join(h.ljust(w) for h, w in zip(header, widths))).rstrip())
+    lines.append("  " + "  ".join("-" * w for w in widths))
+    for row in rows:
+        lines.append(("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths))).rstrip())
+    lines.append("")
+    lines.append(f"  peak: the liveness analysis of the {'built' if args.model else 'captured'} graph "
+                 f"({'freed at last use' if args.free_at_last_use else 'freed when the program drops it'}) replayed "
+                 f"through PyTorch's caching allocator, plus each device's runtime reserve (CUDA context, libraries); "
+                 f"{len(report.probes)} value{'s' if len(report.probes) != 1 else ''} probed")
+    dips = [r.device for r in report.rows if not r.monotone]
+    if dips:
+        lines.append(f"  note ({', '.join(dips)}): a larger {args.axis} needed less than a smaller one among the probes "
+                     f"(the allocator packs some sizes better); the answer fits and the next value does not, "
+                     f"but a value beyond it may fit again")
+    return "\n".join(lines)
