@@ -28,7 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 
-from accel_sim.grid_run import ray_runtime_env, run_grid  # noqa: E402
+from accel_sim.grid_run import run_grid  # noqa: E402
+from accel_sim.grid_workers import ray_runtime_env  # noqa: E402
 
 COLUMNS = [("point", "int64"), ("model", "string"), ("batch", "int64"), ("seq", "int64"), ("device", "string"),
            ("latency_s", "float64"), ("peak_memory_bytes", "int64"), ("fits", "bool"), ("error", "string")]

@@ -1,6 +1,6 @@
 """A fake grid and fake per-point evaluations for the tests of accel_sim.grid_run.
 
-They stand in for accel_sim.grid's Grid and run_points: module-level, so that worker processes
+They stand in for accel_sim.grid's Grid and accel_sim.grid_points' run_points: module-level, so that worker processes
 (fork or spawn) and Ray workers can unpickle them by reference (tests/ must be importable
 there: pytest puts it on sys.path, the Ray fixture on PYTHONPATH).
 

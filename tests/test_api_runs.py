@@ -112,3 +112,13 @@ def test_validate_gives_what_the_command_printed():
     run = accel_sim.validate()
     assert masked(run.text() + "\n") == masked((HERE / "outputs" / "validate-text.txt").read_text(encoding="utf-8"))
     assert run.to_dict()["training_runs_summary"]["rows"] == run.run_stats.rows > 0
+
+
+def test_sweep_gives_what_the_command_gives():
+    options = dict(model="llama-3-8b", batch=4, seq=1024, devices="h100", vary="memory_bandwidth_gbs=2000:4000:3")
+    argv = ["sweep", "--model", "llama-3-8b", "--batch", "4", "--seq", "1024", "--devices", "h100", "--vary",
+            "memory_bandwidth_gbs=2000:4000:3"]
+    run = accel_sim.sweep(**options)
+    assert run.to_dict() == json.loads(cli(argv + ["--json"]))
+    assert run.text() + "\n" == cli(argv)
+    assert [r["memory_bandwidth_gbs"] for r in run.rows] == [2000.0, 3000.0, 4000.0]

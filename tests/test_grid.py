@@ -16,7 +16,8 @@ import pytest
 
 from accel_sim.cli.main import main
 from accel_sim.errors import UsageError
-from accel_sim.grid import RangeValues, load_grid, run_points
+from accel_sim.grid import RangeValues, load_grid
+from accel_sim.grid_points import run_points
 
 
 def _grid(tmp_path: Path, text: str) -> Path:
@@ -207,7 +208,7 @@ def test_the_largest_grid_is_read_without_listing_it(tmp_path: Path):
 def test_range_values_and_repeats_are_those_of_the_listed_range():
     """A range's values from their index are `sweep --vary`'s list, and repeats() (decided from
     the spacing where it can be) agrees with listing them, for ranges of every kind."""
-    from accel_sim.sweep import parse_vary
+    from accel_sim.design_sweep import parse_vary
 
     assert list(RangeValues(2000.0, 8000.0, 7, False, False)) == parse_vary("memory_bandwidth_gbs=2000:8000:7")[1]
     assert list(RangeValues(1.0, 64.0, 7, True, True)) == [1, 2, 4, 8, 16, 32, 64]
@@ -362,13 +363,14 @@ def test_the_lean_path_gives_the_rows_of_the_general_one(tmp_path: Path):
     """Points without device or system parameters skip the report objects; their rows must be
     what sweep.run_point reports for them."""
     import accel_sim.grid as G
+    import accel_sim.grid_points as P
 
     # A decode step takes context where prefill and training take seq: a grid of each.
     for shape, phases in (("seq: 256", "[prefill, train]"), ("context: 256", "[decode]")):
         grid = load_grid(_grid(tmp_path, f"command: simulate\nfixed: {{model: llama3-8b, {shape}}}\n"
                                          f"grid:\n  phase: {phases}\n  device: [a100, mi300x]\n  batch: [1, 3]\n"))
         lean = run_points(grid, range(len(grid)))
-        general = [{"point": i, **grid.point(i), **G._simulate_general(grid, grid.point(i))} for i in range(len(grid))]
+        general = [{"point": i, **grid.point(i), **P._simulate_general(grid, grid.point(i))} for i in range(len(grid))]
         assert all(row["error"] is None for row in lean)
         for a, b in zip(lean, general):
             for key in (n for n, _ in G.FIGURES["simulate"]):

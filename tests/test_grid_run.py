@@ -22,8 +22,10 @@ import pytest
 import accel_sim
 import grid_fakes
 from accel_sim.errors import UsageError
-from accel_sim.grid_run import (CSV_META_SUFFIX, JOURNAL_SUFFIX, MAX_POINTS, PARQUET_META_KEY, GridRunSummary,
-                                journal_path_for, max_workers, run_grid)
+from accel_sim.grid import MAX_POINTS
+from accel_sim.grid_results import CSV_META_SUFFIX, JOURNAL_SUFFIX, PARQUET_META_KEY, journal_path_for
+from accel_sim.grid_run import GridRunSummary, run_grid
+from accel_sim.grid_workers import max_workers
 from browser import in_ci
 from grid_fakes import FakeGrid, fake_grid
 
@@ -197,10 +199,10 @@ class _ForkLimit:
 def test_workers_the_system_cannot_start_are_done_without(tmp_path, monkeypatch, allowed):
     """Four workers asked for, none or one can be started: the sweep runs on the one it has, or
     in its own process, and writes the whole table, where the fork's OSError ended it."""
-    import accel_sim.grid_run as grid_run
+    import accel_sim.grid_workers as grid_workers
 
     limit = _ForkLimit(allowed)
-    monkeypatch.setattr(grid_run.multiprocessing, "get_context", limit)
+    monkeypatch.setattr(grid_workers.multiprocessing, "get_context", limit)
     grid = fake_grid(tmp_path, 40)
     summary = run_grid(grid, tmp_path / "r.csv", workers=4, batch_size=5, evaluate=grid_fakes.evaluate)
     assert (summary.complete, summary.computed, limit.started) == (True, 40, allowed)
@@ -579,7 +581,7 @@ def test_ray_workers_that_cannot_run_the_grid_are_a_usage_error_before_any_point
                                    "No module named 'only_here_eval' (install accel-sim")
     assert not out.exists()
     workers_version = accel_sim.__version__
-    from accel_sim import grid_run as driver
+    from accel_sim import grid_workers as driver
 
     monkeypatch.setattr(driver, "__version__", "0.0.1-other")  # the driver's, not the workers
     with pytest.raises(UsageError, match=f"the Ray workers run accel-sim {re.escape(workers_version)}, this is 0.0.1-other"):

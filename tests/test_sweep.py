@@ -49,7 +49,7 @@ def column(points: list[dict], key: str, device: str | None = None) -> list:
     ("context=0,128", "context", [0, 128]),
 ])
 def test_vary_specs(text: str, name: str, values: list[float]):
-    from accel_sim.sweep import parse_vary
+    from accel_sim.design_sweep import parse_vary
 
     assert parse_vary(text) == (name, values)
 
@@ -120,7 +120,7 @@ def test_device_parameters_are_held_to_the_bounds_the_file_readers_hold():
     exaFLOP/s, a kilohertz to 100 GHz."""
     from accel_sim.commands.flags import CLOCK_MHZ
     from accel_sim.io import device_file, system_file
-    from accel_sim.sweep import PARAMETERS
+    from accel_sim.design_sweep import PARAMETERS
 
     bounds = {name: p.bounds for name, p in PARAMETERS.items() if p.bounds is not None}
     assert bounds == {"peak_tflops": (device_file.PEAK_MIN_TFLOPS, device_file.PEAK_MAX_TFLOPS),
@@ -362,7 +362,7 @@ def test_png_without_matplotlib_says_how_to_get_it(tmp_path: Path, monkeypatch, 
 
 def test_run_point_is_plain_data():
     # The work of one point: picklable inputs and a JSON-ready row, for a pool of processes.
-    from accel_sim.sweep import SweepSetup, run_point
+    from accel_sim.design_sweep import SweepSetup, run_point
 
     setup = SweepSetup(build={"model": "llama3-8b", "phase": "decode", "context": 2048},
                        simulate={"cost_model": "roofline", "launch_overhead": False})

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 from accel_sim.api import (
     BuiltModel,
-    CompareReport,
-    OpRow,
-    SimulationReport,
     build_model_graph,
     capture,
     compare,
@@ -22,7 +19,8 @@ from accel_sim.api import (
     simulate,
 )
 from accel_sim.device import Device
-from accel_sim.runs import fit, kernel, plan, serve, train, validate
+from accel_sim.runs import fit, kernel, plan, serve, sweep, train, validate
+from accel_sim.simulation_report import CompareReport, OpRow, SimulationReport
 from accel_sim.version import __version__
 from accel_sim.errors import UsageError
 
@@ -44,6 +42,7 @@ __all__ = [
     "plan",
     "serve",
     "simulate",
+    "sweep",
     "train",
     "validate",
     "__version__",

@@ -1,5 +1,5 @@
 """The Python API of the commands below `simulate` and `compare` (api.py): `train`, `plan`, `serve`,
-`fit`, `kernel` and `validate`, each as its command runs it, returning a result that renders itself as the
+`fit`, `kernel`, `sweep` and `validate`, each as its command runs it, returning a result that renders itself as the
 command prints it.
 
     import accel_sim
@@ -112,3 +112,17 @@ def validate(**options: Any) -> Any:
     from accel_sim.commands.validate import validate as run
 
     return run(_options("validate", options))
+
+
+def sweep(**options: Any) -> Any:
+    """One workload at each value of a parameter, as `accel-sim sweep --vary` runs it
+    (accel_sim.commands.sweep.SweepRun: .rows one per device and value), or every point of a grid
+    file, as `sweep --grid FILE --out FILE` runs it (a GridSweepRun; the table is the file).
+
+        accel_sim.sweep(model="llama-3-8b", batch=4, seq=1024, devices="h100",
+                        vary=["memory_bandwidth_gbs=2000:4000:3"]).rows"""
+    from accel_sim.commands.grid_sweep import grid_sweep
+    from accel_sim.commands.sweep import sweep as run
+
+    args = _options("sweep", options)
+    return grid_sweep(args) if args.grid else run(args)

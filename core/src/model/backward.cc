@@ -1,3 +1,6 @@
+// One file for every op's backward rule (795 lines): each rule is a dozen lines over the walk's
+// shared state (each storage's gradient, what autograd saves, the reverse collectives), which
+// rules split by op family would have to pass around; backward.h states the walk.
 #include "backward.h"
 
 #include <algorithm>

@@ -1,3 +1,7 @@
+// Stage profiles and one training step composed from them (training.h); the plan search, which
+// shares the profiles, is plan.cc. Its 640 lines are one derivation: a stage's two graphs, their
+// bytes and times, and the step's terms (compute, bubble, pipeline sends, data-parallel
+// communication, optimizer, memory per stage) as training.h states them.
 #include "accelsim/training.h"
 
 #include <algorithm>

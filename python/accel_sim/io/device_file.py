@@ -38,7 +38,7 @@ _REQUIRED = ("id", "name", "vendor", "memory_gib", "memory_bandwidth_gbs", "peak
 # far beyond any part (a kibibyte to a pebibyte of memory, a kilobyte per second to a petabyte per
 # second, up to an exaFLOP/s): they catch a value that is not a device's (a unit slip, a fuzzed
 # file, a denormal) before it overflows the core's arithmetic, not a design. `sweep --vary` and grid
-# files hold a device parameter to the same bounds (accel_sim/sweep.py).
+# files hold a device parameter to the same bounds (accel_sim/design_sweep.py).
 BOUNDS = {
     "memory_gib": (2.0**-20, None, 1e6),
     "memory_bandwidth_gbs": (1e-6, None, 1e6),

@@ -64,7 +64,7 @@ class SystemEntry:
 # Ranges of a system file's numbers, in its units. The upper bounds are far beyond any cluster
 # (a petabyte per second per link, a second of latency, ten million GPUs in one domain): they catch
 # values that are not a system's before they overflow the core's arithmetic. `sweep --vary` and grid
-# files hold link_bandwidth_gbs to the bandwidth bounds (accel_sim/sweep.py).
+# files hold link_bandwidth_gbs to the bandwidth bounds (accel_sim/design_sweep.py).
 MIN_GBS = 1e-6   # a kilobyte per second
 MAX_GBS = 1e6
 _MAX_LATENCY_US = 1e6

@@ -1,6 +1,6 @@
 """Design sweeps: the same workload at each value of one device or workload parameter.
 
-    from accel_sim.sweep import SweepSetup, parse_vary, run_sweep
+    from accel_sim.design_sweep import SweepSetup, parse_vary, run_sweep
     name, values = parse_vary("memory_bandwidth_gbs=2000:8000:7")
     setup = SweepSetup(build={"model": "llama3-8b", "phase": "decode"})
     rows = run_sweep(setup, ["h100"], name, values)
