@@ -233,17 +233,14 @@ def test_calibration_sweep_produces_rows_the_validation_reads(tmp_path):
 
 
 def test_fitted_device_file_loads_with_its_kernel_section(tmp_path):
-    import argparse
-
-    from accel_sim.cli.kernels import _write_device_file
     from accel_sim import _core
+    from accel_sim.device import resolve_device
     from accel_sim.io.device_file import load_device_file
-
+    from accel_sim.report.calibration import write_device_file
 
     k = _core.KernelConstants()  # a fresh object: the catalogue's device must stay untouched
     k.matmul_efficiency = 0.71
-    args = argparse.Namespace(device="h100", device_file=[], out_dir=str(tmp_path))
-    path = _write_device_file(args, k, 42, "calibration/measurements.csv")
+    path = write_device_file(resolve_device("h100", []).entry, k, 42, "calibration/measurements.csv", str(tmp_path))
     entry = load_device_file(path)
     assert entry.spec.id == "h100_sxm" and entry.spec.kernel.calibrated
     assert entry.spec.kernel.matmul_efficiency == pytest.approx(0.71)

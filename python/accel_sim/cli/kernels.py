@@ -6,40 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
-
-
-
-_KERNEL_KEYS = ("matmul_efficiency", "fp8_matmul_efficiency", "unaligned_matmul_efficiency", "attention_efficiency", "attention_backward_efficiency",
-                "flash3_efficiency", "cudnn_efficiency", "cudnn_backward_efficiency", "fp8_attention_efficiency", "memory_efficiency",
-                "gemm_memory_efficiency", "sustained_clock_fraction", "sustained_clock_power_w", "softmax_bandwidth_share",
-                "norm_bandwidth_share",
-                "widening_cast_bandwidth_share")
-
-
-def _write_device_file(args: argparse.Namespace, k: Any, rows: int, data: str) -> str:
-    """The device's file with the fitted `kernel:` section and its source, in --out-dir."""
-    from pathlib import Path
-
-    import yaml
-
-    from accel_sim.device import resolve_device
-    from accel_sim.io import fields
-
-    entry = resolve_device(args.device, args.device_file).entry
-    doc = fields.read_yaml(entry.path, "device")
-    section: dict[str, Any] = {"calibrated": True}
-    section.update({key: round(getattr(k, key), 4) for key in _KERNEL_KEYS if getattr(k, key) > 0})
-    section["gemm_tile_overhead_us"] = round(k.gemm_tile_overhead_s * 1e6, 3)
-    section["kernel_floor_us"] = round(k.kernel_floor_s * 1e6, 3)
-    section["stream_floor_us"] = round(k.stream_floor_s * 1e6, 3)
-    section["alone_kernel_overhead_us"] = round(k.alone_kernel_overhead_s * 1e6, 3)
-    section["alone_stream_overhead_us"] = round(k.alone_stream_overhead_s * 1e6, 3)
-    doc["kernel"] = section
-    doc.setdefault("sources", {})["kernel"] = f"fitted by accel-sim calibrate on the fit split ({rows} rows) of {data}"
-    out = Path(args.out_dir) / f"{entry.spec.id}.yaml"
-    out.write_text(yaml.safe_dump(doc, sort_keys=False, width=100), encoding="utf-8")
-    return str(out)
 
 
 def cmd_kernel(args: argparse.Namespace) -> int:
@@ -68,6 +34,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from accel_sim.errors import UsageError
 
     from accel_sim.device import resolve_device
+    from accel_sim.report.calibration import constants_text, fit_lines, write_device_file
 
     spec = resolve_device(args.device, args.device_file).spec
     if args.data is not None:
@@ -109,22 +76,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         raise UsageError(f"no fit-split measurements for device '{spec.id}' in {args.data or kernel_rows.data_path()}")
     spec.kernel = constants
     after = validation.validate({spec.id: spec}, rows, "fit")
-    for b, a in zip(before, after):
-        print(f"# {b.kind}: {a.kernel.rows} fit rows, median |error| {b.kernel.median_abs_error * 100:.1f}% -> "
-              f"{a.kernel.median_abs_error * 100:.1f}%")
-    k = constants  # fitted by the core
+    print(fit_lines(before, after))
     if args.data is None:
-        path = _write_device_file(args, constants, n, data)
+        path = write_device_file(resolve_device(args.device, args.device_file).entry, constants, n, data, args.out_dir)
         print(f"# wrote the fitted device file {path} (use it with --device-file)")
-    print("kernel:")
-    print("  calibrated: true")
-    for field in _KERNEL_KEYS:
-        value = getattr(k, field)
-        if value > 0:
-            print(f"  {field}: {value:.3f}")
-    print(f"  gemm_tile_overhead_us: {k.gemm_tile_overhead_s * 1e6:.2f}")
-    print(f"  kernel_floor_us: {k.kernel_floor_s * 1e6:.2f}")
-    print(f"  stream_floor_us: {k.stream_floor_s * 1e6:.2f}")
-    print(f"  alone_kernel_overhead_us: {k.alone_kernel_overhead_s * 1e6:.2f}")
-    print(f"  alone_stream_overhead_us: {k.alone_stream_overhead_s * 1e6:.2f}")
+    print(constants_text(constants))
     return 0

@@ -27,7 +27,6 @@ from accel_sim.commands import simulate
 from accel_sim.commands.flags import check_numbers
 from accel_sim.commands.parser import build_parser
 from accel_sim.script_watch import watch_script
-from accel_sim.report.json_report import SCHEMA_VERSION
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -171,7 +170,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from accel_sim import _core
     from accel_sim.device import resolve_device
     from accel_sim.errors import UsageError
-    from accel_sim.report.tables import table
+    from accel_sim.report.checks import check_json, check_text
 
     # Absolute, and read now: before the capture, which may take minutes and runs the user's
     # code (which may change the working directory).
@@ -214,23 +213,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     ]
     failed = [c for c in checks if c.exceeded]
     try:
-        if args.json:
-            print(json.dumps({
-                "schema": "accel-sim/check",
-                "schema_version": SCHEMA_VERSION,
-                "passed": not failed,
-                "checks": [
-                    {"metric": c.metric, "baseline": c.baseline, "current": c.current,
-                     "change_fraction": c.change_fraction, "max_increase_fraction": c.max_increase_fraction,
-                     "exceeded": c.exceeded} for c in checks
-                ],
-            }, indent=1))
-        else:
-            fmt = {"latency_s": lambda v: f"{v * 1e3:,.3f} ms", "peak_memory_bytes": lambda v: f"{v / 1024**3:,.3f} GiB"}
-            rows = [(c.metric, fmt[c.metric](c.baseline), fmt[c.metric](c.current), f"{c.change_fraction * 100:+.1f}%",
-                     f"{c.max_increase_fraction * 100:.1f}%", "FAIL" if c.exceeded else "ok") for c in checks]
-            print(table(["metric", "baseline", "current", "change", "limit", "result"], rows,
-                        [False, True, True, True, True, False]))
+        print(json.dumps(check_json(checks), indent=1) if args.json else check_text(checks))
         sys.stdout.flush()
     except BrokenPipeError:
         _reader_left()  # the verdict stands: a reader that left must not turn a regression into a pass
@@ -254,56 +237,28 @@ def _cmd_capture(args: argparse.Namespace) -> int:
         graph = load_target(args.script, dtype=args.dtype, train=args.train, optimizer=args.optimizer,
                             autocast=args.precision)
     save_graph(graph, args.output)
-    if args.json:
-        print(json.dumps({
-            "schema": "accel-sim/capture",
-            "schema_version": SCHEMA_VERSION,
-            "output": args.output,
-            "name": graph["name"],
-            "metadata": graph["metadata"],
-            "num_nodes": len(graph["nodes"]),
-            "num_tensors": len(graph["tensors"]),
-            "num_storages": len(graph["storages"]),
-        }, indent=1))
-    else:
-        print(f"wrote {args.output}: {len(graph['nodes'])} ops, {len(graph['tensors'])} tensors")
+    from accel_sim.report.checks import capture_json, capture_text
+
+    print(json.dumps(capture_json(graph, args.output), indent=1) if args.json else capture_text(graph, args.output))
     return 0
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:
     from accel_sim.device import Device, catalog
     from accel_sim.io.device_file import DeviceCatalog, load_device_file
-    from accel_sim.report.tables import devices_text
+    from accel_sim.report.catalogues import devices_catalogue_text, devices_json
 
     entries = catalog().entries + [load_device_file(p) for p in args.device_file]
     DeviceCatalog(entries)  # names must stay unambiguous
     devices = [Device.from_entry(e) for e in entries]
-    if args.json:
-        print(json.dumps([
-            {
-                "id": d.spec.id,
-                "name": d.spec.name,
-                "vendor": d.spec.vendor,
-                "aliases": list(d.entry.aliases),
-                "memory_bytes": d.spec.memory_bytes,
-                "memory_bandwidth_bytes_per_s": d.spec.memory_bandwidth_bytes_per_s,
-                "peak_tflops": d.entry.peak_tflops,
-                "kernel_launch_overhead_s": d.spec.kernel_launch_overhead_s,
-                "price_usd_per_hour": d.spec.price_usd_per_hour or None,
-                "file": d.entry.path,
-            }
-            for d in devices
-        ], indent=1))
-    else:
-        print(devices_text(devices))
-        print(f"\n  {len(devices)} devices · peaks are dense TFLOP/s · sources in each device file")
+    print(json.dumps(devices_json(devices), indent=1) if args.json else devices_catalogue_text(devices))
     return 0
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
     from accel_sim import _core
     from accel_sim.io.model_config import BUILDER_MODEL_TYPES, load_model_spec, shipped_models
-    from accel_sim.report.tables import table
+    from accel_sim.report.catalogues import models_text
 
     rows = []
     for entry in shipped_models():
@@ -312,14 +267,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
         rows.append({"id": entry.id, "family": entry.family, "aliases": list(entry.aliases),
                      "parameters": params, "builder": supported, "hub_id": entry.hub_id,
                      "source": entry.source})
-    if args.json:
-        print(json.dumps(rows, indent=1))
-        return 0
-    print(table(["id", "family", "params", "--model", "aliases"],
-                [(r["id"], r["family"], f"{r['parameters'] / 1e9:,.2f} B" if r["parameters"] else "-",
-                  "yes" if r["builder"] else "capture", ", ".join(r["aliases"])) for r in rows],
-                [False, False, True, False, False]))
-    print(f"\n  {len(rows)} models · '--model' = the C++ builder supports the family; others need a script (capture)")
+    print(json.dumps(rows, indent=1) if args.json else models_text(rows))
     return 0
 
 
