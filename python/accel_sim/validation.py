@@ -2,7 +2,9 @@
 whole-model steps `calibrate` measured, the training, serving and encoder runs of the calibration
 set (each predicted under the stack that ran it) and the training-memory studies; the fit and
 report splits of each. The C++ core computes every prediction and error statistic; this module
-reads rows and arranges the results (`accel-sim validate`)."""
+reads rows and arranges the results (`accel-sim validate`). One module for the measured sets
+(615 lines): each is a reader and a predictor of a few functions over the same device, system and
+stack resolution."""
 
 from __future__ import annotations
 
