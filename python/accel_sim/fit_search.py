@@ -134,28 +134,3 @@ def fit(probe: Callable[[int], int], devices: list[Any], axis: str, limit: int, 
     return FitReport(axis, what, limit, rows, cache)
 
 
-def write_svg(report: FitReport, path: str) -> None:
-    """The allocator's peak at each probed value against the axis, and per device the memory a
-    graph may use (its memory less the runtime reserve): the line crosses a device's where that
-    device stops fitting."""
-    from accel_sim.report.html_report import standalone_svg
-    from accel_sim.report.svg import Series, fmt_bytes, line_chart
-
-    points = sorted(report.probes.items())
-    if not points:
-        raise UsageError("nothing was probed, nothing to plot")
-    gib = 2**30
-    unit = "sequences" if report.axis == "batch" else "tokens"
-    series = [Series("peak", [(v, p / gib) for v, p in points], "#1f5fa8",
-                     tips=[f"{report.axis} {v:,}: {fmt_bytes(p)} at the peak" for v, p in points])]
-    hlines = [((r.memory_bytes - r.runtime_bytes) / gib,
-               f"{r.device}: {fmt_bytes(r.memory_bytes)} less the runtime's {fmt_bytes(r.runtime_bytes)} · largest {r.largest:,}",
-               "#c0392b") for r in report.rows]
-    chart = line_chart(series, cls="fit", title="", x_label=f"{report.axis} ({unit})",
-                       y_label="allocator peak (GiB)", x_min=0.0, y_min=0.0, hlines=hlines, width=720, height=420,
-                       attrs={"data-points": len(points)})
-    doc = standalone_svg(f"peak memory vs {report.axis} · {report.what}", [chart], "fit")
-    try:
-        Path(path).write_text(doc, encoding="utf-8")
-    except OSError as e:
-        raise UsageError(f"cannot write the plot to {path}: {e.strerror or e}") from None

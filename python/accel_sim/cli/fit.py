@@ -10,11 +10,11 @@ from accel_sim.commands.fit import fit
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    from accel_sim.fit_search import write_svg
+    from accel_sim.report.fitting import write_fit_plot
 
     run = fit(args)
     if args.plot:
-        write_svg(run.report, args.plot)
+        write_fit_plot(run.report, args.plot)
     print(json.dumps(run.to_dict(), indent=1) if args.json else run.text())
     if args.plot and not args.json:
         print(f"  wrote {args.plot}")
