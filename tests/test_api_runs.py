@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 
 import pytest
 
@@ -122,3 +123,15 @@ def test_sweep_gives_what_the_command_gives():
     assert run.to_dict() == json.loads(cli(argv + ["--json"]))
     assert run.text() + "\n" == cli(argv)
     assert [r["memory_bandwidth_gbs"] for r in run.rows] == [2000.0, 3000.0, 4000.0]
+
+
+def test_python_values_the_command_line_could_not_hold_are_one_line_errors():
+    # What a typo in Python looks like: each a UsageError naming the flag, never a binding's traceback.
+    for bad, message in (({"tp": 2.5}, "--tp: expected a whole number, got 2.5"),
+                         ({"sp": "yes"}, "--sp: expected True or False, got 'yes'"),
+                         ({"seq": [1, 2]}, "--seq: expected one value, got [1, 2]"),
+                         ({"tp": True}, "--tp: expected a whole number, got True")):
+        with pytest.raises(accel_sim.UsageError, match=re.escape(message)):
+            accel_sim.train(**(TRAIN | bad))
+    with pytest.raises(accel_sim.UsageError, match="--gpus: expected integers separated by commas"):
+        accel_sim.plan(model="llama-3-8b", system="dgx_h100", gpus="8,x", seq=2048, global_batch=16)

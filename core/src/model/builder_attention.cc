@@ -30,6 +30,14 @@ TensorId Builder::rotate(TensorId x) {
   return e_.op("add", {xc, xs}, shape, dt_);
 }
 
+TensorId Builder::write_in_place(TensorId x, const Shape& full, const std::string& name) {
+  TensorId c = e_.resident(full, m_.kv_cache_dtype, StorageKind::buffer, name);
+  TensorId index = e_.resident({s_}, DType::int64, StorageKind::input, name + ".positions");
+  TensorId written = e_.alias(c, full);
+  e_.node("index_copy_", {c, index, x}, {written}, {{"dim", int64_t{2}}});
+  return written;
+}
+
 TensorId Builder::cache(TensorId x, const std::string& name) {
   const int64_t d = m_.head_dim;
   const Shape full{b_, r_.kv_heads, past_ + s_, d};
@@ -48,12 +56,7 @@ TensorId Builder::cache(TensorId x, const std::string& name) {
     outputs_.push_back(all);  // the cache is returned to the caller
     return all;
   }
-  // A preallocated cache written in place at this step's positions.
-  TensorId c = e_.resident(full, m_.kv_cache_dtype, StorageKind::buffer, name);
-  TensorId index = e_.resident({s_}, DType::int64, StorageKind::input, name + ".positions");
-  TensorId written = e_.alias(c, full);
-  e_.node("index_copy_", {c, index, x}, {written}, {{"dim", int64_t{2}}});
-  return written;
+  return write_in_place(x, full, name);
 }
 
 TensorId Builder::rope_interleaved(TensorId x) {
@@ -290,11 +293,7 @@ TensorId Builder::mla_cache(TensorId x, int64_t width, const std::string& name) 
     outputs_.push_back(all);
     return all;
   }
-  TensorId c = e_.resident(full, m_.kv_cache_dtype, StorageKind::buffer, name);
-  TensorId index = e_.resident({s_}, DType::int64, StorageKind::input, name + ".positions");
-  TensorId written = e_.alias(c, full);
-  e_.node("index_copy_", {c, index, x}, {written}, {{"dim", int64_t{2}}});
-  return written;
+  return write_in_place(x, full, name);
 }
 
 TensorId Builder::attention(int64_t l, TensorId x) {

@@ -264,6 +264,9 @@ class Builder {
   // Appends this step's keys or values [b, kv_heads, s, d] to the layer's cache and returns
   // the tensor attention reads: [b, kv_heads, past + s, d].
   TensorId cache(TensorId x, const std::string& name);
+  // A preallocated cache `name` of shape `full` written in place at this step's positions by `x`
+  // (index_copy_ along the sequence), as HF's static cache and CUDA-graph serving keep it.
+  TensorId write_in_place(TensorId x, const Shape& full, const std::string& name);
 
   // Interleaved RoPE as DeepSeek's HF code writes it: on [.., rope] split in halves x1, x2:
   // cat(x1 cos - x2 sin, x2 cos + x1 sin). One kernel when fused.

@@ -21,6 +21,15 @@ MaxQpsResult find_max_qps(IterationModel& costs, const WorkloadSpec& spec, const
                           const std::function<void(int64_t, int64_t)>& progress) {
   ACCELSIM_CHECK(config.slo_ttft_s > 0 || config.slo_tpot_s > 0, "finding the maximum rate needs an SLO (TTFT or TPOT)");
   MaxQpsResult out;
+  // The answer: the rate found, the run at it, and the rate per replica and per GPU.
+  auto found = [&](double qps, const ServeResult& at) {
+    out.qps = qps;
+    out.at_max = at;
+    out.qps_per_replica = qps / static_cast<double>(config.replicas);
+    out.qps_per_gpu = out.qps_per_replica / static_cast<double>(costs.gpus());
+    require_physical(out);
+    return out;
+  };
   auto meets = [&](const ServeResult& r) {
     return r.rejected == 0 && r.completed == r.requests && (config.slo_ttft_s <= 0 || r.ttft.p99 <= config.slo_ttft_s) &&
            (config.slo_tpot_s <= 0 || r.tpot.p99 <= config.slo_tpot_s);
@@ -52,13 +61,8 @@ MaxQpsResult find_max_qps(IterationModel& costs, const WorkloadSpec& spec, const
       r = trial(hi);
     }
     if (meets(r)) {  // the SLOs hold even with every request arriving nearly at once
-      out.qps = hi;
-      out.at_max = r;
       out.unbounded = true;
-      out.qps_per_replica = hi / static_cast<double>(config.replicas);
-      out.qps_per_gpu = out.qps_per_replica / static_cast<double>(costs.gpus());
-      require_physical(out);
-      return out;
+      return found(hi, r);
     }
   } else {
     double q = hi;
@@ -88,12 +92,7 @@ MaxQpsResult find_max_qps(IterationModel& costs, const WorkloadSpec& spec, const
       hi = mid;
     }
   }
-  out.qps = lo;
-  out.at_max = best;
-  out.qps_per_replica = lo / static_cast<double>(config.replicas);
-  out.qps_per_gpu = out.qps_per_replica / static_cast<double>(costs.gpus());
-  require_physical(out);
-  return out;
+  return found(lo, best);
 }
 
 int64_t replicas_for_rate(const MaxQpsResult& found, double qps) {

@@ -134,6 +134,31 @@ def list_valued(action: argparse.Action) -> bool:
         return False
 
 
+def _python_value(action: argparse.Action, value: Any) -> Any:
+    """`value` given from Python as the command line would hold it: text converted by the option's
+    type, one value of a list option a list of one, a number checked to be of the option's kind
+    (a bool is not a number, nor 2.5 a count); a TypeError or ValueError saying what was expected."""
+    if list_valued(action):
+        if isinstance(action, argparse._AppendAction):  # repeatable: a text or a list of texts
+            return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
+        items = value if isinstance(value, (list, tuple)) else [value]
+        return action.type(",".join(str(v) for v in items))  # a comma list, as typed
+    if isinstance(value, (list, tuple, dict, set)):
+        raise TypeError(f"expected one value, got {value!r}")
+    if isinstance(action, argparse._StoreConstAction):  # a switch
+        if not isinstance(value, bool):
+            raise TypeError(f"expected True or False, got {value!r}")
+        return value
+    if isinstance(value, str):
+        return action.type(value) if action.type is not None else value
+    if action.type is None:
+        return str(value)  # an option the command reads as text (serve's --input-len 512 or lognormal:...)
+    if isinstance(value, bool) or (action.type is int and not isinstance(value, int)) or \
+            (action.type is float and not isinstance(value, (int, float))):
+        raise TypeError(f"expected {'a whole number' if action.type is int else 'a number'}, got {value!r}")
+    return float(value) if action.type is float else value
+
+
 def command_options(command: str, values: dict, hidden: set[str] | frozenset[str] = frozenset()) -> argparse.Namespace:
     """What `accel-sim COMMAND` would parse from a command line that gives `values` (keyed by the
     options' destinations: global_batch for --global-batch), for the Python API: every other
@@ -157,17 +182,10 @@ def command_options(command: str, values: dict, hidden: set[str] | frozenset[str
         action = actions[dest]
         if value is None or (value is False and isinstance(action, argparse._StoreTrueAction)):
             continue  # the default, as a command line that leaves the flag out
-        if list_valued(action):
-            if isinstance(value, str):
-                value = action.type(value) if action.type is not None else [value]
-            value = list(value) if isinstance(value, (list, tuple)) else [value]
-        elif action.type is None and isinstance(action, argparse._StoreAction) and not isinstance(value, str):
-            value = str(value)  # an option the command reads as text (serve's --input-len 512 or lognormal:...)
-        elif isinstance(value, str) and action.type is not None:
-            try:
-                value = action.type(value)
-            except (ValueError, TypeError, argparse.ArgumentTypeError) as e:
-                raise UsageError(f"{flag(dest)}: {e}") from None
+        try:
+            value = _python_value(action, value)
+        except (ValueError, TypeError, argparse.ArgumentTypeError) as e:
+            raise UsageError(f"{flag(dest)}: {e}") from None
         if action.choices is not None and value not in action.choices:
             raise UsageError(f"{flag(dest)}: {value!r} is not one of {', '.join(map(str, action.choices))}")
         check = getattr(action, "check", None)

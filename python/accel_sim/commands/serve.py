@@ -413,8 +413,9 @@ def _config(args: argparse.Namespace, replica: Any, device: Any) -> Any:
     return c
 
 
-def serve_runs(args: argparse.Namespace) -> tuple[list, list]:
-    """The serving run of each device of `args`: (rows, failed), rows (device spec, IterationModel,
+def serve_runs(args: argparse.Namespace, spec: Any = None) -> tuple[list, list]:
+    """The serving run of each device of `args` (of `spec`, the model spec, when the caller has it
+    loaded): (rows, failed), rows (device spec, IterationModel,
     ServeResult, MaxQpsResult or None), failed (device spec, why) for devices that cannot serve
     the model (with one device, that is a UsageError instead)."""
     from accel_sim import _core
@@ -424,7 +425,8 @@ def serve_runs(args: argparse.Namespace) -> tuple[list, list]:
     from accel_sim.errors import UsageError
     from accel_sim.io.model_config import load_model_spec
 
-    spec = load_model_spec(args.model, dtype=args.dtype, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
+    if spec is None:
+        spec = load_model_spec(args.model, dtype=args.dtype, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
     devices = device_names(args)
     if not devices:
         raise UsageError("--devices names no device")
@@ -519,5 +521,5 @@ def serve(args: argparse.Namespace) -> ServeRun:
     from accel_sim.io.model_config import load_model_spec
 
     spec = load_model_spec(args.model, dtype=args.dtype, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
-    rows, failed = serve_runs(args)
+    rows, failed = serve_runs(args, spec)
     return ServeRun(args, spec, device_names(args), rows, failed)

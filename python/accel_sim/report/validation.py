@@ -7,15 +7,14 @@ from typing import Any
 
 from accel_sim.report.json_report import SCHEMA_VERSION
 from accel_sim.report.tables import table
+from accel_sim.validation import PLATEAU_BYTES
 
-# The message size of a figure that gives none (accel_sim.validation.PLATEAU_BYTES): 8 GB.
-_PLATEAU_BYTES = 8e9
 
 
 def message_size(b: float) -> str:
     """nccl-tests' size notation: 1K = 1,024 bytes, 1M = 1,048,576, 1G = 1,073,741,824; "8 GB"
     for a large-message figure."""
-    if b == _PLATEAU_BYTES:
+    if b == PLATEAU_BYTES:
         return "8 GB"
     for unit, scale in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
         if b >= scale:
