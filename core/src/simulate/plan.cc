@@ -20,6 +20,7 @@
 #include "accelsim/error.h"
 #include "accelsim/memory.h"
 #include "accelsim/physical_range.h"
+#include "../common/parallel_for.h"
 #include "training_stage.h"
 
 namespace accelsim {
@@ -211,53 +212,17 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
   const int workers = std::max(1, threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
   const auto total = static_cast<int64_t>(sharing_graphs.size() + outers.size());
   std::atomic<int64_t> done{0};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  // Runs body(i, worker) for i < count on up to `workers` threads (no more than there are items),
-  // reporting progress from this thread. A thread the system cannot start (out of threads or
-  // address space) is done without: the threads started share the work, and with none started
-  // this thread does it all. Every thread started is joined before anything leaves, a failure in
-  // the progress callback included.
+  // Runs body(i, worker) for i < count on the pool (parallel_for.h), counting the items done for
+  // the progress reported from this thread.
   auto run = [&](size_t count, const std::function<void(size_t, int)>& body) {
-    std::atomic<size_t> next{0};
-    auto work = [&](int t) {
-      for (size_t i = next++; i < count; i = next++) {
-        try {
+    detail::parallel_for(
+        count, workers,
+        [&](size_t i, int t) {
           body(i, t);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(failure_mutex);
-          if (!failure) failure = std::current_exception();
-          next = count;
-        }
-        ++done;
-      }
-    };
-    const int wanted = static_cast<int>(std::min<size_t>(static_cast<size_t>(workers), count));
-    std::vector<std::thread> pool;
-    try {
-      pool.reserve(static_cast<size_t>(wanted));
-      for (int t = 0; t < wanted; ++t) {
-        pool.push_back(start_thread ? start_thread([&work, t] { work(t); }) : std::thread(work, t));
-      }
-    } catch (const std::system_error&) {  // EAGAIN: no thread left, or no room for its stack
-    } catch (const std::bad_alloc&) {     // no room for the pool itself
-    }
-    if (pool.empty()) {
-      work(0);
-    } else {
-      try {
-        while (progress && next.load() < count) {
-          progress(done.load(), total);
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(failure_mutex);
-        if (!failure) failure = std::current_exception();
-        next = count;
-      }
-    }
-    for (std::thread& th : pool) th.join();
-    if (failure) std::rethrow_exception(failure);
+          ++done;
+        },
+        progress ? std::function<void()>([&] { progress(done.load(), total); }) : std::function<void()>(),
+        start_thread);
   };
 
   // Pass 2: the profiles, in parallel, each stage's graphs built once for all its placements.
