@@ -4,9 +4,11 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
 #include "accelsim/serve.h"
+#include "accelsim/serve_plan.h"
 #include "bindings.h"
 
 namespace nb = nanobind;
@@ -248,6 +250,120 @@ void bind_serve(nb::module_& m) {
         return find_max_qps(costs, spec, c, report);
       },
       nb::arg("costs"), nb::arg("spec"), nb::arg("config"), nb::arg("progress") = nb::none());
+  // serve_plan.h: the serving planner.
+  nb::enum_<ServeQuantization>(m, "ServeQuantization")
+      .value("bf16", ServeQuantization::bf16)
+      .value("fp8", ServeQuantization::fp8)
+      .value("int4", ServeQuantization::int4);
+  m.def("parse_quantization", &parse_quantization, nb::arg("name"));
+  m.def("quantization_unsupported", &quantization_unsupported, nb::arg("device"), nb::arg("quantization"));
+  m.def("quantized_model", &quantized_model, nb::arg("model"), nb::arg("quantization"));
+  nb::enum_<ServeObjective>(m, "ServeObjective")
+      .value("gpus", ServeObjective::gpus)
+      .value("cost", ServeObjective::cost)
+      .value("throughput", ServeObjective::throughput);
+  nb::enum_<LayoutVerdict>(m, "LayoutVerdict")
+      .value("best", LayoutVerdict::best)
+      .value("feasible", LayoutVerdict::feasible)
+      .value("invalid", LayoutVerdict::invalid)
+      .value("unsupported", LayoutVerdict::unsupported)
+      .value("does_not_fit", LayoutVerdict::does_not_fit)
+      .value("misses_ttft", LayoutVerdict::misses_ttft)
+      .value("misses_tpot", LayoutVerdict::misses_tpot)
+      .value("misses_slo", LayoutVerdict::misses_slo)
+      .value("over_budget", LayoutVerdict::over_budget)
+      .value("screened_out", LayoutVerdict::screened_out);
+
+  nb::class_<ServePlanEngine>(m, "ServePlanEngine")
+      .def(nb::init<>())
+      .def_rw("label", &ServePlanEngine::label)
+      .def_rw("stack", &ServePlanEngine::stack)
+      .def_rw("device", &ServePlanEngine::device)
+      .def_rw("replica", &ServePlanEngine::replica)
+      .def_rw("scheduler", &ServePlanEngine::scheduler);
+
+  nb::class_<ServePlanSpace>(m, "ServePlanSpace")
+      .def(nb::init<>())
+      .def_rw("tp", &ServePlanSpace::tp)
+      .def_rw("pp", &ServePlanSpace::pp)
+      .def_rw("quantizations", &ServePlanSpace::quantizations)
+      .def_rw("max_seqs", &ServePlanSpace::max_seqs)
+      .def_rw("token_budgets", &ServePlanSpace::token_budgets)
+      .def_rw("aggregated", &ServePlanSpace::aggregated)
+      .def_rw("disaggregated", &ServePlanSpace::disaggregated)
+      .def_rw("max_gpus", &ServePlanSpace::max_gpus);
+
+  nb::class_<ServePlanRequest>(m, "ServePlanRequest")
+      .def(nb::init<>())
+      .def_rw("model", &ServePlanRequest::model)
+      .def_rw("engines", &ServePlanRequest::engines)
+      .def_rw("space", &ServePlanRequest::space)
+      .def_rw("workload", &ServePlanRequest::workload)
+      .def_rw("target_qps", &ServePlanRequest::target_qps)
+      .def_rw("slo_ttft_s", &ServePlanRequest::slo_ttft_s)
+      .def_rw("slo_tpot_s", &ServePlanRequest::slo_tpot_s)
+      .def_rw("objective", &ServePlanRequest::objective)
+      .def_rw("verify", &ServePlanRequest::verify)
+      .def_rw("exhaustive", &ServePlanRequest::exhaustive)
+      .def_rw("threads", &ServePlanRequest::threads);
+
+  nb::class_<ServeLayout>(m, "ServeLayout")
+      .def_ro("engine", &ServeLayout::engine)
+      .def_ro("quantization", &ServeLayout::quantization)
+      .def_ro("tp", &ServeLayout::tp)
+      .def_ro("pp", &ServeLayout::pp)
+      .def_ro("max_seqs", &ServeLayout::max_seqs)
+      .def_ro("token_budget", &ServeLayout::token_budget)
+      .def_ro("prefill_replicas", &ServeLayout::prefill_replicas)
+      .def_ro("decode_replicas", &ServeLayout::decode_replicas)
+      .def_prop_ro("unit_replicas", &ServeLayout::unit_replicas)
+      .def_prop_ro("unit_gpus", &ServeLayout::unit_gpus)
+      .def_prop_ro("disaggregated", &ServeLayout::disaggregated);
+
+  nb::class_<ServeLayoutResult>(m, "ServeLayoutResult")
+      .def_ro("layout", &ServeLayoutResult::layout)
+      .def_ro("verdict", &ServeLayoutResult::verdict)
+      .def_ro("reason", &ServeLayoutResult::reason)
+      .def_ro("weight_bytes_per_gpu", &ServeLayoutResult::weight_bytes_per_gpu)
+      .def_ro("kv_bytes_per_gpu", &ServeLayoutResult::kv_bytes_per_gpu)
+      .def_ro("kv_blocks", &ServeLayoutResult::kv_blocks)
+      .def_ro("ttft_floor_s", &ServeLayoutResult::ttft_floor_s)
+      .def_ro("tpot_floor_s", &ServeLayoutResult::tpot_floor_s)
+      .def_ro("estimated_qps_per_unit", &ServeLayoutResult::estimated_qps_per_unit)
+      .def_ro("simulated", &ServeLayoutResult::simulated)
+      .def_ro("qps_per_unit", &ServeLayoutResult::qps_per_unit)
+      .def_ro("units", &ServeLayoutResult::units)
+      .def_ro("gpus", &ServeLayoutResult::gpus)
+      .def_ro("usd_per_hour", &ServeLayoutResult::usd_per_hour)
+      .def_ro("output_tokens_per_s_per_gpu", &ServeLayoutResult::output_tokens_per_s_per_gpu)
+      .def_ro("tokens_per_s_per_user", &ServeLayoutResult::tokens_per_s_per_user)
+      .def_ro("ttft", &ServeLayoutResult::ttft)
+      .def_ro("tpot", &ServeLayoutResult::tpot)
+      .def_ro("cost_per_million_output_tokens_usd", &ServeLayoutResult::cost_per_million_output_tokens_usd)
+      .def_ro("verified", &ServeLayoutResult::verified)
+      .def_ro("slo_attainment", &ServeLayoutResult::slo_attainment)
+      .def_ro("verified_ttft_p99_s", &ServeLayoutResult::verified_ttft_p99_s)
+      .def_ro("verified_tpot_p99_s", &ServeLayoutResult::verified_tpot_p99_s)
+      .def_ro("pareto", &ServeLayoutResult::pareto);
+
+  nb::class_<ServePlanResult>(m, "ServePlanResult")
+      .def_ro("layouts", &ServePlanResult::layouts)
+      .def_ro("pareto", &ServePlanResult::pareto)
+      .def_ro("ranked", &ServePlanResult::ranked)
+      .def_ro("simulated", &ServePlanResult::simulated)
+      .def_ro("trials", &ServePlanResult::trials)
+      .def_ro("mean_input_tokens", &ServePlanResult::mean_input_tokens)
+      .def_ro("mean_output_tokens", &ServePlanResult::mean_output_tokens);
+
+  m.def(
+      "plan_serving",
+      [](const ServePlanRequest& q, nb::object progress) {
+        auto report = callback(progress);
+        nb::gil_scoped_release release;
+        return plan_serving(q, report);
+      },
+      nb::arg("request"), nb::arg("progress") = nb::none());
+  m.def("pareto_front", &pareto_front, nb::arg("points"));
 }
 
 }  // namespace accelsim::bindings

@@ -53,7 +53,7 @@ def test_every_command_has_its_walk():
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     walks = " ".join(re.findall(r"^- \*\*([^*]+)\*\*", PAGE.read_text(encoding="utf-8"), re.M))
-    commands = re.findall(r"[a-z]+", walks)
+    commands = re.findall(r"[a-z]+(?:-[a-z]+)*", walks)
     assert sorted(set(sub.choices) - set(commands)) == []
 
 

@@ -381,6 +381,36 @@ def test_serve_report_reads_as_the_command_prints(capsys, tmp_path: Path, chromi
         keep_screenshot(page, "report-serve-busy")
 
 
+def test_serve_plan_report_draws_the_pareto_front_it_prints(capsys, tmp_path: Path, chromium):
+    """serve-plan --html: the Pareto front's line reads back, through the axes, as the front --json
+    gives; a marker for every layout meeting the SLOs (and each front point); the ranked table and
+    the launch commands of the best layout."""
+    report = tmp_path / "serve-plan.html"
+    d = _write(capsys, "serve-plan", "--model", "llama-3-8b", "--devices", "h100,a100", "--qps", "20", "--input-len", "1000",
+               "--output-len", "200", "--slo-ttft-p99", "800ms", "--slo-tpot-p99", "40ms", "--requests", "200",
+               "--tp", "1,2", "--pp", "1", "--quiet", "--json", "--html", str(report))
+    ranked = [l for l in d["layouts"] if l["verdict"] in ("best", "feasible")]
+    assert len(d["pareto"]) >= 2 and ranked
+    with chromium.open(report) as page:
+        _assert_clean(page)
+        drawn = read_charts(page)
+        (c,) = drawn
+        x, y = check_chart(c)
+        assert c["cls"] == "chart pareto" and c["xLabel"].startswith("output tokens/s per user")
+        got = series_values(c, "Pareto front", x, y)
+        want = [(p["tokens_per_s_per_user"], p["output_tokens_per_s_per_gpu"]) for p in d["pareto"]]
+        assert [g for g, _ in got] == pytest.approx([w for w, _ in want], abs=0.002 * (x.hi - x.lo))
+        assert [v for _, v in got] == pytest.approx([v for _, v in want], abs=0.002 * (y.hi - y.lo))
+        x.bounds([w for w, _ in want])
+        y.bounds([v for _, v in want])
+        assert len(c["markers"]) == len(ranked) + len(d["pareto"])
+        rows = page.evaluate("document.querySelectorAll('table.serve-plan-ranked tbody tr').length")
+        assert rows == min(25, len(ranked))
+        launch = page.evaluate("document.querySelector('#launch').textContent")
+        assert "vllm serve" in launch and f"--tensor-parallel-size {d['best']['tp']}" in launch
+        keep_screenshot(page, "report-serve-plan")
+
+
 def test_sweep_and_fit_plots_read_back_their_figures(capsys, tmp_path: Path, chromium):
     """sweep --plot .html and fit --plot .svg: the axes read each point back as --json gives it."""
     plot = tmp_path / "sweep.html"

@@ -19,7 +19,7 @@ from accel_sim.api import (
     simulate,
 )
 from accel_sim.device import Device
-from accel_sim.runs import fit, kernel, plan, serve, sweep, train, validate
+from accel_sim.runs import fit, kernel, plan, serve, serve_plan, sweep, train, validate
 from accel_sim.simulation_report import CompareReport, OpRow, SimulationReport
 from accel_sim.version import __version__
 from accel_sim.errors import UsageError
@@ -41,6 +41,7 @@ __all__ = [
     "load_target",
     "plan",
     "serve",
+    "serve_plan",
     "simulate",
     "sweep",
     "train",

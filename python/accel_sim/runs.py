@@ -1,5 +1,5 @@
 """The Python API of the commands below `simulate` and `compare` (api.py): `train`, `plan`, `serve`,
-`fit`, `kernel`, `sweep` and `validate`, each as its command runs it, returning a result that renders itself as the
+`serve_plan`, `fit`, `kernel`, `sweep` and `validate`, each as its command runs it, returning a result that renders itself as the
 command prints it.
 
     import accel_sim
@@ -74,6 +74,21 @@ def serve(**options: Any) -> Any:
     from accel_sim.commands.serve import serve as run
 
     return run(_options("serve", options))
+
+
+def serve_plan(**options: Any) -> Any:
+    """The serving deployments of a model that meet a request rate's SLOs, ranked by GPUs (or cost,
+    or tokens/s per GPU), as `accel-sim serve-plan` searches them
+    (accel_sim.commands.serve_plan.ServePlanRun: .best is the best layout, .result the core's
+    ServePlanResult with every layout and the Pareto front).
+
+        accel_sim.serve_plan(model="llama-3-70b", devices="h100,h200", qps=40, input_len=2000,
+                             output_len=300, slo_ttft_p99="500ms", slo_tpot_p99="40ms")
+
+    Progress goes to stderr only with quiet=False."""
+    from accel_sim.commands.serve_plan import serve_plan as run
+
+    return run(_options("serve-plan", options))
 
 
 def fit(**options: Any) -> Any:

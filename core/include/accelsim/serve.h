@@ -376,6 +376,11 @@ void for_each_figure(const ServeResult& r, F&& f) {
   f("request_e2e_s", r.request_e2e_s);
 }
 
+// The bandwidth a disaggregated replica's KV cache moves at when ServeConfig gives none: each GPU
+// of the replica sends its share over its NICs (the system's scale-out bandwidth x efficiency x
+// NICs per GPU x the replica's GPUs). Throws ConfigError when the replica has no system.
+double default_kv_transfer_bytes_per_s(const IterationModel& costs);
+
 // REQUIRES: replicas >= 1, max_seqs >= 1, max_batched_tokens >= 1, chunk >= 1, 0 <= watermark < 1;
 // prefill_replicas < replicas; a finite, non-negative KV transfer bandwidth and price; SLOs not
 // negative. Throws ConfigError otherwise. Every figure of the result is finite and not negative

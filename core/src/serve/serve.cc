@@ -313,18 +313,20 @@ void require_physical(const ServeResult& r) {
 }  // namespace
 
 
+double default_kv_transfer_bytes_per_s(const IterationModel& costs) {
+  // Each GPU of a replica sends its share of the cache over its NICs (the system's scale-out
+  // fabric, at its efficiency).
+  const std::optional<SystemSpec>& system = costs.replica().system;
+  ACCELSIM_CHECK(system.has_value(), "disaggregation needs the system whose NICs move the KV cache, or its bandwidth");
+  return system->scaleout.bandwidth_bytes_per_s * system->scaleout.efficiency * system->nics_per_gpu *
+         static_cast<double>(costs.gpus());
+}
+
 ServeResult simulate_serving(IterationModel& costs, const Workload& workload, const ServeConfig& config,
                              const std::function<void(int64_t, int64_t)>& progress) {
   check(config);
   ServeConfig c = config;
-  if (c.prefill_replicas > 0 && c.kv_transfer_bytes_per_s == 0.0) {
-    // Each GPU of a replica sends its share of the cache over its NICs (the system's scale-out
-    // fabric, at its efficiency).
-    const std::optional<SystemSpec>& system = costs.replica().system;
-    ACCELSIM_CHECK(system.has_value(), "disaggregation needs the system whose NICs move the KV cache, or its bandwidth");
-    c.kv_transfer_bytes_per_s = system->scaleout.bandwidth_bytes_per_s * system->scaleout.efficiency *
-                                system->nics_per_gpu * static_cast<double>(costs.gpus());
-  }
+  if (c.prefill_replicas > 0 && c.kv_transfer_bytes_per_s == 0.0) c.kv_transfer_bytes_per_s = default_kv_transfer_bytes_per_s(costs);
   if (c.prefill_replicas > 0 && c.scheduler.kind != SchedulerKind::sarathi) {
     // Prefill engines run prompts in chunks of the token budget whatever the scheduler.
     c.scheduler.kind = SchedulerKind::sarathi;

@@ -20,6 +20,7 @@ from accel_sim.cli.fit import cmd_fit
 from accel_sim.cli.kernels import cmd_calibrate, cmd_kernel, cmd_validate
 from accel_sim.cli.plan import cmd_plan
 from accel_sim.cli.serve import cmd_serve
+from accel_sim.cli.serve_plan import cmd_serve_plan
 from accel_sim.cli.sweep import cmd_sweep
 from accel_sim.cli.systems import cmd_stacks, cmd_systems
 from accel_sim.cli.train import cmd_train
@@ -284,6 +285,7 @@ _COMMANDS = {
     "stacks": cmd_stacks,
     "train": cmd_train,
     "serve": cmd_serve,
+    "serve-plan": cmd_serve_plan,
     "plan": cmd_plan,
     "sweep": cmd_sweep,
     "validate": cmd_validate,

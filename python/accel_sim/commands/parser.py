@@ -9,7 +9,7 @@ import functools
 from typing import Any
 
 from accel_sim.api import OPTIMIZERS
-from accel_sim.commands import fit, kernels, plan, serve, sweep, systems, train
+from accel_sim.commands import fit, kernels, plan, serve, serve_plan, sweep, systems, train
 from accel_sim.commands.flags import COUNT, Parser, check_numbers, flag, mark_given, record_given
 from accel_sim.commands.simulate import DTYPES, add_simulation_args, percent
 from accel_sim.errors import UsageError
@@ -92,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     systems.add_stacks_parser(sub)
     train.add_parser(sub)
     serve.add_parser(sub)
+    serve_plan.add_parser(sub)
     plan.add_parser(sub)
     sweep.add_parser(sub, add_simulation_args)
 
@@ -128,6 +129,8 @@ def list_valued(action: argparse.Action) -> bool:
         return True
     if action.type in (None, int, float) or action.nargs == 0:
         return False
+    if getattr(action.type, "comma_list", False):  # a list of names ("bf16,fp8"), which "1" is not
+        return True
     try:
         return isinstance(action.type("1"), list)
     except (ValueError, TypeError, argparse.ArgumentTypeError):

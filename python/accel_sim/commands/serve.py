@@ -227,7 +227,7 @@ def position_limit(model: Any) -> tuple[int | None, str]:
     return positions, f"{model.name}'s {positions:,} positions (its config's max_position_embeddings)"
 
 
-def _bound_lengths(args: argparse.Namespace, spec: Any, limit: int | None, why: str) -> None:
+def bound_lengths(args: argparse.Namespace, spec: Any, limit: int | None, why: str) -> None:
     """Clips an unbounded log-normal to what the model's positions leave beside the other length's
     largest, and refuses lengths whose largest prompt and largest output together exceed them."""
     from accel_sim import _core
@@ -279,7 +279,7 @@ def serve_workload(args: argparse.Namespace, model: Any) -> tuple[Any, Any]:
         if args.lengths_from:
             t = read_trace(args.lengths_from)
             spec.input, spec.output = _core.fit_lognormal(t.input_len), _core.fit_lognormal(t.output_len)
-        _bound_lengths(args, spec, limit, why)
+        bound_lengths(args, spec, limit, why)
         if args.qps is None and not args.find_max_qps:
             raise UsageError("give --qps (a request rate) or --workload (a trace)")
         fixed = _core.LengthDistribution.fixed
@@ -375,7 +375,10 @@ def _replica(args: argparse.Namespace, device: Any, kernels: dict) -> Any:
     r.build = build
     r.block_size = args.block_size
     r.gpu_memory_utilization = args.gpu_memory_utilization
-    r.max_batched_tokens = max(args.max_batched_tokens, args.chunk)
+    # The largest step sizes the activation reserve (vLLM's profiling run): the chunk of chunked
+    # prefill (sarathi, a disaggregated prefill engine), the token budget otherwise.
+    chunking = args.scheduler == "sarathi" or bool(args.disaggregate)
+    r.max_batched_tokens = args.chunk if chunking else args.max_batched_tokens
     o = _core.SimulateOptions()
     o.cost_model = args.cost_model
     configure_engine(o, r, kernels, kernels["host_overhead_per_kernel_s"])

@@ -293,6 +293,7 @@ class Series:
     dashed: bool = False
     markers: bool = True
     step: bool = False  # a step function: each y holds until the next x
+    line: bool = True  # False: markers only (a scatter)
 
 
 LEGEND_ROW = 16  # pixels per row of a legend under the title
@@ -408,8 +409,9 @@ def line_chart(series: Sequence[Series], *, cls: str, title: str, x_label: str, 
         else:
             coords = [f"{xs(x):.2f},{ys(y):.2f}" for x, y in pts]
         dash = ' stroke-dasharray="5 4"' if s.dashed else ""
-        out.append(f'<polyline class="series" data-series="{esc(s.name)}" data-points="{len(pts)}" '
-                   f'points="{" ".join(coords)}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
+        if s.line:
+            out.append(f'<polyline class="series" data-series="{esc(s.name)}" data-points="{len(pts)}" '
+                       f'points="{" ".join(coords)}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
         if s.markers:
             out.append(f'<g class="markers" data-series="{esc(s.name)}">')
             for j, (x, y) in enumerate(pts):

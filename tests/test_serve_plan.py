@@ -1,0 +1,163 @@
+"""`accel-sim serve-plan` as a user runs it: its ranking against a brute-force search through
+`serve` of every layout, the API and the CLI agreeing, seeded results, the report's parts, and
+the refusals."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+import accel_sim
+from conftest import run_cli
+
+# A small case: Llama-3-8B on H100 SXM (fp8 tensor cores) and A100 80GB (none) under vLLM; 24
+# layouts run (the A100's 8 fp8 layouts cannot), each a rate search of 200-request trials.
+SMALL = dict(model="llama-3-8b", devices="h100,a100_80gb", stack="vllm", qps=30, input_len="1500", output_len="150",
+             slo_ttft_p99="600ms", slo_tpot_p99="30ms", requests=200, tp=[1, 2], pp=[1], quantization=["bf16", "fp8"],
+             max_seqs=[16, 64], token_budget=[2048], disaggregate="1:1", max_gpus=32, seed=3)
+
+
+def _cli_args(options: dict) -> list[str]:
+    out = []
+    for k, v in options.items():
+        out += [f"--{k.replace('_', '-')}", ",".join(map(str, v)) if isinstance(v, list) else str(v)]
+    return out
+
+
+def _brute_force(options: dict) -> list[tuple[int, str]]:
+    """Every layout of the small case through `serve --find-max-qps` (the serving command's own
+    flags, not the planner): (GPUs for the target, layout) of those meeting the SLOs within the
+    budget, fewest first."""
+    found = []
+    for device in options["devices"].split(","):
+        for quant in options["quantization"]:
+            if quant == "fp8" and device == "a100_80gb":
+                continue
+            for tp in options["tp"]:
+                for prefill in (0, 1):
+                    for seqs in options["max_seqs"]:
+                        kw = dict(model=options["model"], device=device, stack="vllm", tp=tp,
+                                  replicas=2 if prefill else 1, find_max_qps=True, slo_ttft_p99=options["slo_ttft_p99"],
+                                  slo_tpot_p99=options["slo_tpot_p99"], requests=options["requests"],
+                                  input_len=options["input_len"], output_len=options["output_len"],
+                                  max_seqs=seqs, chunk=options["token_budget"][0], seed=options["seed"])
+                        if prefill:
+                            kw["disaggregate"] = 1
+                        if quant == "fp8":
+                            kw |= dict(fp8=True, weight_dtype="fp8", kv_dtype="fp8")
+                        try:
+                            run = accel_sim.serve(**kw)
+                        except accel_sim.UsageError:
+                            continue  # does not fit
+                        _, _, _, max_qps, _ = run.rows[0]
+                        if max_qps.qps <= 0:
+                            continue
+                        unit_gpus = tp * (2 if prefill else 1)
+                        gpus = math.ceil(options["qps"] / max_qps.qps * (1 - 1e-12)) * unit_gpus
+                        if gpus <= options["max_gpus"]:
+                            found.append((gpus, f"{device} {quant} TP{tp} {'1P:1D' if prefill else 'agg'} {seqs}"))
+    return sorted(found)
+
+
+@pytest.fixture(scope="module")
+def small_plan():
+    return accel_sim.serve_plan(**SMALL, exhaustive=True)
+
+
+def test_the_search_finds_what_brute_force_over_serve_finds(small_plan):
+    brute = _brute_force(SMALL)
+    assert brute, "the small case must have layouts that meet the SLOs"
+    plan = small_plan.to_dict()
+    # Every layout the brute force found meets the SLOs in the planner too, at the same GPU count.
+    ranked = [l for l in plan["layouts"] if l["verdict"] in ("best", "feasible")]
+    assert len(ranked) == len(brute)
+    assert sorted(l["gpus"] for l in ranked) == [g for g, _ in brute]
+    assert plan["best"]["gpus"] == brute[0][0]
+    # The screened search (the default) finds the same best as the exhaustive one.
+    screened = accel_sim.serve_plan(**SMALL).to_dict()
+    assert screened["best"]["gpus"] == plan["best"]["gpus"]
+    assert screened["search"]["simulated"] <= plan["search"]["simulated"]
+
+
+def test_units_gpus_cost_and_verdicts_are_consistent(small_plan):
+    d = small_plan.to_dict()
+    price = {"h100_sxm": 6.88, "a100_80gb": 5.12}  # the device files' price_usd_per_hour
+    for l in d["layouts"]:
+        if l["verdict"] in ("best", "feasible"):
+            assert l["units"] == math.ceil(SMALL["qps"] / l["qps_per_unit"] - 1e-9)
+            assert l["gpus"] == l["units"] * l["unit_gpus"] <= SMALL["max_gpus"]
+            assert l["usd_per_hour"] == pytest.approx(l["gpus"] * price[l["device"]])
+            # $/1M output tokens = $/hour / (requests/s x output tokens x 3,600 s) x 1e6.
+            assert l["cost_per_million_output_tokens_usd"] == pytest.approx(
+                l["usd_per_hour"] / (SMALL["qps"] * 150 * 3600) * 1e6)
+        if l["device"] == "a100_80gb" and l["quantization"] == "fp8":
+            assert l["verdict"] == "unsupported"
+    assert d["rejected"]["unsupported"] == 8
+    best = d["best"]
+    assert best["deployment"]["slo_attainment"] > 0.9
+    assert set(best["launch"]) == {"vllm", "sglang", "tensorrt-llm"}
+    assert f"--tensor-parallel-size {best['tp']}" in best["launch"]["vllm"]
+    assert f"--max-running-requests {best['max_seqs']}" in best["launch"]["sglang"]
+    # The Pareto front: no layout meeting the SLOs beats one of its points in both coordinates.
+    for p in d["pareto"]:
+        for l in d["layouts"]:
+            if l["verdict"] in ("best", "feasible"):
+                assert not (l["tokens_per_s_per_user"] > p["tokens_per_s_per_user"]
+                            and l["output_tokens_per_s_per_gpu"] > p["output_tokens_per_s_per_gpu"])
+
+
+def test_cli_and_api_agree_and_are_seeded():
+    options = dict(SMALL, devices="h100", quantization=["fp8"], max_seqs=[64])
+    result = run_cli("serve-plan", *_cli_args(options), "--json")
+    assert result.returncode == 0, result.stderr
+    cli = json.loads(result.stdout)
+    api = accel_sim.serve_plan(**options).to_dict()
+    again = accel_sim.serve_plan(**options).to_dict()
+    for d in (cli, api, again):
+        d["search"].pop("seconds")
+    assert cli == api == again
+    assert cli["schema"] == "accel-sim/serve-plan"
+    other_seed = accel_sim.serve_plan(**dict(options, seed=4, input_len="lognormal:7.3:0.3:200:3000")).to_dict()
+    assert other_seed["workload"] != cli["workload"]
+
+
+def test_text_report_has_the_best_the_front_the_flags_and_the_rejections():
+    result = run_cli("serve-plan", *_cli_args(SMALL))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for part in ("best", "ranked layouts", "Pareto front", "vllm serve meta-llama/Meta-Llama-3-8B",
+                 "python -m sglang.launch_server", "trtllm-serve", "rejected", "quantization not supported"):
+        assert part in out, part
+
+
+def test_throughput_objective_takes_no_rate():
+    options = dict(SMALL, devices="h100", quantization=["bf16"], max_seqs=[64])
+    options.pop("qps")
+    d = accel_sim.serve_plan(**options, objective="throughput").to_dict()
+    ranked = [l for l in d["layouts"] if l["verdict"] in ("best", "feasible")]
+    assert ranked and d["best"]["units"] == 1
+    per_gpu = [l["output_tokens_per_s_per_gpu"] for l in ranked]
+    assert per_gpu == sorted(per_gpu, reverse=True)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--objective", "throughput"], "takes no --qps"),
+    (["--objective", "cost", "--devices", "mi300x"], "price"),
+    (["--stack", "megatron-core"], "serving"),
+    (["--disaggregate", "1-1"], "P:D"),
+    (["--burstiness", "2"], "--arrival gamma"),
+    (["--quantization", "fp4"], "bf16, fp8, int4"),
+    (["--devices", "h100,h100_sxm"], "a device twice"),
+])
+def test_refusals(extra, message):
+    base = ["--model", "llama-3-8b", "--devices", "h100", "--qps", "5", "--slo-tpot-p99", "50ms"]
+    result = run_cli("serve-plan", *base, *extra)
+    assert result.returncode == 2, result.stdout
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_no_slo_is_refused():
+    result = run_cli("serve-plan", "--model", "llama-3-8b", "--qps", "5")
+    assert result.returncode == 2 and "--slo-ttft-p99" in result.stderr
