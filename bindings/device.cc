@@ -53,6 +53,7 @@ void bind_device(nb::module_& m) {
       .def_rw("fp16_matrix_flops_per_s", &DeviceSpec::fp16_matrix_flops_per_s)
       .def_rw("bf16_matrix_flops_per_s", &DeviceSpec::bf16_matrix_flops_per_s)
       .def_rw("fp8_matrix_flops_per_s", &DeviceSpec::fp8_matrix_flops_per_s)
+      .def_rw("fp4_matrix_flops_per_s", &DeviceSpec::fp4_matrix_flops_per_s)
       .def_rw("int8_matrix_ops_per_s", &DeviceSpec::int8_matrix_ops_per_s)
       .def_rw("kernel_launch_overhead_s", &DeviceSpec::kernel_launch_overhead_s)
       .def_rw("runtime_reserved_bytes", &DeviceSpec::runtime_reserved_bytes)

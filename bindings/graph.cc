@@ -57,7 +57,8 @@ void bind_graph(nb::module_& m) {
       .value("uint8", DType::uint8)
       .value("boolean", DType::boolean)
       .value("complex64", DType::complex64)
-      .value("complex128", DType::complex128);
+      .value("complex128", DType::complex128)
+      .value("fp4_e2m1", DType::fp4_e2m1);
   m.def("parse_dtype", &parse_dtype, nb::arg("name"));
   m.def("dtype_name", [](DType d) { return std::string(dtype_name(d)); });
   m.def("dtype_size_bytes", [](DType d) { return size_bytes(d); });

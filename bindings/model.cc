@@ -99,6 +99,7 @@ void bind_model(nb::module_& m) {
       .def_rw("activation_dtype", &ModelSpec::activation_dtype)
       .def_rw("kv_cache_dtype", &ModelSpec::kv_cache_dtype)
       .def_rw("int4_group_size", &ModelSpec::int4_group_size)
+      .def_rw("fp4_weights", &ModelSpec::fp4_weights)
       .def("validate", &ModelSpec::validate);
   m.def("parameter_count", &parameter_count, nb::arg("model"));
   m.def("active_parameter_count", &active_parameter_count, nb::arg("model"));
@@ -136,6 +137,10 @@ void bind_model(nb::module_& m) {
       .value("upcast", CrossEntropy::upcast)
       .value("fused", CrossEntropy::fused)
       .value("vocab_parallel", CrossEntropy::vocab_parallel);
+  nb::enum_<Fp4Format>(m, "Fp4Format")
+      .value("none", Fp4Format::none)
+      .value("nvfp4", Fp4Format::nvfp4)
+      .value("mxfp4", Fp4Format::mxfp4);
   nb::enum_<MoeImpl>(m, "MoeImpl")
       .value("grouped", MoeImpl::grouped)
       .value("sequential", MoeImpl::sequential);
@@ -162,6 +167,7 @@ void bind_model(nb::module_& m) {
       .def_rw("eager_attention", &BuildOptions::eager_attention)
       .def_rw("persistent_gradients", &BuildOptions::persistent_gradients)
       .def_rw("fp8_gemms", &BuildOptions::fp8_gemms)
+      .def_rw("fp4_gemms", &BuildOptions::fp4_gemms)
       .def_rw("fused_gated_activation", &BuildOptions::fused_gated_activation)
       .def_rw("cross_entropy", &BuildOptions::cross_entropy)
       .def_rw("lora_rank", &BuildOptions::lora_rank)

@@ -254,7 +254,9 @@ void bind_serve(nb::module_& m) {
   nb::enum_<ServeQuantization>(m, "ServeQuantization")
       .value("bf16", ServeQuantization::bf16)
       .value("fp8", ServeQuantization::fp8)
-      .value("int4", ServeQuantization::int4);
+      .value("int4", ServeQuantization::int4)
+      .value("nvfp4", ServeQuantization::nvfp4)
+      .value("mxfp4", ServeQuantization::mxfp4);
   m.def("parse_quantization", &parse_quantization, nb::arg("name"));
   m.def("quantization_unsupported", &quantization_unsupported, nb::arg("device"), nb::arg("quantization"));
   m.def("quantized_model", &quantized_model, nb::arg("model"), nb::arg("quantization"));

@@ -161,3 +161,24 @@ def test_refusals(extra, message):
 def test_no_slo_is_refused():
     result = run_cli("serve-plan", "--model", "llama-3-8b", "--qps", "5")
     assert result.returncode == 2 and "--slo-ttft-p99" in result.stderr
+
+
+def test_nvfp4_weights_are_what_the_packed_bytes_and_scales_make():
+    """Llama-3-8B in NVFP4 on one B200: the layers' 32 x 218,103,808 linear weights at half a byte
+    plus an fp8 scale per 16, and the embedding, LM head (128,256 x 4,096 each) and 65 norms of
+    4,096 in bf16: 3,489,660,928 + 436,207,616 + 2,101,346,304 + 532,480 = 6,027,747,328 bytes."""
+    d = json.loads(run_cli("serve", "--model", "llama-3-8b", "--device", "b200", "--weight-dtype", "nvfp4", "--fp4",
+                           "--kv-dtype", "fp8", "--qps", "5", "--requests", "50", "--json").stdout)
+    assert d["results"][0]["memory_per_gpu"]["weights_bytes"] == 6_027_747_328
+    bad = run_cli("serve", "--model", "llama-3-8b", "--device", "b200", "--fp4", "--qps", "5")
+    assert bad.returncode == 2 and "--weight-dtype nvfp4 or mxfp4" in bad.stderr
+
+
+def test_fp4_layouts_run_only_where_fp4_units_are():
+    options = dict(SMALL, devices="h100,b200,mi355x", quantization=["nvfp4", "mxfp4"], max_seqs=[64],
+                   disaggregate="none", tp=[1])
+    d = accel_sim.serve_plan(**options).to_dict()
+    verdicts = {(l["device"], l["quantization"]): l["verdict"] for l in d["layouts"]}
+    assert verdicts[("h100_sxm", "nvfp4")] == verdicts[("h100_sxm", "mxfp4")] == "unsupported"
+    assert verdicts[("mi355x", "nvfp4")] == "unsupported"  # MX block scales only
+    assert verdicts[("mi355x", "mxfp4")] != "unsupported" and verdicts[("b200", "nvfp4")] != "unsupported"

@@ -175,6 +175,11 @@ struct BuildOptions {
   //   kv_cache_dtype, independent of this option.
   // Fused kernels only; excludes int4 weights.
   bool fp8_gemms = false;
+  // Inference with FP4 weights (ModelSpec::fp4_weights): the linears' activations are quantized
+  // to FP4 blocks too (one streaming pass over each linear's input) and the GEMMs run on the
+  // device's FP4 units (W4A4: TensorRT-LLM's and vLLM's NVFP4 on Blackwell). Off: the weights are
+  // dequantized inside a 16-bit GEMM (W4A16: MXFP4 on Hopper through Marlin). Excludes fp8_gemms.
+  bool fp4_gemms = false;
   // A training step's fp8 recipe under fp8_gemms.
   Fp8Recipe fp8_recipe = Fp8Recipe::transformer_engine;
 

@@ -112,6 +112,7 @@ struct DeviceSpec {
   double bf16_matrix_flops_per_s = 0.0;
   double fp8_matrix_flops_per_s = 0.0;
   double int8_matrix_ops_per_s = 0.0;
+  double fp4_matrix_flops_per_s = 0.0;  // FP4 (NVFP4, MXFP4) tensor/matrix rate; 0: none
 
   double kernel_launch_overhead_s = 0.0;  // host-side cost per kernel launch
   // Device memory the runtime holds outside PyTorch's allocator: the CUDA/HIP context and the

@@ -25,6 +25,11 @@ enum class DType : uint8_t {
   boolean,
   complex64,
   complex128,
+  // FP4 (OCP e2m1: 1 sign, 2 exponent, 1 mantissa bit) as a GEMM's compute type only: fp4 values
+  // are stored packed two per byte in uint8 tensors with their block scales (NVFP4, MXFP4), so
+  // no tensor holds this dtype (Graph::add_tensor refuses one); size_bytes gives the byte a pair
+  // shares.
+  fp4_e2m1,
 };
 
 // Bytes per element (PyTorch's element sizes: bool is one byte, complex64 is eight).

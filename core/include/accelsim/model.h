@@ -63,6 +63,9 @@ struct MlaSpec {
   bool enabled() const { return kv_lora_rank > 0; }
 };
 
+// How a model's linear weights hold FP4 values (ModelSpec::fp4_weights).
+enum class Fp4Format : uint8_t { none, nvfp4, mxfp4 };
+
 struct ModelSpec {
   std::string name;
   std::string family;  // HF model_type ("llama", "gpt2", ...): selects HF-eager op details
@@ -151,11 +154,24 @@ struct ModelSpec {
   // activation dtype per group of this many input channels; embeddings, norms, the MoE router,
   // MLA's kv_b_proj and the LM head keep weight_dtype. 0: no int4 weights.
   int64_t int4_group_size = 0;
+  // FP4 weights of the same linear layers (int4_group_size's), packed two values per byte, with a
+  // one-byte scale per block of input channels:
+  //   nvfp4  blocks of 16, an fp8 (e4m3) scale each, and one fp32 scale per tensor (NVIDIA,
+  //          "Introducing NVFP4 for Efficient and Accurate Low-Precision Inference", 2025:
+  //          https://developer.nvidia.com/blog/introducing-nvfp4-for-efficient-and-accurate-low-precision-inference/);
+  //   mxfp4  blocks of 32, an e8m0 (power of two) scale each (OCP Microscaling Formats (MX)
+  //          Specification v1.0, 2023, sec. 5: https://www.opencompute.org/documents/ocp-microscaling-formats-mx-v1-0-spec-final-pdf).
+  // The GEMMs dequantize them to the activation dtype, or run on fp4 units with the activations
+  // quantized too under BuildOptions::fp4_gemms. Excludes int4 weights.
+  Fp4Format fp4_weights = Fp4Format::none;
+  int64_t fp4_block() const { return fp4_weights == Fp4Format::nvfp4 ? 16 : fp4_weights == Fp4Format::mxfp4 ? 32 : 0; }
 
   // Throws ConfigError naming the model and the field when a size is missing or inconsistent
   // (heads not divisible by KV heads, ...).
   void validate() const;
 };
+
+std::string_view fp4_format_name(Fp4Format f);  // "none", "nvfp4", "mxfp4"
 
 // Total parameters as HF's num_parameters() counts them.
 int64_t parameter_count(const ModelSpec& model);

@@ -47,8 +47,13 @@ namespace accelsim {
 //   fp8   fp8 (e4m3) weights and GEMMs, fp8 KV cache: vLLM --quantization fp8 --kv-cache-dtype fp8,
 //         TensorRT-LLM's FP8 checkpoints; on devices with an fp8 matrix rate only;
 //   int4  AWQ/GPTQ 4-bit weights in groups of 128 (weight-only: GEMMs in the activation dtype),
-//         the model's KV dtype.
-enum class ServeQuantization : uint8_t { bf16, fp8, int4 };
+//         the model's KV dtype;
+//   nvfp4 NVFP4 weights and activations on the fp4 units (W4A4), fp8 KV cache: TensorRT-LLM's and
+//         vLLM's NVFP4 checkpoints (TensorRT Model Optimizer) on Blackwell; NVIDIA parts with an
+//         fp4 rate only (AMD's fp4 units take MX block scales);
+//   mxfp4 MXFP4 weights and activations on the fp4 units (W4A4), fp8 KV cache: AMD Quark's MXFP4
+//         models on MI355X, Blackwell's MXFP4 GEMMs; parts with an fp4 rate only.
+enum class ServeQuantization : uint8_t { bf16, fp8, int4, nvfp4, mxfp4 };
 std::string_view quantization_name(ServeQuantization q);
 // Throws ConfigError naming the spelling and the known ones.
 ServeQuantization parse_quantization(std::string_view name);

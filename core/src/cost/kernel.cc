@@ -167,6 +167,8 @@ double attention_time(const OpCount& c, double peak, double bandwidth, int units
 }  // namespace
 
 bool gemm_leading_dims_aligned(int64_t n, int64_t k, DType operand) {
+  // FP4 operands are packed two per byte: 16-byte rows of K take multiples of 32 values.
+  if (operand == DType::fp4_e2m1) return k % 32 == 0 && n % 8 == 0;
   const bool fp8 = operand == DType::fp8_e4m3 || operand == DType::fp8_e5m2;
   const auto a = static_cast<double>(size_bytes(operand));
   const auto r = static_cast<double>(size_bytes(fp8 ? DType::bf16 : operand));
@@ -200,7 +202,10 @@ OpCost KernelCostModel::cost(const OpCount& count, const DeviceSpec& device,
 
   double body = 0.0;
   if (count.op_class == OpClass::matmul && count.gemm.m > 0 && peak.flops_per_s > 0) {
-    const bool fp8 = count.compute_dtype == DType::fp8_e4m3 || count.compute_dtype == DType::fp8_e5m2;
+    // FP4 GEMMs take the fp8 GEMMs' share of their peak: no FP4 GEMM measurement is in the
+    // calibration set (validation/), and both are the low-precision tensor paths of one part.
+    const bool fp8 = count.compute_dtype == DType::fp8_e4m3 || count.compute_dtype == DType::fp8_e5m2 ||
+                     count.compute_dtype == DType::fp4_e2m1;
     double efficiency =
         fp8 && k.fp8_matmul_efficiency > 0 ? k.fp8_matmul_efficiency : k.matmul_efficiency;
     if (!gemm_leading_dims_aligned(count.gemm.n, count.gemm.k, count.compute_dtype)) {

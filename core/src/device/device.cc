@@ -28,6 +28,7 @@ constexpr Format kFp16Format{11, 5};
 constexpr Format kBf16Format{8, 8};
 constexpr Format kFp8Format{4, 5};  // a unit that runs both e4m3 (4, 4) and e5m2 (3, 5)
 constexpr Format kInt8Format{8, 0};
+constexpr Format kFp4Format{2, 2};  // OCP e2m1: 1 + 1 significand, 2 exponent bits
 
 struct Unit {
   const char* name;
@@ -44,6 +45,7 @@ constexpr Unit kFp16Matrix{"fp16_matrix", &DeviceSpec::fp16_matrix_flops_per_s, 
 constexpr Unit kBf16Matrix{"bf16_matrix", &DeviceSpec::bf16_matrix_flops_per_s, kBf16Format};
 constexpr Unit kFp8Matrix{"fp8_matrix", &DeviceSpec::fp8_matrix_flops_per_s, kFp8Format};
 constexpr Unit kInt8Matrix{"int8_matrix", &DeviceSpec::int8_matrix_ops_per_s, kInt8Format};
+constexpr Unit kFp4Matrix{"fp4_matrix", &DeviceSpec::fp4_matrix_flops_per_s, kFp4Format};
 
 // The format of a dtype's values; integers wider than 8 bits hold more than any unit here.
 Format dtype_format(DType dtype) {
@@ -56,6 +58,7 @@ Format dtype_format(DType dtype) {
     case DType::bf16: return kBf16Format;
     case DType::fp8_e4m3: return {4, 4};
     case DType::fp8_e5m2: return {3, 5};
+    case DType::fp4_e2m1: return kFp4Format;
     case DType::int8:
     case DType::uint8:
     case DType::boolean: return kInt8Format;
@@ -90,7 +93,7 @@ constexpr Rate kAllRates[] = {
     &DeviceSpec::fp32_flops_per_s,        &DeviceSpec::fp32_matrix_flops_per_s,
     &DeviceSpec::tf32_matrix_flops_per_s, &DeviceSpec::fp16_matrix_flops_per_s,
     &DeviceSpec::bf16_matrix_flops_per_s, &DeviceSpec::fp8_matrix_flops_per_s,
-    &DeviceSpec::int8_matrix_ops_per_s,
+    &DeviceSpec::int8_matrix_ops_per_s,   &DeviceSpec::fp4_matrix_flops_per_s,
 };
 
 void scale_compute_rates(DeviceSpec& d, double factor) {
@@ -110,7 +113,7 @@ void DeviceSpec::validate() const {
       {"peak rate fp32", fp32_flops_per_s},          {"peak rate fp32_matrix", fp32_matrix_flops_per_s},
       {"peak rate tf32", tf32_matrix_flops_per_s},   {"peak rate fp16", fp16_matrix_flops_per_s},
       {"peak rate bf16", bf16_matrix_flops_per_s},   {"peak rate fp8", fp8_matrix_flops_per_s},
-      {"peak rate int8", int8_matrix_ops_per_s},
+      {"peak rate int8", int8_matrix_ops_per_s},     {"peak rate fp4", fp4_matrix_flops_per_s},
   };
   bool any = false;
   for (const auto& [field, value] : rates) {
@@ -205,6 +208,10 @@ PeakRate peak_rate(const DeviceSpec& d, DType dtype, bool matrix_op, bool allow_
       case DType::int8:
       case DType::uint8:
         r = pick(d, dtype, matrix_op, {kInt8Matrix}, {kFp16Matrix, kBf16Matrix, kFp32Matrix, kFp32});
+        break;
+      case DType::fp4_e2m1:
+        // Without fp4 units the values run upcast: on fp8 units, else 16-bit.
+        r = pick(d, dtype, matrix_op, {kFp4Matrix}, {kFp8Matrix, kFp16Matrix, kBf16Matrix, kFp32Matrix, kFp32});
         break;
       default:
         r = pick(d, dtype, matrix_op, {kFp32}, {kFp32Matrix, kBf16Matrix, kFp16Matrix});

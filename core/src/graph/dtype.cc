@@ -16,7 +16,7 @@ struct DTypeInfo {
 };
 
 // Element sizes as in PyTorch (torch.finfo/iinfo bits / 8; bool is stored as one byte).
-constexpr std::array<DTypeInfo, 14> kDTypes = {{
+constexpr std::array<DTypeInfo, 15> kDTypes = {{
     {DType::fp64, "fp64", 8, true},
     {DType::fp32, "fp32", 4, true},
     {DType::fp16, "fp16", 2, true},
@@ -31,6 +31,7 @@ constexpr std::array<DTypeInfo, 14> kDTypes = {{
     {DType::boolean, "bool", 1, false},
     {DType::complex64, "complex64", 8, true},
     {DType::complex128, "complex128", 16, true},
+    {DType::fp4_e2m1, "fp4_e2m1", 1, true},  // a compute type only (dtype.h)
 }};
 
 const DTypeInfo& info(DType dtype) { return kDTypes[static_cast<size_t>(dtype)]; }

@@ -114,6 +114,8 @@ TensorId Graph::add_tensor(TensorMeta tensor) {
     ACCELSIM_CHECK(d >= 0, "tensor " + id() + " has a negative dimension");
   }
   ACCELSIM_CHECK(tensor.storage_offset >= 0, "tensor " + id() + " has a negative storage offset");
+  ACCELSIM_CHECK(tensor.dtype != DType::fp4_e2m1,
+                 "tensor " + id() + " has dtype fp4_e2m1: fp4 values are stored packed, two per uint8 byte");
   ACCELSIM_CHECK(tensors_.size() < kMaxIds, "the graph has more tensors than 32-bit ids can name");
   tensor.logical_bytes();  // throws ConfigError when its byte count overflows 64 bits
   tensors_.push_back(std::move(tensor));

@@ -150,11 +150,24 @@ TensorId Builder::norm(TensorId x, const std::string& prefix) {
 }
 
 bool Builder::int4(const std::string& prefix, bool quantizable) const {
-  return m_.int4_group_size > 0 && quantizable && prefix.rfind("model.layers.", 0) == 0;
+  return (m_.int4_group_size > 0 || m_.fp4_weights != Fp4Format::none) && quantizable &&
+         prefix.rfind("model.layers.", 0) == 0;
 }
 
 std::pair<TensorId, TensorId> Builder::int4_weight(Shape lead, int64_t out, int64_t in,
                                           const std::string& prefix) {
+  if (m_.fp4_weights != Fp4Format::none) {
+    const int64_t block = m_.fp4_block();
+    ACCELSIM_CHECK(in % block == 0, "fp4 weights of '" + prefix + "': " + std::to_string(in) +
+                                        " input channels are not a multiple of the block of " + std::to_string(block));
+    Shape packed = lead;
+    packed.insert(packed.end(), {out, in / 2});
+    Shape scales = lead;
+    scales.insert(scales.end(), {out, in / block});
+    const DType scale = m_.fp4_weights == Fp4Format::nvfp4 ? DType::fp8_e4m3 : DType::uint8;
+    return {e_.parameter(std::move(packed), DType::uint8, prefix + ".weight_packed"),
+            e_.parameter(std::move(scales), scale, prefix + ".weight_scale")};
+  }
   const int64_t group = m_.int4_group_size;
   ACCELSIM_CHECK(in % group == 0, "int4 weights of '" + prefix + "': " + std::to_string(in) +
                                       " input channels are not a multiple of the group size " +
@@ -235,6 +248,15 @@ TensorId Builder::base_linear(TensorId x, int64_t out, const std::string& prefix
   const int64_t rows = e_.graph().tensor(x).numel() / in;
   Shape out_shape = shape;
   out_shape.back() = out;
+  if (int4(prefix, quantizable) && m_.fp4_weights != Fp4Format::none) {
+    auto [packed, scales] = int4_weight({}, out, in, prefix);
+    TensorId y = fp4_linear(e_.view(x, {rows, in}), packed, scales, out);
+    if (bias) {
+      TensorId b = e_.parameter({out}, dt_, prefix + ".bias");
+      y = e_.op("add", {y, b}, {rows, out}, dt_);
+    }
+    return e_.view(y, out_shape);
+  }
   if (int4(prefix, quantizable)) {
     auto [packed, scales] = int4_weight({}, out, in, prefix);
     TensorId y = e_.op("_weight_int4pack_mm", {e_.view(x, {rows, in}), packed, scales},
@@ -293,6 +315,30 @@ TensorId Builder::base_linear(TensorId x, int64_t out, const std::string& prefix
     y = e_.op("mm", {x2, wt}, {rows, out}, dt_);
   }
   return e_.view(y, out_shape);
+}
+
+std::pair<TensorId, TensorId> Builder::fp4_quantize(TensorId x2) {
+  const Shape& shape = e_.shape(x2);
+  const int64_t rows = shape[0], in = shape[1], block = m_.fp4_block();
+  const TensorMeta& xm = e_.graph().tensor(x2);
+  auto [cast, fresh] = fp4_inputs_.try_emplace({xm.storage, xm.storage_offset, rows, in}, std::pair<TensorId, TensorId>{-1, -1});
+  if (fresh) {
+    // One pass: each block's amax, its scale, the values rounded to e2m1 and packed.
+    TensorId packed = e_.fresh({rows, in / 2}, DType::uint8);
+    TensorId scales = e_.fresh({rows, in / block}, m_.fp4_weights == Fp4Format::nvfp4 ? DType::fp8_e4m3 : DType::uint8);
+    e_.node("accel_sim::fp4_quantize", {x2}, {packed, scales}, {{"block", block}});
+    cast->second = {packed, scales};
+  }
+  return cast->second;
+}
+
+TensorId Builder::fp4_linear(TensorId x2, TensorId packed, TensorId scales, int64_t out) {
+  const int64_t rows = e_.shape(x2)[0];
+  if (o_.fp4_gemms) {
+    auto [xq, xs] = fp4_quantize(x2);
+    return e_.op("accel_sim::fp4_mm", {xq, xs, packed, scales}, {rows, out}, dt_, {{"block", m_.fp4_block()}});
+  }
+  return e_.op("accel_sim::fp4_weight_mm", {x2, packed, scales}, {rows, out}, dt_, {{"block", m_.fp4_block()}});
 }
 
 TensorId Builder::float8_cast(TensorId x) {
@@ -415,8 +461,10 @@ void BuildOptions::validate(const ModelSpec& model) const {
                  "the expert load-imbalance factor must be at least 1 (the busiest rank over the mean)");
   ACCELSIM_CHECK(options.expert_parallel == 1 || model.moe.enabled(),
                  "expert parallelism needs a mixture-of-experts model");
-  ACCELSIM_CHECK(!options.fp8_gemms || model.int4_group_size == 0,
-                 "fp8 GEMMs and int4 weights exclude each other (model '" + model.name + "')");
+  ACCELSIM_CHECK(!options.fp8_gemms || (model.int4_group_size == 0 && model.fp4_weights == Fp4Format::none),
+                 "fp8 GEMMs exclude int4 and fp4 weights (model '" + model.name + "')");
+  ACCELSIM_CHECK(!options.fp4_gemms || model.fp4_weights != Fp4Format::none,
+                 "fp4 GEMMs need fp4 weights (model '" + model.name + "' has none)");
   ACCELSIM_CHECK(!options.fp8_parameters || (options.fp8_gemms && options.phase == Phase::train),
                  "fp8 parameters are a training step's under fp8 GEMMs (inference under fp8 GEMMs "
                  "stores its weights in fp8 already)");
@@ -467,10 +515,12 @@ void BuildOptions::validate(const ModelSpec& model) const {
     }
   }
   if (options.phase == Phase::train) {
-    ACCELSIM_CHECK(is_floating(model.weight_dtype) && model.int4_group_size == 0,
+    ACCELSIM_CHECK(is_floating(model.weight_dtype) && model.int4_group_size == 0 &&
+                       model.fp4_weights == Fp4Format::none,
                    "training needs floating-point weights (model '" + model.name + "' has " +
-                       (model.int4_group_size > 0 ? std::string("int4")
-                                                  : std::string(dtype_name(model.weight_dtype))) +
+                       (model.int4_group_size > 0   ? std::string("int4")
+                        : model.fp4_weights != Fp4Format::none ? std::string(fp4_format_name(model.fp4_weights))
+                                                     : std::string(dtype_name(model.weight_dtype))) +
                        " weights)");
   }
   if (options.context_parallel > 1 && options.phase != Phase::decode) {

@@ -218,14 +218,23 @@ class Builder {
 
   TensorId norm(TensorId x, const std::string& prefix);
 
-  // Whether a block's linear layer holds int4 weights (ModelSpec::int4_group_size): those of
-  // the transformer layers, except the MoE router and gates, which quantizers leave alone.
+  // Whether a block's linear layer holds packed 4-bit weights (ModelSpec::int4_group_size or
+  // fp4_weights): those of the transformer layers, except the MoE router and gates, which
+  // quantizers leave alone.
   bool int4(const std::string& prefix, bool quantizable = true) const;
 
-  // Packed int4 weights [.., out, in / 2] (two per byte) and their scales and zero points
-  // [.., in / group, out, 2] in the activation dtype.
+  // Packed 4-bit weights [.., out, in / 2] (two per byte) and their scales: int4's scales and
+  // zero points [.., in / group, out, 2] in the activation dtype; fp4's one-byte block scales
+  // [.., out, in / block] (e4m3 for NVFP4, e8m0 held as uint8 for MXFP4).
   std::pair<TensorId, TensorId> int4_weight(Shape lead, int64_t out, int64_t in,
                                             const std::string& prefix);
+
+  // Under BuildOptions::fp4_gemms: x [rows, in] quantized to FP4 blocks, (packed [rows, in / 2],
+  // scales [rows, in / block]), once per input shared by the linears that read it.
+  std::pair<TensorId, TensorId> fp4_quantize(TensorId x2);
+  // x2 [rows, in] times packed fp4 weights (and their scales) [out, in / 2] -> [rows, out]: on the
+  // fp4 units under fp4_gemms, dequantized in a 16-bit GEMM otherwise.
+  TensorId fp4_linear(TensorId x2, TensorId packed, TensorId scales, int64_t out);
 
   // x [.., in] times a [out, in] weight (nn.Linear), with an optional bias, and a LoRA adapter
   // when BuildOptions::lora_rank targets it.
@@ -440,6 +449,8 @@ class Builder {
   TensorId sinks_ = -1;  // the layer's attention-sink logits while its attention is built, else -1
   // fp8 GEMMs: each input's cast, by the input's storage, offset and [rows, in].
   std::map<std::tuple<StorageId, int64_t, int64_t, int64_t>, TensorId> fp8_inputs_;
+  // The fp4 (packed, scales) of a linear's input, by the same key (fp4_quantize).
+  std::map<std::tuple<StorageId, int64_t, int64_t, int64_t>, std::pair<TensorId, TensorId>> fp4_inputs_;
 };
 
 }  // namespace accelsim::builder_detail

@@ -117,8 +117,15 @@ TensorId Builder::experts_gemm(TensorId x, TensorId w, TensorId offsets, double 
   const int64_t experts = e_.shape(w)[0];
   const int64_t n = e_.shape(w)[1];
   const int64_t kw = e_.shape(w)[2];  // k, or k / 2 packed
+  const bool fp4 = scales >= 0 && m_.fp4_weights != Fp4Format::none;
   if (o_.moe_impl == MoeImpl::grouped) {
     TensorId wt = e_.view(w, {experts, kw, n}, {n * kw, 1, kw});
+    if (fp4 && o_.fp4_gemms) {
+      // The rows quantized once, then every touched expert's GEMM on the fp4 units.
+      auto [xq, xs] = fp4_quantize(x);
+      return e_.op("accel_sim::fp4_grouped_mm", {xq, wt, offsets, xs, scales}, {rows, n}, dt_,
+                   {{"top_k", m_.moe.top_k}, {"experts_touched", touched}});
+    }
     std::vector<TensorId> inputs = {x, wt, offsets};
     if (scales >= 0) inputs.push_back(scales);
     return e_.op("_grouped_mm", std::move(inputs), {rows, n}, dt_,
@@ -133,7 +140,10 @@ TensorId Builder::experts_gemm(TensorId x, TensorId w, TensorId offsets, double 
     if (r <= 0) break;
     TensorId xi = e_.view(x, {r, k});
     TensorId yi;
-    if (scales >= 0) {
+    if (fp4) {
+      const Shape& sc = e_.shape(scales);
+      yi = fp4_linear(xi, e_.view(w, {n, kw}), e_.view(scales, {sc[1], sc[2]}), n);
+    } else if (scales >= 0) {
       const Shape& sc = e_.shape(scales);
       yi = e_.op("_weight_int4pack_mm",
                  {xi, e_.view(w, {n, kw}), e_.view(scales, {sc[1], sc[2], sc[3]})}, {r, n}, dt_,

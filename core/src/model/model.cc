@@ -57,6 +57,8 @@ void ModelSpec::validate() const {
                  who + ": parallel_ffn_norm needs parallel_block");
   ACCELSIM_CHECK(int4_group_size >= 0 && int4_group_size % 2 == 0,
                  who + ": int4_group_size must be a non-negative even number");
+  ACCELSIM_CHECK(int4_group_size == 0 || fp4_weights == Fp4Format::none,
+                 who + ": int4 and fp4 weights exclude each other");
   ACCELSIM_CHECK(type_vocab_size >= 0, who + ": type_vocab_size must not be negative");
   ACCELSIM_CHECK(!learned_positions || max_position_embeddings > 0,
                  who + ": learned positions need max_position_embeddings");
@@ -175,6 +177,15 @@ int64_t count_parameters(const ModelSpec& m, int64_t experts) {
 }
 
 }  // namespace
+
+std::string_view fp4_format_name(Fp4Format f) {
+  switch (f) {
+    case Fp4Format::none: return "none";
+    case Fp4Format::nvfp4: return "nvfp4";
+    case Fp4Format::mxfp4: return "mxfp4";
+  }
+  return "?";
+}
 
 int64_t parameter_count(const ModelSpec& m) { return count_parameters(m, m.moe.num_experts); }
 

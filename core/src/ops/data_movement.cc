@@ -59,7 +59,8 @@ void add_data_movement_ops(OpTable& t) {
         "split_copy", "unbind_copy", "_unsafe_view_copy", "as_strided_copy", "detach_copy",
         "_to_dtype", "to", "type_as", "pixel_shuffle", "pixel_unshuffle", "im2col", "col2im",
         "upsample_nearest2d", "upsample_bilinear2d", "_upsample_nearest_exact2d", "masked_select",
-        "_fused_moving_avg_obs_fq_helper", "channel_shuffle"}) {
+        "_fused_moving_avg_obs_fq_helper", "channel_shuffle",
+        "accel_sim::fp4_quantize"}) {  // fp4: each block's amax, scale and packed values in one pass
     t[op] = count_copy;
   }
   for (const char* op :

@@ -164,9 +164,41 @@ OpCount count_weight_only_mm(const Graph& g, const Node& n) {
   return c;
 }
 
+// FP4 GEMMs on fp4 units (W4A4: NVFP4, MXFP4), operands packed two values per byte with
+// one-byte block scales:
+//   accel_sim::fp4_mm(x_packed [rows, K / 2], x_scales, w_packed [N, K / 2], w_scales) -> [rows, N]
+//   accel_sim::fp4_grouped_mm(x_packed, w_packed [E, K / 2, N], offsets, x_scales, w_scales)
+// FLOPs 2 * rows * K * N at the fp4 rate; bytes: the packed operands, the scales and the output.
+OpCount count_fp4_mm(const Graph& g, const Node& n) {
+  const TensorMeta& x = input(g, n, 0);
+  require_rank(n, x, 2, "x_packed");
+  const TensorMeta& y = output(g, n, 0);
+  OpCount c;
+  c.op_class = OpClass::matmul;
+  c.compute_dtype = DType::fp4_e2m1;
+  const int64_t k = 2 * x.shape[1];
+  c.flops = 2.0 * static_cast<double>(x.shape[0]) * static_cast<double>(k) * static_cast<double>(y.shape.back());
+  c.bytes_read = read_inputs(g, n);
+  c.bytes_written = write_outputs(g, n);
+  c.gemm = {.m = x.shape[0], .n = y.shape.back(), .k = k, .batch = 1};
+  return c;
+}
+
+OpCount count_fp4_grouped_mm(const Graph& g, const Node& n) {
+  // The grouped GEMM's count over the packed operands, then K and the FLOPs of the values.
+  OpCount c = count_grouped_mm(g, n);
+  c.compute_dtype = DType::fp4_e2m1;
+  c.flops *= 2.0;
+  c.gemm.k *= 2;
+  return c;
+}
+
 }  // namespace
 
 void add_matmul_ops(OpTable& t) {
+  t["accel_sim::fp4_mm"] = count_fp4_mm;
+  t["accel_sim::fp4_grouped_mm"] = count_fp4_grouped_mm;
+  t["accel_sim::fp4_weight_mm"] = count_weight_only_mm;
   t["_weight_int4pack_mm"] = count_weight_only_mm;
   t["_weight_int8pack_mm"] = count_weight_only_mm;
   t["mm"] = count_mm;

@@ -323,16 +323,21 @@ std::string_view quantization_name(ServeQuantization q) {
     case ServeQuantization::bf16: return "bf16";
     case ServeQuantization::fp8: return "fp8";
     case ServeQuantization::int4: return "int4";
+    case ServeQuantization::nvfp4: return "nvfp4";
+    case ServeQuantization::mxfp4: return "mxfp4";
   }
   return "?";
 }
 
 ServeQuantization parse_quantization(std::string_view name) {
-  for (ServeQuantization q : {ServeQuantization::bf16, ServeQuantization::fp8, ServeQuantization::int4}) {
+  for (ServeQuantization q : {ServeQuantization::bf16, ServeQuantization::fp8, ServeQuantization::int4,
+                              ServeQuantization::nvfp4, ServeQuantization::mxfp4}) {
     if (quantization_name(q) == name) return q;
   }
-  throw ConfigError("unknown quantization '" + std::string(name) + "' (known: bf16, fp8, int4)");
+  throw ConfigError("unknown quantization '" + std::string(name) + "' (known: bf16, fp8, int4, nvfp4, mxfp4)");
 }
+
+static bool fp4_quantization(ServeQuantization q) { return q == ServeQuantization::nvfp4 || q == ServeQuantization::mxfp4; }
 
 // AWQ and GPTQ checkpoints group 128 input channels per scale (the AutoAWQ and GPTQ defaults,
 // q_group_size / group_size 128: https://github.com/casper-hansen/AutoAWQ).
@@ -351,6 +356,14 @@ ModelSpec quantized_model(const ModelSpec& model, ServeQuantization q) {
     case ServeQuantization::int4:
       m.int4_group_size = kInt4GroupSize;
       break;
+    case ServeQuantization::nvfp4:
+    case ServeQuantization::mxfp4:
+      // TensorRT-LLM's NVFP4 recipes keep the KV cache in fp8 (TensorRT Model Optimizer's
+      // --kv_cache_qformat fp8 default for fp4 checkpoints, examples/llm_ptq).
+      m.fp4_weights = q == ServeQuantization::nvfp4 ? Fp4Format::nvfp4 : Fp4Format::mxfp4;
+      m.kv_cache_dtype = DType::fp8_e4m3;
+      m.int4_group_size = 0;
+      break;
   }
   return m;
 }
@@ -358,6 +371,12 @@ ModelSpec quantized_model(const ModelSpec& model, ServeQuantization q) {
 std::string quantization_unsupported(const DeviceSpec& device, ServeQuantization q) {
   if (q == ServeQuantization::fp8 && !(device.fp8_matrix_flops_per_s > 0)) {
     return device.id + " has no fp8 tensor rate (fp8 GEMMs need Ada, Hopper, Blackwell, MI300 or Gaudi 2 and later)";
+  }
+  if (fp4_quantization(q) && !(device.fp4_matrix_flops_per_s > 0)) {
+    return device.id + " has no fp4 tensor rate (fp4 GEMMs need Blackwell or MI355X-class parts)";
+  }
+  if (q == ServeQuantization::nvfp4 && device.vendor != "NVIDIA") {
+    return device.id + " runs fp4 with MX block scales (e8m0 per 32 values), not NVFP4's: try mxfp4";
   }
   return "";
 }
@@ -471,6 +490,7 @@ ServePlanResult plan_serving(const ServePlanRequest& q, const std::function<void
         replica.tp = g.tp;
         replica.pp = g.pp;
         replica.build.fp8_gemms = g.quantization == ServeQuantization::fp8;
+        replica.build.fp4_gemms = fp4_quantization(g.quantization);
         replica.max_batched_tokens = g.token_budget;
         try {
           g.costs = std::make_unique<IterationModel>(quantized_model(q.model, g.quantization), e.device, replica);

@@ -42,6 +42,21 @@ TEST(ServeQuantization, Fp8NeedsAnFp8TensorRate) {
   EXPECT_TRUE(quantization_unsupported(d, ServeQuantization::fp8).empty());
 }
 
+TEST(ServeQuantization, Fp4NeedsFp4UnitsAndNvfp4AnNvidiaPart) {
+  DeviceSpec d = testing::round_device();
+  EXPECT_FALSE(quantization_unsupported(d, ServeQuantization::mxfp4).empty());
+  d.fp4_matrix_flops_per_s = 400e12;
+  d.vendor = "AMD";  // MX block scales only
+  EXPECT_TRUE(quantization_unsupported(d, ServeQuantization::mxfp4).empty());
+  EXPECT_FALSE(quantization_unsupported(d, ServeQuantization::nvfp4).empty());
+  d.vendor = "NVIDIA";
+  EXPECT_TRUE(quantization_unsupported(d, ServeQuantization::nvfp4).empty());
+  // NVFP4 keeps the KV cache in fp8: half the bf16 cache of 1,000 tokens.
+  const ModelSpec m = quantized_model(testing::llama3_8b(), ServeQuantization::nvfp4);
+  EXPECT_EQ(m.fp4_weights, Fp4Format::nvfp4);
+  EXPECT_EQ(kv_cache_bytes(m, 1, 1000), 2LL * 32 * 8 * 128 * 1000);
+}
+
 // Llama-3-8B (16.1 GB of bf16 weights) on round-number devices of 12 GB: one GPU cannot hold it,
 // two can.
 ServePlanRequest small_request() {

@@ -108,10 +108,15 @@ def add_parser(sub: Any) -> None:
                         "stack's (default: none, the flags' defaults)")
     p.add_argument("--router", choices=ROUTERS, default="round-robin", help="default: round-robin")
     p.add_argument("--dtype", choices=("bf16", "fp16"), help="the model's compute dtype (default: the config's)")
-    p.add_argument("--weight-dtype", choices=("bf16", "fp16", "fp8", "int8", "int4"), help="the weights' dtype")
+    p.add_argument("--weight-dtype", choices=("bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4"),
+                   help="the weights' dtype (nvfp4, mxfp4: packed fp4 with block scales, dequantized in 16-bit GEMMs "
+                        "unless --fp4)")
     p.add_argument("--kv-dtype", choices=("bf16", "fp16", "fp8", "int8"), help="the KV cache's dtype")
     p.add_argument("--fp8", action="store_true",
                    help="the blocks' GEMMs in fp8 with fp8 weights, as TensorRT-LLM's and vLLM's FP8 checkpoints run (pair with --kv-dtype fp8 for an fp8 cache)")
+    p.add_argument("--fp4", action="store_true",
+                   help="with --weight-dtype nvfp4 or mxfp4: the activations quantized to fp4 too and the GEMMs on the "
+                        "device's fp4 units (W4A4), as NVFP4 checkpoints run on Blackwell")
     s = p.add_argument_group("scheduler")
     s.add_argument("--scheduler", choices=SCHEDULERS, default="vllm",
                    help="vllm (prefill-first continuous batching, default), sarathi (chunked prefill), orca (iteration-level, "
@@ -174,6 +179,14 @@ def refuse_inapplicable(args: argparse.Namespace, devices: list[str]) -> None:
     workload's own (a trace's timestamps, what is random) are refused in serve_workload."""
     from accel_sim.commands.flags import refuse, refuse_attention_kernel_under_roofline
 
+    if args.fp4 and args.weight_dtype not in ("nvfp4", "mxfp4"):
+        from accel_sim.errors import UsageError
+
+        raise UsageError("--fp4 runs the GEMMs on fp4 weights: give --weight-dtype nvfp4 or mxfp4")
+    if args.fp4 and args.fp8:
+        from accel_sim.errors import UsageError
+
+        raise UsageError("--fp4 and --fp8 each choose the blocks' GEMM precision: give one")
     if args.tp * args.pp == 1 and not args.disaggregate:
         refuse(args, ("system",), "is the node a multi-GPU replica (--tp or --pp above 1) or a disaggregated deployment "
                "runs in; this run's replicas are one GPU each")
@@ -372,6 +385,7 @@ def _replica(args: argparse.Namespace, device: Any, kernels: dict) -> Any:
         r.system = _system_for(device.id, args.system)
     build = _core.BuildOptions()
     build.fp8_gemms = args.fp8
+    build.fp4_gemms = args.fp4
     r.build = build
     r.block_size = args.block_size
     r.gpu_memory_utilization = args.gpu_memory_utilization

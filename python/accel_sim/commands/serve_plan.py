@@ -19,7 +19,7 @@ from accel_sim.progress import Progress
 DEFAULT_DEVICES = "h100,h200,mi300x"
 DEFAULT_STACK = "vllm"
 OBJECTIVES = ("gpus", "cost", "throughput")
-QUANTIZATIONS = ("bf16", "fp8", "int4")
+QUANTIZATIONS = ("bf16", "fp8", "int4", "nvfp4", "mxfp4")
 MAX_THREADS = 1024
 # The GPU budget's bound: a deployment of 100,000 GPUs (the search's layouts do not grow with it).
 MAX_GPUS = 100_000
@@ -93,9 +93,10 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--max-gpus", **counts_up_to(MAX_GPUS, "100,000 GPUs"), default=64, help="the GPU budget (default: 64)")
     s.add_argument("--tp", type=_counts, default=[1, 2, 4, 8], help="tensor-parallel degrees (default: 1,2,4,8)")
     s.add_argument("--pp", type=_counts, default=[1, 2, 4], help="pipeline stages (default: 1,2,4)")
-    s.add_argument("--quantization", type=_quantizations, default=["bf16", "fp8"],
-                   help="bf16, fp8 (weights, GEMMs and KV cache; devices with fp8 tensor cores), int4 (AWQ weights) "
-                        "(default: bf16,fp8)")
+    s.add_argument("--quantization", type=_quantizations, default=["bf16", "fp8", "nvfp4", "mxfp4"],
+                   help="bf16, fp8 (weights, GEMMs and KV cache; devices with fp8 tensor cores), int4 (AWQ weights), "
+                        "nvfp4 and mxfp4 (fp4 weights and GEMMs, fp8 KV cache; devices with fp4 tensor cores) "
+                        "(default: bf16,fp8,nvfp4,mxfp4)")
     s.add_argument("--max-seqs", type=_counts, default=[32, 64, 128, 256], help="sequences per batch (default: 32,64,128,256)")
     s.add_argument("--token-budget", type=_counts, default=[2048, 8192],
                    help="tokens per step: the prefill chunk, or vLLM's max_num_batched_tokens (default: 2048,8192)")

@@ -31,7 +31,7 @@ _PEAK_FIELDS = {
     "bf16": "bf16_matrix_flops_per_s",
     "fp8": "fp8_matrix_flops_per_s",
     "int8": "int8_matrix_ops_per_s",
-    "fp4": None,  # accepted and kept in the file; no fp4 op is costed yet
+    "fp4": "fp4_matrix_flops_per_s",  # NVFP4 / MXFP4 GEMMs (serve --weight-dtype fp4, serve-plan's fp4)
 }
 _REQUIRED = ("id", "name", "vendor", "memory_gib", "memory_bandwidth_gbs", "peak_tflops", "sources")
 # Each number's range in the file's units: (minimum, exclusive lower bound, maximum). The bounds are

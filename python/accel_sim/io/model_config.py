@@ -135,7 +135,8 @@ def _fraction(config: dict, key: str, where: str) -> float:
     return p
 
 
-WEIGHT_DTYPES = ("bf16", "fp16", "fp32", "fp8", "int8", "int4")
+WEIGHT_DTYPES = ("bf16", "fp16", "fp32", "fp8", "int8", "int4", "nvfp4", "mxfp4")
+FP4_FORMATS = ("nvfp4", "mxfp4")  # packed fp4 weights with one-byte block scales (core/include/accelsim/model.h)
 KV_DTYPES = ("bf16", "fp16", "fp32", "fp8", "int8")
 _INT4_GROUP = 128  # AWQ's and GPTQ's default group size
 
@@ -160,9 +161,11 @@ def _read_quantization(spec: Any, config: dict, where: str) -> None:
         spec.weight_dtype = _core.DType.int8
     elif method == "fp8":
         spec.weight_dtype = _core.DType.fp8_e4m3
+    elif method == "mxfp4":  # gpt-oss's checkpoints: MXFP4 expert weights
+        spec.fp4_weights = _core.Fp4Format.mxfp4
     else:
         raise UsageError(f"{where}: quantization_config with quant_method {method!r} and bits {bits!r} "
-                         "is not supported (supported: awq/gptq 4-bit, gptq 8-bit, fp8)")
+                         "is not supported (supported: awq/gptq 4-bit, gptq 8-bit, fp8, mxfp4)")
 
 
 def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | None = None,
@@ -170,7 +173,8 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
     """Validates an HF config of a supported model type and returns its ModelSpec.
 
     `dtype` is the model's dtype (activations, and weights and KV cache unless given);
-    `weight_dtype` one of WEIGHT_DTYPES (int4: packed weight-only, groups of 128);
+    `weight_dtype` one of WEIGHT_DTYPES (int4: packed weight-only, groups of 128; nvfp4, mxfp4:
+    packed fp4 with block scales);
     `kv_dtype` one of KV_DTYPES."""
     model_type = config.get("model_type")
     if model_type not in BUILDER_MODEL_TYPES:
@@ -286,7 +290,9 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
         if weight_dtype not in WEIGHT_DTYPES:
             raise UsageError(f"unknown weight dtype {weight_dtype!r} (known: {', '.join(WEIGHT_DTYPES)})")
         spec.int4_group_size = _INT4_GROUP if weight_dtype == "int4" else 0
-        spec.weight_dtype = _core.parse_dtype(chosen if weight_dtype == "int4" else _storage_dtype(weight_dtype))
+        spec.fp4_weights = getattr(_core.Fp4Format, weight_dtype if weight_dtype in FP4_FORMATS else "none")
+        packed = weight_dtype == "int4" or weight_dtype in FP4_FORMATS
+        spec.weight_dtype = _core.parse_dtype(chosen if packed else _storage_dtype(weight_dtype))
     if kv_dtype is not None:
         if kv_dtype not in KV_DTYPES:
             raise UsageError(f"unknown KV-cache dtype {kv_dtype!r} (known: {', '.join(KV_DTYPES)})")

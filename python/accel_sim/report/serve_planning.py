@@ -62,6 +62,13 @@ def launch_commands(run: Any, r: Any) -> dict[str, str]:
         vllm += ["--quantization fp8", "--kv-cache-dtype fp8"]
         sglang += ["--quantization fp8", "--kv-cache-dtype fp8_e4m3"]
         trt[0] = f"trtllm-serve <an FP8 checkpoint of {model}, e.g. quantized with TensorRT Model Optimizer>"
+    elif q in ("nvfp4", "mxfp4"):
+        fmt = q.upper()
+        vllm[0] = f"vllm serve <an {fmt} checkpoint of {model}, e.g. from TensorRT Model Optimizer or AMD Quark>"
+        vllm.append("--kv-cache-dtype fp8")
+        sglang[0] = f"python -m sglang.launch_server --model-path <an {fmt} checkpoint of {model}>"
+        sglang.append("--kv-cache-dtype fp8_e4m3")
+        trt[0] = f"trtllm-serve <an {fmt} checkpoint of {model}, e.g. quantized with TensorRT Model Optimizer>"
     elif q == "int4":
         vllm[0] = f"vllm serve <an AWQ 4-bit checkpoint of {model}>"
         sglang[0] = f"python -m sglang.launch_server --model-path <an AWQ 4-bit checkpoint of {model}>"

@@ -266,12 +266,13 @@ def devices_text(devices: list[Any]) -> str:
                 f"{p['bf16']:,.1f}" if "bf16" in p else "-",
                 f"{p['fp16']:,.1f}" if "fp16" in p else "-",
                 f"{p['fp8']:,.1f}" if "fp8" in p else "-",
+                f"{p['fp4']:,.1f}" if "fp4" in p else "-",
                 f"{p['fp32']:,.1f}" if "fp32" in p else "-",
                 f"{s.price_usd_per_hour:,.2f}" if s.price_usd_per_hour else "-",
             )
         )
     return table(
-        ["id", "aliases", "vendor", "mem GiB", "GB/s", "bf16 TF", "fp16 TF", "fp8 TF", "fp32 TF", "$/h"],
+        ["id", "aliases", "vendor", "mem GiB", "GB/s", "bf16 TF", "fp16 TF", "fp8 TF", "fp4 TF", "fp32 TF", "$/h"],
         rows,
-        [False, False, False, True, True, True, True, True, True, True],
+        [False, False, False, True, True, True, True, True, True, True, True],
     )
