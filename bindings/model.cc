@@ -95,6 +95,7 @@ void bind_model(nb::module_& m) {
       .def_rw("attention_dropout", &ModelSpec::attention_dropout)
       .def_rw("moe", &ModelSpec::moe)
       .def_rw("mla", &ModelSpec::mla)
+      .def_rw("mtp_layers", &ModelSpec::mtp_layers)
       .def_rw("weight_dtype", &ModelSpec::weight_dtype)
       .def_rw("activation_dtype", &ModelSpec::activation_dtype)
       .def_rw("kv_cache_dtype", &ModelSpec::kv_cache_dtype)

@@ -27,6 +27,19 @@ std::function<void(int64_t, int64_t)> callback(nb::object progress) {
 }  // namespace
 
 void bind_serve(nb::module_& m) {
+  nb::enum_<SpeculativeKind>(m, "SpeculativeKind")
+      .value("none", SpeculativeKind::none)
+      .value("draft_model", SpeculativeKind::draft_model)
+      .value("eagle", SpeculativeKind::eagle)
+      .value("mtp", SpeculativeKind::mtp);
+  nb::class_<SpeculativeConfig>(m, "SpeculativeConfig")
+      .def(nb::init<>())
+      .def_rw("kind", &SpeculativeConfig::kind)
+      .def_rw("tokens", &SpeculativeConfig::tokens)
+      .def_rw("acceptance", &SpeculativeConfig::acceptance)
+      .def_rw("draft", &SpeculativeConfig::draft)
+      .def_prop_ro("expected_tokens", &SpeculativeConfig::expected_tokens);
+
   nb::class_<ReplicaConfig>(m, "ReplicaConfig")
       .def(nb::init<>())
       .def_rw("tp", &ReplicaConfig::tp)
@@ -38,7 +51,8 @@ void bind_serve(nb::module_& m) {
       .def_rw("block_size", &ReplicaConfig::block_size)
       .def_rw("max_batched_tokens", &ReplicaConfig::max_batched_tokens)
       .def_rw("decode_kv_per_query_head", &ReplicaConfig::decode_kv_per_query_head)
-      .def_rw("custom_allreduce", &ReplicaConfig::custom_allreduce);
+      .def_rw("custom_allreduce", &ReplicaConfig::custom_allreduce)
+      .def_rw("speculative", &ReplicaConfig::speculative);
 
   nb::class_<StepBatch>(m, "StepBatch")
       .def(nb::init<>())
@@ -52,6 +66,7 @@ void bind_serve(nb::module_& m) {
       .def_ro("head_s", &StepTime::head_s)
       .def_ro("attention_s", &StepTime::attention_s)
       .def_ro("pipeline_s", &StepTime::pipeline_s)
+      .def_ro("draft_s", &StepTime::draft_s)
       .def_prop_ro("total_s", &StepTime::total_s);
 
   nb::class_<ReplicaMemory>(m, "ReplicaMemory")
@@ -61,6 +76,7 @@ void bind_serve(nb::module_& m) {
       .def_ro("activation_bytes", &ReplicaMemory::activation_bytes)
       .def_ro("kv_bytes", &ReplicaMemory::kv_bytes)
       .def_ro("kv_bytes_per_token", &ReplicaMemory::kv_bytes_per_token)
+      .def_ro("draft_weight_bytes", &ReplicaMemory::draft_weight_bytes)
       .def_ro("kv_blocks", &ReplicaMemory::kv_blocks);
 
   nb::class_<IterationModel>(m, "IterationModel")
@@ -71,7 +87,9 @@ void bind_serve(nb::module_& m) {
       .def("head_time", &IterationModel::head_time)
       .def("prefill_attention_time", &IterationModel::prefill_attention_time)
       .def("decode_attention_time", &IterationModel::decode_attention_time)
+      .def("verify_attention_time", &IterationModel::verify_attention_time)
       .def_prop_ro("memory", &IterationModel::memory)
+      .def_prop_ro("replica", &IterationModel::replica)
       .def_prop_ro("gpus", &IterationModel::gpus)
       .def_prop_ro("profiles_built", &IterationModel::profiles_built);
 
@@ -293,6 +311,7 @@ void bind_serve(nb::module_& m) {
       .def_rw("token_budgets", &ServePlanSpace::token_budgets)
       .def_rw("aggregated", &ServePlanSpace::aggregated)
       .def_rw("disaggregated", &ServePlanSpace::disaggregated)
+      .def_rw("speculative", &ServePlanSpace::speculative)
       .def_rw("max_gpus", &ServePlanSpace::max_gpus);
 
   nb::class_<ServePlanRequest>(m, "ServePlanRequest")
@@ -318,6 +337,7 @@ void bind_serve(nb::module_& m) {
       .def_ro("token_budget", &ServeLayout::token_budget)
       .def_ro("prefill_replicas", &ServeLayout::prefill_replicas)
       .def_ro("decode_replicas", &ServeLayout::decode_replicas)
+      .def_ro("speculative", &ServeLayout::speculative)
       .def_prop_ro("unit_replicas", &ServeLayout::unit_replicas)
       .def_prop_ro("unit_gpus", &ServeLayout::unit_gpus)
       .def_prop_ro("disaggregated", &ServeLayout::disaggregated);

@@ -182,3 +182,62 @@ def test_fp4_layouts_run_only_where_fp4_units_are():
     assert verdicts[("h100_sxm", "nvfp4")] == verdicts[("h100_sxm", "mxfp4")] == "unsupported"
     assert verdicts[("mi355x", "nvfp4")] == "unsupported"  # MX block scales only
     assert verdicts[("mi355x", "mxfp4")] != "unsupported" and verdicts[("b200", "nvfp4")] != "unsupported"
+
+
+def test_speculative_decoding_in_serve_is_what_the_hand_counts_give():
+    """EAGLE, k = 3, acceptance 0.8: (1 - 0.8^4) / 0.2 = 2.952 tokens a step; the head holds one
+    Llama-3-8B layer (218,103,808 + 2 x 4,096 parameters) and its 2 x 4,096^2 projection:
+    251,666,432 parameters, 503,332,864 bytes more than without it."""
+    base = ["serve", "--model", "llama-3-8b", "--device", "h100", "--qps", "4", "--requests", "100",
+            "--input-len", "500", "--output-len", "200", "--json"]
+    plain = json.loads(run_cli(*base).stdout)["results"][0]
+    spec = json.loads(run_cli(*base, "--speculative", "eagle", "--spec-tokens", "3", "--acceptance", "0.8").stdout)
+    r = spec["results"][0]
+    assert r["speculative"]["expected_tokens_per_step"] == pytest.approx(2.952, abs=1e-12)
+    assert r["memory_per_gpu"]["weights_bytes"] - plain["memory_per_gpu"]["weights_bytes"] == 503_332_864
+    assert plain["speculative"] is None
+    # Fewer, longer decode steps: each costs more than a plain one, but gives 2.952 tokens.
+    assert r["tpot_s"]["mean"] < plain["tpot_s"]["mean"] and r["steps"] < plain["steps"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--spec-tokens", "3"], "give --speculative"),
+    (["--speculative", "eagle"], "--acceptance"),
+    (["--speculative", "draft_model", "--spec-tokens", "3", "--acceptance", "0.7"], "--draft-model"),
+    (["--speculative", "mtp", "--spec-tokens", "1", "--acceptance", "0.7"], "multi-token-prediction"),
+    (["--speculative", "eagle", "--spec-tokens", "3", "--acceptance", "0.7", "--draft-model", "llama-3-8b"],
+     "--speculative draft_model"),
+])
+def test_speculative_refusals(extra, message):
+    result = run_cli("serve", "--model", "llama-3-8b", "--device", "h100", "--qps", "4", "--requests", "20", *extra)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_deepseek_v3_carries_its_mtp_module():
+    from accel_sim.io.model_config import load_model_spec
+
+    assert load_model_spec("deepseek-v3").mtp_layers == 1  # its config's num_nextn_predict_layers
+    assert load_model_spec("llama-3-8b").mtp_layers == 0
+
+
+def test_the_planner_tries_each_layout_with_and_without_speculation():
+    options = dict(SMALL, devices="h100", quantization=["bf16"], max_seqs=[64], disaggregate="none", tp=[1])
+    spec = dict(options, speculative="eagle", spec_tokens=3, acceptance=0.8)
+    run = accel_sim.serve_plan(**spec)
+    d = run.to_dict()
+    assert d["speculative"]["kind"] == "eagle"
+    by = {l["speculative"]: l for l in d["layouts"]}
+    assert set(by) == {False, True}
+    # Each speculative layout's rate is serve --find-max-qps's under the same flags.
+    found = accel_sim.serve(model="llama-3-8b", device="h100", stack="vllm", find_max_qps=True,
+                            slo_ttft_p99=SMALL["slo_ttft_p99"], slo_tpot_p99=SMALL["slo_tpot_p99"],
+                            requests=SMALL["requests"], input_len=SMALL["input_len"], output_len=SMALL["output_len"],
+                            max_seqs=64, chunk=2048, seed=SMALL["seed"], speculative="eagle", spec_tokens=3,
+                            acceptance=0.8)
+    assert by[True]["qps_per_unit"] == pytest.approx(found.rows[0][3].qps, rel=1e-12)
+    from accel_sim.report.serve_planning import launch_commands
+
+    layout = next(r for r in run.result.layouts if r.layout.speculative)
+    launch = launch_commands(run, layout)
+    assert '"method":"eagle","num_speculative_tokens":3' in launch["vllm"]
+    assert "--speculative-algorithm EAGLE --speculative-num-steps 3" in launch["sglang"]

@@ -144,7 +144,10 @@ struct ModelSpec {
   double embedding_dropout = 0.0;
   double attention_dropout = 0.0;
   MoeSpec moe;
-  MlaSpec mla;  // when enabled, head_dim = qk_nope_head_dim + qk_rope_head_dim
+  MlaSpec mla;
+  // Multi-token-prediction modules after the last layer (DeepSeek-V3's num_nextn_predict_layers):
+  // not run by a plain forward; speculative decoding's mtp drafter (serve.h) runs them.
+  int64_t mtp_layers = 0;  // when enabled, head_dim = qk_nope_head_dim + qk_rope_head_dim
 
   DType weight_dtype = DType::bf16;
   DType activation_dtype = DType::bf16;

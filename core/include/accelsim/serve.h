@@ -78,6 +78,38 @@ namespace accelsim {
 
 // ---- replica and iteration cost ----------------------------------------------------------------
 
+// Speculative decoding: each decode step a drafter proposes `tokens` (k) tokens per sequence, one
+// after the other, and the target model verifies them and the token after them in one pass of
+// k + 1 query tokens per sequence over its cache (Leviathan et al., "Fast Inference from
+// Transformers via Speculative Decoding", ICML 2023). Each proposed token is accepted with
+// probability `acceptance` (alpha) given the ones before it, so a step yields on average
+//   E = (1 - alpha^(k+1)) / (1 - alpha)          (k + 1 when alpha = 1)
+// tokens per sequence (their eq. 1). The drafter:
+//   draft_model  a smaller model (`draft`), run k decode steps on the same GPUs; it prefills the
+//                prompts too; its weights and KV cache share the GPUs' memory;
+//   eagle        an EAGLE head (Li et al., ICML 2024): one decoder layer of the target's shape and
+//                a 2h x h projection over the target's hidden states, with the target's LM head;
+//   mtp          a model's multi-token-prediction module (DeepSeek-V3, arXiv 2412.19437 sec. 2.2:
+//                one transformer block and a 2h x h projection sharing the embedding and head;
+//                ModelSpec::mtp_layers > 0), run k times.
+// A head (eagle, mtp) costs one target layer (the replica's body over its layers) and the LM head
+// per proposed token, and holds one layer's weights and KV cache more. The engine allocates
+// cache slots for the k + 1 tokens of a step before it runs (vLLM's lookahead slots). Each
+// sequence's accepted tokens follow the mean: its share E accumulates and whole tokens are
+// emitted as it passes them (the spread of accepted lengths is not simulated).
+enum class SpeculativeKind : uint8_t { none, draft_model, eagle, mtp };
+std::string_view speculative_name(SpeculativeKind kind);
+
+struct SpeculativeConfig {
+  SpeculativeKind kind = SpeculativeKind::none;
+  int64_t tokens = 0;       // k, proposed per step
+  double acceptance = 0.0;  // alpha, in [0, 1]
+  std::optional<ModelSpec> draft;  // draft_model only
+  bool enabled() const { return kind != SpeculativeKind::none; }
+  // E: tokens a sequence gains per decode step (1 without speculation).
+  double expected_tokens() const;
+};
+
 struct ReplicaConfig {
   int64_t tp = 1;  // tensor-parallel degree of one replica
   int64_t pp = 1;  // pipeline stages of one replica (virtual engines)
@@ -102,6 +134,7 @@ struct ReplicaConfig {
   // and SGLang's custom all-reduce over peer memory) rather than the collective library:
   // kCustomAllReduce* (serve/iteration.cc) on the replica's system.
   bool custom_allreduce = false;
+  SpeculativeConfig speculative;
 };
 
 // One engine step's work.
@@ -118,7 +151,8 @@ struct StepTime {
   double head_s = 0.0;
   double attention_s = 0.0;
   double pipeline_s = 0.0;  // activation sends between pipeline stages
-  double total_s() const { return body_s + head_s + attention_s + pipeline_s; }
+  double draft_s = 0.0;     // speculative decoding: the drafter's passes
+  double total_s() const { return body_s + head_s + attention_s + pipeline_s + draft_s; }
 };
 
 // Memory of one GPU of a replica.
@@ -127,8 +161,9 @@ struct ReplicaMemory {
   double usable_bytes = 0.0;      // gpu_memory_utilization x capacity - runtime reserve
   double weight_bytes = 0.0;      // this rank's parameters
   double activation_bytes = 0.0;  // activation peak of the largest step
+  double draft_weight_bytes = 0.0;  // speculative decoding: the drafter's share of weight_bytes
   double kv_bytes = 0.0;          // what is left for the KV cache
-  double kv_bytes_per_token = 0.0;  // this rank's K and V of one token, all its layers
+  double kv_bytes_per_token = 0.0;  // this rank's K and V of one token, all its layers (and the drafter's)
   int64_t kv_blocks = 0;          // per engine (a pipeline's virtual engines share the GPU's)
 };
 
@@ -146,6 +181,8 @@ class IterationModel {
   double head_time(int64_t sequences);
   double prefill_attention_time(int64_t new_tokens, int64_t cached_tokens);  // all layers
   double decode_attention_time(int64_t sequences, int64_t context_tokens);   // all layers
+  // Speculative verification: `queries` tokens per sequence over its context, one kernel.
+  double verify_attention_time(int64_t sequences, int64_t context_tokens, int64_t queries);
   const ReplicaMemory& memory() const { return memory_; }
   const ModelSpec& model() const { return model_; }
   const DeviceSpec& device() const { return device_; }
@@ -160,6 +197,7 @@ class IterationModel {
   double sample_tokens(int64_t n, bool head);
   double attention_cost(const AttentionTemplate& t, int64_t batch, int64_t sq, int64_t skv, int64_t offset);
   void init_templates();
+  void init_speculative();
 
   ModelSpec model_;
   DeviceSpec device_;
@@ -169,6 +207,9 @@ class IterationModel {
   std::map<std::tuple<int64_t, int64_t, int64_t>, double> prefill_attention_, decode_attention_;
   std::unique_ptr<AttentionTemplate> prefill_template_, decode_template_;
   std::unique_ptr<CostModel> cost_model_;
+  std::unique_ptr<IterationModel> draft_;  // speculative decoding with a draft model
+  double draft_time(const StepBatch& batch, int64_t prefill_tokens);
+  double attention_for(const AttentionTemplate& t, int64_t sequences, int64_t context_tokens, int64_t queries);
   int64_t profiles_built_ = 0;
 };
 

@@ -86,6 +86,9 @@ struct ServePlanSpace {
   bool aggregated = true;
   // Disaggregated units, {prefill, decode} replicas each (empty: none).
   std::vector<std::pair<int64_t, int64_t>> disaggregated = {{1, 1}, {1, 2}, {1, 3}, {2, 1}};
+  // Without and with the engines' speculative decoding (ServePlanEngine::replica.speculative;
+  // true needs it set): {false} searches without it.
+  std::vector<bool> speculative = {false};
   int64_t max_gpus = 64;
 };
 
@@ -121,6 +124,7 @@ struct ServeLayout {
   int64_t token_budget = 8192;
   int64_t prefill_replicas = 0;  // 0: aggregated (a unit is one replica)
   int64_t decode_replicas = 1;
+  bool speculative = false;      // with the engine's speculative decoding
   int64_t unit_replicas() const { return prefill_replicas + decode_replicas; }
   int64_t unit_gpus() const { return unit_replicas() * tp * pp; }
   bool disaggregated() const { return prefill_replicas > 0; }

@@ -159,6 +159,7 @@ IterationModel::IterationModel(const ModelSpec& model, const DeviceSpec& device,
   memory_.activation_bytes = one.activation;
   BuildOptions kv = step_options(replica_, 1, 0, Phase::decode);
   memory_.kv_bytes_per_token = static_cast<double>(step_kv_cache_bytes(model_, kv)) / static_cast<double>(replica_.pp);
+  init_speculative();
   memory_.kv_bytes = std::max(0.0, memory_.usable_bytes - memory_.weight_bytes - memory_.activation_bytes);
   const double per_block = memory_.kv_bytes_per_token * static_cast<double>(replica_.block_size);
   const auto blocks = static_cast<int64_t>(std::floor(memory_.kv_bytes / per_block));
@@ -166,6 +167,61 @@ IterationModel::IterationModel(const ModelSpec& model, const DeviceSpec& device,
 }
 
 IterationModel::~IterationModel() = default;
+
+// The drafter's weights and cache beside the target's (serve.h, SpeculativeConfig).
+void IterationModel::init_speculative() {
+  const SpeculativeConfig& sp = replica_.speculative;
+  if (!sp.enabled()) return;
+  ACCELSIM_CHECK(sp.tokens >= 1 && sp.tokens <= 64, "speculative decoding proposes 1 to 64 tokens a step");
+  require_in_range("speculative decoding", "the acceptance rate", sp.acceptance, kFraction);
+  ACCELSIM_CHECK(replica_.pp == 1, "speculative decoding runs on replicas without pipeline stages");
+  ACCELSIM_CHECK(sp.draft.has_value() == (sp.kind == SpeculativeKind::draft_model),
+                 "a draft model is given with, and only with, the draft_model drafter");
+  if (sp.kind == SpeculativeKind::draft_model) {
+    ReplicaConfig r = replica_;
+    r.speculative = {};
+    draft_ = std::make_unique<IterationModel>(*sp.draft, device_, r);
+    memory_.draft_weight_bytes = draft_->memory().weight_bytes;
+    memory_.kv_bytes_per_token += draft_->memory().kv_bytes_per_token;
+  } else {
+    ACCELSIM_CHECK(sp.kind != SpeculativeKind::mtp || model_.mtp_layers > 0,
+                   model_.name + " has no multi-token-prediction module (its config's num_nextn_predict_layers)");
+    // One layer of the target's heaviest kind (an MoE layer of an MoE model: DeepSeek-V3's MTP
+    // block is one) and the 2h x h projection of [embedding; hidden state], at this rank's share.
+    ModelSpec heavy = model_;
+    heavy.moe.first_dense_layers = 0;
+    heavy.moe.sparse_step = 1;
+    auto params = [&](int64_t layers) {
+      heavy.num_layers = layers;
+      double bytes = 0.0;
+      for (const Storage& s : build_graph(heavy, step_options(replica_, 1, 1, Phase::prefill)).storages()) {
+        if (s.kind == StorageKind::parameter) bytes += static_cast<double>(s.size_bytes);
+      }
+      return bytes;
+    };
+    const double projection = 2.0 * static_cast<double>(model_.hidden_size * model_.hidden_size) *
+                              static_cast<double>(size_bytes(model_.weight_dtype)) / static_cast<double>(replica_.tp);
+    memory_.draft_weight_bytes = params(2) - params(1) + projection;
+    memory_.kv_bytes_per_token += memory_.kv_bytes_per_token / static_cast<double>(model_.num_layers);
+  }
+  memory_.weight_bytes += memory_.draft_weight_bytes;
+}
+
+double SpeculativeConfig::expected_tokens() const {
+  if (!enabled()) return 1.0;
+  if (acceptance >= 1.0) return static_cast<double>(tokens + 1);
+  return (1.0 - std::pow(acceptance, static_cast<double>(tokens + 1))) / (1.0 - acceptance);
+}
+
+std::string_view speculative_name(SpeculativeKind kind) {
+  switch (kind) {
+    case SpeculativeKind::none: return "none";
+    case SpeculativeKind::draft_model: return "draft_model";
+    case SpeculativeKind::eagle: return "eagle";
+    case SpeculativeKind::mtp: return "mtp";
+  }
+  return "?";
+}
 
 void IterationModel::init_templates() {
   auto take = [&](Phase phase, int64_t seq) {
@@ -291,16 +347,26 @@ double IterationModel::prefill_attention_time(int64_t new_tokens, int64_t cached
 }
 
 double IterationModel::decode_attention_time(int64_t sequences, int64_t context_tokens) {
+  return attention_for(*decode_template_, sequences, context_tokens, 1);
+}
+
+double IterationModel::verify_attention_time(int64_t sequences, int64_t context_tokens, int64_t queries) {
+  return attention_for(*decode_template_, sequences, context_tokens, queries);
+}
+
+double IterationModel::attention_for(const AttentionTemplate& t, int64_t sequences, int64_t context_tokens,
+                                     int64_t queries) {
   if (sequences <= 0) return 0.0;
   // One kernel over the batch, at the mean context (its K/V reads are the batch's whole cache);
-  // the mean on the token grid, linear between grid points.
-  const double mean = static_cast<double>(context_tokens) / static_cast<double>(sequences) + 1.0;
+  // the mean on the token grid, linear between grid points. `queries` new tokens per sequence
+  // attend to the context and, causally, to each other.
+  const double mean = static_cast<double>(context_tokens) / static_cast<double>(sequences) + static_cast<double>(queries);
   auto at = [&](int64_t kv) {
-    const auto key = std::make_tuple(sequences, kv, int64_t{0});
+    const auto key = std::make_tuple(sequences, kv, queries - 1);
     auto it = decode_attention_.find(key);
     if (it != decode_attention_.end()) return it->second;
-    const AttentionTemplate& t = *decode_template_;
-    const double v = static_cast<double>(t.per_layer) * attention_cost(t, sequences, 1, kv, 0) *
+    const double v = static_cast<double>(t.per_layer) *
+                     attention_cost(t, sequences, queries, kv, queries > 1 ? kv - queries : 0) *
                      static_cast<double>(model_.num_layers);
     decode_attention_.emplace(key, v);
     return v;
@@ -315,16 +381,23 @@ double IterationModel::decode_attention_time(int64_t sequences, int64_t context_
 
 StepTime IterationModel::step_time(const StepBatch& batch) {
   StepTime t;
-  int64_t tokens = batch.decode_seqs;
+  const SpeculativeConfig& sp = replica_.speculative;
+  // Speculative decoding verifies k + 1 tokens of each decoding sequence and samples each.
+  const int64_t queries = sp.enabled() ? sp.tokens + 1 : 1;
+  int64_t prefill_tokens = 0;
   for (const auto& [n, c] : batch.prefill) {
-    tokens += n;
+    prefill_tokens += n;
     t.attention_s += prefill_attention_time(n, c);
   }
-  t.attention_s += decode_attention_time(batch.decode_seqs, batch.decode_context);
+  const int64_t tokens = prefill_tokens + batch.decode_seqs * queries;
+  t.attention_s += queries > 1 ? verify_attention_time(batch.decode_seqs, batch.decode_context, queries)
+                               : decode_attention_time(batch.decode_seqs, batch.decode_context);
   t.body_s = body_time(tokens);
-  const int64_t sampling = batch.sampling >= 0 ? batch.sampling
-                                               : static_cast<int64_t>(batch.prefill.size()) + batch.decode_seqs;
+  const int64_t sampling = (batch.sampling >= 0 ? batch.sampling
+                                                : static_cast<int64_t>(batch.prefill.size()) + batch.decode_seqs) +
+                           batch.decode_seqs * (queries - 1);
   t.head_s = head_time(sampling);
+  if (sp.enabled()) t.draft_s = draft_time(batch, prefill_tokens);
   if (replica_.pp > 1 && tokens > 0) {
     // The step's hidden states pass pp - 1 stage boundaries (a send each, one GPU to the next).
     CollectiveQuery q;
@@ -334,6 +407,25 @@ StepTime IterationModel::step_time(const StepBatch& batch) {
     q.ranks = 2;
     t.pipeline_s = static_cast<double>(replica_.pp - 1) * estimate_collective(q, *replica_.system).time_s;
   }
+  return t;
+}
+
+double IterationModel::draft_time(const StepBatch& batch, int64_t prefill_tokens) {
+  const SpeculativeConfig& sp = replica_.speculative;
+  const auto k = static_cast<double>(sp.tokens);
+  const int64_t b = batch.decode_seqs;
+  if (draft_) {
+    // The draft prefills the step's prompt chunks and decodes k tokens of each sequence.
+    double t = 0.0;
+    if (!batch.prefill.empty()) t += draft_->step_time({batch.prefill, 0, 0, 0}).total_s();
+    if (b > 0) t += k * draft_->step_time({{}, b, batch.decode_context, b}).total_s();
+    return t;
+  }
+  // A head: one layer of the body (its share of the replica's layers) over the prompt tokens and,
+  // k times, over the decoding sequences with their one layer of attention and the LM head.
+  const auto layers = static_cast<double>(model_.num_layers);
+  double t = prefill_tokens > 0 ? body_time(prefill_tokens) / layers : 0.0;
+  if (b > 0) t += k * (body_time(b) / layers + decode_attention_time(b, batch.decode_context) / layers + head_time(b));
   return t;
 }
 

@@ -72,20 +72,21 @@ void Simulation::finish(Engine& e, double now) {
   for (Seq& s : e.running) {
     const int32_t n = s.sched;
     s.sched = 0;
-    bool sampled = false;
+    int32_t emitted = 0;
     if (n > 0) {
-      s.computed += n;
       if (s.in_prefill) {
+        s.computed += n;
         if (s.computed >= s.len()) {
           s.in_prefill = false;
           publish_prefix(e, s);
-          sampled = true;
+          emitted = 1;
         }
       } else {
-        sampled = true;
+        emitted = accepted(s);
+        s.computed += emitted;
       }
     }
-    if (sampled) token(s, now);
+    for (int32_t i = 0; i < emitted; ++i) token(s, now);
     const bool finished = !s.done && s.generated >= s.output;
     if (finished) {
       finish_[static_cast<size_t>(s.req)] = now;

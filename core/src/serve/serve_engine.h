@@ -41,6 +41,7 @@ struct Seq {
   bool in_prefill = true;
   bool done = false;         // static batching: finished, still holding its row
   double last_token_s = 0.0;
+  double accepted_share = 0.0;  // speculative decoding: the fraction of a token accepted so far
   int32_t len() const { return prompt + generated; }
 };
 
@@ -300,6 +301,18 @@ class Simulation {
     ++preemptions_;
   }
 
+  // Tokens a decode step gives `s`: 1, or under speculative decoding its running share of the
+  // expected accepted tokens (SpeculativeConfig::expected_tokens), whole tokens as the share
+  // passes them, at most what its output has left.
+  int32_t accepted(Seq& s) const {
+    const double expected = costs_.replica().speculative.expected_tokens();
+    if (expected <= 1.0) return 1;
+    s.accepted_share += expected;
+    const double whole = std::floor(s.accepted_share);
+    s.accepted_share -= whole;
+    return std::max(1, std::min(static_cast<int32_t>(whole), s.output - s.generated));
+  }
+
   void admit(Engine& e, Seq s, int32_t tokens, double now) {
     s.sched = tokens;
     if (std::isnan(scheduled_[static_cast<size_t>(s.req)])) scheduled_[static_cast<size_t>(s.req)] = now;
@@ -314,7 +327,10 @@ class Simulation {
       Seq& s = e.running[i];
       if (s.in_prefill) continue;
       bool ok = true;
-      while (!grow(e, s, s.computed + 1)) {
+      // Speculative decoding writes k + 1 tokens' K and V before it knows how many it keeps.
+      const SpeculativeConfig& sp = costs_.replica().speculative;
+      const int64_t slots = sp.enabled() ? sp.tokens + 1 : 1;
+      while (!grow(e, s, s.computed + slots)) {
         if (!may_preempt) {
           ok = false;
           break;

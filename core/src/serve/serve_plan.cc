@@ -87,6 +87,7 @@ struct Group {
   ServeQuantization quantization = ServeQuantization::bf16;
   int64_t tp = 1, pp = 1;
   int64_t token_budget = 8192;
+  bool speculative = false;
   std::vector<size_t> layouts;  // indices into the result's layouts
   std::unique_ptr<IterationModel> costs;
 };
@@ -125,7 +126,9 @@ void bound_and_estimate(const ServePlanRequest& q, const Lengths& len, Iteration
     return t;
   };
   r.ttft_floor_s = prefill_alone(len.p99_in);
-  r.tpot_floor_s = m.step_time({{}, 1, len.median_in, 1}).total_s();
+  // A decode step gives a sequence at most ceil(E) tokens (serve.h, SpeculativeConfig).
+  const double per_step = m.replica().speculative.expected_tokens();
+  r.tpot_floor_s = m.step_time({{}, 1, len.median_in, 1}).total_s() / std::ceil(per_step);
   if (q.slo_ttft_s > 0 && r.ttft_floor_s > q.slo_ttft_s) {
     r.verdict = LayoutVerdict::misses_ttft;
     r.reason = "the p99 prompt (" + std::to_string(len.p99_in) + " tokens) takes " + ms(r.ttft_floor_s) +
@@ -170,9 +173,9 @@ void bound_and_estimate(const ServePlanRequest& q, const Lengths& len, Iteration
       } else {
         prefill = m.step_time({{{mean_in, 0}}, 0, 0, 1}).total_s();
       }
-      const double rate = 1.0 / (prefill + len.mean_out * td / static_cast<double>(b));
+      const double rate = 1.0 / (prefill + len.mean_out * td / (static_cast<double>(b) * per_step));
       const double busy = rate * prefill;
-      const double tpot = busy < 1.0 ? td / (1.0 - busy) : kInf;
+      const double tpot = busy < 1.0 ? td / per_step / (1.0 - busy) : kInf;
       if (q.slo_tpot_s <= 0 || tpot <= q.slo_tpot_s) best = std::max(best, pp * rate);
       if (b == batch_limit) break;
     }
@@ -187,9 +190,9 @@ void bound_and_estimate(const ServePlanRequest& q, const Lengths& len, Iteration
       const int64_t b = std::min(b0, batch_limit);
       if (b < 1) break;
       const double td = decode_step(b);
-      if (q.slo_tpot_s <= 0 || td <= q.slo_tpot_s) {
-        decode_rate = std::max(decode_rate, static_cast<double>(l.decode_replicas) * pp * static_cast<double>(b) /
-                                                (len.mean_out * td));
+      if (q.slo_tpot_s <= 0 || td / per_step <= q.slo_tpot_s) {
+        decode_rate = std::max(decode_rate, static_cast<double>(l.decode_replicas) * pp * static_cast<double>(b) *
+                                                per_step / (len.mean_out * td));
       }
       if (b == batch_limit) break;
     }
@@ -280,6 +283,13 @@ void check_request(const ServePlanRequest& q) {
     ACCELSIM_CHECK(p >= 1 && d >= 1, "a disaggregated unit needs at least one prefill and one decode replica");
   }
   ACCELSIM_CHECK(s.max_gpus >= 1, "the GPU budget must be at least 1");
+  ACCELSIM_CHECK(!s.speculative.empty(), "the serving plan's speculative list is empty");
+  for (bool spec : s.speculative) {
+    for (const ServePlanEngine& e : q.engines) {
+      ACCELSIM_CHECK(!spec || e.replica.speculative.enabled(),
+                     "the serving plan tries speculative decoding, but engine '" + e.label + "' has none set up");
+    }
+  }
   ACCELSIM_CHECK(q.slo_ttft_s > 0 || q.slo_tpot_s > 0, "the serving plan needs an SLO (p99 TTFT or p99 TPOT)");
   require_in_range("the serving plan", "the TTFT target", q.slo_ttft_s, kNonNegative);
   require_in_range("the serving plan", "the TPOT target", q.slo_tpot_s, kNonNegative);
@@ -312,8 +322,8 @@ std::tuple<double, double, double> rank_key(ServeObjective o, const ServeLayoutR
 }
 
 std::tuple<int64_t, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t> layout_order(const ServeLayout& l) {
-  return {l.engine, static_cast<int>(l.quantization), l.tp, l.pp, l.prefill_replicas, l.decode_replicas, l.max_seqs,
-          l.token_budget};
+  return {l.engine, static_cast<int>(l.quantization) * 2 + (l.speculative ? 1 : 0), l.tp, l.pp, l.prefill_replicas,
+          l.decode_replicas, l.max_seqs, l.token_budget};
 }
 
 }  // namespace
@@ -446,19 +456,21 @@ ServePlanResult plan_serving(const ServePlanRequest& q, const std::function<void
       for (int64_t tp : q.space.tp) {
         for (int64_t pp : q.space.pp) {
           for (int64_t budget : budgets) {
-            Group g{static_cast<int64_t>(ei), quant, tp, pp, budget, {}, nullptr};
+           for (bool spec : q.space.speculative) {
+            Group g{static_cast<int64_t>(ei), quant, tp, pp, budget, spec, {}, nullptr};
             std::vector<std::pair<int64_t, int64_t>> units;
             if (q.space.aggregated) units.emplace_back(0, 1);
             for (const auto& pd : q.space.disaggregated) units.push_back(pd);
             for (const auto& [p, d] : units) {
               for (int64_t seqs : q.space.max_seqs) {
                 ServeLayoutResult r;
-                r.layout = {static_cast<int64_t>(ei), quant, tp, pp, seqs, budget, p, d};
+                r.layout = {static_cast<int64_t>(ei), quant, tp, pp, seqs, budget, p, d, spec};
                 g.layouts.push_back(layouts.size());
                 layouts.push_back(std::move(r));
               }
             }
             groups.push_back(std::move(g));
+           }
           }
         }
       }
@@ -492,6 +504,7 @@ ServePlanResult plan_serving(const ServePlanRequest& q, const std::function<void
         replica.build.fp8_gemms = g.quantization == ServeQuantization::fp8;
         replica.build.fp4_gemms = fp4_quantization(g.quantization);
         replica.max_batched_tokens = g.token_budget;
+        if (!g.speculative) replica.speculative = {};
         try {
           g.costs = std::make_unique<IterationModel>(quantized_model(q.model, g.quantization), e.device, replica);
         } catch (const PhysicalRangeError&) {

@@ -197,3 +197,88 @@ TEST(PlanServing, RefusesWhatItCannotAnswer) {
 
 }  // namespace
 }  // namespace accelsim
+
+namespace accelsim {
+namespace {
+
+// Speculative decoding (serve.h, SpeculativeConfig), worked out by hand.
+ReplicaConfig eagle_replica(int64_t k, double acceptance) {
+  ReplicaConfig r;
+  r.simulate.cost.cuda_graphs = true;
+  r.speculative.kind = SpeculativeKind::eagle;
+  r.speculative.tokens = k;
+  r.speculative.acceptance = acceptance;
+  return r;
+}
+
+DeviceSpec roomy_device() {
+  DeviceSpec d = testing::round_device();
+  d.memory_bytes = 80e9;
+  return d;
+}
+
+TEST(Speculative, ExpectedTokensPerStepAreLeviathansSeries) {
+  SpeculativeConfig s;
+  EXPECT_DOUBLE_EQ(s.expected_tokens(), 1.0);  // off
+  s.kind = SpeculativeKind::eagle;
+  s.tokens = 3;
+  s.acceptance = 0.8;
+  EXPECT_NEAR(s.expected_tokens(), (1 - 0.4096) / 0.2, 1e-12);  // 2.952
+  s.acceptance = 0.0;
+  EXPECT_DOUBLE_EQ(s.expected_tokens(), 1.0);
+  s.acceptance = 1.0;
+  EXPECT_DOUBLE_EQ(s.expected_tokens(), 4.0);
+}
+
+TEST(Speculative, AnEagleHeadHoldsOneLayerAndItsProjection) {
+  // Llama-3-8B: one layer's 218,103,808 linear weights and 2 norms of 4,096, and the head's
+  // 2 x 4096 x 4096 projection: 251,666,432 parameters, 503,332,864 bytes in bf16; one more
+  // layer of K and V per token: 131,072 / 32 = 4,096 bytes.
+  IterationModel plain(testing::llama3_8b(), roomy_device(), ReplicaConfig{});
+  IterationModel eagle(testing::llama3_8b(), roomy_device(), eagle_replica(3, 0.8));
+  EXPECT_DOUBLE_EQ(eagle.memory().draft_weight_bytes, 503332864.0);
+  EXPECT_DOUBLE_EQ(eagle.memory().weight_bytes - plain.memory().weight_bytes, 503332864.0);
+  EXPECT_DOUBLE_EQ(plain.memory().kv_bytes_per_token, 131072.0);
+  EXPECT_DOUBLE_EQ(eagle.memory().kv_bytes_per_token, 131072.0 + 4096.0);
+}
+
+TEST(Speculative, AStepVerifiesKPlusOneTokensAndDraftsK) {
+  IterationModel m(testing::llama3_8b(), roomy_device(), eagle_replica(3, 0.8));
+  const StepTime t = m.step_time({{}, 8, 8 * 40, 8});
+  // 8 sequences verify 4 tokens each and sample each of them; the head drafts 3 tokens, each a
+  // layer's share of the body, one layer of decode attention and the LM head over 8 rows.
+  EXPECT_DOUBLE_EQ(t.body_s, m.body_time(32));
+  EXPECT_DOUBLE_EQ(t.head_s, m.head_time(32));
+  EXPECT_DOUBLE_EQ(t.attention_s, m.verify_attention_time(8, 8 * 40, 4));
+  EXPECT_NEAR(t.draft_s, 3.0 * (m.body_time(8) / 32 + m.decode_attention_time(8, 8 * 40) / 32 + m.head_time(8)), 1e-15);
+}
+
+TEST(Speculative, ALoneRequestTakesTheStepsItsAcceptedShareMakes) {
+  // 300 tokens after the first at 2.952 a step: floor(101 x 2.952) = 298 < 300 <= floor(102 x
+  // 2.952) = 301, so 102 decode steps after the one prefill step.
+  IterationModel m(testing::llama3_8b(), roomy_device(), eagle_replica(3, 0.8));
+  Workload w;
+  w.requests.resize(1);
+  w.requests[0].input_len = 100;
+  w.requests[0].output_len = 301;
+  const ServeResult r = simulate_serving(m, w, ServeConfig{});
+  EXPECT_EQ(r.completed, 1);
+  EXPECT_EQ(r.steps, 103);
+}
+
+TEST(Speculative, RefusedWhereItCannotRun) {
+  ReplicaConfig r = eagle_replica(3, 0.8);
+  r.speculative.kind = SpeculativeKind::mtp;  // Llama has no multi-token-prediction module
+  EXPECT_THROW(IterationModel(testing::llama3_8b(), roomy_device(), r), ConfigError);
+  r.speculative.kind = SpeculativeKind::draft_model;  // without its draft
+  EXPECT_THROW(IterationModel(testing::llama3_8b(), roomy_device(), r), ConfigError);
+  r = eagle_replica(3, 1.5);
+  EXPECT_THROW(IterationModel(testing::llama3_8b(), roomy_device(), r), ConfigError);
+  r = eagle_replica(3, 0.8);
+  r.pp = 2;
+  r.system = testing::round_system();
+  EXPECT_THROW(IterationModel(testing::llama3_8b(), roomy_device(), r), ConfigError);
+}
+
+}  // namespace
+}  // namespace accelsim

@@ -117,6 +117,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--fp4", action="store_true",
                    help="with --weight-dtype nvfp4 or mxfp4: the activations quantized to fp4 too and the GEMMs on the "
                         "device's fp4 units (W4A4), as NVFP4 checkpoints run on Blackwell")
+    add_speculative_args(p)
     s = p.add_argument_group("scheduler")
     s.add_argument("--scheduler", choices=SCHEDULERS, default="vllm",
                    help="vllm (prefill-first continuous batching, default), sarathi (chunked prefill), orca (iteration-level, "
@@ -155,6 +156,52 @@ def add_parser(sub: Any) -> None:
     o.add_argument("--json", action="store_true", help="print JSON (docs/formats/report.md)")
     o.add_argument("--html", metavar="FILE", help="write a self-contained HTML report: latency CDFs, percentiles, KV cache and queue over time")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+SPECULATIVE = ("draft_model", "eagle", "mtp")
+
+
+def add_speculative_args(p: Any) -> None:
+    """The speculative-decoding options of serve and serve-plan (core/include/accelsim/serve.h,
+    SpeculativeConfig)."""
+    g = p.add_argument_group("speculative decoding")
+    g.add_argument("--speculative", choices=SPECULATIVE,
+                   help="a drafter proposes --spec-tokens tokens a step and the model verifies them in one pass: "
+                        "draft_model (--draft-model), eagle (an EAGLE head), mtp (the model's multi-token-prediction "
+                        "module, e.g. DeepSeek-V3's)")
+    g.add_argument("--spec-tokens", **COUNT, help="tokens proposed per step (k; needs --speculative)")
+    g.add_argument("--acceptance", **FRACTION,
+                   help="the chance each proposed token is accepted given the ones before it (needs --speculative; "
+                        "a step yields (1 - a^(k+1)) / (1 - a) tokens on average)")
+    g.add_argument("--draft-model", metavar="NAME|CONFIG", help="the draft model of --speculative draft_model")
+
+
+def speculative_config(args: argparse.Namespace, dtype: str | None = None) -> Any:
+    """The core SpeculativeConfig of the speculative flags (kind none without --speculative)."""
+    from accel_sim import _core
+    from accel_sim.commands.flags import refuse
+    from accel_sim.errors import UsageError
+    from accel_sim.io.model_config import load_model_spec
+
+    sp = _core.SpeculativeConfig()
+    if not args.speculative:
+        refuse(args, ("spec_tokens", "acceptance", "draft_model"), "sets up speculative decoding: give --speculative")
+        return sp
+    if args.spec_tokens is None or args.acceptance is None:
+        raise UsageError(f"--speculative {args.speculative} needs --spec-tokens (tokens proposed a step) and "
+                         "--acceptance (the chance each is accepted)")
+    if args.speculative == "draft_model" and not args.draft_model:
+        raise UsageError("--speculative draft_model needs --draft-model NAME|CONFIG")
+    if args.speculative != "draft_model":
+        refuse(args, ("draft_model",), f"is the drafter of --speculative draft_model; {args.speculative} drafts "
+               "with a head on the model itself")
+    if args.spec_tokens > 64:
+        raise UsageError(f"--spec-tokens is 1 to 64 (got {args.spec_tokens})")
+    sp.kind = getattr(_core.SpeculativeKind, args.speculative)
+    sp.tokens, sp.acceptance = args.spec_tokens, args.acceptance
+    if args.draft_model:
+        sp.draft = load_model_spec(args.draft_model, dtype=dtype)
+    return sp
 
 
 def _system_for(device_id: str, name: str | None) -> Any:
@@ -389,6 +436,7 @@ def _replica(args: argparse.Namespace, device: Any, kernels: dict) -> Any:
     r.build = build
     r.block_size = args.block_size
     r.gpu_memory_utilization = args.gpu_memory_utilization
+    r.speculative = speculative_config(args, args.dtype)
     # The largest step sizes the activation reserve (vLLM's profiling run): the chunk of chunked
     # prefill (sarathi, a disaggregated prefill engine), the token budget otherwise.
     chunking = args.scheduler == "sarathi" or bool(args.disaggregate)

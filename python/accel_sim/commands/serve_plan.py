@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from accel_sim.commands.flags import COUNT, POSITIVE, SEED, counts_up_to, whole_up_to
-from accel_sim.commands.serve import MAX_REQUESTS, bound_lengths, parse_duration, parse_length, position_limit
+from accel_sim.commands.serve import (MAX_REQUESTS, add_speculative_args, bound_lengths, parse_duration, parse_length,
+                                      position_limit, speculative_config)
 from accel_sim.progress import Progress
 
 # The default candidates: the three device types of issue-style questions ("H100, H200 or MI300X?")
@@ -105,6 +106,7 @@ def add_parser(sub: Any) -> None:
                         "(default: 1:1,1:2,1:3,2:1)")
     s.add_argument("--exhaustive", action="store_true", help="simulate every layout that fits and meets the latency bounds (no analytic screen)")
     s.add_argument("--threads", **whole_up_to(MAX_THREADS, "0: all cores"), default=0, help="search threads (default: 0, all cores)")
+    add_speculative_args(p)  # with --speculative, every layout is tried without and with it
     o = p.add_argument_group("output")
     o.add_argument("--top", **COUNT, default=10, help="layouts to list (default: 10)")
     o.add_argument("--verify", **whole_up_to(1000, "simulations of whole deployments"), default=5,
@@ -150,7 +152,7 @@ def _workload(args: argparse.Namespace, model: Any) -> Any:
     return spec
 
 
-def _engines(args: argparse.Namespace, entries: list, stacks: list) -> list:
+def _engines(args: argparse.Namespace, entries: list, stacks: list, speculative: Any) -> list:
     """One core ServePlanEngine per device x serving stack: the stack's kernels on the device's
     architecture and its scheduler defaults; the device's built-in system for multi-GPU replicas
     and disaggregated units."""
@@ -178,6 +180,7 @@ def _engines(args: argparse.Namespace, entries: list, stacks: list) -> list:
             o.cost_model = "kernel"  # the calibrated kernel model, as serve's default --cost-model
             configure_engine(o, r, serving.engine_for(entry.architecture), stack.host_overhead_per_kernel_s)
             r.simulate = o
+            r.speculative = speculative
             e.replica = r
             sched = _core.SchedulerConfig()
             sched.kind = getattr(_core.SchedulerKind, serving.scheduler)
@@ -219,11 +222,13 @@ def request_of(args: argparse.Namespace) -> tuple[Any, Any, list, list]:
     model = load_model_spec(args.model)
     q = _core.ServePlanRequest()
     q.model = model
-    q.engines = _engines(args, entries, stacks)
+    speculative = speculative_config(args)
+    q.engines = _engines(args, entries, stacks, speculative)
     space = _core.ServePlanSpace()
     space.tp, space.pp, space.max_seqs, space.token_budgets = args.tp, args.pp, args.max_seqs, args.token_budget
     space.quantizations = [_core.parse_quantization(x) for x in args.quantization]
     space.disaggregated = args.disaggregate
+    space.speculative = [False, True] if args.speculative else [False]
     space.max_gpus = args.max_gpus
     q.space = space
     q.workload = _workload(args, model)

@@ -278,6 +278,8 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
         spec.sliding_window_period = _window_period(config.get("layer_types"), spec.num_layers, where)
     if model_type in _MOE_TYPES:
         _read_moe(spec, config, model_type, where)
+    if config.get("num_nextn_predict_layers"):  # DeepSeek-V3's multi-token-prediction modules
+        spec.mtp_layers = _int(config, "num_nextn_predict_layers", where)
     # A config without a dtype loads in fp32 in transformers.
     named = config.get("torch_dtype") or config.get("dtype") or "float32"
     chosen = dtype or (_DTYPES.get(named) if isinstance(named, str) else None)

@@ -5,10 +5,12 @@ commands of a layout for vLLM, SGLang and TensorRT-LLM, from the core's result
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
 from accel_sim.report.json_report import SCHEMA_VERSION
+from accel_sim.report.serving import speculative_dict
 from accel_sim.report.tables import table
 
 # How each verdict reads in a report, in the core's order (serve_plan.h, LayoutVerdict).
@@ -23,9 +25,10 @@ def _ms(s: float) -> str:
 
 
 def unit_text(layout: Any) -> str:
-    """'TP4' / 'TP4 PP2', with '1P:2D' for a disaggregated unit."""
+    """'TP4' / 'TP4 PP2', with '1P:2D' for a disaggregated unit and '+spec' under speculative decoding."""
     par = f"TP{layout.tp}" + (f" PP{layout.pp}" if layout.pp > 1 else "")
-    return f"{par} {layout.prefill_replicas}P:{layout.decode_replicas}D" if layout.disaggregated else par
+    par = f"{par} {layout.prefill_replicas}P:{layout.decode_replicas}D" if layout.disaggregated else par
+    return par + (" +spec" if layout.speculative else "")
 
 
 def layout_text(run: Any, r: Any) -> str:
@@ -73,6 +76,24 @@ def launch_commands(run: Any, r: Any) -> dict[str, str]:
         vllm[0] = f"vllm serve <an AWQ 4-bit checkpoint of {model}>"
         sglang[0] = f"python -m sglang.launch_server --model-path <an AWQ 4-bit checkpoint of {model}>"
         trt[0] = f"trtllm-serve <an INT4-AWQ checkpoint of {model}>"
+    sp = e.replica.speculative
+    if l.speculative:
+        # vLLM's --speculative-config (docs.vllm.ai, Speculative Decoding); SGLang's
+        # --speculative-algorithm options (docs.sglang.io, Speculative Decoding); TensorRT-LLM's
+        # speculative_config in the LLM API options file (trtllm-serve --extra_llm_api_options).
+        method = {"eagle": "eagle", "mtp": "deepseek_mtp", "draft_model": "draft_model"}[sp.kind.name]
+        draft = f"<{'an EAGLE head for' if sp.kind.name == 'eagle' else 'the draft model of'} {model}>"
+        spec = {"method": method, "num_speculative_tokens": sp.tokens}
+        if sp.kind.name != "mtp":
+            spec["model"] = draft
+        vllm.append("--speculative-config '" + json.dumps(spec, separators=(",", ":")) + "'")
+        algorithm = {"eagle": "EAGLE", "mtp": "EAGLE", "draft_model": "STANDALONE"}[sp.kind.name]
+        sglang.append(f"--speculative-algorithm {algorithm} --speculative-num-steps {sp.tokens} "
+                      f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {sp.tokens + 1}"
+                      + (f" --speculative-draft-model-path {draft}" if sp.kind.name != "mtp" else ""))
+        decoding = {"eagle": "Eagle", "mtp": "MTP", "draft_model": "DraftTarget"}[sp.kind.name]
+        trt.append(f"--extra_llm_api_options <a YAML with speculative_config: {{decoding_type: {decoding}, "
+                   f"max_draft_len: {sp.tokens}}}>")
     out = {"vllm": " ".join(vllm), "sglang": " ".join(sglang), "tensorrt-llm": " ".join(trt)}
     if l.disaggregated:
         out["vllm"] += (" --kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"
@@ -90,7 +111,8 @@ def _layout_dict(run: Any, r: Any) -> dict:
     e = run.engine(l)
     d = {"device": e.device.id, "stack": e.stack or None, "quantization": l.quantization.name, "tp": l.tp, "pp": l.pp,
          "prefill_replicas": l.prefill_replicas, "decode_replicas": l.decode_replicas, "max_seqs": l.max_seqs,
-         "token_budget": l.token_budget, "unit_gpus": l.unit_gpus, "verdict": r.verdict.name, "reason": r.reason,
+         "token_budget": l.token_budget, "speculative": l.speculative, "unit_gpus": l.unit_gpus,
+         "verdict": r.verdict.name, "reason": r.reason,
          "memory_per_gpu": {"weights_bytes": r.weight_bytes_per_gpu, "kv_cache_bytes": r.kv_bytes_per_gpu,
                             "kv_blocks_per_engine": r.kv_blocks},
          "ttft_floor_s": r.ttft_floor_s or None, "tpot_floor_s": r.tpot_floor_s or None,
@@ -120,6 +142,7 @@ def serve_plan_json(run: Any) -> dict:
                          "requests_per_trial": q.workload.requests, "seed": q.workload.seed},
             "devices": [e.spec.id for e in run.devices], "stacks": [s.as_dict() for s in run.stacks],
             "max_gpus": q.space.max_gpus,
+            "speculative": speculative_dict(q.engines[0].replica.speculative),
             "search": {"layouts": len(layouts), "simulated": res.simulated, "ranked": res.ranked, "trials": res.trials,
                        "exhaustive": q.exhaustive, "seconds": run.seconds},
             "best": (_layout_dict(run, best) | {"launch": launch_commands(run, best)}) if best is not None else None,

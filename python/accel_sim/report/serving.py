@@ -33,6 +33,15 @@ def result_dict(r: Any) -> dict:
 
 
 
+def speculative_dict(sp: Any) -> dict | None:
+    """A replica's speculative decoding (core SpeculativeConfig) as the JSON reports give it; None
+    when off."""
+    if sp.kind.name == "none":
+        return None
+    return {"kind": sp.kind.name, "tokens": sp.tokens, "acceptance": sp.acceptance,
+            "expected_tokens_per_step": sp.expected_tokens, "draft_model": sp.draft.name if sp.draft else None}
+
+
 def serve_json(s: Any) -> dict:
     """`serve --json` of a ServeRun."""
     from accel_sim.io.stack_file import resolve_stack
@@ -45,6 +54,7 @@ def serve_json(s: Any) -> dict:
     for device, costs, r, found, kernels in s.rows:
         m = costs.memory
         out["results"].append({"device": device.id, "device_name": device.name, "clock_override_mhz": args.clock_mhz,
+                               "speculative": speculative_dict(costs.replica.speculative),
                                "engine": {"prefill_attention": kernels["prefill_attention"],
                                           "decode_attention": kernels["decode_attention"],
                                           "cuda_graphs": kernels["cuda_graphs"]},
@@ -77,6 +87,12 @@ def serve_text(s: Any) -> str:
                          + ("reads the KV cache once per query head" if kernels["decode_attention"] == "per_query_head"
                             else "reads each KV head once for its query group")
                          + " · CUDA graphs " + ("on" if kernels["cuda_graphs"] else "off"))
+        sp = costs.replica.speculative
+        if sp.kind.name != "none":
+            draft = f" ({sp.draft.name}, {costs.memory.draft_weight_bytes / 1e9:.2f} GB of weights)" if sp.draft else \
+                f" ({costs.memory.draft_weight_bytes / 1e9:.2f} GB of weights)"
+            lines.append(f"  speculative   {sp.kind.name}{draft} · {sp.tokens} tokens proposed a step, each accepted "
+                         f"at {sp.acceptance:g} · {sp.expected_tokens:.2f} tokens per step on average")
         if len(s.rows) > 1:
             lines.append("")
     if len(s.devices) > 1:
