@@ -68,6 +68,12 @@ PUBLISHED = {
     # transformers' DeepseekV3ForCausalLM does not build.
     "deepseek-v3": (671 * B, 0.5 * B, "DeepSeek-V3 technical report (arXiv 2412.19437): 671B"),
     "gpt-oss-120b": (116.83 * B, 0.005 * B, "gpt-oss model card (arXiv 2508.10925): 116.83B"),
+    # Gemma Team 2024 (arXiv 2408.00118) Table 1: 917,504,000 embedding and 8,324,201,984
+    # non-embedding parameters.
+    "gemma-2-9b": (9_241_705_984, 0, "Gemma 2 report (arXiv 2408.00118) Table 1"),
+    # Gemma 3 report (arXiv 2503.19786) Table 1, 27B: 1,416M embedding + 25,600M non-embedding
+    # (the 417M vision encoder is not part of the text model); rounded to millions.
+    "gemma-3-27b": (27_016 * M, 0.01 * 27_016 * M, "Gemma 3 report (arXiv 2503.19786) Table 1"),
     # llm-foundry's benchmark tables give NumParams exactly; these are their seq_len 2048 rows.
     # Brown et al. 2020 Table 2.1's nominal sizes; flash-attention's training scripts pad the vocab
     # to 50264 and give the 2.7B head dim 128, within 2% of them.
@@ -99,6 +105,8 @@ PUBLISHED_ACTIVE = {
 
 # id: published non-embedding parameters (Qwen model cards), tolerance.
 PUBLISHED_NON_EMBEDDING = {
+    "gemma-2-9b": (8_324_201_984, 0),  # Gemma 2 report (arXiv 2408.00118) Table 1
+    "gemma-3-27b": (25_600 * M, 0.5 * M),  # Gemma 3 report (arXiv 2503.19786) Table 1
     "qwen2.5-7b": (6.53 * B, 0.01 * B),
     "qwen3-8b": (6.95 * B, 0.01 * B),
     "qwen3-30b-a3b": (29.9 * B, 0.05 * B),

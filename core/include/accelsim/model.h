@@ -145,6 +145,16 @@ struct ModelSpec {
   double attention_dropout = 0.0;
   MoeSpec moe;
   MlaSpec mla;
+  // Gemma 2 and 3 (HF Gemma2/Gemma3 decoder layers): each sublayer's output normed again before
+  // its residual add (post_attention_layernorm, post_feedforward_layernorm) beside the pre-norms
+  // (input_layernorm, pre_feedforward_layernorm): four norms a layer.
+  bool sandwich_norms = false;
+  // The token embeddings multiplied by this (Gemma: sqrt(hidden_size)); 0: not scaled.
+  double embedding_multiplier = 0.0;
+  // Logit soft-capping, c * tanh(x / c) (Gemma 2, arXiv 2408.00118 sec. 2): of the attention
+  // scores (a tanh per score in the fused kernel) and of the LM head's logits; 0: none.
+  double attention_softcap = 0.0;
+  double final_logit_softcap = 0.0;
   // Multi-token-prediction modules after the last layer (DeepSeek-V3's num_nextn_predict_layers):
   // not run by a plain forward; speculative decoding's mtp drafter (serve.h) runs them.
   int64_t mtp_layers = 0;  // when enabled, head_dim = qk_nope_head_dim + qk_rope_head_dim

@@ -57,6 +57,7 @@ struct AttentionDims {
   int64_t seq_q = 0, seq_k = 0, head_dim = 0, value_dim = 0;
   bool causal = false;
   bool backward = false;
+  bool softcap = false;  // a tanh per score beside its exp (Gemma 2's logit soft-capping)
 };
 
 struct OpCount {

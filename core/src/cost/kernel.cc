@@ -268,6 +268,9 @@ OpCost KernelCostModel::cost(const OpCount& count, const DeviceSpec& device,
     const double fp16_rate = device.fp16_matrix_flops_per_s * clock_scale;
     const double exp_units = device_softmax_head_dims(device);
     double softmax = fp8 && fp16_rate > 0 ? exp_units * c.peak_flops_per_s / fp16_rate : exp_units;
+    // Soft-capping adds a tanh per score on the same special-function units as its exp
+    // (FlashAttention 2.6's softcap: tanh(s / c) * c before the softmax).
+    if (count.attention.softcap) softmax *= 2.0;
     const AttentionDims& a = count.attention;
     double block_overhead = tile_overhead;
     double side_kernels = 0.0;

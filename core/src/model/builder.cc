@@ -38,6 +38,7 @@ Graph Builder::build() {
     e_.module = "model.embed_tokens";
     e_.module_type = "Embedding";
     x = reduce_output(e_.op("embedding", {embed, ids}, {b_, s_, m_.hidden_size}, dt_));
+    if (m_.embedding_multiplier > 0) x = e_.op("mul", {x}, {b_, s_, m_.hidden_size}, dt_);  // Gemma: * sqrt(h)
   }
   if (m_.vision() && sp_) x = e_.view(x, {b_, s_ / o_.tensor_parallel, m_.hidden_size});
   const TensorId embedded = x;
@@ -355,18 +356,29 @@ TensorId Builder::layer(int64_t l, TensorId x) {
   TensorId normed_in = norm(x, p + ".input_layernorm");
   TensorId h = reduce_output(attention(l, gather_sequence(normed_in)));
   if (eager_) e_.hold(normed_in);  // held in `hidden_states` until self_attn returns
+  if (m_.sandwich_norms) {  // Gemma: the attention output normed before the residual add
+    e_.module = p + ".post_attention_layernorm";
+    e_.module_type = "Norm";
+    h = norm(h, p + ".post_attention_layernorm");
+  }
   e_.module = p;
   e_.module_type = "DecoderLayer";
   h = dropout(h, m_.hidden_dropout);
   const TensorId layer_input = x;
   const TensorId attention_output = h;
   x = e_.op("add", {x, h}, shape, dt_);
-  e_.module = p + ".post_attention_layernorm";
+  const std::string ffn_norm = p + (m_.sandwich_norms ? ".pre_feedforward_layernorm" : ".post_attention_layernorm");
+  e_.module = ffn_norm;
   e_.module_type = "Norm";
-  TensorId normed = norm(x, p + ".post_attention_layernorm");
+  TensorId normed = norm(x, ffn_norm);
   TensorId gathered = gather_sequence(normed);
   h = reduce_output(m_.moe.is_moe_layer(l) ? moe(l, gathered) : ffn(l, gathered));
   if (eager_) e_.hold(normed);  // HF's decoder layer holds it in `hidden_states` until mlp returns
+  if (m_.sandwich_norms) {
+    e_.module = p + ".post_feedforward_layernorm";
+    e_.module_type = "Norm";
+    h = norm(h, p + ".post_feedforward_layernorm");
+  }
   e_.module = p;
   e_.module_type = "DecoderLayer";
   h = dropout(h, m_.hidden_dropout);

@@ -239,6 +239,12 @@ TensorId Builder::eager_core(const std::vector<TensorId>& qkv, const Shape& out,
   TensorId scores = e_.op("bmm", {e_.view(qkv[0], {b * h, sq, d}),
                                   e_.view(qkv[1], {b * h, d, sk}, {sk * d, 1, d})},
                           {b * h, sq, sk}, dt_, masked_gemm_attrs(attention, "qk"));
+  for (const Attr& a : attention) {
+    if (a.name != "softcap") continue;
+    // HF Gemma2's eager attention: scores / c, tanh, * c.
+    scores = e_.op("mul", {e_.op("tanh", {e_.op("div", {scores}, {b * h, sq, sk}, dt_)}, {b * h, sq, sk}, dt_)},
+                   {b * h, sq, sk}, dt_);
+  }
   TensorId probs = e_.op("_softmax", {scores}, {b * h, sq, sk}, dt_,
                          {{"dim", int64_t{-1}}, {"half_to_float", false}});
   probs = dropout(probs, m_.attention_dropout);
@@ -333,6 +339,7 @@ TensorId Builder::attention(int64_t l, TensorId x) {
   std::vector<Attr> attrs = {{"is_causal", s_ > 1 && m_.causal},
                              {"enable_gqa", r_.heads != r_.kv_heads}};
   if (m_.windowed_layer(l)) attrs.push_back({"window_size", m_.sliding_window});
+  if (m_.attention_softcap > 0) attrs.push_back({"softcap", m_.attention_softcap});
   // Attention sinks (gpt-oss): one learned logit per query head, read by the fused kernel,
   // which also writes their gradient.
   sinks_ = m_.attention_sinks ? e_.parameter({r_.heads}, m_.weight_dtype, p + ".sinks") : -1;

@@ -163,6 +163,10 @@ void Builder::lm_head(TensorId x, TensorId embed) {
   } else {
     logits = e_.op("mm", {x2, e_.transposed(w)}, {rows, r_.vocab}, dt_);
   }
+  if (m_.final_logit_softcap > 0) {  // Gemma 2: logits / c, tanh, * c
+    logits = e_.op("mul", {e_.op("tanh", {e_.op("div", {logits}, {rows, r_.vocab}, dt_)}, {rows, r_.vocab}, dt_)},
+                   {rows, r_.vocab}, dt_);
+  }
   outputs_.insert(outputs_.begin(), logits);
 }
 

@@ -57,6 +57,9 @@ void ModelSpec::validate() const {
                  who + ": parallel_ffn_norm needs parallel_block");
   ACCELSIM_CHECK(int4_group_size >= 0 && int4_group_size % 2 == 0,
                  who + ": int4_group_size must be a non-negative even number");
+  require_in_range(who, "embedding_multiplier", embedding_multiplier, kNonNegative);
+  require_in_range(who, "attention_softcap", attention_softcap, kNonNegative);
+  require_in_range(who, "final_logit_softcap", final_logit_softcap, kNonNegative);
   ACCELSIM_CHECK(int4_group_size == 0 || fp4_weights == Fp4Format::none,
                  who + ": int4 and fp4 weights exclude each other");
   ACCELSIM_CHECK(type_vocab_size >= 0, who + ": type_vocab_size must not be negative");
@@ -132,7 +135,7 @@ int64_t count_with_experts(const ModelSpec& m, int64_t experts) {
   if (m.qk_norm) layer = sum(layer_what, layer, mul("2 x head_dim", 2, m.head_dim));
   if (m.attention_sinks) layer = sum(layer_what, layer, m.num_heads);
   // Before attention and before the FFN; a parallel block may share one.
-  layer = sum(layer_what, layer, mul("a layer's norms", m.parallel_block && !m.parallel_ffn_norm ? 1 : 2, norm));
+  layer = sum(layer_what, layer, mul("a layer's norms", m.parallel_block && !m.parallel_ffn_norm ? 1 : m.sandwich_norms ? 4 : 2, norm));
   const int64_t ffn_matrices = m.gated_ffn ? 3 : 2;
   int64_t dense_ffn = mul("hidden_size x ffn_size x FFN matrices", ffn_matrices, h, m.ffn_size);
   if (m.ffn_bias) dense_ffn = sum(layer_what, dense_ffn, mul("FFN biases", ffn_matrices - 1, m.ffn_size), h);

@@ -56,7 +56,7 @@ OpCount count_attention(const Graph& g, const Node& n, size_t q_index, double d_
   c.bytes_written = write_outputs(g, n);
   c.attention = {.batch_heads = s.heads, .seq_q = s.sq, .seq_k = s.skv, .head_dim = s.d,
                  .value_dim = s.dv, .causal = n.attr_bool("is_causal", false),
-                 .backward = q_index > 0};
+                 .backward = q_index > 0, .softcap = n.attr_double("softcap", 0.0) > 0};
   return c;
 }
 

@@ -31,6 +31,32 @@ inline ModelSpec llama3_8b() {
                    .max_position_embeddings = 8192};
 }
 
+// google/gemma-2-9b config.json: hidden 3584, 42 layers, 16 heads of 256, 8 KV heads, FFN 14336
+// (GeGLU, tanh GELU), vocab 256000, tied embeddings scaled by sqrt(3584), four norms a layer,
+// every other layer (the even ones) in a 4,096-token window, logits soft-capped at 50 (scores)
+// and 30 (LM head).
+inline ModelSpec gemma2_9b() {
+  ModelSpec m = llama3_8b();
+  m.name = "gemma-2-9b";
+  m.family = "gemma2";
+  m.hidden_size = 3584;
+  m.num_layers = 42;
+  m.num_heads = 16;
+  m.num_kv_heads = 8;
+  m.head_dim = 256;
+  m.ffn_size = 14336;
+  m.vocab_size = 256000;
+  m.activation = Activation::gelu_tanh;
+  m.tied_embeddings = true;
+  m.sandwich_norms = true;
+  m.embedding_multiplier = 59.866518;
+  m.sliding_window = 4096;
+  m.sliding_window_period = 2;
+  m.attention_softcap = 50.0;
+  m.final_logit_softcap = 30.0;
+  return m;
+}
+
 // mistralai/Mixtral-8x7B-v0.1 config.json: Llama-like attention (32 heads, 8 KV heads), vocab
 // 32000, and in every layer 8 experts of FFN width 14336 with top-2 routing.
 inline ModelSpec mixtral_8x7b() {

@@ -24,7 +24,8 @@ from accel_sim.errors import UsageError
 from accel_sim.io import fields
 
 BUILDER_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt2", "gptj", "falcon", "bert",
-                       "vit", "deepseek_v3", "gpt_oss")
+                       "vit", "deepseek_v3", "gpt_oss", "gemma2", "gemma3_text")
+_GEMMA_TYPES = ("gemma2", "gemma3_text")
 _MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss")
 
 _ACTIVATIONS = {
@@ -193,7 +194,8 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
     for field in fields:
         if config.get(field):
             raise UsageError(f"{where}: field '{field}' ({config[field]!r}) is not supported for model_type {model_type!r}")
-    act = config.get("hidden_act", "silu")
+    # Gemma names its MLP activation hidden_activation (hidden_act is Gemma 1's, which HF ignores).
+    act = config.get("hidden_activation") if model_type in _GEMMA_TYPES else config.get("hidden_act", "silu")
     if not isinstance(act, str) or act not in _ACTIVATIONS:
         raise UsageError(f"{where}: hidden_act {act!r} is not supported (known: {', '.join(_ACTIVATIONS)})")
 
@@ -278,6 +280,8 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
         spec.sliding_window_period = _window_period(config.get("layer_types"), spec.num_layers, where)
     if model_type in _MOE_TYPES:
         _read_moe(spec, config, model_type, where)
+    if model_type in _GEMMA_TYPES:
+        _read_gemma(spec, config, model_type, where)
     if config.get("num_nextn_predict_layers"):  # DeepSeek-V3's multi-token-prediction modules
         spec.mtp_layers = _int(config, "num_nextn_predict_layers", where)
     # A config without a dtype loads in fp32 in transformers.
@@ -438,6 +442,28 @@ def _read_falcon(spec: Any, config: dict, where: str) -> None:
     if isinstance(norms, bool) or norms not in (1, 2):
         raise UsageError(f"{where}: num_ln_in_parallel_attn must be 1 or 2, got {norms!r}")
     spec.parallel_ffn_norm = new_arch and norms == 2
+
+
+def _read_gemma(spec: Any, config: dict, model_type: str, where: str) -> None:
+    """Gemma 2 (HF Gemma2ForCausalLM) and Gemma 3's text model (Gemma3ForCausalLM): four norms a
+    layer, embeddings scaled by sqrt(hidden_size), tied LM head, local sliding-window layers
+    between global ones (Gemma 2: every other layer; Gemma 3: five of six), logit soft-capping
+    (Gemma 2), q/k RMSNorm (Gemma 3)."""
+    import math
+
+    spec.sandwich_norms = True
+    spec.embedding_multiplier = math.sqrt(spec.hidden_size)
+    spec.tied_embeddings = _flag(config, "tie_word_embeddings", where, True)
+    for key, field in (("attn_logit_softcapping", "attention_softcap"), ("final_logit_softcapping", "final_logit_softcap")):
+        if config.get(key) is not None:
+            setattr(spec, field, fields.number(config[key], where, key, minimum=0.0))
+    spec.qk_norm = model_type == "gemma3_text"
+    if config.get("sliding_window") is not None:
+        spec.sliding_window = _int(config, "sliding_window", where)
+        if config.get("layer_types") is not None:
+            spec.sliding_window_period = _window_period(config["layer_types"], spec.num_layers, where)
+        else:  # Gemma 2 alternates; Gemma 3 names its pattern (transformers' defaults: 2 and 6)
+            spec.sliding_window_period = 2 if model_type == "gemma2" else _int(config, "sliding_window_pattern", where, 6)
 
 
 def _window_period(layer_types: Any, layers: int, where: str) -> int:
