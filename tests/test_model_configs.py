@@ -74,6 +74,11 @@ PUBLISHED = {
     # Gemma 3 report (arXiv 2503.19786) Table 1, 27B: 1,416M embedding + 25,600M non-embedding
     # (the 417M vision encoder is not part of the text model); rounded to millions.
     "gemma-3-27b": (27_016 * M, 0.01 * 27_016 * M, "Gemma 3 report (arXiv 2503.19786) Table 1"),
+    # Meta, "The Llama 4 herd" (ai.meta.com/blog/llama-4-multimodal-intelligence, 2025-04-05):
+    # Scout 109B total and Maverick 400B total, nominal; Scout's figure includes the vision
+    # encoder the text model leaves out (107.77B here).
+    "llama-4-scout": (109 * B, 0.015 * 109 * B, "Meta, 'The Llama 4 herd' (2025-04): 109B total (nominal)"),
+    "llama-4-maverick": (400 * B, 0.005 * 400 * B, "Meta, 'The Llama 4 herd' (2025-04): 400B total (nominal)"),
     # llm-foundry's benchmark tables give NumParams exactly; these are their seq_len 2048 rows.
     # Brown et al. 2020 Table 2.1's nominal sizes; flash-attention's training scripts pad the vocab
     # to 50264 and give the 2.7B head dim 128, within 2% of them.
@@ -101,6 +106,8 @@ PUBLISHED_ACTIVE = {
     "qwen3-235b-a22b": (22 * B, 0.5 * B, "Qwen/Qwen3-235B-A22B model card: 22B activated"),
     "qwen1.5-moe-a2.7b": (2.7 * B, 0.05 * B, "Qwen blog 'Qwen1.5-MoE': 2.7B activated"),
     "deepseek-v3": (37 * B, 1 * B, "DeepSeek-V3 technical report: 37B activated"),
+    "llama-4-scout": (17 * B, 0.5 * B, "Meta, 'The Llama 4 herd' (2025-04): 17B active"),
+    "llama-4-maverick": (17 * B, 0.5 * B, "Meta, 'The Llama 4 herd' (2025-04): 17B active"),
 }
 
 # id: published non-embedding parameters (Qwen model cards), tolerance.

@@ -34,6 +34,10 @@ struct MoeSpec {
   int64_t num_groups = 1;          // DeepSeek-V3 group-limited routing: experts in n_group groups,
   int64_t top_k_groups = 1;        //   tokens routed within their topk_group best groups
   bool router_bias = false;        // gpt-oss: a bias on the router's logits
+  // Llama 4: the top-k router logits through a sigmoid (no softmax over the experts); the scores
+  // scale the routed rows (HF Llama4TextMoe scales the input, costed here as the same multiply on
+  // the output rows).
+  bool sigmoid_top_k = false;
   bool expert_bias = false;        // gpt-oss: biases on each routed expert's gate/up and down outputs
 
   bool enabled() const { return num_experts > 0; }
@@ -130,8 +134,20 @@ struct ModelSpec {
   bool windowed_layer(int64_t layer) const {
     return sliding_window > 0 && (sliding_window_period <= 0 || (layer + 1) % sliding_window_period != 0);
   }
+  // Llama 4: every nope_period-th layer ((l + 1) % nope_period == 0) has no rotary embedding and
+  // attends to the whole context; the others attend within chunks of attention_chunk tokens (a
+  // token sees the tokens of its own chunk up to itself) and L2-normalize q and k (qk_l2_norm,
+  // no weights). 0: none of it.
+  int64_t nope_period = 0;
+  int64_t attention_chunk = 0;
+  bool qk_l2_norm = false;
+  bool nope_layer(int64_t layer) const { return nope_period > 0 && (layer + 1) % nope_period == 0; }
+  bool chunked_layer(int64_t layer) const { return attention_chunk > 0 && !nope_layer(layer); }
   // Layers the builder must lay out for one repeat of the layer pattern (1 when all alike).
-  int64_t layer_pattern() const { return sliding_window > 0 && sliding_window_period > 1 ? sliding_window_period : 1; }
+  int64_t layer_pattern() const {
+    if (nope_period > 1) return nope_period;
+    return sliding_window > 0 && sliding_window_period > 1 ? sliding_window_period : 1;
+  }
   // gpt-oss: a learned logit per query head joins each softmax's denominator ("attention
   // sinks"): num_heads parameters per layer, read by the attention kernel.
   bool attention_sinks = false;

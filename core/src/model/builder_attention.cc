@@ -3,6 +3,20 @@
 
 namespace accelsim::builder_detail {
 
+TensorId Builder::l2_norm(TensorId x) {
+  // x * rsqrt(mean(x^2) + eps) over the head dim, in fp32 (HF Llama4TextL2Norm), one fused pass
+  // in an engine's kernels.
+  const Shape shape = e_.shape(x);
+  if (!eager_) return e_.op("accel_sim::l2_norm", {x}, shape, dt_);
+  Shape stat = shape;
+  stat.back() = 1;
+  TensorId x32 = e_.op("_to_copy", {x}, shape, DType::fp32);
+  TensorId mean = e_.op("mean", {e_.op("pow", {x32}, shape, DType::fp32)}, stat, DType::fp32,
+                        {{"dim", std::vector<int64_t>{-1}}});
+  TensorId rstd = e_.op("rsqrt", {e_.op("add", {mean}, stat, DType::fp32)}, stat, DType::fp32);
+  return e_.op("_to_copy", {e_.op("mul", {x32, rstd}, shape, DType::fp32)}, shape, dt_);
+}
+
 TensorId Builder::rope(TensorId x) {
   if (!m_.rotary) return x;
   const Shape shape = e_.shape(x);
@@ -224,7 +238,7 @@ TensorId Builder::attention_op(std::vector<TensorId> qkv, Shape out, std::vector
 std::vector<Attr> Builder::masked_gemm_attrs(const std::vector<Attr>& attention, const char* gemm) {
   std::vector<Attr> attrs = {{"attention_gemm", std::string(gemm)}};
   for (const Attr& a : attention) {
-    if (a.name == "is_causal" || a.name == "window_size" || a.name == "query_offset") {
+    if (a.name == "is_causal" || a.name == "window_size" || a.name == "query_offset" || a.name == "chunk_size") {
       attrs.push_back({"mask_" + a.name, a.value});
     }
   }
@@ -329,8 +343,20 @@ TensorId Builder::attention(int64_t l, TensorId x) {
     v = linear(x, r_.kv_heads * d, p + ".v_proj", m_.qkv_bias);
   }
   e_.module = p;
-  q = rope(heads_first(q, r_.heads, p + ".q_norm"));
-  k = rope(heads_first(k, r_.kv_heads, p + ".k_norm"));
+  if (m_.nope_layer(l)) {
+    // Llama 4's NoPE layers: no rotary embedding; the queries scaled by the attention
+    // temperature of their positions (attn_temperature_tuning: log, floor, mul).
+    q = heads_first(q, r_.heads, "");
+    q = e_.op("mul", {q}, e_.shape(q), dt_);
+    k = heads_first(k, r_.kv_heads, "");
+  } else if (m_.qk_l2_norm) {
+    // Llama 4's RoPE layers: rotary embedding, then q and k L2-normalized (no weights).
+    q = l2_norm(rope(heads_first(q, r_.heads, "")));
+    k = l2_norm(rope(heads_first(k, r_.kv_heads, "")));
+  } else {
+    q = rope(heads_first(q, r_.heads, p + ".q_norm"));
+    k = rope(heads_first(k, r_.kv_heads, p + ".k_norm"));
+  }
   v = heads_first(v, r_.kv_heads, "");
   // Decoders cache K and V for later steps; an encoder attends over this step's K and V only.
   const bool cached = m_.causal && !train_;
@@ -340,6 +366,9 @@ TensorId Builder::attention(int64_t l, TensorId x) {
                              {"enable_gqa", r_.heads != r_.kv_heads}};
   if (m_.windowed_layer(l)) attrs.push_back({"window_size", m_.sliding_window});
   if (m_.attention_softcap > 0) attrs.push_back({"softcap", m_.attention_softcap});
+  if (m_.chunked_layer(l)) attrs.push_back({"chunk_size", m_.attention_chunk});
+  // A decode step's position, where the layer reads only part of its cache (a window, a chunk).
+  if (past_ > 0 && s_ == 1 && (m_.chunked_layer(l) || m_.windowed_layer(l))) attrs.push_back({"query_offset", past_});
   // Attention sinks (gpt-oss): one learned logit per query head, read by the fused kernel,
   // which also writes their gradient.
   sinks_ = m_.attention_sinks ? e_.parameter({r_.heads}, m_.weight_dtype, p + ".sinks") : -1;

@@ -217,6 +217,7 @@ class Builder {
   void rotary_tables();
 
   TensorId norm(TensorId x, const std::string& prefix);
+  TensorId l2_norm(TensorId x);  // Llama 4's q/k normalization, no weights
 
   // Whether a block's linear layer holds packed 4-bit weights (ModelSpec::int4_group_size or
   // fp4_weights): those of the transformer layers, except the MoE router and gates, which

@@ -195,6 +195,14 @@ TensorId Builder::moe(int64_t l, TensorId x) {
   if (moe.sigmoid_scoring) {
     std::tie(logits, weights, ids) = sigmoid_router(x2, p + ".gate");
     probs = logits;
+  } else if (moe.sigmoid_top_k) {
+    // Llama 4: top-k of the raw logits, then a sigmoid of the k chosen ones.
+    logits = linear(x2, experts, p + ".gate", moe.router_bias, /*quantizable=*/false);
+    probs = logits;
+    TensorId top = e_.fresh({t, k}, dt_);
+    ids = e_.fresh({t, k}, DType::int64);
+    e_.node("topk", {logits}, {top, ids}, {{"k", k}, {"dim", int64_t{-1}}});
+    weights = e_.op("sigmoid", {e_.op("_to_copy", {top}, {t, k}, DType::fp32)}, {t, k}, DType::fp32);
   } else {
     logits = linear(x2, experts, p + ".gate", moe.router_bias, /*quantizable=*/false);
     if (eager_) logits = e_.op("_to_copy", {logits}, {t, experts}, DType::fp32);

@@ -58,6 +58,9 @@ void ModelSpec::validate() const {
   ACCELSIM_CHECK(int4_group_size >= 0 && int4_group_size % 2 == 0,
                  who + ": int4_group_size must be a non-negative even number");
   require_in_range(who, "embedding_multiplier", embedding_multiplier, kNonNegative);
+  ACCELSIM_CHECK(nope_period >= 0 && attention_chunk >= 0, who + ": nope_period and attention_chunk must not be negative");
+  ACCELSIM_CHECK(nope_period == 0 || sliding_window == 0,
+                 who + ": NoPE layers and sliding windows at once are not laid out (one layer pattern)");
   require_in_range(who, "attention_softcap", attention_softcap, kNonNegative);
   require_in_range(who, "final_logit_softcap", final_logit_softcap, kNonNegative);
   ACCELSIM_CHECK(int4_group_size == 0 || fp4_weights == Fp4Format::none,

@@ -44,15 +44,27 @@ AttentionShape shape_of(const Graph& g, const Node& n, size_t q_index) {
 OpCount count_attention(const Graph& g, const Node& n, size_t q_index, double d_matmuls,
                         double dv_matmuls) {
   const AttentionShape s = shape_of(g, n, q_index);
+  const int64_t chunk = n.attr_int("chunk_size", 0);
+  const int64_t offset = n.attr_int("query_offset", 0);
+  // Decode under chunked attention: the query sees its chunk, ((offset) mod c) + 1 keys.
+  const bool causal = n.attr_bool("is_causal", false) || (chunk > 0 && s.sq == 1);
   const double pairs =
-      s.heads * score_pairs(s.sq, s.skv, n.attr_bool("is_causal", false),
-                            n.attr_int("window_size", 0), n.attr_int("query_offset", 0));
+      s.heads * score_pairs(s.sq, s.skv, causal, n.attr_int("window_size", 0), offset, chunk);
   OpCount c;
   c.op_class = OpClass::attention;
   c.compute_dtype = s.dtype;
   c.flops = 2.0 * pairs *
             (d_matmuls * static_cast<double>(s.d) + dv_matmuls * static_cast<double>(s.dv));
   c.bytes_read = read_inputs(g, n);
+  const int64_t window = n.attr_int("window_size", 0);
+  if ((chunk > 0 || (window > 0 && offset > 0)) && q_index == 0 && s.skv > 0) {
+    // Only the keys its queries can see are read: from the first query's chunk start (or window
+    // start) to the last query. Query positions are offset + 1 .. offset + sq (1-based).
+    const int64_t first = chunk > 0 ? (offset / chunk) * chunk : std::max<int64_t>(0, offset + 1 - window);
+    const double kept = static_cast<double>(std::min(s.skv, offset + s.sq - first)) / static_cast<double>(s.skv);
+    const double kv = static_cast<double>(input(g, n, 1).accessed_bytes() + input(g, n, 2).accessed_bytes());
+    c.bytes_read -= kv * (1.0 - kept);
+  }
   c.bytes_written = write_outputs(g, n);
   c.attention = {.batch_heads = s.heads, .seq_q = s.sq, .seq_k = s.skv, .head_dim = s.d,
                  .value_dim = s.dv, .causal = n.attr_bool("is_causal", false),
@@ -79,7 +91,18 @@ OpCount count_attention_backward(const Graph& g, const Node& n) {
 // aligns the mask to the top-left corner: query i sees keys 0..i, or 0..offset+i when the
 // queries are a chunk starting at position `offset` (context parallelism). A sliding window of
 // `window` keys (0: none) caps what each query sees, as in Mistral (Jiang et al. 2023).
-double score_pairs(int64_t sq, int64_t skv, bool causal, int64_t window, int64_t offset) {
+// Query positions 1 .. n of chunked causal attention (chunks of c): position t sees the
+// ((t - 1) mod c) + 1 keys of its chunk up to itself; the sum over t.
+double chunked_triangle(double n, double c) {
+  const double whole = std::floor(n / c), rest = n - whole * c;
+  return whole * c * (c + 1.0) / 2.0 + rest * (rest + 1.0) / 2.0;
+}
+
+double score_pairs(int64_t sq, int64_t skv, bool causal, int64_t window, int64_t offset, int64_t chunk) {
+  if (chunk > 0 && causal) {
+    const double o = static_cast<double>(offset), c = static_cast<double>(chunk);
+    return chunked_triangle(o + static_cast<double>(sq), c) - chunked_triangle(o, c);
+  }
   const double q = static_cast<double>(sq);
   const double k = static_cast<double>(skv);
   const double cap = window > 0 ? std::min(k, static_cast<double>(window)) : k;

@@ -30,7 +30,9 @@ void count_masked_pairs(const Node& n, OpCount& c) {
                  "op '" + n.op + "': attrs 'mask_window_size' and 'mask_query_offset' must be >= 0");
   const double all = static_cast<double>(queries) * static_cast<double>(keys);
   if (all <= 0) return;
-  const double allowed = score_pairs(queries, keys, n.attr_bool("mask_is_causal", false), window, offset);
+  const int64_t chunk = n.attr_int("mask_chunk_size", 0);
+  const double allowed = score_pairs(queries, keys, n.attr_bool("mask_is_causal", false) || (chunk > 0 && queries == 1),
+                                     window, offset, chunk);
   c.masked_flops = c.flops / all * (all - allowed);
 }
 

@@ -29,7 +29,7 @@ DType result_dtype(const Graph& graph, const Node& node);    // first output's, 
 // Query-key pairs of one attention head that a mask lets through: every Sq x Skv pair, or with
 // `causal` those of torch SDPA's top-left causal mask shifted by `offset` (query i sees keys
 // 0 .. offset + i), each query seeing at most `window` keys when `window` > 0 (attention.cc).
-double score_pairs(int64_t sq, int64_t skv, bool causal, int64_t window, int64_t offset);
+double score_pairs(int64_t sq, int64_t skv, bool causal, int64_t window, int64_t offset, int64_t chunk = 0);
 
 // Reads every input, writes every output, `flops_per_element` per element of the first output.
 OpCount count_streaming(const Graph& graph, const Node& node, OpClass op_class,

@@ -33,10 +33,16 @@ bool starts_with(const std::string& s, std::string_view prefix) { return s.rfind
 
 }  // namespace
 
-// The builder's attention node for one layer, to be re-costed at other shapes.
+// The builder's attention nodes, one per kind of layer of the model's layer pattern (a sliding
+// window's or a chunk's layers beside the global ones: ModelSpec::layer_pattern), each weighted
+// by the layers of its kind, to be re-costed at other shapes.
 struct IterationModel::AttentionTemplate {
-  TensorMeta q, k, v, out;
-  std::vector<Attr> attrs;
+  struct Kind {
+    TensorMeta q, k, v, out;
+    std::vector<Attr> attrs;
+    double layers = 0.0;  // the model's layers of this kind
+  };
+  std::vector<Kind> kinds;
   int64_t per_layer = 0;  // attention nodes per layer
   bool causal = true;
 };
@@ -224,24 +230,32 @@ std::string_view speculative_name(SpeculativeKind kind) {
 }
 
 void IterationModel::init_templates() {
+  // One layer of each kind: the first layer_pattern() layers, layer i standing for the layers l
+  // with l mod pattern = i.
+  const int64_t pattern = std::min(model_.layer_pattern(), model_.num_layers);
   auto take = [&](Phase phase, int64_t seq) {
     ModelSpec m = model_;
-    m.num_layers = 1;
+    m.num_layers = pattern;
     const Graph g = build_graph(m, step_options(replica_, 1, seq, phase));
     auto t = std::make_unique<AttentionTemplate>();
-    for (const Node& n : g.nodes()) {
-      if (n.op != "accel_sim::attention") continue;
-      if (t->per_layer++ > 0) continue;
-      ACCELSIM_CHECK(n.inputs.size() >= 3 && !n.outputs.empty(), "attention node without q, k, v");
-      t->q = g.tensor(n.inputs[0]);
-      t->k = g.tensor(n.inputs[1]);
-      t->v = g.tensor(n.inputs[2]);
-      t->out = g.tensor(n.outputs[0]);
-      for (const Attr& a : n.attrs) {
-        if (a.name != "is_causal" && a.name != "query_offset") t->attrs.push_back(a);
-      }
+    std::vector<NodeId> nodes;
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      if (g.nodes()[i].op == "accel_sim::attention") nodes.push_back(static_cast<NodeId>(i));
     }
-    ACCELSIM_CHECK(t->per_layer > 0, "the model builder emitted no fused attention for " + model_.name);
+    ACCELSIM_CHECK(!nodes.empty() && nodes.size() % static_cast<size_t>(pattern) == 0,
+                   "the model builder emitted no fused attention for " + model_.name);
+    t->per_layer = static_cast<int64_t>(nodes.size()) / pattern;
+    for (int64_t i = 0; i < pattern; ++i) {
+      const Node& n = g.node(nodes[static_cast<size_t>(i * t->per_layer)]);
+      ACCELSIM_CHECK(n.inputs.size() >= 3 && !n.outputs.empty(), "attention node without q, k, v");
+      AttentionTemplate::Kind kind{g.tensor(n.inputs[0]), g.tensor(n.inputs[1]), g.tensor(n.inputs[2]),
+                                   g.tensor(n.outputs[0]), {}, 0.0};
+      for (const Attr& a : n.attrs) {
+        if (a.name != "is_causal" && a.name != "query_offset") kind.attrs.push_back(a);
+      }
+      kind.layers = static_cast<double>((model_.num_layers - i + pattern - 1) / pattern);
+      t->kinds.push_back(std::move(kind));
+    }
     t->causal = model_.causal;
     return t;
   };
@@ -251,35 +265,40 @@ void IterationModel::init_templates() {
 
 double IterationModel::attention_cost(const AttentionTemplate& t, int64_t batch, int64_t sq, int64_t skv,
                                       int64_t offset) {
-  Graph g;
-  auto add = [&](const TensorMeta& like, int64_t rows) {
-    TensorMeta m = like;
-    m.shape[0] = batch;
-    m.shape[m.shape.size() - 2] = rows;
-    m.strides.clear();
-    m.storage_offset = 0;
-    Storage s;
-    s.size_bytes = m.numel() * size_bytes(m.dtype);
-    s.kind = StorageKind::activation;
-    m.storage = g.add_storage(s);
-    return g.add_tensor(m);
-  };
-  Node n;
-  n.op = "accel_sim::attention";
-  TensorMeta k = t.k, v = t.v;
-  if (&t == decode_template_.get() && replica_.decode_kv_per_query_head) {
-    // One block per query head reads its KV head: as many K/V heads read as query heads.
-    ACCELSIM_CHECK(t.q.shape.size() == 4 && k.shape.size() == 4 && v.shape.size() == 4,
-                   "decode attention without (batch, heads, tokens, head dim) operands");
-    k.shape[1] = v.shape[1] = t.q.shape[1];
+  // Every layer of the model: each kind's node at this shape, times its layers.
+  double total = 0.0;
+  for (const AttentionTemplate::Kind& kind : t.kinds) {
+    Graph g;
+    auto add = [&](const TensorMeta& like, int64_t rows) {
+      TensorMeta m = like;
+      m.shape[0] = batch;
+      m.shape[m.shape.size() - 2] = rows;
+      m.strides.clear();
+      m.storage_offset = 0;
+      Storage s;
+      s.size_bytes = m.numel() * size_bytes(m.dtype);
+      s.kind = StorageKind::activation;
+      m.storage = g.add_storage(s);
+      return g.add_tensor(m);
+    };
+    Node n;
+    n.op = "accel_sim::attention";
+    TensorMeta k = kind.k, v = kind.v;
+    if (&t == decode_template_.get() && replica_.decode_kv_per_query_head) {
+      // One block per query head reads its KV head: as many K/V heads read as query heads.
+      ACCELSIM_CHECK(kind.q.shape.size() == 4 && k.shape.size() == 4 && v.shape.size() == 4,
+                     "decode attention without (batch, heads, tokens, head dim) operands");
+      k.shape[1] = v.shape[1] = kind.q.shape[1];
+    }
+    n.inputs = {add(kind.q, sq), add(k, skv), add(v, skv)};
+    n.outputs = {add(kind.out, sq)};
+    n.attrs = kind.attrs;
+    n.attrs.push_back({"is_causal", t.causal && sq > 1});
+    if (offset > 0) n.attrs.push_back({"query_offset", offset});
+    const NodeId id = g.add_node(std::move(n));
+    total += kind.layers * cost_model_->cost(count_op(g, g.node(id)), device_, replica_.simulate.cost).time_s;
   }
-  n.inputs = {add(t.q, sq), add(k, skv), add(v, skv)};
-  n.outputs = {add(t.out, sq)};
-  n.attrs = t.attrs;
-  n.attrs.push_back({"is_causal", t.causal && sq > 1});
-  if (offset > 0) n.attrs.push_back({"query_offset", offset});
-  const NodeId id = g.add_node(std::move(n));
-  return cost_model_->cost(count_op(g, g.node(id)), device_, replica_.simulate.cost).time_s;
+  return total;
 }
 
 double IterationModel::sample_tokens(int64_t n, bool head) {
@@ -339,9 +358,8 @@ double IterationModel::prefill_attention_time(int64_t new_tokens, int64_t cached
   auto it = prefill_attention_.find(key);
   if (it != prefill_attention_.end()) return it->second;
   const AttentionTemplate& t = *prefill_template_;
-  const double per_layer =
+  const double v =
       static_cast<double>(t.per_layer) * attention_cost(t, 1, new_tokens, cached_tokens + new_tokens, cached_tokens);
-  const double v = per_layer * static_cast<double>(model_.num_layers);
   prefill_attention_.emplace(key, v);
   return v;
 }
@@ -365,9 +383,7 @@ double IterationModel::attention_for(const AttentionTemplate& t, int64_t sequenc
     const auto key = std::make_tuple(sequences, kv, queries - 1);
     auto it = decode_attention_.find(key);
     if (it != decode_attention_.end()) return it->second;
-    const double v = static_cast<double>(t.per_layer) *
-                     attention_cost(t, sequences, queries, kv, queries > 1 ? kv - queries : 0) *
-                     static_cast<double>(model_.num_layers);
+    const double v = static_cast<double>(t.per_layer) * attention_cost(t, sequences, queries, kv, kv - queries);
     decode_attention_.emplace(key, v);
     return v;
   };

@@ -48,5 +48,18 @@ TEST(Gemma2, TheEvenLayersAttendThroughTheirWindow) {
   EXPECT_EQ(tanh, 1);         // the logits' cap: div, tanh, mul over the LM head's output
 }
 
+TEST(Gemma2, ADecodeStepReadsItsWindowOfTheCache) {
+  // Decoding token 8,001: a windowed layer reads the K and V of its last 4,096 tokens (8 heads of
+  // 256, 2 bytes), a global one all 8,001; both read the query (16 heads of 256).
+  const Graph g = build_graph(testing::gemma2_9b(), BuildOptions{.phase = Phase::decode, .batch = 1, .context = 8000});
+  double windowed = 0.0, global = 0.0;
+  for (const Node& n : g.nodes()) {
+    if (n.op != "accel_sim::attention") continue;
+    (n.attr_int("window_size", 0) > 0 ? windowed : global) = count_op(g, n).bytes_read;
+  }
+  EXPECT_DOUBLE_EQ(windowed, 2.0 * 4096 * 8 * 256 * 2 + 16 * 256 * 2);
+  EXPECT_DOUBLE_EQ(global, 2.0 * 8001 * 8 * 256 * 2 + 16 * 256 * 2);
+}
+
 }  // namespace
 }  // namespace accelsim

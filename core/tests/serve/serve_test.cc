@@ -71,6 +71,19 @@ TEST(IterationModel, DecodeStepEqualsTheWholeGraph) {
   EXPECT_NEAR(costs.step_time(b).total_s() / graph_latency(m, d, Phase::decode, 8, 40), 1.0, 1e-6);
 }
 
+TEST(IterationModel, DecodeStepOfALocalAndGlobalModelEqualsTheWholeGraph) {
+  // Gemma 2 with a 16-token window: half its layers read 16 of the 41 tokens, the others all
+  // of them; the step costs each kind of layer at its own attention.
+  ModelSpec m = testing::gemma2_9b();
+  m.sliding_window = 16;
+  const DeviceSpec d = big_device();
+  IterationModel costs(m, d, replica());
+  StepBatch b;
+  b.decode_seqs = 8;
+  b.decode_context = 8 * 40;
+  EXPECT_NEAR(costs.step_time(b).total_s() / graph_latency(m, d, Phase::decode, 8, 40), 1.0, 1e-6);
+}
+
 TEST(IterationModel, DecodeKernelReadingKvPerQueryHeadReadsTheCacheOncePerQueryHead) {
   // Llama-3-8B: 32 query heads share 8 KV heads. A decode kernel of one block per query head (a
   // masked multi-head attention) reads each KV head's cache 4 times. 64 sequences at context 63

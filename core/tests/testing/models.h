@@ -57,6 +57,33 @@ inline ModelSpec gemma2_9b() {
   return m;
 }
 
+// meta-llama/Llama-4-Scout-17B-16E's text_config: hidden 5120, 48 layers, 40 heads of 128, 8 KV
+// heads, vocab 202048; in every layer 16 experts of 8192 (top-1, sigmoid scores) and a shared
+// expert of 8192; every 4th layer without RoPE attending globally, the others in 8,192-token
+// chunks with q/k L2 norms.
+inline ModelSpec llama4_scout() {
+  ModelSpec m = llama3_8b();
+  m.name = "llama-4-scout";
+  m.family = "llama4_text";
+  m.hidden_size = 5120;
+  m.num_layers = 48;
+  m.num_heads = 40;
+  m.num_kv_heads = 8;
+  m.head_dim = 128;
+  m.ffn_size = 16384;
+  m.vocab_size = 202048;
+  m.max_position_embeddings = 10485760;
+  m.moe.num_experts = 16;
+  m.moe.top_k = 1;
+  m.moe.expert_ffn_size = 8192;
+  m.moe.shared_ffn_size = 8192;
+  m.moe.sigmoid_top_k = true;
+  m.nope_period = 4;
+  m.attention_chunk = 8192;
+  m.qk_l2_norm = true;
+  return m;
+}
+
 // mistralai/Mixtral-8x7B-v0.1 config.json: Llama-like attention (32 heads, 8 KV heads), vocab
 // 32000, and in every layer 8 experts of FFN width 14336 with top-2 routing.
 inline ModelSpec mixtral_8x7b() {

@@ -24,9 +24,9 @@ from accel_sim.errors import UsageError
 from accel_sim.io import fields
 
 BUILDER_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt2", "gptj", "falcon", "bert",
-                       "vit", "deepseek_v3", "gpt_oss", "gemma2", "gemma3_text")
+                       "vit", "deepseek_v3", "gpt_oss", "gemma2", "gemma3_text", "llama4_text")
 _GEMMA_TYPES = ("gemma2", "gemma3_text")
-_MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss")
+_MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss", "llama4_text")
 
 _ACTIVATIONS = {
     "silu": _core.Activation.silu,
@@ -282,6 +282,8 @@ def spec_from_hf_config(config: dict, where: str, name: str = "", dtype: str | N
         _read_moe(spec, config, model_type, where)
     if model_type in _GEMMA_TYPES:
         _read_gemma(spec, config, model_type, where)
+    if model_type == "llama4_text":
+        _read_llama4(spec, config, where)
     if config.get("num_nextn_predict_layers"):  # DeepSeek-V3's multi-token-prediction modules
         spec.mtp_layers = _int(config, "num_nextn_predict_layers", where)
     # A config without a dtype loads in fp32 in transformers.
@@ -466,6 +468,21 @@ def _read_gemma(spec: Any, config: dict, model_type: str, where: str) -> None:
             spec.sliding_window_period = 2 if model_type == "gemma2" else _int(config, "sliding_window_pattern", where, 6)
 
 
+def _read_llama4(spec: Any, config: dict, where: str) -> None:
+    """Llama 4's text model (HF Llama4ForCausalLM): every no_rope_layer_interval-th layer (4)
+    without RoPE and attending globally, the others within attention_chunk_size chunks with q and
+    k L2-normalized (use_qk_norm)."""
+    interval = 4  # transformers' Llama4TextConfig: no_rope_layer_interval
+    listed = config.get("no_rope_layers")
+    default = [int((i + 1) % interval != 0) for i in range(spec.num_layers)]
+    if listed is not None and list(listed) != default:
+        raise UsageError(f"{where}: no_rope_layers {listed!r} is not every {interval}th layer without RoPE, the only "
+                         "pattern the builder lays out")
+    spec.nope_period = interval
+    spec.attention_chunk = _int(config, "attention_chunk_size", where, 8192)
+    spec.qk_l2_norm = _flag(config, "use_qk_norm", where, True)
+
+
 def _window_period(layer_types: Any, layers: int, where: str) -> int:
     """The period p of a layer_types list that windows every layer but each p-th (ModelSpec's
     sliding_window_period; 0 when all are windowed); any other pattern is refused."""
@@ -507,6 +524,21 @@ def _read_moe(spec: Any, config: dict, model_type: str, where: str) -> None:
         moe.expert_ffn_size = spec.ffn_size
         moe.normalize_top_k = True
         moe.router_bias = moe.expert_bias = True
+    elif model_type == "llama4_text":
+        # HF Llama4TextMoe: a router without bias, the top-k logits through a sigmoid, routed
+        # experts of intermediate_size and one shared expert of the same width; MoE layers every
+        # interleave_moe_layer_step-th layer (moe_layers), the others a dense MLP of
+        # intermediate_size_mlp.
+        moe.num_experts = _int(config, "num_local_experts", where)
+        moe.expert_ffn_size = _int(config, "intermediate_size", where)
+        moe.shared_ffn_size = moe.expert_ffn_size
+        moe.sigmoid_top_k = True
+        moe.sparse_step = _int(config, "interleave_moe_layer_step", where, 1) or 1
+        spec.ffn_size = _int(config, "intermediate_size_mlp", where)
+        listed = config.get("moe_layers")
+        if listed is not None and list(listed) != list(range(moe.sparse_step - 1, spec.num_layers, moe.sparse_step)):
+            raise UsageError(f"{where}: moe_layers {listed!r} is not every interleave_moe_layer_step-th layer, the "
+                             "only pattern the builder lays out")
     elif model_type == "mixtral":
         moe.num_experts = _int(config, "num_local_experts", where)
         moe.expert_ffn_size = spec.ffn_size
