@@ -122,6 +122,8 @@ class Simulation {
       : costs_(costs), w_(w), c_(c), s_(c.scheduler), progress_(progress) {
     const ReplicaConfig& r = costs.replica();
     bs_ = r.block_size;
+    expected_tokens_ = r.speculative.expected_tokens();
+    decode_slots_ = r.speculative.enabled() ? r.speculative.tokens + 1 : 1;
     const int64_t blocks = costs.memory().kv_blocks;
     if (blocks < 1) {
       char text[200];
@@ -305,9 +307,8 @@ class Simulation {
   // expected accepted tokens (SpeculativeConfig::expected_tokens), whole tokens as the share
   // passes them, at most what its output has left.
   int32_t accepted(Seq& s) const {
-    const double expected = costs_.replica().speculative.expected_tokens();
-    if (expected <= 1.0) return 1;
-    s.accepted_share += expected;
+    if (expected_tokens_ <= 1.0) return 1;
+    s.accepted_share += expected_tokens_;
     const double whole = std::floor(s.accepted_share);
     s.accepted_share -= whole;
     return std::max(1, std::min(static_cast<int32_t>(whole), s.output - s.generated));
@@ -328,9 +329,7 @@ class Simulation {
       if (s.in_prefill) continue;
       bool ok = true;
       // Speculative decoding writes k + 1 tokens' K and V before it knows how many it keeps.
-      const SpeculativeConfig& sp = costs_.replica().speculative;
-      const int64_t slots = sp.enabled() ? sp.tokens + 1 : 1;
-      while (!grow(e, s, s.computed + slots)) {
+      while (!grow(e, s, s.computed + decode_slots_)) {
         if (!may_preempt) {
           ok = false;
           break;
@@ -434,6 +433,8 @@ class Simulation {
   }
 
   IterationModel& costs_;
+  double expected_tokens_ = 1.0;  // per decode step and sequence (SpeculativeConfig)
+  int64_t decode_slots_ = 1;      // cache slots a decode step writes per sequence
   const Workload& w_;
   const ServeConfig& c_;
   const SchedulerConfig& s_;
