@@ -119,7 +119,8 @@ void bind_serve(nb::module_& m) {
       .def_rw("burstiness", &WorkloadSpec::burstiness)
       .def_rw("input", &WorkloadSpec::input)
       .def_rw("output", &WorkloadSpec::output)
-      .def_rw("seed", &WorkloadSpec::seed);
+      .def_rw("seed", &WorkloadSpec::seed)
+      .def_rw("shared_prefix", &WorkloadSpec::shared_prefix);
 
   nb::class_<Workload>(m, "Workload")
       .def_prop_ro("size", [](const Workload& w) { return static_cast<int64_t>(w.requests.size()); })

@@ -241,3 +241,25 @@ def test_the_planner_tries_each_layout_with_and_without_speculation():
     launch = launch_commands(run, layout)
     assert '"method":"eagle","num_speculative_tokens":3' in launch["vllm"]
     assert "--speculative-algorithm EAGLE --speculative-num-steps 3" in launch["sglang"]
+
+
+def test_a_shared_prefix_is_served_from_the_prefix_cache():
+    """Prompts of 2,000 tokens, half shared: 1,000 tokens, 62 whole blocks of 16 = 992 tokens a
+    warm cache holds; every request after the first finds them: a hit rate just under 992 / 2,000."""
+    base = ["serve", "--model", "llama-3-8b", "--device", "h100", "--qps", "8", "--requests", "300",
+            "--input-len", "2000", "--output-len", "200", "--json"]
+    shared = json.loads(run_cli(*base, "--shared-prefix", "0.5", "--prefix-caching").stdout)["results"][0]
+    assert shared["prefix_hit_rate"] == pytest.approx(992 / 2000 * 299 / 300, rel=1e-9)
+    plain = json.loads(run_cli(*base).stdout)["results"][0]
+    assert shared["ttft_s"]["mean"] < plain["ttft_s"]["mean"]
+    refused = run_cli(*base[:-1], "--shared-prefix", "0.5")
+    assert refused.returncode == 2 and "--prefix-caching" in refused.stderr
+    # The planner serves the prefix from the paged engines' cache, as serve does.
+    options = dict(SMALL, devices="h100", quantization=["bf16"], max_seqs=[64], disaggregate="none", tp=[1],
+                   shared_prefix=0.5)
+    d = accel_sim.serve_plan(**options).to_dict()
+    found = accel_sim.serve(model="llama-3-8b", device="h100", stack="vllm", find_max_qps=True,
+                            slo_ttft_p99=SMALL["slo_ttft_p99"], slo_tpot_p99=SMALL["slo_tpot_p99"],
+                            requests=SMALL["requests"], input_len=SMALL["input_len"], output_len=SMALL["output_len"],
+                            max_seqs=64, chunk=2048, seed=SMALL["seed"], shared_prefix=0.5, prefix_caching=True)
+    assert d["best"]["qps_per_unit"] == pytest.approx(found.rows[0][3].qps, rel=1e-12)

@@ -233,7 +233,17 @@ struct WorkloadSpec {
   LengthSpec input;
   LengthSpec output;
   uint64_t seed = 0;
+  // A prefix every prompt shares (a system prompt or few-shot examples): this fraction of each
+  // prompt's tokens, cut to whole blocks of kSharedPrefixBlockTokens, carries the same block
+  // hashes in every request (the rest unique), so an engine's prefix cache serves it after the
+  // first request: the hit rate a trace shows (`serve --workload TRACE --prefix-caching`
+  // reports it) as a generated workload's. 0: no prefix hashes. In [0, 1).
+  double shared_prefix = 0.0;
 };
+
+// The tokens of one prefix hash of a generated shared prefix: vLLM's default block (its prefix
+// cache hashes whole blocks).
+inline constexpr int64_t kSharedPrefixBlockTokens = 16;
 
 struct Request {
   double arrival_s = 0.0;

@@ -200,7 +200,8 @@ void IterationModel::init_speculative() {
     auto params = [&](int64_t layers) {
       heavy.num_layers = layers;
       double bytes = 0.0;
-      for (const Storage& s : build_graph(heavy, step_options(replica_, 1, 1, Phase::prefill)).storages()) {
+      const Graph g = build_graph(heavy, step_options(replica_, 1, 1, Phase::prefill));
+      for (const Storage& s : g.storages()) {
         if (s.kind == StorageKind::parameter) bytes += static_cast<double>(s.size_bytes);
       }
       return bytes;

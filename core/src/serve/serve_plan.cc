@@ -54,6 +54,12 @@ std::string ms(double seconds) { return fmt(seconds * 1e3, 4) + " ms"; }
 // The workload's lengths, from the requests it generates.
 struct Lengths {
   double mean_in = 0.0, mean_out = 0.0;
+  double shared = 0.0;  // WorkloadSpec::shared_prefix
+  // The tokens of a prompt of `n` a warm prefix cache holds (its shared whole blocks).
+  int64_t cached(int64_t n) const {
+    const auto shared_tokens = static_cast<int64_t>(std::floor(shared * static_cast<double>(n)));
+    return shared_tokens / kSharedPrefixBlockTokens * kSharedPrefixBlockTokens;
+  }
   int64_t p99_in = 0, median_in = 0, longest = 0;  // nearest rank, as the serving metrics take them
 };
 
@@ -76,6 +82,7 @@ Lengths lengths_of(const WorkloadSpec& spec) {
   auto rank = [&](double q) { return in[static_cast<size_t>(std::max(1.0, std::ceil(q * n))) - 1]; };
   l.p99_in = rank(0.99);
   l.median_in = rank(0.50);
+  l.shared = spec.shared_prefix;
   return l;
 }
 
@@ -103,6 +110,10 @@ ServeConfig unit_config(const ServePlanRequest& q, const ServePlanEngine& e, con
   c.scheduler.max_batched_tokens = l.token_budget;
   c.scheduler.chunk = l.token_budget;
   if (l.disaggregated()) c.scheduler.kind = SchedulerKind::sarathi;
+  // A shared prefix is served from the paged engines' prefix cache (vLLM's and SGLang's); the
+  // whole-request schedulers keep none.
+  const bool paged = c.scheduler.kind == SchedulerKind::vllm || c.scheduler.kind == SchedulerKind::sarathi;
+  c.scheduler.prefix_caching = q.workload.shared_prefix > 0 && paged;
   c.slo_ttft_s = q.slo_ttft_s;
   c.slo_tpot_s = q.slo_tpot_s;
   c.price_usd_per_gpu_hour = e.device.price_usd_per_hour;
@@ -114,11 +125,14 @@ void bound_and_estimate(const ServePlanRequest& q, const Lengths& len, Iteration
   const ServeLayout& l = r.layout;
   const SchedulerKind kind = l.disaggregated() ? SchedulerKind::sarathi : q.engines[static_cast<size_t>(l.engine)].scheduler.kind;
   const bool chunked = chunks_prompts(l, kind);
-  // The p99 prompt's prefill with the engine to itself.
+  // The p99 prompt's prefill with the engine to itself (past its shared prefix, which a warm
+  // prefix cache holds, under prefix caching).
+  const ServeConfig unit = unit_config(q, q.engines[static_cast<size_t>(l.engine)], l);
+  auto cached = [&](int64_t prompt) { return unit.scheduler.prefix_caching ? len.cached(prompt) : int64_t{0}; };
   auto prefill_alone = [&](int64_t prompt) {
-    if (!chunked) return m.step_time({{{prompt, 0}}, 0, 0, 1}).total_s();
+    if (!chunked) return m.step_time({{{prompt - cached(prompt), cached(prompt)}}, 0, 0, 1}).total_s();
     double t = 0.0;
-    for (int64_t done = 0; done < prompt;) {
+    for (int64_t done = cached(prompt); done < prompt;) {
       const int64_t n = std::min(l.token_budget, prompt - done);
       t += m.step_time({{{n, done}}, 0, 0, done + n == prompt ? 1 : 0}).total_s();
       done += n;
@@ -145,9 +159,8 @@ void bound_and_estimate(const ServePlanRequest& q, const Lengths& len, Iteration
   // prefill, so its decode steps come every t_d(B) / (1 - lambda T_pf) and it completes
   //   lambda(B) = 1 / (T_pf + out x t_d(B) / B)
   // requests per second. A pipeline of pp stages runs pp such engines.
-  const ServeConfig c = unit_config(q, q.engines[static_cast<size_t>(l.engine)], l);
   const double mean_context = len.mean_in + 0.5 * len.mean_out;
-  const double tokens = static_cast<double>(m.memory().kv_blocks * m.replica().block_size) * (1.0 - c.scheduler.watermark);
+  const double tokens = static_cast<double>(m.memory().kv_blocks * m.replica().block_size) * (1.0 - unit.scheduler.watermark);
   // Paged engines hold what is written so far; orca, static and disaggregated decode engines
   // reserve the whole request.
   const bool paged = (kind == SchedulerKind::vllm || kind == SchedulerKind::sarathi) && !l.disaggregated();
@@ -156,7 +169,9 @@ void bound_and_estimate(const ServePlanRequest& q, const Lengths& len, Iteration
   auto decode_step = [&](int64_t b) {
     return m.step_time({{}, b, static_cast<int64_t>(std::llround(static_cast<double>(b) * mean_context)), b}).total_s();
   };
-  const auto mean_in = std::max<int64_t>(1, static_cast<int64_t>(std::llround(len.mean_in)));
+  const auto prompt_in = std::max<int64_t>(1, static_cast<int64_t>(std::llround(len.mean_in)));
+  const int64_t mean_cached = cached(prompt_in);
+  const int64_t mean_in = std::max<int64_t>(1, prompt_in - mean_cached);
   const auto pp = static_cast<double>(l.pp);
   double best = 0.0;
   if (!l.disaggregated()) {
@@ -169,9 +184,9 @@ void bound_and_estimate(const ServePlanRequest& q, const Lengths& len, Iteration
         // Prompt tokens ride along a step of b decodes, up to the budget: their marginal time.
         const int64_t room = std::max<int64_t>(1, l.token_budget - b);
         const double with = m.step_time({{{room, 0}}, b, static_cast<int64_t>(b * mean_context), b}).total_s();
-        prefill = (with - td) / static_cast<double>(room) * len.mean_in;
+        prefill = (with - td) / static_cast<double>(room) * static_cast<double>(mean_in);
       } else {
-        prefill = m.step_time({{{mean_in, 0}}, 0, 0, 1}).total_s();
+        prefill = m.step_time({{{mean_in, mean_cached}}, 0, 0, 1}).total_s();
       }
       const double rate = 1.0 / (prefill + len.mean_out * td / (static_cast<double>(b) * per_step));
       const double busy = rate * prefill;
@@ -184,7 +199,7 @@ void bound_and_estimate(const ServePlanRequest& q, const Lengths& len, Iteration
     // largest batch that meets the TPOT target.
     const double chunk_s = m.step_time({{{l.token_budget, 0}}, 0, 0, 1}).total_s();
     const double prefill_rate = static_cast<double>(l.prefill_replicas) * pp * static_cast<double>(l.token_budget) /
-                                (chunk_s * len.mean_in);
+                                (chunk_s * static_cast<double>(mean_in));
     double decode_rate = 0.0;
     for (int64_t b0 : kBatchGrid) {
       const int64_t b = std::min(b0, batch_limit);

@@ -128,6 +128,8 @@ Workload generate_workload(const WorkloadSpec& spec) {
   ACCELSIM_CHECK(spec.requests >= 1, "a workload needs at least one request");
   check_length(spec.input, "input");
   check_length(spec.output, "output");
+  require_in_range("the workload", "the shared prefix fraction", spec.shared_prefix,
+                   Interval{.lo = 0.0, .hi = 1.0, .hi_open = true});
   Rng rng(spec.seed);
   Workload w;
   const std::vector<double> t = arrivals(spec, spec.requests, rng);
@@ -137,6 +139,22 @@ Workload generate_workload(const WorkloadSpec& spec) {
     r.arrival_s = t[i];
     r.input_len = draw_length(spec.input, rng);
     r.output_len = draw_length(spec.output, rng);
+  }
+  if (spec.shared_prefix > 0) {
+    // Hashes 0, 1, ... for the shared blocks of every prompt; the rest numbered on from past the
+    // longest shared run, so that no two requests share them.
+    constexpr int64_t kBlock = kSharedPrefixBlockTokens;
+    w.hash_block_tokens = kBlock;
+    int64_t next = 0;
+    for (const Request& r : w.requests) next = std::max<int64_t>(next, r.input_len / kBlock);
+    for (Request& r : w.requests) {
+      const int64_t blocks = r.input_len / kBlock;
+      const auto shared = std::min<int64_t>(
+          blocks, static_cast<int64_t>(std::floor(spec.shared_prefix * static_cast<double>(r.input_len))) / kBlock);
+      r.hash_begin = static_cast<int64_t>(w.hashes.size());
+      for (int64_t b = 0; b < blocks; ++b) w.hashes.push_back(b < shared ? b : next++);
+      r.hash_end = static_cast<int64_t>(w.hashes.size());
+    }
   }
   return w;
 }

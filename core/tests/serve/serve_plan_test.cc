@@ -282,3 +282,40 @@ TEST(Speculative, RefusedWhereItCannotRun) {
 
 }  // namespace
 }  // namespace accelsim
+
+namespace accelsim {
+namespace {
+
+TEST(SharedPrefix, PromptsShareTheirLeadingBlocksAndTheCacheServesThem) {
+  // Prompts of 1,000 tokens with half shared: 500 tokens, cut to 31 whole blocks of 16 (496
+  // tokens) hashed alike in every request; the other 31 of the 62 whole blocks are each
+  // request's own.
+  WorkloadSpec spec;
+  spec.requests = 2;
+  spec.qps = 0.01;  // far apart: the first is done before the second arrives
+  spec.arrival = ArrivalProcess::constant;
+  spec.input.value = 1000;
+  spec.output.value = 10;
+  spec.shared_prefix = 0.5;
+  const Workload w = generate_workload(spec);
+  ASSERT_EQ(w.hash_block_tokens, 16);
+  const Request &a = w.requests[0], &b = w.requests[1];
+  ASSERT_EQ(a.hash_end - a.hash_begin, 62);
+  for (int64_t i = 0; i < 62; ++i) {
+    const bool same = w.hashes[static_cast<size_t>(a.hash_begin + i)] == w.hashes[static_cast<size_t>(b.hash_begin + i)];
+    EXPECT_EQ(same, i < 31) << i;
+  }
+  // The second request finds the 496 shared tokens cached: 496 of the 2,000 prompt tokens.
+  ReplicaConfig r;
+  r.simulate.cost.cuda_graphs = true;
+  IterationModel m(testing::llama3_8b(), roomy_device(), r);
+  ServeConfig c;
+  c.scheduler.prefix_caching = true;
+  const ServeResult out = simulate_serving(m, w, c);
+  EXPECT_DOUBLE_EQ(out.prefix_hit_rate, 496.0 / 2000.0);
+  spec.shared_prefix = 1.0;
+  EXPECT_THROW(generate_workload(spec), ConfigError);
+}
+
+}  // namespace
+}  // namespace accelsim

@@ -143,6 +143,7 @@ def add_parser(sub: Any) -> None:
     w.add_argument("--input-len", default="1000", metavar="DIST", help="N, uniform:MIN:MAX or lognormal:MU:SIGMA[:MIN:MAX] (default: 1000); the largest prompt plus the largest output must fit the model's max_position_embeddings (an unbounded log-normal is clipped to fit)")
     w.add_argument("--output-len", default="200", metavar="DIST", help="as --input-len (default: 200)")
     w.add_argument("--seed", **SEED, default=0)
+    add_shared_prefix_arg(w)
     o = p.add_argument_group("targets and output")
     o.add_argument("--slo-ttft-p99", metavar="DURATION", help="p99 time-to-first-token target, e.g. 500ms")
     o.add_argument("--slo-tpot-p99", metavar="DURATION", help="p99 time-per-output-token target, e.g. 50ms")
@@ -156,6 +157,14 @@ def add_parser(sub: Any) -> None:
     o.add_argument("--json", action="store_true", help="print JSON (docs/formats/report.md)")
     o.add_argument("--html", metavar="FILE", help="write a self-contained HTML report: latency CDFs, percentiles, KV cache and queue over time")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def add_shared_prefix_arg(group: Any) -> None:
+    """serve's and serve-plan's --shared-prefix (core WorkloadSpec::shared_prefix)."""
+    group.add_argument("--shared-prefix", **RESERVE_FRACTION, default=0.0, metavar="FRACTION",
+                       help="this fraction of every generated prompt is a prefix all requests share (a system "
+                            "prompt), in whole blocks of 16 tokens, which a prefix cache serves: a trace's prefix "
+                            "hit rate for generated requests (default: 0)")
 
 
 SPECULATIVE = ("draft_model", "eagle", "mtp")
@@ -256,9 +265,14 @@ def refuse_inapplicable(args: argparse.Namespace, devices: list[str]) -> None:
     if not paged:
         refuse(args, ("watermark", "prefix_caching"), f"applies to the paged schedulers (vllm, sarathi); "
                f"{args.scheduler} reserves each request's whole prompt and output at admission")
-    if not args.workload:
-        refuse(args, ("prefix_caching",), "reuses cached prompt blocks named by a --workload trace's hash_ids; "
-               "generated requests share no prefix")
+    if not args.workload and not args.shared_prefix:
+        refuse(args, ("prefix_caching",), "reuses cached prompt blocks named by a --workload trace's hash_ids or "
+               "by --shared-prefix; these generated requests share no prefix")
+    if args.workload:
+        refuse(args, ("shared_prefix",), "shapes generated prompts; the --workload trace names its prompts' blocks "
+               "(hash_ids)")
+    if not args.prefix_caching:
+        refuse(args, ("shared_prefix",), "is served from a prefix cache: add --prefix-caching")
     if args.arrival != "gamma":
         refuse(args, ("burstiness",), f"is the gaps' coefficient of variation of --arrival gamma; {args.arrival} "
                "arrivals have none")
@@ -333,6 +347,7 @@ def serve_workload(args: argparse.Namespace, model: Any) -> tuple[Any, Any]:
     if not (args.burstiness > 0 and math.isfinite(args.burstiness)):
         raise UsageError(f"--burstiness must be positive and finite (got {args.burstiness})")
     spec.burstiness = args.burstiness
+    spec.shared_prefix = args.shared_prefix
     limit, why = position_limit(model)
     if not args.workload:
         spec.input, spec.output = parse_length(args.input_len, "input-len"), parse_length(args.output_len, "output-len")

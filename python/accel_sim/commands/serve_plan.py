@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from accel_sim.commands.flags import COUNT, POSITIVE, SEED, counts_up_to, whole_up_to
-from accel_sim.commands.serve import (MAX_REQUESTS, add_speculative_args, bound_lengths, parse_duration, parse_length,
-                                      position_limit, speculative_config)
+from accel_sim.commands.serve import (MAX_REQUESTS, add_shared_prefix_arg, add_speculative_args, bound_lengths,
+                                      parse_duration, parse_length, position_limit, speculative_config)
 from accel_sim.progress import Progress
 
 # The default candidates: the three device types of issue-style questions ("H100, H200 or MI300X?")
@@ -90,6 +90,7 @@ def add_parser(sub: Any) -> None:
     w.add_argument("--requests", **counts_up_to(MAX_REQUESTS, "per simulated trial"), default=500,
                    help="requests per simulated trial (default: 500)")
     w.add_argument("--seed", **SEED, default=0)
+    add_shared_prefix_arg(w)  # the paged engines (vLLM, SGLang) serve it from their prefix cache
     s = p.add_argument_group("search space")
     s.add_argument("--max-gpus", **counts_up_to(MAX_GPUS, "100,000 GPUs"), default=64, help="the GPU budget (default: 64)")
     s.add_argument("--tp", type=_counts, default=[1, 2, 4, 8], help="tensor-parallel degrees (default: 1,2,4,8)")
@@ -137,6 +138,7 @@ def _workload(args: argparse.Namespace, model: Any) -> Any:
     spec.requests, spec.seed = args.requests, args.seed
     spec.arrival = getattr(_core.ArrivalProcess, args.arrival)
     spec.burstiness = args.burstiness
+    spec.shared_prefix = args.shared_prefix
     if args.arrival != "gamma":
         refuse(args, ("burstiness",), f"is the gaps' coefficient of variation of --arrival gamma; {args.arrival} "
                "arrivals have none")

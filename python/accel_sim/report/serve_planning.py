@@ -207,7 +207,7 @@ def serve_plan_text(run: Any) -> str:
                 if best.usd_per_hour else "")
         lines += ["", f"  best          {best.units} x {unit_text(best.layout)} on {e.device.name} ({e.stack}, "
                       f"{best.layout.quantization.name}, max {best.layout.max_seqs} seqs, {best.layout.token_budget:,}-token "
-                      f"steps) = {best.gpus} GPUs{cost}"]
+                      f"steps) = {best.gpus} GPU{'s' if best.gpus > 1 else ''}{cost}"]
         if best.verified:
             lines.append(f"  deployment    {best.slo_attainment * 100:.1f}% of requests meet the SLOs at "
                          f"{q.target_qps:g} requests/s · p99 TTFT {_ms(best.verified_ttft_p99_s)} · p99 TPOT "
