@@ -263,3 +263,26 @@ def test_a_shared_prefix_is_served_from_the_prefix_cache():
                             requests=SMALL["requests"], input_len=SMALL["input_len"], output_len=SMALL["output_len"],
                             max_seqs=64, chunk=2048, seed=SMALL["seed"], shared_prefix=0.5, prefix_caching=True)
     assert d["best"]["qps_per_unit"] == pytest.approx(found.rows[0][3].qps, rel=1e-12)
+
+
+def test_attention_data_parallel_replicas_of_an_moe_model():
+    """Mixtral-8x7B as 4 attention-DP GPUs: each holds the attention, router and norms of every
+    layer (41,943,040 + 32,768 + 8,192), 2 of the 8 experts (352,321,536), the embedding and head
+    (2 x 32,000 x 4,096) and the final norm: 12,879,925,248 parameters, 2 bytes each."""
+    d = json.loads(run_cli("serve", "--model", "mixtral-8x7b", "--device", "h100", "--dp-attention", "4", "--qps", "8",
+                           "--requests", "100", "--input-len", "500", "--output-len", "100", "--json").stdout)
+    r = d["results"][0]
+    assert r["gpus"] == 4 and d["dp_attention"] == 4
+    assert r["memory_per_gpu"]["weights_bytes"] == 2 * 12_879_925_248
+    dense = run_cli("serve", "--model", "llama-3-8b", "--device", "h100", "--dp-attention", "2", "--qps", "4")
+    assert dense.returncode == 2 and "MoE" in dense.stderr
+    plan = accel_sim.serve_plan(model="mixtral-8x7b", devices="h100", qps=20, input_len="1000", output_len="200",
+                                slo_ttft_p99="1s", slo_tpot_p99="60ms", requests=200, tp=[1, 2], pp=[1],
+                                quantization=["bf16"], max_seqs=[64], disaggregate="none", dp_attention=[1, 4])
+    layouts = plan.to_dict()["layouts"]
+    assert {(l["tp"], l["dp_attention"]) for l in layouts} == {(1, 1), (2, 1), (1, 4)}
+    dp4 = next(l for l in layouts if l["dp_attention"] == 4)
+    assert dp4["unit_gpus"] == 4
+    refused = run_cli("serve-plan", "--model", "llama-3-8b", "--qps", "5", "--slo-tpot-p99", "50ms",
+                      "--dp-attention", "1,2")
+    assert refused.returncode == 2 and "dense" in refused.stderr

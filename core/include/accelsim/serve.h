@@ -113,6 +113,14 @@ struct SpeculativeConfig {
 struct ReplicaConfig {
   int64_t tp = 1;  // tensor-parallel degree of one replica
   int64_t pp = 1;  // pipeline stages of one replica (virtual engines)
+  // Attention data parallelism with expert parallelism (an MoE model, tp = pp = 1): the replica's
+  // dp_attention GPUs each run their own batch through attention with their own KV cache (an
+  // engine each), and the MoE layers split the experts over all of them, the routed rows sent to
+  // their expert's GPU and back by all-to-all (vLLM --data-parallel-size D
+  // --enable-expert-parallel; SGLang --enable-dp-attention). The engines step independently,
+  // each at its own batch (the lockstep of their MoE layers is not simulated; the build's
+  // expert_imbalance stands for the busiest rank). 1: none.
+  int64_t dp_attention = 1;
   // The node the replica's GPUs sit in; needed for tp > 1 or pp > 1 (collectives, sends).
   std::optional<SystemSpec> system;
   // fp8_gemms, moe_impl, expert_imbalance are honoured; phase, shapes and parallel degrees are
@@ -187,7 +195,9 @@ class IterationModel {
   const ModelSpec& model() const { return model_; }
   const DeviceSpec& device() const { return device_; }
   const ReplicaConfig& replica() const { return replica_; }
-  int64_t gpus() const { return replica_.tp * replica_.pp; }
+  int64_t gpus() const { return replica_.tp * replica_.pp * replica_.dp_attention; }
+  // The GPUs one engine's KV cache spans (a pipeline's stages, a TP group; one DP rank's).
+  int64_t gpus_per_engine() const { return replica_.tp * replica_.pp; }
   // Graphs built and simulated so far (for the benchmarks).
   int64_t profiles_built() const { return profiles_built_; }
 

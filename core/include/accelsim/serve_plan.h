@@ -78,6 +78,9 @@ struct ServePlanEngine {
 struct ServePlanSpace {
   std::vector<int64_t> tp = {1, 2, 4, 8};
   std::vector<int64_t> pp = {1, 2, 4};
+  // Attention data-parallel ranks with the experts split over them (ReplicaConfig::dp_attention):
+  // tried for MoE models only, at tp = pp = 1 (1 is always tried).
+  std::vector<int64_t> dp_attention = {1, 2, 4, 8};
   std::vector<ServeQuantization> quantizations = {ServeQuantization::bf16, ServeQuantization::fp8};
   std::vector<int64_t> max_seqs = {32, 64, 128, 256};
   // Token budget per step: the chunk of chunked prefill (sarathi, disaggregated prefill engines),
@@ -122,11 +125,12 @@ struct ServeLayout {
   int64_t tp = 1, pp = 1;
   int64_t max_seqs = 256;
   int64_t token_budget = 8192;
+  int64_t dp_attention = 1;
   int64_t prefill_replicas = 0;  // 0: aggregated (a unit is one replica)
   int64_t decode_replicas = 1;
   bool speculative = false;      // with the engine's speculative decoding
   int64_t unit_replicas() const { return prefill_replicas + decode_replicas; }
-  int64_t unit_gpus() const { return unit_replicas() * tp * pp; }
+  int64_t unit_gpus() const { return unit_replicas() * tp * pp * dp_attention; }
   bool disaggregated() const { return prefill_replicas > 0; }
 };
 

@@ -66,7 +66,7 @@ static BuildOptions step_options(const ReplicaConfig& r, int64_t batch, int64_t 
   b.tensor_parallel = r.tp;
   b.sequence_parallel = false;
   b.context_parallel = 1;
-  b.expert_parallel = 1;
+  b.expert_parallel = r.dp_attention;
   return b;
 }
 
@@ -84,14 +84,14 @@ static SimulateOptions step_simulate(const ReplicaConfig& r) {
   SimulateOptions o = r.simulate;
   o.micro_batches = 1;
   o.overlap_tp_comm = false;
-  if (r.system && r.tp > 1) {
+  if (r.system && (r.tp > 1 || r.dp_attention > 1)) {
     o.system = *r.system;
     if (r.custom_allreduce) {
       o.system->custom_allreduce_s = kCustomAllReduceS;
       o.system->custom_allreduce_bytes_per_s = kCustomAllReduceBytesPerS;
       o.system->custom_allreduce_max_bytes = kCustomAllReduceMaxBytes;
     }
-    o.groups = place_groups(*r.system, {{"tp", r.tp}}).first;
+    o.groups = place_groups(*r.system, {{"tp", r.tp}, {"ep", r.dp_attention}}).first;
   }
   return o;
 }
@@ -130,10 +130,22 @@ IterationModel::IterationModel(const ModelSpec& model, const DeviceSpec& device,
   ACCELSIM_CHECK(replica_.pp <= model_.num_layers,
                  "pipeline stages (" + std::to_string(replica_.pp) + ") exceed the model's " +
                      std::to_string(model_.num_layers) + " layers");
-  ACCELSIM_CHECK(replica_.tp * replica_.pp == 1 || replica_.system.has_value(),
-                 "a replica of " + std::to_string(replica_.tp * replica_.pp) + " GPUs needs a system (the node its GPUs share)");
+  ACCELSIM_CHECK(replica_.dp_attention >= 1, "the attention data-parallel degree must be at least 1");
+  if (replica_.dp_attention > 1) {
+    ACCELSIM_CHECK(model_.moe.enabled(), "attention data parallelism with expert parallelism needs an MoE model; " +
+                                             model_.name + " is dense (more replicas do the same)");
+    ACCELSIM_CHECK(replica_.tp == 1 && replica_.pp == 1,
+                   "attention data parallelism runs one GPU per attention rank (tp 1, pp 1) here");
+  }
+  ACCELSIM_CHECK(gpus() == 1 || replica_.system.has_value(),
+                 "a replica of " + std::to_string(gpus()) + " GPUs needs a system (the node its GPUs share)");
   if (replica_.system) {
     replica_.system->validate();
+    ACCELSIM_CHECK(replica_.tp * replica_.dp_attention <= replica_.system->scaleup_domain ||
+                       replica_.dp_attention == 1,
+                   "expert parallelism over " + std::to_string(replica_.dp_attention) + " GPUs exceeds the " +
+                       replica_.system->id + " scale-up domain of " + std::to_string(replica_.system->scaleup_domain) +
+                       " GPUs");
     ACCELSIM_CHECK(replica_.tp <= replica_.system->scaleup_domain,
                    "tensor parallelism of " + std::to_string(replica_.tp) + " exceeds the " + replica_.system->id +
                        " scale-up domain of " + std::to_string(replica_.system->scaleup_domain) + " GPUs");

@@ -48,7 +48,8 @@ MaxQpsResult find_max_qps(IterationModel& costs, const WorkloadSpec& spec, const
   for (const Request& r : probe.requests) mean_out += r.output_len;
   mean_out /= static_cast<double>(probe.requests.size());
   const double step = costs.step_time({{}, config.scheduler.max_seqs, 0, -1}).total_s();
-  double hi = std::max(1e-3, static_cast<double>(config.replicas * costs.replica().pp) * config.scheduler.max_seqs /
+  double hi = std::max(1e-3, static_cast<double>(config.replicas * costs.replica().pp * costs.replica().dp_attention) *
+                                 config.scheduler.max_seqs /
                                  (mean_out * std::max(step, 1e-6)));
   double lo = 0.0;
   ServeResult best;

@@ -109,7 +109,7 @@ void Simulation::finish(Engine& e, double now) {
       free_seq(e, s);
       --running_total_;
       const double bytes = static_cast<double>(s.computed) * costs_.memory().kv_bytes_per_token *
-                           static_cast<double>(costs_.gpus());
+                           static_cast<double>(costs_.gpus_per_engine());
       const double arrive = now + bytes / c_.kv_transfer_bytes_per_s;
       s.blocks = 0;
       in_transfer_[s.req] = s;
@@ -320,7 +320,7 @@ double default_kv_transfer_bytes_per_s(const IterationModel& costs) {
   const std::optional<SystemSpec>& system = costs.replica().system;
   ACCELSIM_CHECK(system.has_value(), "disaggregation needs the system whose NICs move the KV cache, or its bandwidth");
   return system->scaleout.bandwidth_bytes_per_s * system->scaleout.efficiency * system->nics_per_gpu *
-         static_cast<double>(costs.gpus());
+         static_cast<double>(costs.gpus_per_engine());
 }
 
 ServeResult simulate_serving(IterationModel& costs, const Workload& workload, const ServeConfig& config,

@@ -133,7 +133,7 @@ class Simulation {
       throw ConfigError("no memory is left for the KV cache on " + costs.device().id + ": " + text +
                         " (more tensor or pipeline parallelism spreads the weights)");
     }
-    const int64_t per_replica = r.pp;  // virtual engines per replica
+    const int64_t per_replica = r.pp * r.dp_attention;  // a pipeline's virtual engines, the attention DP ranks
     for (int64_t rep = 0; rep < c.replicas; ++rep) {
       const Role role = c.prefill_replicas == 0 ? Role::mixed : rep < c.prefill_replicas ? Role::prefill : Role::decode;
       for (int64_t v = 0; v < per_replica; ++v) {

@@ -95,6 +95,7 @@ struct Group {
   int64_t tp = 1, pp = 1;
   int64_t token_budget = 8192;
   bool speculative = false;
+  int64_t dp_attention = 1;
   std::vector<size_t> layouts;  // indices into the result's layouts
   std::unique_ptr<IterationModel> costs;
 };
@@ -172,7 +173,8 @@ void bound_and_estimate(const ServePlanRequest& q, const Lengths& len, Iteration
   const auto prompt_in = std::max<int64_t>(1, static_cast<int64_t>(std::llround(len.mean_in)));
   const int64_t mean_cached = cached(prompt_in);
   const int64_t mean_in = std::max<int64_t>(1, prompt_in - mean_cached);
-  const auto pp = static_cast<double>(l.pp);
+  // Engines per replica: a pipeline's virtual engines, the attention DP ranks.
+  const auto pp = static_cast<double>(l.pp * l.dp_attention);
   double best = 0.0;
   if (!l.disaggregated()) {
     for (int64_t b0 : kBatchGrid) {
@@ -290,6 +292,7 @@ void check_request(const ServePlanRequest& q) {
   };
   positive(s.tp, "tensor-parallel");
   positive(s.pp, "pipeline-parallel");
+  positive(s.dp_attention, "attention data-parallel");
   positive(s.max_seqs, "max-sequences");
   positive(s.token_budgets, "token-budget");
   ACCELSIM_CHECK(!s.quantizations.empty(), "the serving plan's quantization list is empty");
@@ -337,8 +340,8 @@ std::tuple<double, double, double> rank_key(ServeObjective o, const ServeLayoutR
 }
 
 std::tuple<int64_t, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t> layout_order(const ServeLayout& l) {
-  return {l.engine, static_cast<int>(l.quantization) * 2 + (l.speculative ? 1 : 0), l.tp, l.pp, l.prefill_replicas,
-          l.decode_replicas, l.max_seqs, l.token_budget};
+  return {l.engine, static_cast<int>(l.quantization) * 2 + (l.speculative ? 1 : 0), l.tp, l.pp * 1000 + l.dp_attention,
+          l.prefill_replicas, l.decode_replicas, l.max_seqs, l.token_budget};
 }
 
 }  // namespace
@@ -468,18 +471,28 @@ ServePlanResult plan_serving(const ServePlanRequest& q, const std::function<void
     std::vector<int64_t> budgets = q.space.token_budgets;
     if (e.scheduler.kind == SchedulerKind::static_batch) budgets.resize(1);
     for (ServeQuantization quant : q.space.quantizations) {
+      // (tp, pp, dp) replicas: every tp x pp, and for an MoE model the attention-DP ranks at tp = pp = 1.
+      std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes;
       for (int64_t tp : q.space.tp) {
-        for (int64_t pp : q.space.pp) {
+        for (int64_t pp : q.space.pp) shapes.emplace_back(tp, pp, 1);
+      }
+      if (q.model.moe.enabled()) {
+        for (int64_t dp : q.space.dp_attention) {
+          if (dp > 1) shapes.emplace_back(1, 1, dp);
+        }
+      }
+      for (const auto& [tp, pp, dp] : shapes) {
+        {
           for (int64_t budget : budgets) {
            for (bool spec : q.space.speculative) {
-            Group g{static_cast<int64_t>(ei), quant, tp, pp, budget, spec, {}, nullptr};
+            Group g{static_cast<int64_t>(ei), quant, tp, pp, budget, spec, dp, {}, nullptr};
             std::vector<std::pair<int64_t, int64_t>> units;
             if (q.space.aggregated) units.emplace_back(0, 1);
             for (const auto& pd : q.space.disaggregated) units.push_back(pd);
             for (const auto& [p, d] : units) {
               for (int64_t seqs : q.space.max_seqs) {
                 ServeLayoutResult r;
-                r.layout = {static_cast<int64_t>(ei), quant, tp, pp, seqs, budget, p, d, spec};
+                r.layout = {static_cast<int64_t>(ei), quant, tp, pp, seqs, budget, dp, p, d, spec};
                 g.layouts.push_back(layouts.size());
                 layouts.push_back(std::move(r));
               }
@@ -516,6 +529,7 @@ ServePlanResult plan_serving(const ServePlanRequest& q, const std::function<void
         ReplicaConfig replica = e.replica;
         replica.tp = g.tp;
         replica.pp = g.pp;
+        replica.dp_attention = g.dp_attention;
         replica.build.fp8_gemms = g.quantization == ServeQuantization::fp8;
         replica.build.fp4_gemms = fp4_quantization(g.quantization);
         replica.max_batched_tokens = g.token_budget;

@@ -319,3 +319,54 @@ TEST(SharedPrefix, PromptsShareTheirLeadingBlocksAndTheCacheServesThem) {
 
 }  // namespace
 }  // namespace accelsim
+
+namespace accelsim {
+namespace {
+
+ReplicaConfig dp_replica(int64_t dp) {
+  ReplicaConfig r;
+  r.simulate.cost.cuda_graphs = true;
+  r.dp_attention = dp;
+  r.system = testing::round_system();
+  return r;
+}
+
+TEST(AttentionDataParallel, EachGpuHoldsTheAttentionAndItsShareOfTheExperts) {
+  // Mixtral-8x7B over 4 attention-DP GPUs: each holds every layer's attention (q, o 4096 x 4096;
+  // k, v 1024 x 4096: 41,943,040), router (8 x 4096) and norms (2 x 4096), 2 of the 8 experts
+  // (2 x 3 x 4096 x 14336 = 352,321,536), and the untied embedding and head (2 x 32,000 x 4,096)
+  // and final norm: 32 x 394,305,536 + 262,144,000 + 4,096 = 12,879,925,248 parameters, 2 bytes
+  // each.
+  IterationModel m(testing::mixtral_8x7b(), roomy_device(), dp_replica(4));
+  EXPECT_DOUBLE_EQ(m.memory().weight_bytes, 2.0 * 12879925248.0);
+  EXPECT_EQ(m.gpus(), 4);
+  EXPECT_EQ(m.gpus_per_engine(), 1);
+}
+
+TEST(AttentionDataParallel, EveryRankRunsItsOwnBatch) {
+  // Four requests at once on one replica of 4 attention-DP ranks: one each, prefilled side by
+  // side: the four first tokens come at the same time, one step each.
+  IterationModel m(testing::mixtral_8x7b(), roomy_device(), dp_replica(4));
+  Workload w;
+  w.requests.resize(4);
+  for (Request& r : w.requests) {
+    r.input_len = 64;
+    r.output_len = 1;
+  }
+  const ServeResult r = simulate_serving(m, w, ServeConfig{});
+  EXPECT_EQ(r.steps, 4);
+  EXPECT_EQ(r.gpus, 4);
+  EXPECT_DOUBLE_EQ(r.ttft.max, r.ttft.p50);
+}
+
+TEST(AttentionDataParallel, RefusedWhereItDoesNotApply) {
+  EXPECT_THROW(IterationModel(testing::llama3_8b(), roomy_device(), dp_replica(4)), ConfigError);  // dense
+  ReplicaConfig r = dp_replica(4);
+  r.tp = 2;
+  EXPECT_THROW(IterationModel(testing::mixtral_8x7b(), roomy_device(), r), ConfigError);
+  r = dp_replica(16);  // over the 8-GPU domain
+  EXPECT_THROW(IterationModel(testing::mixtral_8x7b(), roomy_device(), r), ConfigError);
+}
+
+}  // namespace
+}  // namespace accelsim

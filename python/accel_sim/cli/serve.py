@@ -20,8 +20,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from accel_sim.report.serve_timeline import write_serve_trace
 
         device, _, result, _, _ = s.rows[0]
-        write_serve_trace(args.trace, result, replicas=args.replicas, engines_per_replica=args.pp,
-                          title=f"{s.spec.name} on {args.replicas} x {args.tp * args.pp} {device_label(device, args.clock_mhz)}")
+        write_serve_trace(args.trace, result, replicas=args.replicas, engines_per_replica=args.pp * args.dp_attention,
+                          title=f"{s.spec.name} on {args.replicas} x {args.tp * args.pp * args.dp_attention} "
+                                f"{device_label(device, args.clock_mhz)}")
     if args.html:
         from accel_sim.report.html_report import write_html
         from accel_sim.report.html_runs import serve_html

@@ -99,6 +99,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--device-file", action="append", default=[], metavar="FILE", help="a device file (docs/formats/device.md); repeatable")
     p.add_argument("--tp", **COUNT, default=1, help="tensor-parallel GPUs per replica (default: 1)")
     p.add_argument("--pp", **COUNT, default=1, help="pipeline stages per replica (default: 1)")
+    p.add_argument("--dp-attention", **COUNT, default=1, metavar="D",
+                   help="an MoE model's replica as D attention data-parallel GPUs, each with its own batch and KV "
+                        "cache, the experts split over all D (expert parallelism, all-to-all); tp and pp 1 "
+                        "(vLLM --data-parallel-size D --enable-expert-parallel; default: 1)")
     p.add_argument("--replicas", **counts_up_to(MAX_REPLICAS, "0.35 s for 100 requests on 10,000 replicas; 8.7 s on 100,000"),
                    default=1, help="model replicas behind the router (default: 1)")
     p.add_argument("--system", help="the node a multi-GPU replica runs in (default: the built-in system of its device)")
@@ -243,9 +247,9 @@ def refuse_inapplicable(args: argparse.Namespace, devices: list[str]) -> None:
         from accel_sim.errors import UsageError
 
         raise UsageError("--fp4 and --fp8 each choose the blocks' GEMM precision: give one")
-    if args.tp * args.pp == 1 and not args.disaggregate:
-        refuse(args, ("system",), "is the node a multi-GPU replica (--tp or --pp above 1) or a disaggregated deployment "
-               "runs in; this run's replicas are one GPU each")
+    if args.tp * args.pp * args.dp_attention == 1 and not args.disaggregate:
+        refuse(args, ("system",), "is the node a multi-GPU replica (--tp, --pp or --dp-attention above 1) or a "
+               "disaggregated deployment runs in; this run's replicas are one GPU each")
     if args.replicas * args.pp == 1:
         refuse(args, ("router",), "picks the engine each request goes to; this run has one (--replicas 1, --pp 1)")
     if args.disaggregate and args.scheduler != "sarathi":
@@ -443,7 +447,8 @@ def _replica(args: argparse.Namespace, device: Any, kernels: dict) -> Any:
             raise UsageError(f"--{flag.replace('_', '-')} must be at least 1 (got {getattr(args, flag)})")
     r = _core.ReplicaConfig()
     r.tp, r.pp = args.tp, args.pp
-    if args.tp * args.pp > 1 or args.disaggregate:
+    r.dp_attention = args.dp_attention
+    if args.tp * args.pp * args.dp_attention > 1 or args.disaggregate:
         r.system = _system_for(device.id, args.system)
     build = _core.BuildOptions()
     build.fp8_gemms = args.fp8

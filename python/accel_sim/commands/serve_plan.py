@@ -95,6 +95,9 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--max-gpus", **counts_up_to(MAX_GPUS, "100,000 GPUs"), default=64, help="the GPU budget (default: 64)")
     s.add_argument("--tp", type=_counts, default=[1, 2, 4, 8], help="tensor-parallel degrees (default: 1,2,4,8)")
     s.add_argument("--pp", type=_counts, default=[1, 2, 4], help="pipeline stages (default: 1,2,4)")
+    s.add_argument("--dp-attention", type=_counts, default=[1, 2, 4, 8],
+                   help="MoE models: attention data-parallel GPUs per replica with the experts split over them "
+                        "(serve --dp-attention; tried at TP 1, PP 1; default: 1,2,4,8)")
     s.add_argument("--quantization", type=_quantizations, default=["bf16", "fp8", "nvfp4", "mxfp4"],
                    help="bf16, fp8 (weights, GEMMs and KV cache; devices with fp8 tensor cores), int4 (AWQ weights), "
                         "nvfp4 and mxfp4 (fp4 weights and GEMMs, fp8 KV cache; devices with fp4 tensor cores) "
@@ -222,12 +225,18 @@ def request_of(args: argparse.Namespace) -> tuple[Any, Any, list, list]:
             raise UsageError(f"--objective cost needs a price per GPU-hour for every device; {', '.join(unpriced)} "
                              "has none (give it price_usd_per_hour in a --device-file)")
     model = load_model_spec(args.model)
+    from accel_sim.commands.flags import refuse
+
+    if model.moe.num_experts == 0:
+        refuse(args, ("dp_attention",), f"splits an MoE model's experts over attention data-parallel GPUs; {model.name} "
+               "is dense (more replicas do the same)")
     q = _core.ServePlanRequest()
     q.model = model
     speculative = speculative_config(args)
     q.engines = _engines(args, entries, stacks, speculative)
     space = _core.ServePlanSpace()
     space.tp, space.pp, space.max_seqs, space.token_budgets = args.tp, args.pp, args.max_seqs, args.token_budget
+    space.dp_attention = args.dp_attention
     space.quantizations = [_core.parse_quantization(x) for x in args.quantization]
     space.disaggregated = args.disaggregate
     space.speculative = [False, True] if args.speculative else [False]

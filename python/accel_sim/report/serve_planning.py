@@ -26,7 +26,8 @@ def _ms(s: float) -> str:
 
 def unit_text(layout: Any) -> str:
     """'TP4' / 'TP4 PP2', with '1P:2D' for a disaggregated unit and '+spec' under speculative decoding."""
-    par = f"TP{layout.tp}" + (f" PP{layout.pp}" if layout.pp > 1 else "")
+    par = (f"DP{layout.dp_attention} EP{layout.dp_attention}" if layout.dp_attention > 1 else
+           f"TP{layout.tp}" + (f" PP{layout.pp}" if layout.pp > 1 else ""))
     par = f"{par} {layout.prefill_replicas}P:{layout.decode_replicas}D" if layout.disaggregated else par
     return par + (" +spec" if layout.speculative else "")
 
@@ -94,6 +95,13 @@ def launch_commands(run: Any, r: Any) -> dict[str, str]:
         decoding = {"eagle": "Eagle", "mtp": "MTP", "draft_model": "DraftTarget"}[sp.kind.name]
         trt.append(f"--extra_llm_api_options <a YAML with speculative_config: {{decoding_type: {decoding}, "
                    f"max_draft_len: {sp.tokens}}}>")
+    if l.dp_attention > 1:
+        d = l.dp_attention
+        vllm.append(f"--data-parallel-size {d} --enable-expert-parallel")
+        sglang[1] = f"--tp-size {d}"
+        sglang.append(f"--dp-size {d} --enable-dp-attention --ep-size {d}")
+        trt[1] = f"--tp_size {d}"
+        trt.append(f"--ep_size {d} --extra_llm_api_options <a YAML with enable_attention_dp: true>")
     out = {"vllm": " ".join(vllm), "sglang": " ".join(sglang), "tensorrt-llm": " ".join(trt)}
     if l.disaggregated:
         out["vllm"] += (" --kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"
@@ -110,6 +118,7 @@ def _layout_dict(run: Any, r: Any) -> dict:
     l = r.layout
     e = run.engine(l)
     d = {"device": e.device.id, "stack": e.stack or None, "quantization": l.quantization.name, "tp": l.tp, "pp": l.pp,
+         "dp_attention": l.dp_attention,
          "prefill_replicas": l.prefill_replicas, "decode_replicas": l.decode_replicas, "max_seqs": l.max_seqs,
          "token_budget": l.token_budget, "speculative": l.speculative, "unit_gpus": l.unit_gpus,
          "verdict": r.verdict.name, "reason": r.reason,

@@ -48,7 +48,7 @@ def serve_json(s: Any) -> dict:
 
     args = s.args
     out = {"schema": "accel-sim/serve", "schema_version": SCHEMA_VERSION, "model": s.spec.name, "scheduler": args.scheduler,
-           "replicas": args.replicas, "tp": args.tp, "pp": args.pp,
+           "replicas": args.replicas, "tp": args.tp, "pp": args.pp, "dp_attention": args.dp_attention,
            "stack": resolve_stack(args.stack, kind="serving").as_dict() if args.stack else None,
            "slo": s.slo, "results": []}
     for device, costs, r, found, kernels in s.rows:
@@ -74,8 +74,10 @@ def serve_text(s: Any) -> str:
     args, lines = s.args, []
     scheduler = args.scheduler + (f" chunk {args.chunk}" if args.scheduler == "sarathi" else "")
     for device, costs, r, found, kernels in s.rows:
-        head = (f"accel-sim serve · {s.spec.name} on {args.replicas} x {args.tp * args.pp} {device_label(device, args.clock_mhz)}"
+        head = (f"accel-sim serve · {s.spec.name} on {args.replicas} x {args.tp * args.pp * args.dp_attention} "
+                f"{device_label(device, args.clock_mhz)}"
                 + (f" (TP {args.tp}" + (f" PP {args.pp}" if args.pp > 1 else "") + ")" if args.tp * args.pp > 1 else "")
+                + (f" (attention DP {args.dp_attention}, experts over {args.dp_attention})" if args.dp_attention > 1 else "")
                 + f" · {scheduler} · " + (f"{args.disaggregate} prefill + {args.replicas - args.disaggregate} decode replicas · "
                                           if args.disaggregate else "")
                 + (f"{args.qps:g} requests/s" if args.qps and not args.find_max_qps else "rate searched"
