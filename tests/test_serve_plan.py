@@ -286,3 +286,17 @@ def test_attention_data_parallel_replicas_of_an_moe_model():
     refused = run_cli("serve-plan", "--model", "llama-3-8b", "--qps", "5", "--slo-tpot-p99", "50ms",
                       "--dp-attention", "1,2")
     assert refused.returncode == 2 and "dense" in refused.stderr
+
+
+def test_every_published_throughput_deployment_is_feasible_and_searched_as_serve_predicts_it():
+    """The calibration set's throughput deployments (TensorRT-LLM static batches, vLLM offline
+    throughput) as the planner's searches of their one layout: each ran, so each must be feasible,
+    and the planner's throughput, every request at once, must be serve's."""
+    from accel_sim import validation
+
+    plans = validation.serving_plan_checks()
+    serve = {r["id"]: r for r in validation.serving_validation()}
+    assert len(plans) == 45
+    for p in plans:
+        assert p["verdict"] in ("best", "feasible"), (p["id"], p["reason"])
+        assert p["predicted"] == pytest.approx(serve[p["id"]]["predicted"], rel=1e-9), p["id"]

@@ -485,26 +485,9 @@ def serving_runs_path() -> Path:
 _SERVING_SYSTEMS = {"h100_sxm": "dgx_h100", "a100_80gb": "dgx_a100", "mi300x": "mi300x_8"}
 
 
-def predict_serving_run(row: dict) -> dict:
-    """`accel-sim serve`'s figure for a published inference measurement
-    (validation/extract_serving.py), every request arriving at once as the benchmarks submit them,
-    under the serving stack the row ran (its `stack` column, python/accel_sim/data/stacks/): the
-    prefill attention kernel and the decode kernel's KV reads on the row's device, CUDA graphs, the
-    scheduler policy and its token budget:
-
-    static_throughput   TensorRT-LLM gptSessionBenchmark: one static batch of `batch` requests,
-                        output tokens/s (per GPU when the row is);
-    ttft                TensorRT-LLM, batch 1 with one output token: the time to the first token;
-    batch_latency       vLLM benchmark_latency: the batch's end-to-end latency;
-    offline_throughput  vLLM benchmark_throughput: `num_requests` prompts under max_num_seqs =
-                        `batch`; tokens/s of the row's `counts`: AMD's unlabelled
-                        figure is read as output tokens/s (validation/extract_serving.py says
-                        why), prompt + output tokens where a row counts "total".
-    Both vLLM benchmarks run the offline LLM class, whose V1 token budget is 16,384 on GPUs of
-    70 GiB or more other than A100s and 8,192 below (vllm/engine/arg_utils.py,
-    _set_default_args_v1); V0's prefill budget is max(max_model_len, 2048) (vllm/config.py), at
-    least the prompt here. fp8 rows run the blocks' GEMMs in fp8 (BuildOptions.fp8_gemms) with the
-    row's KV dtype (an "unstated" one as the weights')."""
+def _serving_setup(row: dict) -> tuple:
+    """(model spec, device spec, ReplicaConfig, SchedulerConfig, WorkloadSpec, stack) of a published
+    inference measurement as predict_serving_run runs it (its docstring says how)."""
     from accel_sim.device import resolve_device
     from accel_sim.io.model_config import load_model_spec
     from accel_sim.io.stack_file import configure_engine, resolve_stack
@@ -546,7 +529,6 @@ def predict_serving_run(row: dict) -> dict:
     else:
         sched.max_batched_tokens = max(st.max_batched_tokens or sched.max_batched_tokens, isl)
         replica.max_batched_tokens = sched.max_batched_tokens
-    costs = _core.IterationModel(spec, device, replica)
     wspec = _core.WorkloadSpec()
     wspec.requests, wspec.qps = n, 0.0  # all at t = 0
     lengths = []
@@ -555,6 +537,31 @@ def predict_serving_run(row: dict) -> dict:
         ls.kind, ls.value = _core.LengthDistribution.fixed, value
         lengths.append(ls)
     wspec.input, wspec.output = lengths
+    return spec, device, replica, sched, wspec, engine
+
+
+def predict_serving_run(row: dict) -> dict:
+    """`accel-sim serve`'s figure for a published inference measurement
+    (validation/extract_serving.py), every request arriving at once as the benchmarks submit them,
+    under the serving stack the row ran (its `stack` column, python/accel_sim/data/stacks/): the
+    prefill attention kernel and the decode kernel's KV reads on the row's device, CUDA graphs, the
+    scheduler policy and its token budget:
+
+    static_throughput   TensorRT-LLM gptSessionBenchmark: one static batch of `batch` requests,
+                        output tokens/s (per GPU when the row is);
+    ttft                TensorRT-LLM, batch 1 with one output token: the time to the first token;
+    batch_latency       vLLM benchmark_latency: the batch's end-to-end latency;
+    offline_throughput  vLLM benchmark_throughput: `num_requests` prompts under max_num_seqs =
+                        `batch`; tokens/s of the row's `counts`: AMD's unlabelled
+                        figure is read as output tokens/s (validation/extract_serving.py says
+                        why), prompt + output tokens where a row counts "total".
+    Both vLLM benchmarks run the offline LLM class, whose V1 token budget is 16,384 on GPUs of
+    70 GiB or more other than A100s and 8,192 below (vllm/engine/arg_utils.py,
+    _set_default_args_v1); V0's prefill budget is max(max_model_len, 2048) (vllm/config.py), at
+    least the prompt here. fp8 rows run the blocks' GEMMs in fp8 (BuildOptions.fp8_gemms) with the
+    row's KV dtype (an "unstated" one as the weights')."""
+    spec, device, replica, sched, wspec, _ = _serving_setup(row)
+    costs = _core.IterationModel(spec, device, replica)
     config = _core.ServeConfig()
     config.scheduler = sched
     r = _core.simulate_serving(costs, _core.generate_workload(wspec), config)
@@ -586,6 +593,57 @@ def serving_validation() -> list[dict]:
                        | {"unit": "s" if scale != 1.0 else row["unit"], "measured": measured,
                           "predicted": p["predicted"], "error": p["predicted"] / measured - 1.0,
                           "preemptions": p["preemptions"]})
+    return out
+
+
+# The kinds of serving rows that describe a deployment at its throughput (the others time one
+# batch or one request).
+_DEPLOYMENT_KINDS = ("static_throughput", "offline_throughput")
+
+
+def serving_plan_checks() -> list[dict]:
+    """Each published throughput deployment (static_throughput and offline_throughput rows) as
+    the serving planner's search of its one layout (core plan_serving): the measured layout must
+    be feasible there (it ran), and the planner's throughput must be serve's. The planner runs
+    the row's engine, quantization, TP, batch cap and token budget under the throughput objective
+    with a TPOT target of an hour, which never binds: its rate search then ends with every request
+    arriving at once, as the benchmarks submitted them."""
+    import csv
+
+    out = []
+    with open(serving_runs_path(), newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r["kind"] in _DEPLOYMENT_KINDS]
+    for row in rows:
+        spec, device, replica, sched, wspec, stack = _serving_setup(row)
+        e = _core.ServePlanEngine()
+        e.label, e.stack, e.device, e.replica, e.scheduler = f"{device.id} {stack.id}", stack.id, device, replica, sched
+        space = _core.ServePlanSpace()
+        space.tp, space.pp, space.dp_attention = [replica.tp], [1], [1]
+        space.quantizations = [_core.ServeQuantization.fp8 if row["precision"] == "fp8" else _core.ServeQuantization.bf16]
+        space.max_seqs = [sched.max_seqs]
+        space.token_budgets = [sched.chunk if sched.kind == _core.SchedulerKind.sarathi else sched.max_batched_tokens]
+        space.disaggregated, space.speculative, space.max_gpus = [], [False], replica.tp
+        q = _core.ServePlanRequest()
+        q.model, q.engines, q.space, q.workload = spec, [e], space, wspec
+        q.objective = _core.ServeObjective.throughput
+        q.slo_tpot_s = 3600.0
+        q.verify, q.threads = 0, 1
+        layout = _core.plan_serving(q).layouts[0]
+        per_gpu = layout.output_tokens_per_s_per_gpu
+        isl, osl = int(row["input_len"]), int(row["output_len"])
+        if row["kind"] == "static_throughput" and row["per_gpu"] != "1":
+            predicted = per_gpu * replica.tp
+        elif row["kind"] == "offline_throughput":
+            predicted = per_gpu * replica.tp * ((isl + osl) / osl if row["counts"] == "total" else 1.0)
+        else:
+            predicted = per_gpu
+        measured = float(row["measured"])
+        ranked = layout.verdict.name in ("best", "feasible")
+        out.append({"id": row["id"], "kind": row["kind"], "model": row["model"], "device": row["device"],
+                    "tp": replica.tp, "batch": sched.max_seqs, "precision": row["precision"], "stack": stack.id,
+                    "verdict": layout.verdict.name, "reason": layout.reason, "measured": measured,
+                    "predicted": predicted if ranked else None,
+                    "error": predicted / measured - 1.0 if ranked else None})
     return out
 
 

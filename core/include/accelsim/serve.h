@@ -458,7 +458,9 @@ struct MaxQpsResult {
   double qps = 0.0;
   ServeResult at_max;  // the run at that rate
   int64_t trials = 0;
-  bool unbounded = false;  // the SLOs held at every rate tried (2^30 x the first): qps is a lower bound
+  // The SLOs held with every request arriving at once (at_max is that run): no rate breaks them,
+  // and qps, 2^30 x the first rate tried, is a lower bound.
+  bool unbounded = false;
   double qps_per_replica = 0.0;
   double qps_per_gpu = 0.0;
 };

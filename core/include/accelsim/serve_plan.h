@@ -44,7 +44,8 @@ namespace accelsim {
 
 // How a layout stores and multiplies its weights and KV cache.
 //   bf16  the model's own dtypes;
-//   fp8   fp8 (e4m3) weights and GEMMs, fp8 KV cache: vLLM --quantization fp8 --kv-cache-dtype fp8,
+//   fp8   fp8 (e4m3) linear weights and GEMMs in the blocks (the embedding and LM head in the
+//         model's dtype), fp8 KV cache: vLLM --quantization fp8 --kv-cache-dtype fp8,
 //         TensorRT-LLM's FP8 checkpoints; on devices with an fp8 matrix rate only;
 //   int4  AWQ/GPTQ 4-bit weights in groups of 128 (weight-only: GEMMs in the activation dtype),
 //         the model's KV dtype;

@@ -55,6 +55,18 @@ MaxQpsResult find_max_qps(IterationModel& costs, const WorkloadSpec& spec, const
   ServeResult best;
   ServeResult r = trial(hi);
   if (meets(r)) {
+    // The heaviest load first: every request at once. If the SLOs hold even then, no rate breaks
+    // them (queueing only grows with the rate): the answer is a lower bound, 2^30 x the first
+    // rate, and the run the all-at-once one.
+    WorkloadSpec all = spec;
+    all.qps = 0.0;
+    ++out.trials;
+    if (progress) progress(out.trials, 0);
+    const ServeResult burst = simulate_serving(costs, generate_workload(all), config);
+    if (meets(burst)) {
+      out.unbounded = true;
+      return found(hi * std::exp2(30.0), burst);
+    }
     for (int i = 0; i < 30 && meets(r); ++i) {
       lo = hi;
       best = r;

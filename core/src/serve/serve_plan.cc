@@ -377,7 +377,9 @@ ModelSpec quantized_model(const ModelSpec& model, ServeQuantization q) {
     case ServeQuantization::bf16:
       break;
     case ServeQuantization::fp8:
-      m.weight_dtype = DType::fp8_e4m3;
+      // The blocks' linear weights are stored in fp8 by the replica's fp8 GEMMs
+      // (BuildOptions::fp8_gemms, as `serve --fp8`); the embedding, LM head and norms stay in
+      // the model's dtype, as FP8 checkpoints keep them.
       m.kv_cache_dtype = DType::fp8_e4m3;
       m.int4_group_size = 0;
       break;

@@ -36,6 +36,7 @@ class ValidationRun:
     encoder_groups: list            # per device and precision
     stats: dict = field(default_factory=dict)  # ErrorStats of step_memory, the runs' memory, encoder
     paths: dict = field(default_factory=dict)  # the data files each section read
+    serving_plans: list = field(default_factory=list)  # the throughput deployments as serve-plan searches
 
     def to_dict(self) -> dict:
         from accel_sim.report.validation import validation_json
@@ -178,7 +179,9 @@ def validate(args: argparse.Namespace, progress: Callable[[int, int], None] | No
              "end_to_end": args.e2e_data or validation.end_to_end_path(),
              "training_runs": validation.training_runs_path(), "serving_runs": validation.serving_runs_path(),
              "encoder_runs": validation.encoder_runs_path()}
+    serving_plans = validation.serving_plan_checks() if serving else []
     return ValidationRun(args, len(rows), skipped, lines, unmeasured, memory, step_memory, collectives, runs,
                          len(all_runs), left_out, validation.training_rows_with_memory(), run_stats, run_families,
                          serving, serving_summary, encoder, encoder_groups,
-                         {"step_memory": step_stats, "run_memory": memory_stats, "encoder": encoder_stats}, paths)
+                         {"step_memory": step_stats, "run_memory": memory_stats, "encoder": encoder_stats}, paths,
+                         serving_plans)

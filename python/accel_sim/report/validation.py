@@ -3,6 +3,7 @@ accel-sim/validate, docs/formats/report.md) and as tables (accel_sim.commands.va
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from accel_sim.report.json_report import SCHEMA_VERSION
@@ -44,6 +45,7 @@ def validation_json(v: Any) -> dict:
         "end_to_end_memory": v.step_memory,
         "serving": v.serving,
         "serving_summary": v.serving_summary,
+        "serving_plans": v.serving_plans,
         "encoder_runs": v.encoder,
         "encoder_runs_by_device": v.encoder_groups,
     }
@@ -171,6 +173,15 @@ def validation_text(v: Any) -> str:
                   f"worst {st['max_abs_error'] * 100:.1f}% · median signed {st['median_signed_error'] * 100:+.1f}%")
         out(f"  data: {v.paths['serving_runs']} (validation/extract_serving.py); offline throughput counts "
               "the tokens of each row's `counts` (AMD's tables: output tokens)")
+    if v.serving_plans:
+        plans = v.serving_plans
+        feasible = [p for p in plans if p["verdict"] in ("best", "feasible")]
+        median = statistics.median(abs(p["error"]) for p in feasible) if feasible else 0.0
+        out(f"\n  the same {len(plans)} throughput deployments as `serve-plan` searches of their one layout: "
+            f"{len(feasible)} feasible (they ran), median |error| {median * 100:.1f}% of the planner's throughput")
+        for p in plans:
+            if p["verdict"] not in ("best", "feasible"):
+                out(f"    {p['id']} {p['model']} on {p['device']} TP{p['tp']}: {p['verdict']} ({p['reason']})")
     if v.encoder:
         out(f"\nencoder inference ({v.args.split} rows; {len(v.encoder)} BERT SQuAD forward passes, NVIDIA "
               "DeepLearningExamples' TensorFlow 1 tables, predicted under the tensorflow1-xla stack: unfused attention "
