@@ -78,7 +78,7 @@ def _small(file: str) -> dict:
 
 @pytest.mark.parametrize("file", ["llama-3-8b.json", "mistral-7b.json", "qwen2.5-7b.json", "qwen3-8b.json",
                                   "mixtral-8x7b.json", "qwen1.5-moe-a2.7b.json", "qwen3-30b-a3b.json", "gpt2.json",
-                                  "gpt-j-6b.json", "bert-base-uncased.json", "deepseek-v3.json"])
+                                  "gpt-j-6b.json", "bert-base-uncased.json", "deepseek-v3.json", "gemma-3-27b.json"])
 def test_builder_matches_a_captured_hf_forward(file):
     config = _small(file)
     if "head_dim" in config:

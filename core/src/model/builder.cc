@@ -140,6 +140,17 @@ TensorId Builder::norm(TensorId x, const std::string& prefix) {
             {{"normalized_shape", std::vector<int64_t>{width}}});
     return y;
   }
+  if (m_.sandwich_norms) {
+    // HF Gemma2/Gemma3RMSNorm: x.float(); pow(2).mean(-1); + eps; rsqrt; x * rstd; then
+    // * (1 + w.float()) in fp32; .type_as(x).
+    TensorId x32 = e_.op("_to_copy", {x}, shape, DType::fp32);
+    TensorId mean = e_.op("mean", {e_.op("pow", {x32}, shape, DType::fp32)}, stat, DType::fp32,
+                          {{"dim", std::vector<int64_t>{-1}}});
+    TensorId rstd = e_.op("rsqrt", {e_.op("add", {mean}, stat, DType::fp32)}, stat, DType::fp32);
+    TensorId y32 = e_.op("mul", {x32, rstd}, shape, DType::fp32);
+    TensorId scale = e_.op("add", {e_.op("_to_copy", {w}, {width}, DType::fp32)}, {width}, DType::fp32);
+    return e_.op("_to_copy", {e_.op("mul", {y32, scale}, shape, DType::fp32)}, shape, dt_);
+  }
   // HF LlamaRMSNorm: x.float(); pow(2).mean(-1); + eps; rsqrt; x * rstd; .to(dtype); w * x.
   TensorId x32 = e_.op("_to_copy", {x}, shape, DType::fp32);
   TensorId sq = e_.op("pow", {x32}, shape, DType::fp32);
