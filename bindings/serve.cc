@@ -53,14 +53,17 @@ void bind_serve(nb::module_& m) {
       .def_rw("max_batched_tokens", &ReplicaConfig::max_batched_tokens)
       .def_rw("decode_kv_per_query_head", &ReplicaConfig::decode_kv_per_query_head)
       .def_rw("custom_allreduce", &ReplicaConfig::custom_allreduce)
-      .def_rw("speculative", &ReplicaConfig::speculative);
+      .def_rw("speculative", &ReplicaConfig::speculative)
+      .def_rw("host_kv_bytes", &ReplicaConfig::host_kv_bytes)
+      .def_rw("host_link_bytes_per_s", &ReplicaConfig::host_link_bytes_per_s);
 
   nb::class_<StepBatch>(m, "StepBatch")
       .def(nb::init<>())
       .def_rw("prefill", &StepBatch::prefill)
       .def_rw("decode_seqs", &StepBatch::decode_seqs)
       .def_rw("decode_context", &StepBatch::decode_context)
-      .def_rw("sampling", &StepBatch::sampling);
+      .def_rw("sampling", &StepBatch::sampling)
+      .def_rw("host_loaded_tokens", &StepBatch::host_loaded_tokens);
 
   nb::class_<StepTime>(m, "StepTime")
       .def_ro("body_s", &StepTime::body_s)
@@ -68,6 +71,7 @@ void bind_serve(nb::module_& m) {
       .def_ro("attention_s", &StepTime::attention_s)
       .def_ro("pipeline_s", &StepTime::pipeline_s)
       .def_ro("draft_s", &StepTime::draft_s)
+      .def_ro("host_load_s", &StepTime::host_load_s)
       .def_prop_ro("total_s", &StepTime::total_s);
 
   nb::class_<ReplicaMemory>(m, "ReplicaMemory")
@@ -78,7 +82,8 @@ void bind_serve(nb::module_& m) {
       .def_ro("kv_bytes", &ReplicaMemory::kv_bytes)
       .def_ro("kv_bytes_per_token", &ReplicaMemory::kv_bytes_per_token)
       .def_ro("draft_weight_bytes", &ReplicaMemory::draft_weight_bytes)
-      .def_ro("kv_blocks", &ReplicaMemory::kv_blocks);
+      .def_ro("kv_blocks", &ReplicaMemory::kv_blocks)
+      .def_ro("host_kv_blocks", &ReplicaMemory::host_kv_blocks);
 
   nb::class_<IterationModel>(m, "IterationModel")
       .def(nb::init<const ModelSpec&, const DeviceSpec&, const ReplicaConfig&>(), nb::arg("model"),

@@ -300,3 +300,19 @@ def test_every_published_throughput_deployment_is_feasible_and_searched_as_serve
     for p in plans:
         assert p["verdict"] in ("best", "feasible"), (p["id"], p["reason"])
         assert p["predicted"] == pytest.approx(serve[p["id"]]["predicted"], rel=1e-9), p["id"]
+
+
+def test_a_host_memory_tier_holds_what_the_gpu_cache_evicts():
+    """Llama-3-8B on one H100 with 64 GiB of host memory per GPU for the KV cache: 64 GiB /
+    (131,072 bytes a token x 16 tokens a block) = 32,768 blocks; the flags that would not apply
+    are refused."""
+    base = ["serve", "--model", "llama-3-8b", "--device", "h100", "--qps", "4", "--requests", "50",
+            "--input-len", "1000", "--output-len", "50"]
+    d = json.loads(run_cli(*base, "--shared-prefix", "0.5", "--prefix-caching", "--kv-offload", "64",
+                           "--host-link-gbs", "63", "--json").stdout)
+    assert d["results"][0]["memory_per_gpu"]["host_kv_blocks_per_engine"] == 64 * 2**30 // (131072 * 16)
+    for extra, message in ((["--prefix-caching", "--shared-prefix", "0.5", "--kv-offload", "64"], "--host-link-gbs"),
+                           (["--kv-offload", "64", "--host-link-gbs", "63"], "--prefix-caching"),
+                           (["--host-link-gbs", "63"], "--kv-offload")):
+        refused = run_cli(*base, *extra)
+        assert refused.returncode == 2 and message in refused.stderr, (extra, refused.stderr)

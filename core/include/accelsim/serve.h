@@ -143,6 +143,13 @@ struct ReplicaConfig {
   // kCustomAllReduce* (serve/iteration.cc) on the replica's system.
   bool custom_allreduce = false;
   SpeculativeConfig speculative;
+  // KV-cache offload to host memory (vLLM's CPU offloading connector, LMCache, SGLang's HiCache):
+  // prefix-cache blocks evicted from the GPU are kept in host memory, this many bytes per GPU
+  // (least recently used dropped first), and a later request whose prompt continues into them
+  // loads them back over the host link, host_link_bytes_per_s per GPU, before its prefill runs
+  // (the step waits for the load; the writes to host overlap the steps). 0: no host tier.
+  double host_kv_bytes = 0.0;
+  double host_link_bytes_per_s = 0.0;
 };
 
 // One engine step's work.
@@ -152,6 +159,7 @@ struct StepBatch {
   int64_t decode_seqs = 0;
   int64_t decode_context = 0;  // tokens cached over all decode sequences, before this step
   int64_t sampling = -1;       // sequences sampling a token (LM head rows); -1: every one
+  int64_t host_loaded_tokens = 0;  // prefix tokens loaded from host memory before the step
 };
 
 struct StepTime {
@@ -160,7 +168,8 @@ struct StepTime {
   double attention_s = 0.0;
   double pipeline_s = 0.0;  // activation sends between pipeline stages
   double draft_s = 0.0;     // speculative decoding: the drafter's passes
-  double total_s() const { return body_s + head_s + attention_s + pipeline_s + draft_s; }
+  double host_load_s = 0.0; // prefix blocks loaded from host memory (ReplicaConfig::host_kv_bytes)
+  double total_s() const { return body_s + head_s + attention_s + pipeline_s + draft_s + host_load_s; }
 };
 
 // Memory of one GPU of a replica.
@@ -173,6 +182,7 @@ struct ReplicaMemory {
   double kv_bytes = 0.0;          // what is left for the KV cache
   double kv_bytes_per_token = 0.0;  // this rank's K and V of one token, all its layers (and the drafter's)
   int64_t kv_blocks = 0;          // per engine (a pipeline's virtual engines share the GPU's)
+  int64_t host_kv_blocks = 0;     // per engine, in host memory (ReplicaConfig::host_kv_bytes)
 };
 
 class IterationModel {

@@ -182,6 +182,11 @@ IterationModel::IterationModel(const ModelSpec& model, const DeviceSpec& device,
   const double per_block = memory_.kv_bytes_per_token * static_cast<double>(replica_.block_size);
   const auto blocks = static_cast<int64_t>(std::floor(memory_.kv_bytes / per_block));
   memory_.kv_blocks = blocks / replica_.pp;  // the virtual engines split the GPU's blocks
+  require_in_range("the replica", "the host KV bytes", replica_.host_kv_bytes, kNonNegative);
+  require_in_range("the replica", "the host link bandwidth", replica_.host_link_bytes_per_s, kNonNegative);
+  ACCELSIM_CHECK(replica_.host_kv_bytes == 0 || replica_.host_link_bytes_per_s > 0,
+                 "a host-memory KV tier needs the host link's bandwidth");
+  memory_.host_kv_blocks = static_cast<int64_t>(std::floor(replica_.host_kv_bytes / per_block)) / replica_.pp;
 }
 
 IterationModel::~IterationModel() = default;
@@ -427,6 +432,11 @@ StepTime IterationModel::step_time(const StepBatch& batch) {
                            batch.decode_seqs * (queries - 1);
   t.head_s = head_time(sampling);
   if (sp.enabled()) t.draft_s = draft_time(batch, prefill_tokens);
+  if (batch.host_loaded_tokens > 0) {
+    // Each GPU loads its share of the blocks' K and V over its own host link.
+    t.host_load_s = static_cast<double>(batch.host_loaded_tokens) * memory_.kv_bytes_per_token /
+                    replica_.host_link_bytes_per_s;
+  }
   if (replica_.pp > 1 && tokens > 0) {
     // The step's hidden states pass pp - 1 stage boundaries (a send each, one GPU to the next).
     CollectiveQuery q;

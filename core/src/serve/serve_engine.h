@@ -42,6 +42,7 @@ struct Seq {
   bool done = false;         // static batching: finished, still holding its row
   double last_token_s = 0.0;
   double accepted_share = 0.0;  // speculative decoding: the fraction of a token accepted so far
+  int32_t host_loaded = 0;      // prefix tokens its admission loads from host memory
   int32_t len() const { return prompt + generated; }
 };
 
@@ -111,6 +112,9 @@ struct Engine {
   // Prefix cache: hash -> users; unused entries evictable in LRU order.
   std::unordered_map<int64_t, PrefixEntry> cache;
   std::set<std::pair<uint64_t, int64_t>> evictable;
+  // Host-memory tier (ReplicaConfig::host_kv_bytes): hash -> last use, LRU order.
+  std::unordered_map<int64_t, uint64_t> host;
+  std::set<std::pair<uint64_t, int64_t>> host_lru;
   int64_t waiting() const { return static_cast<int64_t>(front.size() + fifo.size() + sjf.size()); }
   int64_t outstanding() const { return waiting() + static_cast<int64_t>(running.size()); }
 };
@@ -123,6 +127,7 @@ class Simulation {
     const ReplicaConfig& r = costs.replica();
     bs_ = r.block_size;
     expected_tokens_ = r.speculative.expected_tokens();
+    host_entries_ = w.hash_block_tokens > 0 ? costs.memory().host_kv_blocks / ceil_div(w.hash_block_tokens, bs_) : 0;
     decode_slots_ = r.speculative.enabled() ? r.speculative.tokens + 1 : 1;
     const int64_t blocks = costs.memory().kv_blocks;
     if (blocks < 1) {
@@ -166,11 +171,26 @@ class Simulation {
   // Blocks a prefix-cache entry holds.
   int64_t hash_blocks() const { return blocks_for(w_.hash_block_tokens); }
 
+  // Keeps an evicted prefix block in host memory, dropping the least recently used there.
+  void offload(Engine& e, int64_t hash) {
+    if (host_entries_ <= 0) return;
+    auto it = e.host.find(hash);
+    if (it != e.host.end()) {
+      e.host_lru.erase({it->second, hash});
+    } else if (static_cast<int64_t>(e.host.size()) >= host_entries_) {
+      e.host.erase(e.host_lru.begin()->second);
+      e.host_lru.erase(e.host_lru.begin());
+    }
+    e.host[hash] = ++tick_;
+    e.host_lru.insert({tick_, hash});
+  }
+
   bool allocate(Engine& e, int64_t n) {
     while (e.free_blocks < n && !e.evictable.empty()) {
       const auto [tick, hash] = *e.evictable.begin();
       e.evictable.erase(e.evictable.begin());
       e.cache.erase(hash);
+      offload(e, hash);
       e.free_blocks += hash_blocks();
     }
     if (e.free_blocks < n) return false;
@@ -213,14 +233,23 @@ class Simulation {
   void take_prefix(Engine& e, Seq& s) {
     if (!s_.prefix_caching || w_.hash_block_tokens == 0) return;
     const Request& r = w_.requests[static_cast<size_t>(s.req)];
+    // The leading blocks the GPU cache holds, or failing that the host tier (loaded back into GPU
+    // blocks of their own, as entries of the GPU cache this sequence holds).
     int32_t k = 0;
+    s.host_loaded = 0;
     for (int64_t i = r.hash_begin; i < r.hash_end; ++i, ++k) {
-      auto it = e.cache.find(w_.hashes[static_cast<size_t>(i)]);
-      if (it == e.cache.end()) break;
-      if (it->second.refs++ == 0) {
-        e.evictable.erase({it->second.tick, it->first});
-        used_blocks_ += hash_blocks();
+      const int64_t h = w_.hashes[static_cast<size_t>(i)];
+      auto it = e.cache.find(h);
+      if (it != e.cache.end()) {
+        if (it->second.refs++ == 0) {
+          e.evictable.erase({it->second.tick, it->first});
+          used_blocks_ += hash_blocks();
+        }
+        continue;
       }
+      if (!e.host.count(h) || !allocate(e, hash_blocks())) break;
+      e.cache[h] = PrefixEntry{1, 0};
+      s.host_loaded += static_cast<int32_t>(w_.hash_block_tokens);
     }
     s.hashes_held = k;
     s.shared_blocks = static_cast<int32_t>(k * hash_blocks());
@@ -399,6 +428,7 @@ class Simulation {
       prompt_tokens_ += s.prompt;
       cached_tokens_ += s.computed;
     }
+    b.host_loaded_tokens += s.host_loaded;
     b.prefill.emplace_back(n, s.computed);
     admit(e, s, static_cast<int32_t>(n), now);
     return n;
@@ -434,6 +464,7 @@ class Simulation {
 
   IterationModel& costs_;
   double expected_tokens_ = 1.0;  // per decode step and sequence (SpeculativeConfig)
+  int64_t host_entries_ = 0;      // prefix blocks the host tier holds per engine
   int64_t decode_slots_ = 1;      // cache slots a decode step writes per sequence
   const Workload& w_;
   const ServeConfig& c_;

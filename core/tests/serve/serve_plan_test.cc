@@ -370,3 +370,63 @@ TEST(AttentionDataParallel, RefusedWhereItDoesNotApply) {
 
 }  // namespace
 }  // namespace accelsim
+
+namespace accelsim {
+namespace {
+
+TEST(HostKvTier, AnEvictedPrefixComesBackOverTheHostLink) {
+  // A 2-layer GPT (K and V of 2 x 2 layers x 8 heads x 32 x 2 bytes = 2,048 bytes a token) with a
+  // GPU cache of 100 blocks of 16 tokens. A (1,024 prompt tokens, prefix blocks 0..63) is evicted
+  // by B (1,568 tokens: 99 blocks with its output token, all the cache less its 1% watermark);
+  // C repeats A's prompt.
+  const ModelSpec m = testing::small_gpt(2);
+  DeviceSpec d = testing::round_device();
+  d.runtime_reserved_bytes = 0;
+  ReplicaConfig r;
+  r.simulate.cost.cuda_graphs = true;
+  r.max_batched_tokens = 2048;
+  const IterationModel probe(m, d, r);
+  ASSERT_DOUBLE_EQ(probe.memory().kv_bytes_per_token, 2048.0);
+  d.memory_bytes = (probe.memory().weight_bytes + probe.memory().activation_bytes + 100.5 * 16 * 2048) / 0.9;
+  Workload w;
+  w.hash_block_tokens = 16;
+  auto add = [&](int32_t prompt, int64_t first_hash, double at) {
+    Request q;
+    q.arrival_s = at;
+    q.input_len = prompt;
+    q.output_len = 1;
+    q.hash_begin = static_cast<int64_t>(w.hashes.size());
+    for (int64_t b = 0; b < prompt / 16; ++b) w.hashes.push_back(first_hash + b);
+    q.hash_end = static_cast<int64_t>(w.hashes.size());
+    w.requests.push_back(q);
+  };
+  add(1024, 0, 0.0);
+  add(1568, 1000, 10.0);
+  add(1024, 0, 20.0);
+  ServeConfig c;
+  c.scheduler.prefix_caching = true;
+  {
+    IterationModel gpu_only(m, d, r);
+    ASSERT_EQ(gpu_only.memory().kv_blocks, 100);
+    EXPECT_DOUBLE_EQ(simulate_serving(gpu_only, w, c).prefix_hit_rate, 0.0);  // A's blocks are gone
+  }
+  // With 200 blocks of host memory at 1 GB/s: C finds all 64 of A's blocks there, loads them
+  // (1,024 tokens x 2,048 bytes at 1 GB/s = 2.097152 ms) and computes its last token only:
+  // 1,023 of the 3,616 prompt tokens served from the cache. (A's last block, the only one B left
+  // on the GPU, is the least recently used there and makes room for the first load.)
+  r.host_kv_bytes = 200.0 * 16 * 2048;
+  r.host_link_bytes_per_s = 1e9;
+  IterationModel tiered(m, d, r);
+  EXPECT_EQ(tiered.memory().host_kv_blocks, 200);
+  const ServeResult out = simulate_serving(tiered, w, c);
+  EXPECT_DOUBLE_EQ(out.prefix_hit_rate, 1023.0 / 3616.0);
+  StepBatch step;
+  step.prefill = {{1, 1023}};
+  step.host_loaded_tokens = 1024;
+  const StepTime t = tiered.step_time(step);
+  EXPECT_DOUBLE_EQ(t.host_load_s, 1024.0 * 2048 / 1e9);
+  EXPECT_NEAR(out.request_ttft_s[2], t.total_s(), 1e-12);
+}
+
+}  // namespace
+}  // namespace accelsim

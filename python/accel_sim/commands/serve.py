@@ -148,6 +148,7 @@ def add_parser(sub: Any) -> None:
     w.add_argument("--output-len", default="200", metavar="DIST", help="as --input-len (default: 200)")
     w.add_argument("--seed", **SEED, default=0)
     add_shared_prefix_arg(w)
+    add_offload_args(s)
     o = p.add_argument_group("targets and output")
     o.add_argument("--slo-ttft-p99", metavar="DURATION", help="p99 time-to-first-token target, e.g. 500ms")
     o.add_argument("--slo-tpot-p99", metavar="DURATION", help="p99 time-per-output-token target, e.g. 50ms")
@@ -161,6 +162,31 @@ def add_parser(sub: Any) -> None:
     o.add_argument("--json", action="store_true", help="print JSON (docs/formats/report.md)")
     o.add_argument("--html", metavar="FILE", help="write a self-contained HTML report: latency CDFs, percentiles, KV cache and queue over time")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def add_offload_args(group: Any) -> None:
+    """serve's and serve-plan's host-memory KV tier (core ReplicaConfig::host_kv_bytes)."""
+    group.add_argument("--kv-offload", **POSITIVE, metavar="GIB",
+                       help="keep prefix-cache blocks evicted from the GPU in this much host memory per GPU and load "
+                            "them back on a hit (vLLM's CPU offloading, LMCache, SGLang HiCache); needs --host-link-gbs")
+    group.add_argument("--host-link-gbs", **POSITIVE, metavar="GB/S",
+                       help="each GPU's host link, one direction: about 63 for PCIe Gen5 x16 (32 GT/s x 16 lanes, "
+                            "128b/130b: PCI-SIG), 450 for NVLink-C2C (NVIDIA Grace Hopper: 900 GB/s both ways)")
+
+
+def offload_config(args: argparse.Namespace, replica: Any) -> None:
+    """The host-memory KV tier of the offload flags on `replica`, refusing what would not apply."""
+    from accel_sim.commands.flags import refuse
+    from accel_sim.errors import UsageError
+
+    if args.kv_offload is None:
+        refuse(args, ("host_link_gbs",), "is the host link of the --kv-offload tier: give --kv-offload")
+        return
+    if args.host_link_gbs is None:
+        raise UsageError("--kv-offload loads blocks back over the host link: give --host-link-gbs (e.g. 63 for PCIe "
+                         "Gen5 x16)")
+    replica.host_kv_bytes = args.kv_offload * 2**30
+    replica.host_link_bytes_per_s = args.host_link_gbs * 1e9
 
 
 def add_shared_prefix_arg(group: Any) -> None:
@@ -277,6 +303,7 @@ def refuse_inapplicable(args: argparse.Namespace, devices: list[str]) -> None:
                "(hash_ids)")
     if not args.prefix_caching:
         refuse(args, ("shared_prefix",), "is served from a prefix cache: add --prefix-caching")
+        refuse(args, ("kv_offload",), "keeps the prefix cache's evicted blocks in host memory: add --prefix-caching")
     if args.arrival != "gamma":
         refuse(args, ("burstiness",), f"is the gaps' coefficient of variation of --arrival gamma; {args.arrival} "
                "arrivals have none")
@@ -457,6 +484,7 @@ def _replica(args: argparse.Namespace, device: Any, kernels: dict) -> Any:
     r.block_size = args.block_size
     r.gpu_memory_utilization = args.gpu_memory_utilization
     r.speculative = speculative_config(args, args.dtype)
+    offload_config(args, r)
     # The largest step sizes the activation reserve (vLLM's profiling run): the chunk of chunked
     # prefill (sarathi, a disaggregated prefill engine), the token budget otherwise.
     chunking = args.scheduler == "sarathi" or bool(args.disaggregate)

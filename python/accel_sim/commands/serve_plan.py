@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from accel_sim.commands.flags import COUNT, POSITIVE, SEED, counts_up_to, whole_up_to
-from accel_sim.commands.serve import (MAX_REQUESTS, add_shared_prefix_arg, add_speculative_args, bound_lengths,
-                                      parse_duration, parse_length, position_limit, speculative_config)
+from accel_sim.commands.serve import (MAX_REQUESTS, add_offload_args, add_shared_prefix_arg, add_speculative_args,
+                                      bound_lengths, offload_config, parse_duration, parse_length, position_limit,
+                                      speculative_config)
 from accel_sim.progress import Progress
 
 # The default candidates: the three device types of issue-style questions ("H100, H200 or MI300X?")
@@ -91,6 +92,7 @@ def add_parser(sub: Any) -> None:
                    help="requests per simulated trial (default: 500)")
     w.add_argument("--seed", **SEED, default=0)
     add_shared_prefix_arg(w)  # the paged engines (vLLM, SGLang) serve it from their prefix cache
+    add_offload_args(w)
     s = p.add_argument_group("search space")
     s.add_argument("--max-gpus", **counts_up_to(MAX_GPUS, "100,000 GPUs"), default=64, help="the GPU budget (default: 64)")
     s.add_argument("--tp", type=_counts, default=[1, 2, 4, 8], help="tensor-parallel degrees (default: 1,2,4,8)")
@@ -186,6 +188,7 @@ def _engines(args: argparse.Namespace, entries: list, stacks: list, speculative:
             configure_engine(o, r, serving.engine_for(entry.architecture), stack.host_overhead_per_kernel_s)
             r.simulate = o
             r.speculative = speculative
+            offload_config(args, r)
             e.replica = r
             sched = _core.SchedulerConfig()
             sched.kind = getattr(_core.SchedulerKind, serving.scheduler)
@@ -227,6 +230,9 @@ def request_of(args: argparse.Namespace) -> tuple[Any, Any, list, list]:
     model = load_model_spec(args.model)
     from accel_sim.commands.flags import refuse
 
+    if not args.shared_prefix:
+        refuse(args, ("kv_offload",), "keeps the prefix cache's evicted blocks in host memory; these generated "
+               "prompts share no prefix (--shared-prefix)")
     if model.moe.num_experts == 0:
         refuse(args, ("dp_attention",), f"splits an MoE model's experts over attention data-parallel GPUs; {model.name} "
                "is dense (more replicas do the same)")

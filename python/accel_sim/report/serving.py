@@ -61,7 +61,7 @@ def serve_json(s: Any) -> dict:
                                "max_qps": found.qps if found else None,
                                "max_qps_per_gpu": found.qps_per_gpu if found else None, "memory_per_gpu": {
             "weights_bytes": m.weight_bytes, "activations_bytes": m.activation_bytes, "kv_cache_bytes": m.kv_bytes,
-            "kv_blocks_per_engine": m.kv_blocks}} | result_dict(r))
+            "kv_blocks_per_engine": m.kv_blocks, "host_kv_blocks_per_engine": m.host_kv_blocks}} | result_dict(r))
     out["results"] += [{"device": device.id, "error": why} for device, why in s.failed]
     return out
 
@@ -108,7 +108,9 @@ def _run_lines(r: Any, args: Any, head: str, memory: Any, qps: float | None) -> 
     gb = 1e9
     lines = [head, "",
              f"  memory/GPU    weights {memory.weight_bytes / gb:,.1f} GB · activations {memory.activation_bytes / gb:,.1f} GB · "
-             f"KV cache {memory.kv_bytes / gb:,.1f} GB = {memory.kv_blocks:,} blocks of {args.block_size} tokens per engine"]
+             f"KV cache {memory.kv_bytes / gb:,.1f} GB = {memory.kv_blocks:,} blocks of {args.block_size} tokens per engine"
+             + (f" · host tier {memory.host_kv_blocks:,} blocks ({args.kv_offload:g} GiB a GPU, {args.host_link_gbs:g} GB/s)"
+                if memory.host_kv_blocks else "")]
     if qps is not None:
         lines.append(f"  max rate      {qps:,.2f} requests/s meet the SLOs")
     lines.append(f"  requests      {r.completed:,} done of {r.requests:,}"
