@@ -126,6 +126,7 @@ void bind_device(nb::module_& m) {
       .value("halving_doubling", CollectiveAlgorithm::halving_doubling)
       .value("nvls", CollectiveAlgorithm::nvls)
       .value("hierarchical", CollectiveAlgorithm::hierarchical)
+      .value("pxn", CollectiveAlgorithm::pxn)
       .value("custom", CollectiveAlgorithm::custom);
   nb::class_<CollectiveQuery>(m, "CollectiveQuery")
       .def(nb::init<>())

@@ -84,7 +84,7 @@ struct SystemSpec {
 };
 
 enum class CollectiveKind : uint8_t { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv };
-enum class CollectiveAlgorithm : uint8_t { automatic, ring, tree, halving_doubling, nvls, hierarchical, custom };
+enum class CollectiveAlgorithm : uint8_t { automatic, ring, tree, halving_doubling, nvls, hierarchical, custom, pxn };
 
 std::string_view collective_kind_name(CollectiveKind kind);
 std::string_view collective_algorithm_name(CollectiveAlgorithm algorithm);

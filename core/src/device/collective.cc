@@ -59,6 +59,7 @@ std::string_view collective_algorithm_name(CollectiveAlgorithm algorithm) {
     case CollectiveAlgorithm::nvls: return "nvls";
     case CollectiveAlgorithm::hierarchical: return "hierarchical";
     case CollectiveAlgorithm::custom: return "custom";
+    case CollectiveAlgorithm::pxn: return "pxn";
   }
   return "?";
 }
@@ -277,7 +278,17 @@ CollectiveEstimate estimate_collective(const CollectiveQuery& q, const SystemSpe
         // The share bound for other domains leaves on one NIC per GPU (or its share of one);
         // the rest stays inside.
         const double away = s * (p - g) / p, home = s * (g - 1) / p;
-        hier = (p - 1) * out_alpha + std::max(away / (nic_bw * std::min(1.0, sys.nics_per_gpu)), home / up_bw);
+        const double nic = nic_bw * std::min(1.0, sys.nics_per_gpu);
+        hier = (p - 1) * out_alpha + std::max(away / nic, home / up_bw);
+        // PXN (NCCL 2.12's PCI x NVLink, DeepEP's NVLink forwarding): each GPU first hands the
+        // data bound for another domain to the GPU of its own domain on the destination's rail,
+        // over the scale-up fabric, which sends what its domain has for that peer as one message:
+        // domains - 1 network messages a GPU instead of p - g, each g times larger; the scale-up
+        // fabric carries the away share as well as the home one, the two stages pipelined
+        // (NVIDIA, "Doubling all2all Performance with NVIDIA Collective Communication Library
+        // 2.12", 2022: https://developer.nvidia.com/blog/doubling-all2all-performance-with-nvidia-collective-communication-library-2-12/).
+        consider(CollectiveAlgorithm::pxn,
+                 (domains - 1) * out_alpha + (g - 1) * up_alpha + std::max(away / nic, (away + home) / up_bw));
         break;
       }
       case CollectiveKind::broadcast:

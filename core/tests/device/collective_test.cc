@@ -133,7 +133,23 @@ TEST(CollectiveTest, AllReduceAcrossDomains) {
 TEST(CollectiveTest, AllToAllAcrossDomainsUsesOneNicPerGpu) {
   // 16 ranks in 2 domains, 1 GB sent per rank: 8/16 of it leaves on the 10 GB/s NIC (50 ms),
   // 7/16 stays on the 100 GB/s fabric (4.375 ms, in parallel), plus 15 steps of 5 us.
-  EXPECT_NEAR(run(CollectiveKind::all_to_all, 1e9, 16).time_s, 0.05 + 15 * 5e-6, 1e-12);
+  EXPECT_NEAR(run(CollectiveKind::all_to_all, 1e9, 16, CollectiveAlgorithm::hierarchical).time_s,
+              0.05 + 15 * 5e-6, 1e-12);
+}
+
+TEST(CollectiveTest, PxnAllToAllRelaysOverNvlinkAndSendsOneMessagePerRemoteDomain) {
+  // 64 ranks in 8 domains, 1 MB sent per rank. Direct: 63 network messages of 5 us and 56/64 of
+  // the bytes on the 10 GB/s NIC: 315 + 87.5 = 402.5 us. PXN: the away share first crosses the
+  // domain to the GPU on the destination's rail (7 steps of 1 us), then 7 aggregated network
+  // messages (35 us); the NIC still carries 87.5 us, the fabric (56 + 7)/64 MB in 9.84 us beside
+  // it: 35 + 7 + 87.5 = 129.5 us, and automatic takes it.
+  EXPECT_NEAR(run(CollectiveKind::all_to_all, 1e6, 64, CollectiveAlgorithm::hierarchical).time_s,
+              63 * 5e-6 + 1e6 * 56 / 64 / 10e9, 1e-12);
+  const CollectiveEstimate pxn = run(CollectiveKind::all_to_all, 1e6, 64);
+  EXPECT_EQ(pxn.algorithm, CollectiveAlgorithm::pxn);
+  EXPECT_NEAR(pxn.time_s, 7 * 5e-6 + 7 * 1e-6 + 1e6 * 56 / 64 / 10e9, 1e-12);
+  // Inside one domain there is nothing to relay: the direct exchange.
+  EXPECT_NE(run(CollectiveKind::all_to_all, 1e6, 8).algorithm, CollectiveAlgorithm::pxn);
 }
 
 TEST(CollectiveTest, AMeshGivesASmallGroupItsShareOfTheLinks) {

@@ -16,7 +16,7 @@ COLLECTIVES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescat
                "alltoall": "all_to_all", "broadcast": "broadcast", "sendrecv": "send_recv"}
 
 
-ALGORITHMS = ("automatic", "ring", "tree", "halving_doubling", "nvls", "hierarchical")
+ALGORITHMS = ("automatic", "ring", "tree", "halving_doubling", "nvls", "hierarchical", "pxn")
 
 
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
