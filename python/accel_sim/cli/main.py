@@ -46,12 +46,21 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         from accel_sim.report.sim_trace import write_simulation_trace
 
         write_simulation_trace(args.trace, report)
+    if args.chakra:
+        from accel_sim.errors import UsageError
+        from accel_sim.report.chakra import write_chakra
+
+        try:
+            write_chakra(args.chakra, report)
+        except OSError as err:
+            raise UsageError(f"cannot write the Chakra trace to {args.chakra}: {err.strerror}") from None
     if args.json:
         print(json.dumps(report.to_dict(include_ops=not args.no_ops), indent=1))
     else:
         print(simulation_text(report, top=args.top))
         written = [f"  wrote {what}: {path}" for path, what in ((args.html, "HTML report"),
-                                                             (args.trace, "trace (open it in ui.perfetto.dev)")) if path]
+                                                             (args.trace, "trace (open it in ui.perfetto.dev)"),
+                                                             (args.chakra, "Chakra execution trace")) if path]
         if written:
             print("\n" + "\n".join(written))
     return 0

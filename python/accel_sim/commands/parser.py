@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-ops", action="store_true", help="with --json: leave out the per-op rows")
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report (roofline, timeline, memory, breakdowns)")
     p.add_argument("--trace", metavar="FILE", help="also write the timeline as a Perfetto / Chrome trace (JSON)")
+    p.add_argument("--chakra", metavar="FILE",
+                   help="also write the simulated ops as a Chakra execution trace (one rank's), the workload format "
+                        "ASTRA-sim reads: compute nodes with their times, collectives with their type and size, "
+                        "their dependencies")
 
     p = sub.add_parser("compare", help="the same model on several devices, with a verdict")
     add_simulation_args(p)
