@@ -133,5 +133,5 @@ def test_python_values_the_command_line_could_not_hold_are_one_line_errors():
                          ({"tp": True}, "--tp: expected a whole number, got True")):
         with pytest.raises(accel_sim.UsageError, match=re.escape(message)):
             accel_sim.train(**(TRAIN | bad))
-    with pytest.raises(accel_sim.UsageError, match="--gpus: expected integers separated by commas"):
+    with pytest.raises(accel_sim.UsageError, match="--gpus: expected whole numbers separated by commas"):
         accel_sim.plan(model="llama-3-8b", system="dgx_h100", gpus="8,x", seq=2048, global_batch=16)

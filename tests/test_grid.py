@@ -88,7 +88,7 @@ def _json(capsys, *args: str) -> dict:
      "grid.yaml: fixed.seq: seq: 1,000,000,000,000,000,019,884,624,838,656 is beyond the 64-bit integers"),
     ("command: simulate\nfixed: {model: gpt2}\ngrid: {batch: '1:1e19:3'}\n", "grid.yaml: grid.batch: batch: 10,000,000,000,000,000,000 is beyond"),
     ("command: plan\nfixed: {model: llama-3-8b, seq: 4096, global_batch: 64, system: dgx-h100}\n"
-     "grid: {gpus: [99999999999999999999999]}\n", "grid.yaml: grid.gpus: gpus: expected integers up to 9,223,372,036,854,775,807"),
+     "grid: {gpus: [99999999999999999999999]}\n", "grid.yaml: grid.gpus: gpus: expected whole numbers from 1 to 9,223,372,036,854,775,807"),
     # Each flag's own range, as the command line holds it (accel_sim.commands.flags), at load, not per point.
     ("command: train\nfixed: {model: llama-3-8b, system: dgx-h100, seq: 4096, global_batch: 64, gpus: 8}\n"
      "grid: {tp: [0, 8]}\n", "grid.yaml: grid.tp: tp takes a whole number from 1 to 2^63 - 1 (got 0)"),

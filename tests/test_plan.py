@@ -125,7 +125,7 @@ def test_plan_and_train_usage_errors_exit_2():
         assert result.stderr.strip().count("\n") == 0, result.stderr
     # A count beyond the core's int64: argparse's usage and error, not a binding's type dump.
     result = run_cli("plan", *base, "--gpus", str(2**63), "--global-batch", "8")
-    assert result.returncode == 2 and "expected integers up to 9,223,372,036,854,775,807" in result.stderr
+    assert result.returncode == 2 and "expected whole numbers from 1 to 9,223,372,036,854,775,807" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -127,10 +127,11 @@ class Emitter {
   Graph& g_;
 };
 
-inline int64_t divided(int64_t value, int64_t parts, const std::string& what) {
-  ACCELSIM_CHECK(value % parts == 0, what + " (" + std::to_string(value) +
-                                         ") is not divisible by the tensor-parallel degree " +
-                                         std::to_string(parts));
+// `value` split into `parts` equal shares over the `degree` ("tensor-parallel", "expert-parallel").
+inline int64_t divided(int64_t value, int64_t parts, const std::string& what,
+                       const std::string& degree = "tensor-parallel") {
+  ACCELSIM_CHECK(value % parts == 0, what + " (" + std::to_string(value) + ") is not divisible by the " + degree +
+                                         " degree " + std::to_string(parts));
   return value / parts;
 }
 

@@ -166,7 +166,7 @@ TensorId Builder::moe(int64_t l, TensorId x) {
   const int64_t k = moe.top_k;
   const int64_t experts = moe.num_experts;
   const int64_t ep = o_.expert_parallel;
-  const int64_t local = divided(experts, ep, "num_experts") ;  // this rank's experts
+  const int64_t local = divided(experts, ep, "num_experts", "expert-parallel");  // this rank's experts
   const int64_t fe = divided(moe.expert_ffn_size, o_.tensor_parallel, "expert_ffn_size");
   const int64_t rows = t * k;  // routed rows sent, and (balanced) received, by this rank
   // Expected experts of this rank that receive tokens: the EP group routes t * ep tokens.

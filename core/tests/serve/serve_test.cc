@@ -10,6 +10,7 @@
 #include "accelsim/simulate.h"
 #include "testing/models.h"
 #include "testing/round_device.h"
+#include "testing/serve_devices.h"
 
 namespace accelsim {
 namespace {
@@ -32,13 +33,6 @@ double graph_latency(const ModelSpec& m, const DeviceSpec& d, Phase phase, int64
   return simulate(build_graph(m, b), d, o).latency_s;
 }
 
-// The round-number device with room for an 8B model and its cache.
-DeviceSpec big_device() {
-  DeviceSpec d = testing::round_device();
-  d.memory_bytes = 80e9;
-  return d;
-}
-
 Workload same_requests(int64_t n, int32_t input, int32_t output) {
   Workload w;
   w.requests.resize(static_cast<size_t>(n));
@@ -51,7 +45,7 @@ Workload same_requests(int64_t n, int32_t input, int32_t output) {
 
 TEST(IterationModel, PrefillStepEqualsTheWholeGraph) {
   const ModelSpec m = testing::llama3_8b();
-  const DeviceSpec d = big_device();
+  const DeviceSpec d = testing::roomy_device();
   IterationModel costs(m, d, replica());
   // Body and head are linear in the layers: one prefill of 48 tokens (exact below the grid) costs
   // what the 32-layer graph costs op by op.
@@ -62,7 +56,7 @@ TEST(IterationModel, PrefillStepEqualsTheWholeGraph) {
 
 TEST(IterationModel, DecodeStepEqualsTheWholeGraph) {
   const ModelSpec m = testing::llama3_8b();
-  const DeviceSpec d = big_device();
+  const DeviceSpec d = testing::roomy_device();
   IterationModel costs(m, d, replica());
   StepBatch b;
   b.decode_seqs = 8;
@@ -76,7 +70,7 @@ TEST(IterationModel, DecodeStepOfALocalAndGlobalModelEqualsTheWholeGraph) {
   // of them; the step costs each kind of layer at its own attention.
   ModelSpec m = testing::gemma2_9b();
   m.sliding_window = 16;
-  const DeviceSpec d = big_device();
+  const DeviceSpec d = testing::roomy_device();
   IterationModel costs(m, d, replica());
   StepBatch b;
   b.decode_seqs = 8;
@@ -91,7 +85,7 @@ TEST(IterationModel, DecodeKernelReadingKvPerQueryHeadReadsTheCacheOncePerQueryH
   // 64 x 64 tokens x 32 layers x 8 heads x 128 x 2 bytes x 2 = 536,870,912 bytes, read 3 times more
   // at 1 TB/s, the kernel memory-bound on the round device (4 FLOPs per byte of cache).
   const ModelSpec m = testing::llama3_8b();
-  const DeviceSpec d = big_device();
+  const DeviceSpec d = testing::roomy_device();
   ReplicaConfig shared = replica(), per_head = replica();
   per_head.decode_kv_per_query_head = true;
   IterationModel grouped(m, d, shared), mmha(m, d, per_head);
@@ -114,7 +108,7 @@ TEST(IterationModel, DecodeKernelReadingKvPerQueryHeadReadsTheCacheOncePerQueryH
 TEST(IterationModel, MoeBodyCountsDenseAndMoeLayers) {
   // DeepSeek-V3's 3 dense + 58 MoE layers: the profile's split matches the whole graph.
   const ModelSpec m = testing::deepseek_v3();
-  const DeviceSpec d = big_device();
+  const DeviceSpec d = testing::roomy_device();
   IterationModel costs(m, d, replica());
   StepBatch b;
   b.prefill = {{16, 0}};
@@ -139,7 +133,7 @@ TEST(IterationModel, KvCapacityIsWhatWeightsAndActivationsLeave) {
 
 TEST(Serve, SingleRequestTtftIsThePrefillTime) {
   const ModelSpec m = testing::llama3_8b();
-  const DeviceSpec d = big_device();
+  const DeviceSpec d = testing::roomy_device();
   IterationModel costs(m, d, replica());
   for (SchedulerKind k : {SchedulerKind::static_batch, SchedulerKind::orca, SchedulerKind::vllm, SchedulerKind::sarathi}) {
     ServeConfig c;
@@ -156,7 +150,7 @@ TEST(Serve, SteadyBatchDecodesAtTheAnalyticStepTime) {
   // eight prompts, then three decode steps of the batch over 32, 33 and 34 cached tokens. Each
   // request's TPOT is the mean of those three steps, its TTFT the prefill step.
   const ModelSpec m = testing::llama3_8b();
-  const DeviceSpec d = big_device();
+  const DeviceSpec d = testing::roomy_device();
   IterationModel costs(m, d, replica());
   ServeConfig c;
   c.scheduler.kind = SchedulerKind::vllm;
@@ -178,7 +172,7 @@ TEST(Serve, SteadyBatchDecodesAtTheAnalyticStepTime) {
 
 TEST(Serve, StaticBatchKeepsFinishedRowsUntilTheLongestIsDone) {
   const ModelSpec m = testing::llama3_8b();
-  const DeviceSpec d = big_device();
+  const DeviceSpec d = testing::roomy_device();
   IterationModel costs(m, d, replica());
   Workload w = same_requests(2, 32, 2);
   w.requests[1].output_len = 3;
@@ -203,13 +197,7 @@ TEST(Serve, StaticBatchKeepsFinishedRowsUntilTheLongestIsDone) {
 
 // A device whose KV cache holds exactly `blocks` blocks of 16 tokens for the model.
 DeviceSpec device_with_blocks(const ModelSpec& m, int64_t blocks) {
-  DeviceSpec d = testing::round_device();
-  d.memory_bytes = 100e9;
-  IterationModel probe(m, d, replica());
-  const ReplicaMemory& mem = probe.memory();
-  const double kv = (static_cast<double>(blocks) + 0.5) * 16.0 * mem.kv_bytes_per_token;
-  d.memory_bytes = (kv + mem.weight_bytes + mem.activation_bytes + d.runtime_reserved_bytes) / 0.9;
-  return d;
+  return testing::device_with_blocks(m, blocks, replica());
 }
 
 ModelSpec tiny_model() {
@@ -307,7 +295,7 @@ TEST(Serve, SarathiChunksPromptsToTheBudget) {
   // One 100-token prompt with a 32-token budget: chunks of 32, 32, 32 and 4 tokens, the first
   // token after the fourth.
   const ModelSpec m = testing::llama3_8b();
-  const DeviceSpec d = big_device();
+  const DeviceSpec d = testing::roomy_device();
   IterationModel costs(m, d, replica());
   ServeConfig c;
   c.scheduler.kind = SchedulerKind::sarathi;
@@ -326,7 +314,7 @@ TEST(Serve, SarathiChunksPromptsToTheBudget) {
 
 TEST(Serve, PrefixCacheSkipsCachedBlocks) {
   const ModelSpec m = testing::llama3_8b();
-  const DeviceSpec d = big_device();
+  const DeviceSpec d = testing::roomy_device();
   IterationModel costs(m, d, replica());
   // Two requests sharing their first 64-token block; the second arrives after the first is done
   // and computes only its last 16 tokens.
@@ -349,7 +337,7 @@ TEST(Serve, PrefixCacheSkipsCachedBlocks) {
 
 TEST(Serve, RoutersSpreadRequests) {
   const ModelSpec m = tiny_model();
-  const DeviceSpec d = big_device();
+  const DeviceSpec d = testing::roomy_device();
   IterationModel costs(m, d, replica());
   ServeConfig c;
   c.replicas = 2;
@@ -364,7 +352,7 @@ TEST(Serve, RoutersSpreadRequests) {
 
 TEST(Serve, CostPerMillionTokens) {
   const ModelSpec m = tiny_model();
-  const DeviceSpec d = big_device();
+  const DeviceSpec d = testing::roomy_device();
   IterationModel costs(m, d, replica());
   ServeConfig c;
   c.price_usd_per_gpu_hour = 2.0;
@@ -378,7 +366,7 @@ TEST(Serve, DisaggregatedRequestMovesItsCacheBetweenReplicas) {
   // (first token), its 40 tokens x 131,072 bytes of K and V cross in 524 us, then the decode
   // replica runs the two remaining tokens over 40 and 41 cached tokens.
   const ModelSpec m = testing::llama3_8b();
-  const DeviceSpec d = big_device();
+  const DeviceSpec d = testing::roomy_device();
   IterationModel costs(m, d, replica());
   ServeConfig c;
   c.replicas = 2;
@@ -397,7 +385,7 @@ TEST(Serve, DisaggregatedRequestMovesItsCacheBetweenReplicas) {
 
 TEST(Serve, FindMaxQpsBracketsTheSloRate) {
   const ModelSpec m = testing::llama3_8b();
-  const DeviceSpec d = big_device();
+  const DeviceSpec d = testing::roomy_device();
   IterationModel costs(m, d, replica());
   WorkloadSpec s;
   s.requests = 300;

@@ -177,6 +177,18 @@ def whole_up_to(high: int, why: str) -> dict:
     return _integer(0, high, f"a whole number from 0 to {high:,} ({why})")
 
 
+def count_list(text: str, high: int = INT64_MAX) -> list[int]:
+    """'1,2,4' -> [1, 2, 4]: whole numbers from 1 to `high` separated by commas, in the order typed
+    (plan's --gpus, serve-plan's --tp); an argparse type error saying what was expected."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas (got {text!r})") from None
+    if not values or min(values) < 1 or max(values) > high:
+        raise argparse.ArgumentTypeError(f"expected whole numbers from 1 to {high:,} separated by commas (got {text!r})")
+    return values
+
+
 def _integer(low: int, high: int, what: str) -> dict:
     return {"type": int, "action": _Checked, "check": lambda v: None if low <= v <= high else what}
 

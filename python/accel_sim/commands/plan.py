@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from accel_sim.commands.flags import COUNT, whole_up_to
+from accel_sim.commands.flags import COUNT, count_list, whole_up_to
 from accel_sim.progress import Progress
 from accel_sim.commands.train import (RECOMPUTE, add_run_args, recompute_policy, refuse_device_files_no_run_uses,
                                       refuse_layout_the_stack_cannot_run, run_inputs)
@@ -33,15 +33,7 @@ def _count(text: str, units: dict, what: str) -> float:
 
 
 def _ints(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected integers separated by commas (got {text!r})") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers (got {text!r})")
-    if max(values) > INT64_MAX:
-        raise argparse.ArgumentTypeError(f"expected integers up to {INT64_MAX:,} (got {text!r})")
-    return values
+    return count_list(text)
 
 
 def add_parser(sub: Any) -> None:

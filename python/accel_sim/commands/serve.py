@@ -359,6 +359,20 @@ def bound_lengths(args: argparse.Namespace, spec: Any, limit: int | None, why: s
                          f"{tokens}, beyond {why}, which a server refuses: bound the lengths to fit")
 
 
+def generated_lengths(args: argparse.Namespace, spec: Any, model: Any) -> None:
+    """Sets `spec`'s prompt and output length distributions: --input-len and --output-len, or
+    log-normals fitted to --lengths-from's trace; every length within the model's positions."""
+    from accel_sim import _core
+    from accel_sim.io.serve_trace import read_trace
+
+    if args.lengths_from:
+        t = read_trace(args.lengths_from)
+        spec.input, spec.output = _core.fit_lognormal(t.input_len), _core.fit_lognormal(t.output_len)
+    else:
+        spec.input, spec.output = parse_length(args.input_len, "input-len"), parse_length(args.output_len, "output-len")
+    bound_lengths(args, spec, *position_limit(model))
+
+
 def serve_workload(args: argparse.Namespace, model: Any) -> tuple[Any, Any]:
     """(workload spec, workload or None): a trace becomes a core Workload, otherwise a spec to
     generate. Every request must fit the model's positions (position_limit)."""
@@ -381,11 +395,7 @@ def serve_workload(args: argparse.Namespace, model: Any) -> tuple[Any, Any]:
     spec.shared_prefix = args.shared_prefix
     limit, why = position_limit(model)
     if not args.workload:
-        spec.input, spec.output = parse_length(args.input_len, "input-len"), parse_length(args.output_len, "output-len")
-        if args.lengths_from:
-            t = read_trace(args.lengths_from)
-            spec.input, spec.output = _core.fit_lognormal(t.input_len), _core.fit_lognormal(t.output_len)
-        bound_lengths(args, spec, limit, why)
+        generated_lengths(args, spec, model)
         if args.qps is None and not args.find_max_qps:
             raise UsageError("give --qps (a request rate) or --workload (a trace)")
         fixed = _core.LengthDistribution.fixed

@@ -10,10 +10,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from accel_sim.commands.flags import COUNT, POSITIVE, SEED, counts_up_to, whole_up_to
+from accel_sim.commands.flags import COUNT, POSITIVE, SEED, count_list, counts_up_to, refuse, whole_up_to
 from accel_sim.commands.serve import (MAX_REQUESTS, add_offload_args, add_shared_prefix_arg, add_speculative_args,
-                                      bound_lengths, offload_config, parse_duration, parse_length, position_limit,
-                                      speculative_config)
+                                      generated_lengths, offload_config, parse_duration, speculative_config)
 from accel_sim.progress import Progress
 
 # The default candidates: the three device types of issue-style questions ("H100, H200 or MI300X?")
@@ -28,14 +27,8 @@ MAX_GPUS = 100_000
 
 
 def _counts(text: str) -> list[int]:
-    """'1,2,4,8' -> [1, 2, 4, 8]: whole numbers from 1, no repeats."""
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas (got {text!r})") from None
-    if not values or min(values) < 1 or max(values) > 1 << 31:
-        raise argparse.ArgumentTypeError(f"expected whole numbers from 1 to 2^31 separated by commas (got {text!r})")
-    return sorted(set(values))
+    """'4,1,2,2' -> [1, 2, 4]: the distinct values of a comma list of counts (the core's int)."""
+    return sorted(set(count_list(text, (1 << 31) - 1)))
 
 
 def _quantizations(text: str) -> list[str]:
@@ -136,8 +129,6 @@ def _objective(args: argparse.Namespace) -> str:
 
 def _workload(args: argparse.Namespace, model: Any) -> Any:
     from accel_sim import _core
-    from accel_sim.commands.flags import refuse
-    from accel_sim.io.serve_trace import read_trace
 
     spec = _core.WorkloadSpec()
     spec.requests, spec.seed = args.requests, args.seed
@@ -150,12 +141,7 @@ def _workload(args: argparse.Namespace, model: Any) -> Any:
     if args.lengths_from:
         refuse(args, ("input_len", "output_len"), "sets generated lengths; these are drawn from log-normals fitted "
                "to --lengths-from")
-        t = read_trace(args.lengths_from)
-        spec.input, spec.output = _core.fit_lognormal(t.input_len), _core.fit_lognormal(t.output_len)
-    else:
-        spec.input, spec.output = parse_length(args.input_len, "input-len"), parse_length(args.output_len, "output-len")
-    limit, why = position_limit(model)
-    bound_lengths(args, spec, limit, why)
+    generated_lengths(args, spec, model)
     return spec
 
 
@@ -228,8 +214,6 @@ def request_of(args: argparse.Namespace) -> tuple[Any, Any, list, list]:
             raise UsageError(f"--objective cost needs a price per GPU-hour for every device; {', '.join(unpriced)} "
                              "has none (give it price_usd_per_hour in a --device-file)")
     model = load_model_spec(args.model)
-    from accel_sim.commands.flags import refuse
-
     if not args.shared_prefix:
         refuse(args, ("kv_offload",), "keeps the prefix cache's evicted blocks in host memory; these generated "
                "prompts share no prefix (--shared-prefix)")

@@ -246,7 +246,7 @@ def serve_plan_text(run: Any) -> str:
 def serve_plan_html(run: Any) -> str:
     """The HTML report: the Pareto chart of every layout meeting the SLOs (the front joined), the
     ranked table with launch commands, and the rejections."""
-    from accel_sim.report.html_report import card, html_table, kpi, page
+    from accel_sim.report.html_report import card, esc, html_table, kpi, page
     from accel_sim.report.svg import PALETTE, Series, line_chart
 
     q, res = run.request, run.result
@@ -287,7 +287,7 @@ def serve_plan_html(run: Any) -> str:
         sections.append(card("Ranked layouts", f'<div style="overflow-x:auto">{table_html}</div>',
                              note="rate per unit: the highest a unit sustains within the SLOs, with its latency; SLO met: "
                                   "the whole deployment simulated at the target rate"))
-        launch = "".join(f'<p><b>{engine}</b></p><pre style="white-space:pre-wrap">{_esc(cmd)}</pre>'
+        launch = "".join(f'<p><b>{engine}</b></p><pre style="white-space:pre-wrap">{esc(cmd)}</pre>'
                          for engine, cmd in launch_commands(run, best).items())
         sections.append(card("Launch the best layout", launch, cls="launch"))
     else:
@@ -301,8 +301,3 @@ def serve_plan_html(run: Any) -> str:
     target = f"{q.target_qps:g} requests/s" if q.target_qps else "most tokens/s per GPU"
     return page(f"accel-sim serve-plan · {run.model.name}", f"{target} · {slo} · up to {q.space.max_gpus} GPUs", sections)
 
-
-def _esc(text: str) -> str:
-    import html
-
-    return html.escape(text)
