@@ -1,5 +1,6 @@
-// Internal to the serving simulation (serve.cc, schedulers.cc, metrics.cc), not a public header:
-// the engines, their sequences and KV blocks, and the discrete-event Simulation over them.
+// Internal to the serving simulation (serve.cc, schedulers.cc, metrics.cc; serve_plan.cc takes
+// summarize), not a public header: the engines, their sequences and KV blocks, and the
+// discrete-event Simulation over them.
 #pragma once
 
 #include <algorithm>

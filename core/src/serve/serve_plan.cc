@@ -20,6 +20,7 @@
 #include "accelsim/physical_range.h"
 
 #include "../common/parallel_for.h"
+#include "serve_engine.h"
 
 namespace accelsim {
 namespace {
@@ -67,21 +68,18 @@ Lengths lengths_of(const WorkloadSpec& spec) {
   WorkloadSpec s = spec;
   s.qps = 1.0;
   const Workload w = generate_workload(s);
-  std::vector<int64_t> in;
+  std::vector<double> in, out;
   Lengths l;
   for (const Request& r : w.requests) {
     in.push_back(r.input_len);
-    l.mean_in += r.input_len;
-    l.mean_out += r.output_len;
+    out.push_back(r.output_len);
     l.longest = std::max<int64_t>(l.longest, static_cast<int64_t>(r.input_len) + r.output_len);
   }
-  const auto n = static_cast<double>(in.size());
-  l.mean_in /= n;
-  l.mean_out /= n;
-  std::sort(in.begin(), in.end());
-  auto rank = [&](double q) { return in[static_cast<size_t>(std::max(1.0, std::ceil(q * n))) - 1]; };
-  l.p99_in = rank(0.99);
-  l.median_in = rank(0.50);
+  const Percentiles prompts = serve_detail::summarize(std::move(in));
+  l.mean_in = prompts.mean;
+  l.mean_out = serve_detail::summarize(std::move(out)).mean;
+  l.p99_in = static_cast<int64_t>(prompts.p99);
+  l.median_in = static_cast<int64_t>(prompts.p50);
   l.shared = spec.shared_prefix;
   return l;
 }
