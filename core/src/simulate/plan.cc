@@ -62,18 +62,21 @@ bool faster(const PlanCandidate& a, const PlanCandidate& b) {
   return layout_tuple(a) < layout_tuple(b);
 }
 
-// The `k` fastest of what is pushed.
+// The `k` fastest of what is pushed. Items gather unsorted; each trim sorts them, keeps the k
+// fastest and remembers the k-th, which nothing slower can displace.
 struct TopK {
   size_t k;
   std::vector<PlanCandidate> items;
+  std::optional<PlanCandidate> kth;
   void push(PlanCandidate c) {
-    if (items.size() >= k && k > 0 && !faster(c, items.back())) return;
+    if (kth && !faster(c, *kth)) return;
     items.push_back(std::move(c));
     if (items.size() > 4 * k + 16) trim();
   }
   void trim() {
     std::sort(items.begin(), items.end(), faster);
     if (items.size() > k) items.resize(k);
+    if (k > 0 && items.size() == k) kth = items.back();
   }
 };
 

@@ -372,6 +372,43 @@ TEST(TrainingTest, PlanFindsTheFastestOfItsSpace) {
   EXPECT_EQ(pruned + r.evaluated, r.candidates);
 }
 
+TEST(TrainingTest, PlanKeepsTheKFastestWhateverTheOrderTheyArriveIn) {
+  // Every feasible layout of the space composed one by one and sorted: the search's top 5 are
+  // the first 5, on one thread and on two.
+  const ModelSpec m = testing::small_gpt(4);
+  const DeviceSpec d = testing::round_device();
+  const SystemSpec sys = round_system();
+  const BuildOptions base{.seq = 128};
+  const PlanSpace space{.gpus = 8, .global_batch = 16, .tp = {1, 2, 4}, .cp = {1}, .ep = {1}, .pp = {1, 2, 4},
+                        .micro_batch = {1, 2}, .virtual_stages = {1, 2}, .zero = {0, 1, 3},
+                        .recompute = {Recompute::none, Recompute::full}, .sequence_parallel = {0, 1},
+                        .orders = {"tp-cp-ep-dp-pp"}};
+  std::vector<double> steps;
+  for (int64_t tp : space.tp)
+    for (int64_t pp : space.pp)
+      for (int64_t mb : space.micro_batch)
+        for (int64_t v : space.virtual_stages)
+          for (int zero : space.zero)
+            for (Recompute rc : space.recompute)
+              for (int sp : space.sequence_parallel) {
+                if ((sp && tp == 1) || (v > 1 && pp == 1)) continue;
+                const ParallelLayout l{.tp = tp, .pp = pp, .dp = 8 / (tp * pp), .sequence_parallel = sp != 0,
+                                       .micro_batch = mb, .global_batch = 16, .virtual_stages = v, .zero = zero};
+                if (l.dp < 1 || (zero > 0 && l.dp == 1)) continue;
+                BuildOptions b = base;
+                b.recompute = rc;
+                const TrainingEstimate e = estimate_training(m, b, l, d, sys, SimulateOptions{});
+                if (e.feasible) steps.push_back(e.step_s);
+              }
+  std::sort(steps.begin(), steps.end());
+  ASSERT_GT(steps.size(), 40u);  // more than a trim's worth, so the kept k-th is tested
+  for (int threads : {1, 2}) {
+    const PlanResult r = plan_training(m, base, space, d, sys, SimulateOptions{}, 5, threads);
+    ASSERT_EQ(r.best.size(), 5u);
+    for (size_t i = 0; i < 5; ++i) EXPECT_NEAR(r.best[i].estimate.step_s, steps[i], 1e-12) << i;
+  }
+}
+
 // The plan search of PlanFindsTheFastestOfItsSpace: 48 outer items, 18 stage profiles.
 PlanResult small_plan(int threads, const std::function<void(int64_t, int64_t)>& progress = {},
                       const PlanThreadStart& start_thread = {}) {
