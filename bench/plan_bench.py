@@ -1,6 +1,8 @@
 """Times `accel-sim plan` for Llama-3.1-405B on 8,192 H100s (DGX H100), 16M-token batches of
-8,192-token sequences, and compares its best configuration with the split Meta reports using
-(TP 8, PP 16, DP 64; Llama 3 paper, sec. 3.3.2) searched over the other dimensions.
+8,192-token sequences, over the whole default space and the offloads Megatron-Core runs (none,
+the optimizer, the activations, both: what `plan --stack megatron-core` searches), and compares
+its best configuration with the split Meta reports using (TP 8, PP 16, DP 64; Llama 3 paper,
+sec. 3.3.2) searched over the other dimensions.
 
 Run: python bench/plan_bench.py [--threads N]   (prints its figures; nothing is asserted)
 """
@@ -31,6 +33,8 @@ def main() -> None:
     options.overlap_tp_comm = True
     options.fp8_weight_cache = True
     space = _core.default_plan_space(spec, 8192, 2048, 8192)
+    space.offload = [0, _core.OFFLOAD_OPTIMIZER, _core.OFFLOAD_ACTIVATIONS,
+                     _core.OFFLOAD_OPTIMIZER | _core.OFFLOAD_ACTIVATIONS]
     start = time.perf_counter()
     r = _core.plan_training(spec, base, space, device, system, options, 10, args.threads, None)
     secs = time.perf_counter() - start
@@ -41,11 +45,13 @@ def main() -> None:
     best = r.best[0]
     meta_space = _core.default_plan_space(spec, 8192, 2048, 8192)
     meta_space.tp, meta_space.pp, meta_space.cp = [8], [16], [1]
+    meta_space.offload = space.offload
     meta = _core.plan_training(spec, base, meta_space, device, system, options, 1, args.threads, None).best[0]
     for label, c in (("best", best), ("Meta's TP8 PP16 DP64", meta)):
         l, e = c.layout, c.estimate  # noqa: E741
         print(f"  {label:<22} TP{l.tp} PP{l.pp} DP{l.dp} CP{l.cp} mb{l.micro_batch} v{l.virtual_stages} "
-              f"ZeRO-{l.zero} {c.recompute.name}{' SP' if l.sequence_parallel else ''}: step {e.step_s:.2f} s, "
+              f"ZeRO-{l.zero} {c.recompute.name}{' SP' if l.sequence_parallel else ''}"
+              f"{' offload' if l.offloads() else ''}: step {e.step_s:.2f} s, "
               f"MFU {e.mfu * 100:.1f}%, {e.memory_per_gpu_bytes / 2**30:.1f} GiB")
     print(f"  best / Meta's split: {best.estimate.step_s / meta.estimate.step_s:.3f} of its step time")
 

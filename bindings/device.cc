@@ -89,6 +89,12 @@ void bind_device(nb::module_& m) {
       .def_rw("bandwidth_bytes_per_s", &Fabric::bandwidth_bytes_per_s)
       .def_rw("latency_s", &Fabric::latency_s)
       .def_rw("efficiency", &Fabric::efficiency);
+  nb::class_<HostSpec>(m, "HostSpec")
+      .def(nb::init<>())
+      .def_rw("memory_bytes", &HostSpec::memory_bytes)
+      .def_rw("memory_bandwidth_bytes_per_s", &HostSpec::memory_bandwidth_bytes_per_s)
+      .def_rw("link_bytes_per_s", &HostSpec::link_bytes_per_s)
+      .def("given", &HostSpec::given);
   nb::class_<SystemSpec>(m, "SystemSpec")
       .def(nb::init<>())
       .def_rw("id", &SystemSpec::id)
@@ -107,6 +113,7 @@ void bind_device(nb::module_& m) {
       .def_rw("custom_allreduce_s", &SystemSpec::custom_allreduce_s)
       .def_rw("custom_allreduce_bytes_per_s", &SystemSpec::custom_allreduce_bytes_per_s)
       .def_rw("custom_allreduce_max_bytes", &SystemSpec::custom_allreduce_max_bytes)
+      .def_rw("host", &SystemSpec::host)
       .def("validate", &SystemSpec::validate);
   nb::enum_<CollectiveLibrary>(m, "CollectiveLibrary")
       .value("none", CollectiveLibrary::none)

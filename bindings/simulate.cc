@@ -179,6 +179,10 @@ void bind_simulate(nb::module_& m) {
       .def_rw("overlap_grad_reduce", &ParallelLayout::overlap_grad_reduce)
       .def_rw("overlap_param_gather", &ParallelLayout::overlap_param_gather)
       .def_rw("order", &ParallelLayout::order)
+      .def_rw("offload_optimizer", &ParallelLayout::offload_optimizer)
+      .def_rw("offload_parameters", &ParallelLayout::offload_parameters)
+      .def_rw("offload_activations", &ParallelLayout::offload_activations)
+      .def("offloads", &ParallelLayout::offloads)
       .def("gpus", &ParallelLayout::gpus);
   nb::class_<TrainingEstimate>(m, "TrainingEstimate")
       .def_ro("feasible", &TrainingEstimate::feasible)
@@ -198,6 +202,9 @@ void bind_simulate(nb::module_& m) {
       .def_ro("dp_comm_s", &TrainingEstimate::dp_comm_s)
       .def_ro("overlap_slowdown_s", &TrainingEstimate::overlap_slowdown_s)
       .def_ro("optimizer_s", &TrainingEstimate::optimizer_s)
+      .def_ro("offload_s", &TrainingEstimate::offload_s)
+      .def_ro("host_optimizer_s", &TrainingEstimate::host_optimizer_s)
+      .def_ro("host_memory_per_node_bytes", &TrainingEstimate::host_memory_per_node_bytes)
       .def_ro("tokens_per_s", &TrainingEstimate::tokens_per_s)
       .def_ro("model_flops", &TrainingEstimate::model_flops)
       .def_ro("tflops_per_gpu", &TrainingEstimate::tflops_per_gpu)
@@ -228,7 +235,11 @@ void bind_simulate(nb::module_& m) {
       .def_rw("zero", &PlanSpace::zero)
       .def_rw("recompute", &PlanSpace::recompute)
       .def_rw("sequence_parallel", &PlanSpace::sequence_parallel)
-      .def_rw("orders", &PlanSpace::orders);
+      .def_rw("orders", &PlanSpace::orders)
+      .def_rw("offload", &PlanSpace::offload);
+  m.attr("OFFLOAD_OPTIMIZER") = kOffloadOptimizer;
+  m.attr("OFFLOAD_PARAMETERS") = kOffloadParameters;
+  m.attr("OFFLOAD_ACTIVATIONS") = kOffloadActivations;
   nb::class_<PlanCandidate>(m, "PlanCandidate")
       .def_ro("layout", &PlanCandidate::layout)
       .def_ro("recompute", &PlanCandidate::recompute)

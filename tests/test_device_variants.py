@@ -22,7 +22,8 @@ TRAIN = ["train", "--model", "llama-3-8b", "--system", "dgx_h100", "--gpus", "8"
          "--global-batch", "8", "--seq", "8192"]
 PLAN = ["plan", "--model", "llama-3-8b", "--system", "dgx_h100", "--gpus", "8", "--global-batch", "8",
         "--seq", "8192", "--tp", "1", "--pp", "1", "--microbatch", "1", "--zero", "1", "--recompute", "none",
-        "--order", "tp-cp-ep-dp-pp", "--sp", "off", "--cp", "1", "--ep", "1", "--virtual-stages", "1", "--quiet"]
+        "--order", "tp-cp-ep-dp-pp", "--sp", "off", "--cp", "1", "--ep", "1", "--virtual-stages", "1",
+        "--offload", "none", "--quiet"]
 SERVE = ["serve", "--model", "llama-3-8b", "--qps", "4", "--requests", "20", "--input-len", "500",
          "--output-len", "50", "--quiet"]
 

@@ -508,7 +508,8 @@ def test_a_stack_file_extends_a_shipped_stack(tmp_path):
     assert entry.sources["training.zero"] == "our launcher"
     assert entry.sources["training.attention"] == base.sources["training.attention"]
     shipped = resolve_stack("megatron-core-24.07")   # a shipped stack written this way
-    assert {k for k in vars(base.training) if getattr(base.training, k) != getattr(shipped.training, k)} == {"fp8_parameters"}
+    assert {k for k in vars(base.training) if getattr(base.training, k) != getattr(shipped.training, k)} == \
+        {"fp8_parameters", "offload"}
     bad = tmp_path / "bad.yaml"
     bad.write_text(mine.read_text().replace("extends: megatron-core", "extends: nemo-2"))
     with pytest.raises(UsageError, match=r"bad.yaml: 'extends' names no shipped stack 'nemo-2' \(known: .*megatron-core"):
@@ -538,3 +539,21 @@ def test_torchtitans_logged_memory_is_what_the_caching_allocator_reserves():
     measured = 77.0 * 2**30
     assert abs(e["reserved_per_gpu_bytes"] / measured - 1) < 0.05
     assert e["memory_per_gpu_bytes"] / measured - 1 < -0.03
+
+
+def test_a_stack_says_what_it_offloads(tmp_path):
+    """training.offload: each entry a kind or a pair that goes together; the sets a run may ask
+    for are their unions. Parameter offload needs ZeRO-3 among the stack's stages."""
+    from accel_sim.errors import UsageError
+
+    sets = lambda name: [sorted(s) for s in resolve_stack(name).training.offload_sets()]  # noqa: E731
+    assert sets("deepspeed") == [[], ["optimizer"], ["parameters"], ["optimizer", "parameters"]]
+    assert sets("torchtitan") == [[], ["optimizer", "parameters"]]
+    assert sets("megatron-lm-2022") == [[]]
+    for body, message in (("offload: [nvme]", "'offload' entries are optimizer, parameters, activations"),
+                          ("offload: [parameters]\n  zero_stages: [0, 1]\n  zero: 1", "parameter offload needs ZeRO-3")):
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(f"id: bad\nextends: megatron-core\nname: x\nversion: x\ntraining:\n  {body}\n"
+                       "sources:\n  training.offload: x\n  training.zero_stages: x\n  training.zero: x\n")
+        with pytest.raises(UsageError, match=message):
+            resolve_stack(str(bad))

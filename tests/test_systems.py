@@ -352,3 +352,38 @@ def test_the_dgx_gh200_runs_the_96_gb_h100_of_the_gh200_datasheet():
     d = json.loads(run_cli(*run, "--system", "dgx_gh200").stdout)
     assert (d["device"], d["device_variant_of"], d["fits"]) == ("gh200_h100_96gb", "h100_sxm", True)
     assert 80 * 2**30 < d["memory_per_gpu_bytes"] <= 96 * 2**30
+
+
+BAD_HOSTS = [
+    ("host: {memory_gb: 2000, memory_bandwidth_gbs: 563.2}\n"
+     "sources: {host.memory_gb: a, host.memory_bandwidth_gbs: b}\n", "host: missing 'link_gbs'"),
+    ("host: {memory_gb: 2000, memory_bandwidth_gbs: 563.2, link_gbs: 50}\n"
+     "sources: {host.memory_gb: a, host.memory_bandwidth_gbs: b}\n", "'link_gbs' needs a 'sources.host.link_gbs' entry"),
+    ("host: {memory_gb: 2000, memory_bandwidth_gbs: 563.2, link_gbs: 50, cores: 112}\nsources: {}\n",
+     "host: unknown field 'cores'"),
+    ("host: {memory_gb: -1, memory_bandwidth_gbs: 563.2, link_gbs: 50}\n"
+     "sources: {host.memory_gb: a, host.memory_bandwidth_gbs: b, host.link_gbs: c}\n", "memory_gb"),
+]
+
+
+@pytest.mark.parametrize("host,message", BAD_HOSTS, ids=[m[:30] for _, m in BAD_HOSTS])
+def test_a_host_block_is_checked(host, message, tmp_path):
+    from accel_sim.errors import UsageError
+    from accel_sim.io.system_file import load_system_file
+
+    path = tmp_path / "host.yaml"
+    path.write_text(_SYSTEM + host)
+    with pytest.raises(UsageError) as raised:
+        load_system_file(path)
+    assert str(raised.value).startswith(f"{path}: ") and message in str(raised.value), str(raised.value)
+
+
+def test_a_host_block_gives_the_core_its_host(tmp_path):
+    from accel_sim.io.system_file import load_system_file
+
+    path = tmp_path / "host.yaml"
+    path.write_text(_SYSTEM + "host: {memory_gb: 2000, memory_bandwidth_gbs: 563.2, link_gbs: 50}\n"
+                              "sources: {host.memory_gb: a, host.memory_bandwidth_gbs: b, host.link_gbs: c}\n")
+    host = load_system_file(path).spec.host
+    assert (host.memory_bytes, host.memory_bandwidth_bytes_per_s, host.link_bytes_per_s) == (2000e9, 563.2e9, 50e9)
+    assert host.given()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import run_cli, run_validate
 
 LLAMA3_8B = 8_030_261_248
@@ -248,7 +250,8 @@ def test_selective_recompute_checkpoints_the_core_attention_in_train_and_plan():
     assert none["memory_per_gpu_bytes"] - selective["memory_per_gpu_bytes"] == 545_259_520
     assert selective["breakdown_s"]["compute"] > none["breakdown_s"]["compute"]  # the kernel runs again
     plan = run_cli("plan", "--model", "llama-3-8b", "--system", "dgx_h100", *flags, "--tp", "1", "--pp", "1",
-                   "--cp", "1", "--microbatch", "1", "--zero", "1", "--recompute", "none,selective", "--json")
+                   "--cp", "1", "--microbatch", "1", "--zero", "1", "--recompute", "none,selective", "--offload", "none",
+                   "--json")
     assert plan.returncode == 0, plan.stderr
     d = json.loads(plan.stdout)
     memory = {c["layout"]["recompute"]: c["memory_per_gpu_bytes"] for c in d["best"] + d["best_infeasible"]}
@@ -312,3 +315,84 @@ def test_lora_fine_tunes_match_published_runs():
     for r in runs:
         assert r["predicted_tokens_per_s_per_gpu"] is not None, r
         assert abs(r["error"]) <= (0.10 if r["stack"] == "megatron-core-24.07" else 0.25), r
+
+
+# Llama-3-8B's parameters (the shipped config; 8.03 B).
+LLAMA3_8B_PARAMS = 8_030_261_248
+
+
+def test_optimizer_offload_moves_the_states_and_the_step_to_the_host():
+    # Llama-3-8B on a DGX H100, DP 8, Megatron-Core's distributed optimizer (ZeRO-1) with
+    # --optimizer-cpu-offload. The node's CPUs step all 8 shards at once: 30 bytes of DRAM traffic
+    # for each 12 of fp32 master weights and Adam moments (DeepSpeed's and torch's CPU Adam read
+    # and write the three states, read the gradient, write the 16-bit weight), at 0.53 of the
+    # 563.2 GB/s of 16 channels of DDR5-4400 (the dgx_h100 host block): 30 N / 298.5 GB/s. The
+    # host holds the states (12 N), the gradient shards (bf16: 2 N) and the 16-bit weights' copy
+    # (2 N); each GPU drops its 12 N / 8 of states.
+    n = LLAMA3_8B_PARAMS
+    flags = ("--gpus", "8", "--dp", "8", "--global-batch", "8", "--seq", "4096")
+    plain = _train_json(*flags)
+    off = _train_json(*flags, "--offload", "optimizer")
+    assert off["layout"]["offload"] == ["optimizer"] and plain["layout"]["offload"] == []
+    assert off["breakdown_s"]["host_optimizer"] == pytest.approx(30 * n / (563.2e9 * 0.53), rel=1e-9)
+    assert off["breakdown_s"]["optimizer"] == 0 and plain["breakdown_s"]["optimizer"] > 0
+    assert off["host_memory_per_node_bytes"] == 16 * n
+    assert plain["memory_per_gpu_bytes"] - off["memory_per_gpu_bytes"] == 12 * n / 8
+    # The 16-bit shard comes back over the 50 GB/s host link after the step: 2 N / 8 bytes.
+    assert off["breakdown_s"]["offload_exposed"] >= 2 * n / 8 / 50e9
+    assert off["step_s"] == pytest.approx(plain["step_s"] - plain["breakdown_s"]["optimizer"]
+                                          + off["breakdown_s"]["host_optimizer"] + off["breakdown_s"]["offload_exposed"],
+                                          rel=1e-9)
+
+
+def test_offload_is_refused_where_the_system_or_the_stack_cannot_run_it():
+    base = ("train", "--model", "llama-3-8b", "--gpus", "8", "--dp", "8", "--global-batch", "8", "--seq", "2048")
+    cases = [
+        (("--system", "tpu_v5p", "--gpus", "4", "--dp", "4", "--offload", "optimizer"), "gives no host memory"),
+        (("--system", "dgx_h100", "--offload", "parameters"), "megatron-core offloads optimizer, activations"),
+        (("--system", "dgx_h100", "--offload", "optimizer", "--zero", "0"), "needs ZeRO >= 1"),
+        (("--system", "dgx_h100", "--offload", "nvme"), "is not something to offload"),
+        (("--system", "dgx_h100", "--offload", "optimizer,optimizer"), "names one kind twice"),
+        (("--system", "dgx_h100", "--stack", "megatron-lm-2022", "--offload", "optimizer"), "megatron-lm-2022 offloads nothing"),
+        (("--system", "dgx_h100", "--gpus", "8", "--dp", "4", "--pp", "2", "--offload", "activations"),
+         "activation offload runs with pp = 1"),
+    ]
+    for extra, message in cases:
+        args = list(base)
+        for i in range(0, len(extra), 2):  # a later flag replaces the base's
+            if extra[i] in args:
+                args[args.index(extra[i]) + 1] = extra[i + 1]
+            else:
+                args += [extra[i], extra[i + 1]]
+        result = run_cli(*args)
+        assert result.returncode == 2, (extra, result.stdout)
+        assert message in result.stderr, (extra, result.stderr)
+
+
+def test_parameter_offload_under_deepspeed_takes_zero_3_and_a_single_gpu_takes_zero_offload():
+    # DeepSpeed's ZeRO-Infinity offloads parameters under stage 3 (the default --zero it takes);
+    # ZeRO-Offload on one GPU runs the optimizer on the CPU with nothing to shard.
+    deep = _train_json("--gpus", "8", "--dp", "8", "--global-batch", "8", "--seq", "2048", "--stack", "deepspeed",
+                       "--offload", "optimizer,parameters")
+    assert deep["layout"]["zero"] == 3 and deep["layout"]["offload"] == ["optimizer", "parameters"]
+    one = _train_json("--gpus", "1", "--global-batch", "1", "--seq", "2048", "--stack", "deepspeed",
+                      "--offload", "optimizer", "--recompute", "full")
+    assert one["layout"]["zero"] >= 1 and one["breakdown_s"]["host_optimizer"] > 0
+    # One GPU's states alone on one node's CPUs: 30 N / (0.53 x 563.2 GB/s).
+    assert one["breakdown_s"]["host_optimizer"] == pytest.approx(30 * LLAMA3_8B_PARAMS / (563.2e9 * 0.53), rel=1e-9)
+
+
+def test_plan_searches_the_offloads_the_stack_runs_where_the_system_has_a_host():
+    common = ("plan", "--model", "llama-3-8b", "--gpus", "8", "--global-batch", "8", "--seq", "2048",
+              "--tp", "1", "--pp", "1", "--cp", "1", "--microbatch", "1", "--top", "50", "--json")
+    with_host = run_cli(*common, "--system", "dgx_h100")
+    assert with_host.returncode == 0, with_host.stderr
+    seen = {tuple(c["layout"]["offload"]) for c in json.loads(with_host.stdout)["best"]}
+    assert ("optimizer",) in seen and () in seen and seen <= {(), ("optimizer",), ("activations",), ("optimizer", "activations")}
+    narrowed = run_cli(*common, "--system", "dgx_h100", "--offload", "none")
+    assert {tuple(c["layout"]["offload"]) for c in json.loads(narrowed.stdout)["best"]} == {()}
+    no_host = run_cli(*common, "--system", "tpu_v5p", "--gpus", "4")
+    assert no_host.returncode == 0, no_host.stderr
+    assert all(c["layout"]["offload"] == [] for c in json.loads(no_host.stdout)["best"])
+    refused = run_cli(*common, "--system", "dgx_h100", "--offload", "none,parameters")
+    assert refused.returncode == 2 and "megatron-core offloads" in refused.stderr

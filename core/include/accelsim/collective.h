@@ -46,6 +46,18 @@ struct Fabric {
   double efficiency = 1.0;             // fraction of the bandwidth ring collectives reach
 };
 
+// The host side of one node: its CPUs' memory and each GPU's link to it. Offloading a training
+// step's optimizer, parameters or activations (ParallelLayout::offload_*) needs all three; 0:
+// not given.
+struct HostSpec {
+  double memory_bytes = 0.0;                  // CPU memory of one node
+  double memory_bandwidth_bytes_per_s = 0.0;  // peak DRAM bandwidth of the node's CPUs together
+  // Host link per GPU and direction with every GPU of the node transferring at once (PCIe x16,
+  // halved where two GPUs share a switch's uplink; NVLink-C2C on Grace Hopper and Blackwell).
+  double link_bytes_per_s = 0.0;
+  bool given() const { return memory_bytes > 0 && memory_bandwidth_bytes_per_s > 0 && link_bytes_per_s > 0; }
+};
+
 // The collective library a system runs, whose tuning model times collectives inside a scale-up
 // domain (collective.cc): none keeps the plain alpha-beta forms above.
 enum class CollectiveLibrary : uint8_t { none, nccl, rccl };
@@ -76,9 +88,10 @@ struct SystemSpec {
   double custom_allreduce_s = 0.0;
   double custom_allreduce_bytes_per_s = 0.0;
   double custom_allreduce_max_bytes = 0.0;
+  HostSpec host;
 
   // REQUIRES: every number finite; positive domain, GPUs per node and scale-up bandwidth;
-  // latencies, NICs and scale-out bandwidth not negative; efficiencies in (0, 1]. Throws
+  // latencies, NICs, scale-out bandwidth and host figures not negative; efficiencies in (0, 1]. Throws
   // ConfigError naming the field otherwise.
   void validate() const;
 };

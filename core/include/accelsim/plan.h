@@ -27,11 +27,19 @@ struct PlanSpace {
   std::vector<Recompute> recompute;
   std::vector<int> sequence_parallel;  // 0 / 1 (1 only with tp > 1)
   std::vector<std::string> orders;
+  // What each candidate offloads to host memory, a set of kOffload* bits (0: nothing).
+  std::vector<int> offload{0};
 };
+
+// The bits of PlanSpace::offload: ParallelLayout::offload_optimizer, _parameters, _activations.
+inline constexpr int kOffloadOptimizer = 1, kOffloadParameters = 2, kOffloadActivations = 4;
+// The layout with the offload bits `set` applied.
+void apply_offload(ParallelLayout& layout, int set);
 
 // Powers of two for tp (up to 128), cp (up to 32, dividing seq / 2), ep (MoE: up to the experts)
 // and pp (up to the layers), micro-batches 1 to 32, virtual stages 1 to 16, ZeRO 0 to 3, the three
-// recompute policies, SP on and off, and three rank orders (TP, CP or PP placed before DP).
+// recompute policies, SP on and off, and three rank orders (TP, CP or PP placed before DP); no
+// offload.
 PlanSpace default_plan_space(const ModelSpec& model, int64_t gpus, int64_t global_batch, int64_t seq);
 
 struct PlanCandidate {

@@ -47,6 +47,29 @@
 // interleaved with v chunks of 1/v of the layers: min(2 (pp - r - 1) + (v - 1) pp + 1, m v);
 // GPipe: m): one of them at its own liveness peak (the head's on the last stage), the others
 // holding what they saved for their backward; and the runtime reserve.
+//
+// Offload to the node's host memory over each GPU's host link (SystemSpec::host):
+//   optimizer    ZeRO-Offload (Ren et al. 2021, "ZeRO-Offload: Democratizing Billion-Scale Model
+//                Training", USENIX ATC; DeepSpeed's offload_optimizer, ZeRO >= 1): the fp32 master
+//                weights and optimizer states live in host memory and the CPU runs the optimizer
+//                step. This rank's gradient shard goes to the host behind the backward (every
+//                micro-batch under ZeRO >= 2, which keeps only a layer's bucket on the GPU; once
+//                under ZeRO-1), the CPU updates the shards of all the node's GPUs at once, bound
+//                by the host's DRAM bandwidth (kCpuOptimizerBytesPerParameterState), and the
+//                updated 16-bit shard comes back before the all-gather. The step waits for the
+//                CPU (DeepSpeed's delayed parameter update, off by default, is not modelled).
+//   parameters   ZeRO-Infinity (Rajbhandari et al. 2021, SC21; offload_param, ZeRO-3): the
+//                parameter shards live in host memory; each forward and backward fetches this
+//                rank's shard of every layer over its own link (bandwidth-centric partitioning)
+//                before the all-gather, prefetched behind the previous layer's compute.
+//   activations  what each layer saves for its backward goes to the host during the forward and
+//                comes back ahead of its backward (Megatron-Core's cpu_offloading, Transformer
+//                Engine's get_cpu_offload_context): the GPU holds one chunk's working peak of one
+//                layer and the layer being moved. Megatron-Core runs it only with pp = 1 and no
+//                recomputation (transformer_config.py), and so does the estimate.
+// A micro-batch's forward and backward each wait for what their link transfers take beyond
+// them (the two directions run at once); every figure is per GPU, the host memory the node's
+// GPUs hold together.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +97,12 @@ struct ParallelLayout {
   // Rank order, innermost first, as Megatron-LM's RankGenerator spells it: the groups listed
   // first get the scale-up domain first. A permutation of tp, cp, ep, dp, pp.
   std::string order = "tp-cp-ep-dp-pp";
+  // Offload to host memory (see the top of this file). Optimizer offload needs ZeRO >= 1,
+  // parameter offload ZeRO-3; the system must give its host (SystemSpec::host).
+  bool offload_optimizer = false;
+  bool offload_parameters = false;
+  bool offload_activations = false;
+  bool offloads() const { return offload_optimizer || offload_parameters || offload_activations; }
 
   int64_t gpus() const { return tp * pp * dp * cp; }
 };
@@ -86,6 +115,18 @@ struct ParallelLayout {
 // Performance and Power Implications", arXiv 2507.03114, abstract).
 // The step pays this fraction of every second of communication it hides.
 inline constexpr double kOverlapComputeSlowdown = 0.189;
+
+// Host DRAM traffic of a CPU optimizer step, as a multiple of the bytes of the optimizer states
+// it updates: it reads and writes every state (the fp32 master weights and Adam's two moments),
+// reads the gradients and writes the 16-bit parameters (DeepSpeed's CPU Adam, csrc/adam/
+// cpu_adam_impl.cpp: Step_AVX loads param, grad, exp_avg, exp_avg_sq and stores param,
+// exp_avg, exp_avg_sq and the half-precision copy), 4 + 4 + 4 + 4 read and 4 + 4 + 4 + 2 written
+// per fp32 Adam parameter, 30 bytes for 12 of states.
+inline constexpr double kCpuOptimizerBytesPerParameterState = 30.0 / 12.0;
+// The share of the host's peak DRAM bandwidth the CPU optimizer step reaches: ZeRO-Offload's
+// CPU-Adam updates 1B parameters in 0.22 s on a DGX-2 host (2x Xeon Platinum 8168, 12 channels
+// of DDR4-2666, 256 GB/s peak; Ren et al. 2021, Table 3), 30 GB in 0.22 s, 136 GB/s: 0.53.
+inline constexpr double kCpuOptimizerBandwidthEfficiency = 0.53;
 
 // The core clock a training step's kernels are costed at: the caller's override
 // (CostOptions::clock_hz) where given, else under the kernel cost model the device's sustained
@@ -112,6 +153,12 @@ struct TrainingEstimate {
   // beside them: kOverlapComputeSlowdown of the overlapped time.
   double overlap_slowdown_s = 0.0;
   double optimizer_s = 0.0;
+  // Offload (ParallelLayout::offload_*): the host-link transfers the passes wait for, the CPU's
+  // optimizer step and the updated parameters' return, all in step_s; and the host memory the
+  // node's GPUs hold (at most min(gpus, gpus per node) of them).
+  double offload_s = 0.0;
+  double host_optimizer_s = 0.0;
+  double host_memory_per_node_bytes = 0.0;
   double forward_s = 0.0;    // one micro-batch through the heaviest stage
   double backward_s = 0.0;
   double tokens_per_s = 0.0;

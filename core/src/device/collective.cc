@@ -22,6 +22,9 @@ void SystemSpec::validate() const {
       {"launch_s", launch_s},
       {"custom_allreduce_s", custom_allreduce_s},
       {"custom_allreduce_max_bytes", custom_allreduce_max_bytes},
+      {"host.memory_bytes", host.memory_bytes},
+      {"host.memory_bandwidth_bytes_per_s", host.memory_bandwidth_bytes_per_s},
+      {"host.link_bytes_per_s", host.link_bytes_per_s},
   };
   for (const auto& [field, value] : non_negative) require_in_range(who, field, value, kNonNegative);
   if (custom_allreduce_s > 0) {

@@ -55,7 +55,8 @@ struct ProfileKeyHash {
 auto layout_tuple(const PlanCandidate& c) {
   const ParallelLayout& l = c.layout;
   return std::make_tuple(l.tp, l.pp, l.dp, l.cp, l.ep, l.micro_batch, l.virtual_stages, l.zero,
-                         recompute_rank(c.recompute), l.sequence_parallel, l.order);
+                         recompute_rank(c.recompute), l.sequence_parallel, l.order, l.offload_optimizer,
+                         l.offload_parameters, l.offload_activations);
 }
 bool faster(const PlanCandidate& a, const PlanCandidate& b) {
   if (a.estimate.step_s != b.estimate.step_s) return a.estimate.step_s < b.estimate.step_s;
@@ -81,6 +82,12 @@ struct TopK {
 };
 
 }  // namespace
+
+void apply_offload(ParallelLayout& layout, int set) {
+  layout.offload_optimizer = (set & kOffloadOptimizer) != 0;
+  layout.offload_parameters = (set & kOffloadParameters) != 0;
+  layout.offload_activations = (set & kOffloadActivations) != 0;
+}
 
 PlanSpace default_plan_space(const ModelSpec& model, int64_t gpus, int64_t global_batch, int64_t seq) {
   PlanSpace s;
@@ -118,13 +125,20 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
     for (int64_t x : *dim) ACCELSIM_CHECK(x >= 1, "parallel degrees, micro-batches and virtual stages must be at least 1");
   }
   ACCELSIM_CHECK(!space.zero.empty() && !space.recompute.empty() && !space.sequence_parallel.empty() &&
-                     !space.orders.empty(),
+                     !space.orders.empty() && !space.offload.empty(),
                  "every dimension of the plan's space needs at least one value");
+  for (int set : space.offload) {
+    ACCELSIM_CHECK(set >= 0 && set <= (kOffloadOptimizer | kOffloadParameters | kOffloadActivations),
+                   "an offload set is a sum of kOffloadOptimizer (1), kOffloadParameters (2) and kOffloadActivations (4)");
+    ACCELSIM_CHECK(set == 0 || system.host.given(),
+                   "system '" + system.id + "' gives no host memory, host DRAM bandwidth and host link (its host "
+                   "block): offload needs all three");
+  }
   for (const std::string& o : space.orders) {
     ACCELSIM_CHECK(!parse_order(o).empty(), "the rank order '" + o + "' is not a permutation of tp, cp, ep, dp, pp");
   }
 
-  // Outer items: (tp, cp, ep, order, sp, micro-batch, recompute); inner: (pp, v, zero).
+  // Outer items: (tp, cp, ep, order, sp, micro-batch, recompute); inner: (pp, v, zero, offload).
   struct Outer {
     int64_t tp, cp, ep, mb;
     size_t order;
@@ -139,13 +153,14 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
           for (int sp : space.sequence_parallel)
             for (int64_t mb : space.micro_batch)
               for (Recompute rc : space.recompute) outers.push_back({tp, cp, ep, mb, o, sp, rc});
-  const auto inner = static_cast<int64_t>(space.pp.size() * space.virtual_stages.size() * space.zero.size());
+  const auto inner = static_cast<int64_t>(space.pp.size() * space.virtual_stages.size() * space.zero.size() *
+                                          space.offload.size());
 
   PlanResult result;
   result.candidates = static_cast<int64_t>(outers.size()) * inner;
 
   // A candidate's layout, or the reason it is pruned before its step is composed.
-  auto layout_of = [&](const Outer& o, int64_t pp, int64_t v, int zero, ParallelLayout& l) -> const char* {
+  auto layout_of = [&](const Outer& o, int64_t pp, int64_t v, int zero, int offload, ParallelLayout& l) -> const char* {
     if (o.sp && o.tp == 1) return "sequence parallelism needs tp > 1";
     if (space.gpus % (o.tp * o.cp * pp) != 0) return "tp x cp x pp does not divide the GPUs";
     l = ParallelLayout{.tp = o.tp, .pp = pp, .dp = space.gpus / (o.tp * o.cp * pp), .cp = o.cp, .ep = o.ep,
@@ -153,7 +168,16 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
                        .global_batch = space.global_batch, .virtual_stages = v, .zero = zero,
                        .order = space.orders[o.order]};
     if (l.dp % o.ep != 0) return "ep does not divide dp";
-    if (zero > 0 && l.dp * l.cp == 1) return "ZeRO with dp x cp = 1 is ZeRO-0";
+    apply_offload(l, offload);
+    if ((offload & kOffloadOptimizer) && zero < 1) return "optimizer offload needs ZeRO >= 1";
+    if ((offload & kOffloadParameters) && zero != 3) return "parameter offload needs ZeRO-3";
+    if ((offload & kOffloadActivations) && pp > 1) return "activation offload runs with pp = 1";
+    if ((offload & kOffloadActivations) && o.rc != Recompute::none) return "activation offload runs without recomputation";
+    // With one data- and context-parallel rank, ZeRO shards nothing: only offload tells the
+    // stages apart (which stage's offload, as DeepSpeed's ZeRO-Offload on one GPU).
+    if (zero > 0 && l.dp * l.cp == 1 && !(offload & (kOffloadOptimizer | kOffloadParameters))) {
+      return "ZeRO with dp x cp = 1 is ZeRO-0";
+    }
     if (v > 1 && pp == 1) return "virtual stages need pp > 1";
     if (model.num_layers < pp * v) return "fewer layers than pp x virtual stages";
     if (space.global_batch % (l.dp * o.mb) != 0) return "global batch not a multiple of dp x micro-batch";
@@ -191,7 +215,10 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
     for (int64_t pp : space.pp) {
       for (int64_t v : space.virtual_stages) {
         ParallelLayout l;
-        if (layout_of(o, pp, v, 0, l) != nullptr && layout_of(o, pp, v, 1, l) != nullptr) continue;
+        if (layout_of(o, pp, v, 0, 0, l) != nullptr && layout_of(o, pp, v, 1, 0, l) != nullptr &&
+            layout_of(o, pp, v, 1, kOffloadOptimizer, l) != nullptr) {
+          continue;
+        }
         if (duplicate_order(l, o.order)) continue;
         const ProfileKey k = key_of(l, o.rc);
         if (index.emplace(k, keys.size()).second) keys.emplace_back(k, l);
@@ -254,33 +281,36 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
     const Outer& o = outers[i];
     BuildOptions b = base;
     b.recompute = o.rc;
+    auto consider = [&](int64_t pp, int64_t v, int zero, int offload) {
+      ParallelLayout l;
+      if (const char* why = layout_of(o, pp, v, zero, offload, l)) {
+        ++part.pruned[why];
+        return;
+      }
+      if (duplicate_order(l, o.order)) {
+        ++part.pruned["the same placement as an earlier rank order"];
+        return;
+      }
+      const StageProfile& profile = profiles[index.at(key_of(l, o.rc))];
+      if (!profile.feasible) {
+        ++part.pruned["the stage does not build: " + profile.reason];
+        return;
+      }
+      PlanCandidate c{l, o.rc, compose_training(model, b, l, profile, device, system)};
+      ++part.evaluated;
+      if (c.estimate.feasible) {
+        ++part.feasible;
+        part.best.push(std::move(c));
+      } else if (c.estimate.step_s > 0) {
+        part.over.push(std::move(c));
+      } else {
+        ++part.pruned[c.estimate.reason];
+      }
+    };
     for (int64_t pp : space.pp) {
       for (int64_t v : space.virtual_stages) {
         for (int zero : space.zero) {
-          ParallelLayout l;
-          if (const char* why = layout_of(o, pp, v, zero, l)) {
-            ++part.pruned[why];
-            continue;
-          }
-          if (duplicate_order(l, o.order)) {
-            ++part.pruned["the same placement as an earlier rank order"];
-            continue;
-          }
-          const StageProfile& profile = profiles[index.at(key_of(l, o.rc))];
-          if (!profile.feasible) {
-            ++part.pruned["the stage does not build: " + profile.reason];
-            continue;
-          }
-          PlanCandidate c{l, o.rc, compose_training(model, b, l, profile, device, system)};
-          ++part.evaluated;
-          if (c.estimate.feasible) {
-            ++part.feasible;
-            part.best.push(std::move(c));
-          } else if (c.estimate.step_s > 0) {
-            part.over.push(std::move(c));
-          } else {
-            ++part.pruned[c.estimate.reason];
-          }
+          for (int offload : space.offload) consider(pp, v, zero, offload);
         }
       }
     }

@@ -201,6 +201,9 @@ void require_physical(const TrainingEstimate& e) {
       {"dp_comm_s", e.dp_comm_s},
       {"overlap_slowdown_s", e.overlap_slowdown_s},
       {"optimizer_s", e.optimizer_s},
+      {"offload_s", e.offload_s},
+      {"host_optimizer_s", e.host_optimizer_s},
+      {"host_memory_per_node_bytes", e.host_memory_per_node_bytes},
       {"forward_s", e.forward_s},
       {"backward_s", e.backward_s},
       {"tokens_per_s", e.tokens_per_s},
@@ -436,6 +439,22 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   if (!placed.valid) {
     return infeasible("the rank order '" + l.order + "' is not a permutation of tp, cp, ep, dp, pp");
   }
+  if (l.offload_optimizer && l.zero < 1) {
+    return infeasible("optimizer offload needs ZeRO >= 1 (DeepSpeed's offload_optimizer)");
+  }
+  if (l.offload_parameters && l.zero != 3) {
+    return infeasible("parameter offload needs ZeRO-3 (ZeRO-Infinity's offload_param)");
+  }
+  // Layer-level activation offload as Megatron-Core runs it refuses pipelines and recomputation
+  // (megatron/core/transformer/transformer_config.py: "no support for Pipeline parallelism with
+  // CPU offloading", "does not work when activation recomputation is enabled").
+  if (l.offload_activations && l.pp > 1) return infeasible("activation offload runs with pp = 1 (Megatron-Core)");
+  if (l.offload_activations && base.recompute != Recompute::none) {
+    return infeasible("activation offload runs without recomputation (Megatron-Core)");
+  }
+  ACCELSIM_CHECK(!l.offloads() || system.host.given(),
+                 "system '" + system.id + "' gives no host memory, host DRAM bandwidth and host link (its host "
+                 "block): offload needs all three");
 
   TrainingEstimate e;
   e.clock_hz = p.clock_hz;
@@ -544,8 +563,36 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
     }
   }
   e.overlap_slowdown_s = kOverlapComputeSlowdown * (md * p.overlapped_communication_s.at(n) + hidden_dp);
-  e.optimizer_s = p.optimizer_s.at(n) / (l.zero >= 1 ? shard : 1.0);
-  e.step_s = e.compute_s + e.bubble_s + e.pp_comm_s + e.dp_comm_s + e.overlap_slowdown_s + e.optimizer_s;
+  e.optimizer_s = l.offload_optimizer ? 0.0 : p.optimizer_s.at(n) / (l.zero >= 1 ? shard : 1.0);
+  const double param_shard = l.zero >= 3 ? shard : 1.0, grad_shard = l.zero >= 2 ? shard : 1.0;
+  const double state_shard = l.zero >= 1 ? shard : 1.0;
+  const double states = std::max(first_state.states, last_state.states);
+  if (l.offloads()) {
+    // What each pass moves over this GPU's host link, per direction (see the top of training.h).
+    const double link = system.host.link_bytes_per_s;
+    const double fetch = l.offload_parameters ? params / param_shard : 0.0;  // ZeRO-Infinity: the shard, each pass
+    const double acts = l.offload_activations ? p.saved_bytes.per_layer * layers : 0.0;
+    // This rank's gradient shard (the reduce-scatter's output, ZeRO >= 1) goes to the host.
+    const double grads_out = l.offload_optimizer ? grads / state_shard : 0.0;
+    const double fwd_h2d = fetch, fwd_d2h = acts, bwd_h2d = fetch + acts;
+    // ZeRO >= 2 sends each micro-batch's gradient shard; ZeRO-1 the step's once, in the last backward.
+    const double bwd_d2h = l.zero >= 2 ? grads_out : 0.0, last_d2h = l.zero >= 2 ? 0.0 : grads_out;
+    auto waits = [&](double h2d, double d2h, double pass_s) { return std::max(0.0, std::max(h2d, d2h) / link - pass_s); };
+    // The first layer's fetch of each pass has no compute before it to hide behind.
+    const double first_fetch = l.offload_parameters ? 2.0 * layer_params / param_shard / link : 0.0;
+    const double per_mb = waits(fwd_h2d, fwd_d2h, e.forward_s) + waits(bwd_h2d, bwd_d2h, e.backward_s) + first_fetch;
+    e.offload_s = md * per_mb + (waits(bwd_h2d, bwd_d2h + last_d2h, e.backward_s) - waits(bwd_h2d, bwd_d2h, e.backward_s));
+    if (l.offload_optimizer) {
+      // The node's CPUs step the shards of all its GPUs at once; the updated 16-bit shard comes
+      // back (ZeRO-Infinity keeps it on the host, where the next pass fetches it).
+      const double node_gpus = static_cast<double>(std::min<int64_t>(l.gpus(), system.gpus_per_node));
+      e.host_optimizer_s = node_gpus * kCpuOptimizerBytesPerParameterState * states / state_shard /
+                           (system.host.memory_bandwidth_bytes_per_s * kCpuOptimizerBandwidthEfficiency);
+      if (!l.offload_parameters) e.offload_s += trainable / state_shard / link;
+    }
+  }
+  e.step_s = e.compute_s + e.bubble_s + e.pp_comm_s + e.dp_comm_s + e.overlap_slowdown_s + e.optimizer_s +
+             e.offload_s + e.host_optimizer_s;
 
   const double tokens = static_cast<double>(l.global_batch) * static_cast<double>(base.seq);
   e.tokens_per_s = tokens / e.step_s;
@@ -578,29 +625,49 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
     const int64_t warmup = v == 1 ? l.pp - stage - 1 : 2 * (l.pp - stage - 1) + (v - 1) * l.pp;
     return std::min(warmup + 1, m * v);
   };
-  const double param_shard = l.zero >= 3 ? shard : 1.0, grad_shard = l.zero >= 2 ? shard : 1.0;
-  const double state_shard = l.zero >= 1 ? shard : 1.0;
   const double chunk_saved = p.saved_bytes.per_layer * per_chunk_layers;
   const double head_chunk_saved = chunk_saved + p.input_saved_bytes + p.head_saved_bytes;
   // `reserved`: the same stage's memory as the caching allocator reserves it, with the free
   // blocks of the running chunk's segments (StageProfile::allocator_slack_bytes).
+  double host_bytes = 0.0;  // host memory per GPU, of the stage that needs the most
   auto stage_memory = [&](int64_t stage, double& activation, double& reserved) {
     const bool first = stage == 0, last = stage == l.pp - 1;
     const StageState st = stage_state(first, last);
     const auto others = static_cast<double>(chunks_in_flight(stage) - 1);
     // The chunk whose backward runs holds its own peak: the head's on the last stage (its
     // backward starts at the loss), a chunk without the head elsewhere.
-    const double own = last ? p.peak_activation_bytes.at(per_chunk) : p.body_peak_activation_bytes.at(per_chunk);
+    double own = last ? p.peak_activation_bytes.at(per_chunk) : p.body_peak_activation_bytes.at(per_chunk);
     const double slack = std::max(0.0, last ? p.allocator_slack_bytes : p.body_allocator_slack_bytes);
-    const double kept = others * (last && l.gpipe ? head_chunk_saved : chunk_saved);
+    double kept = others * (last && l.gpipe ? head_chunk_saved : chunk_saved);
+    double host = 0.0;
+    if (l.offload_activations) {
+      // The other chunks' saved activations wait on the host; the running chunk holds the
+      // working peak of one layer and the saved activations of the layer on the link.
+      const double working = (last ? p.peak_activation_bytes.at(1) : p.body_peak_activation_bytes.at(1)) +
+                             p.saved_bytes.per_layer;
+      const double on_gpu = std::min(std::max(0.0, own), working);
+      host += kept + std::max(0.0, own) - on_gpu;
+      kept = 0.0;
+      own = on_gpu;
+    }
     activation = kept + std::max(0.0, own);
     // The optimizer step runs after the last micro-batch's backward has freed its activations,
     // over this rank's share of the parameters (ZeRO >= 1: 1/(dp cp) of them): its temporaries
-    // need the room only where they outgrow the activations.
-    const double optimizer = p.optimizer_peak_bytes.at(n) / state_shard;
-    const double resident = st.params / param_shard + (l.zero >= 3 ? 2.0 * layer_params : 0.0) +
-                            st.grads / grad_shard + (l.zero >= 2 ? layer_grads : 0.0) + st.states / state_shard +
+    // need the room only where they outgrow the activations. Offloaded, it runs on the CPU.
+    const double optimizer = l.offload_optimizer ? 0.0 : p.optimizer_peak_bytes.at(n) / state_shard;
+    // Offloaded parameters leave the two gathered layers; offloaded optimizer states leave the
+    // GPU, and under ZeRO >= 2 so do the gradient shards (a layer's bucket stays).
+    const double params_on_gpu = l.offload_parameters ? 0.0 : st.params / param_shard;
+    const double grads_on_gpu = l.offload_optimizer && l.zero >= 2 ? 0.0 : st.grads / grad_shard;
+    const double resident = params_on_gpu + (l.zero >= 3 ? 2.0 * layer_params : 0.0) + grads_on_gpu +
+                            (l.zero >= 2 ? layer_grads : 0.0) + (l.offload_optimizer ? 0.0 : st.states / state_shard) +
                             p.weight_copy_bytes.at(n);
+    // The host keeps, for this GPU: the optimizer states, the gradient shard and a 16-bit copy of
+    // the parameter shard (ZeRO-Offload's pinned buffers); the parameter shard (ZeRO-Infinity);
+    // the saved activations moved out.
+    if (l.offload_optimizer) host += (st.states + st.grads + st.trainable) / state_shard;
+    if (l.offload_parameters) host += st.params / param_shard;
+    host_bytes = std::max(host_bytes, host);
     reserved = resident + std::max(kept + std::max(0.0, own) + slack, optimizer);
     return resident + std::max(activation, optimizer);
   };
@@ -611,13 +678,20 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   e.activation_bytes = first_peaks ? first_activation : last_activation;
   e.memory_per_gpu_bytes = (first_peaks ? first_memory : last_memory) + device.runtime_reserved_bytes;
   e.reserved_per_gpu_bytes = std::max(first_reserved, last_reserved) + device.runtime_reserved_bytes;
+  e.host_memory_per_node_bytes =
+      host_bytes * static_cast<double>(std::min<int64_t>(l.gpus(), system.gpus_per_node));
   require_physical(e);
-  e.fits = e.memory_per_gpu_bytes <= device.memory_bytes;
+  e.fits = e.memory_per_gpu_bytes <= device.memory_bytes &&
+           (!l.offloads() || e.host_memory_per_node_bytes <= system.host.memory_bytes);
   e.feasible = e.fits;
-  if (!e.fits) {
+  if (e.memory_per_gpu_bytes > device.memory_bytes) {
     e.reason = "needs " + std::to_string(static_cast<int64_t>(e.memory_per_gpu_bytes / 1e9)) +
                " GB per GPU, more than the device's " +
                std::to_string(static_cast<int64_t>(device.memory_bytes / 1e9)) + " GB";
+  } else if (!e.fits) {
+    e.reason = "offload needs " + std::to_string(static_cast<int64_t>(e.host_memory_per_node_bytes / 1e9)) +
+               " GB of host memory per node, more than the system's " +
+               std::to_string(static_cast<int64_t>(system.host.memory_bytes / 1e9)) + " GB";
   }
   return e;
 }

@@ -253,6 +253,154 @@ TEST(TrainingTest, ZeroStagesShardStatesGradientsAndParameters) {
   EXPECT_LE(at(3, true).dp_comm_s, z3.dp_comm_s);
 }
 
+// A profile of round figures, linear in the layers: a layer's forward 0.25 s and backward 0.5 s,
+// 1 GB of 16-bit parameters (0.5 G of them), 2 GB of fp32 gradients, 6 GB of Adam's states
+// (12 bytes a parameter), 1 GB saved for the backward; one layer's activation peak 2 GB, and
+// 1 GB more for each further layer.
+StageProfile round_profile() {
+  StageProfile p;
+  p.feasible = true;
+  p.forward_s = {0.25, 0.25};
+  p.backward_s = {0.5, 0.5};
+  p.optimizer_s = {0.01, 0.01};
+  p.parameter_bytes = p.trainable_parameter_bytes = {1e9, 1e9};
+  p.gradient_bytes = {2e9, 2e9};
+  p.state_bytes = {6e9, 6e9};
+  p.saved_bytes = {1e9, 1e9};
+  p.peak_activation_bytes = p.body_peak_activation_bytes = {2e9, 1e9};
+  p.optimizer_peak_bytes = {0.5e9, 0.5e9};
+  return p;
+}
+
+SystemSpec round_host_system() {
+  SystemSpec sys = round_system();
+  sys.host = {.memory_bytes = 1e12, .memory_bandwidth_bytes_per_s = 100e9, .link_bytes_per_s = 10e9};
+  return sys;
+}
+
+TEST(TrainingTest, OptimizerOffloadMovesStatesAndTheStepToTheHost) {
+  // One GPU, 4 layers, 2 micro-batches, ZeRO-2 (one rank: nothing sharded, no collectives).
+  // Stage: 4 GB of parameters, 8 GB of gradients, 24 GB of states; forward 1 s, backward 2 s.
+  const ModelSpec m = testing::small_gpt(4);
+  DeviceSpec d = testing::round_device();
+  d.memory_bytes = 1e12;
+  d.runtime_reserved_bytes = 0.0;
+  const SystemSpec sys = round_host_system();
+  const BuildOptions base{.seq = 128};
+  ParallelLayout l{.micro_batch = 1, .global_batch = 2, .zero = 2};
+  const TrainingEstimate plain = compose_training(m, base, l, round_profile(), d, sys);
+  l.offload_optimizer = true;
+  const TrainingEstimate e = compose_training(m, base, l, round_profile(), d, sys);
+  ASSERT_TRUE(plain.feasible && e.feasible) << e.reason;
+  // Each backward sends its 8 GB of gradients at 10 GB/s, 0.8 s, behind its 2 s; the 4 GB of
+  // updated parameters come back after the step, 0.4 s.
+  EXPECT_NEAR(e.offload_s, 0.4, 1e-12);
+  // The CPU reads and writes 24 GB of states, reads 8 GB of gradients and writes 4 GB of 16-bit
+  // parameters, 30 bytes for every 12 of states: 60 GB at 0.53 x 100 GB/s.
+  EXPECT_NEAR(e.host_optimizer_s, 60e9 / 53e9, 1e-12);
+  EXPECT_DOUBLE_EQ(e.optimizer_s, 0.0);
+  EXPECT_NEAR(plain.optimizer_s, 0.04, 1e-12);
+  EXPECT_NEAR(e.step_s - plain.step_s, 0.4 + 60e9 / 53e9 - 0.04, 1e-9);
+  // On the GPU: 4 GB of parameters and one layer's 2 GB gradient bucket, where the plain step
+  // holds 8 GB of gradients, the 2 GB bucket and 24 GB of states; 5 GB of activations (the
+  // optimizer's 2 GB of temporaries fit under them). On the host: 24 + 8 + 4 GB.
+  EXPECT_NEAR(plain.memory_per_gpu_bytes, 4e9 + 8e9 + 2e9 + 24e9 + 5e9, 1.0);
+  EXPECT_NEAR(e.memory_per_gpu_bytes, 4e9 + 2e9 + 5e9, 1.0);
+  EXPECT_NEAR(e.host_memory_per_node_bytes, 36e9, 1.0);
+  EXPECT_DOUBLE_EQ(plain.host_memory_per_node_bytes, 0.0);
+
+  // A slower link (2 GB/s): each backward waits 8 / 2 - 2 = 2 s, twice, and the parameters
+  // take 2 s to come back.
+  SystemSpec slow = sys;
+  slow.host.link_bytes_per_s = 2e9;
+  EXPECT_NEAR(compose_training(m, base, l, round_profile(), d, slow).offload_s, 2 * 2.0 + 2.0, 1e-12);
+  // ZeRO-1 sends the gradients once, in the last backward: 2 s of wait, then 2 s back.
+  l.zero = 1;
+  const TrainingEstimate z1 = compose_training(m, base, l, round_profile(), d, slow);
+  EXPECT_NEAR(z1.offload_s, 2.0 + 2.0, 1e-12);
+  // ZeRO-1 keeps its gradients on the GPU (8 GB, no bucket).
+  EXPECT_NEAR(z1.memory_per_gpu_bytes, 4e9 + 8e9 + 5e9, 1.0);
+}
+
+TEST(TrainingTest, ParameterAndActivationOffloadFetchEachPass) {
+  const ModelSpec m = testing::small_gpt(4);
+  DeviceSpec d = testing::round_device();
+  d.memory_bytes = 1e12;
+  d.runtime_reserved_bytes = 0.0;
+  SystemSpec sys = round_host_system();
+  sys.host.link_bytes_per_s = 2e9;
+  const BuildOptions base{.seq = 128};
+  // ZeRO-3 on one GPU with parameters and optimizer offloaded: each pass fetches the 4 GB of
+  // parameters (2 s: forward waits 1 s, backward's 2 s covers it but the gradients going out,
+  // 8 GB, take 4 s: 2 s of wait), and each pass's first layer, 1 GB, is fetched with nothing to
+  // hide behind: 2 x 0.5 s. Two micro-batches; nothing to bring back after the step.
+  ParallelLayout l{.micro_batch = 1, .global_batch = 2, .zero = 3, .offload_optimizer = true,
+                   .offload_parameters = true};
+  const TrainingEstimate e = compose_training(m, base, l, round_profile(), d, sys);
+  ASSERT_TRUE(e.feasible) << e.reason;
+  EXPECT_NEAR(e.offload_s, 2 * (1.0 + 2.0 + 1.0), 1e-12);
+  // The GPU keeps two gathered layers (2 GB) and a layer's gradient bucket (2 GB), beside the
+  // 5 GB of activations; the host the states, gradients, a 16-bit copy and the parameters.
+  EXPECT_NEAR(e.memory_per_gpu_bytes, 2e9 + 2e9 + 5e9, 1.0);
+  EXPECT_NEAR(e.host_memory_per_node_bytes, 24e9 + 8e9 + 4e9 + 4e9, 1.0);
+
+  // Activation offload alone (ZeRO-0): the forward sends 4 layers' 1 GB (2 s, 1 s of wait),
+  // the backward brings them back (2 s, covered).
+  ParallelLayout a{.micro_batch = 1, .global_batch = 2, .zero = 0, .offload_activations = true};
+  const TrainingEstimate act = compose_training(m, base, a, round_profile(), d, sys);
+  ASSERT_TRUE(act.feasible) << act.reason;
+  EXPECT_NEAR(act.offload_s, 2 * 1.0, 1e-12);
+  // The running chunk keeps one layer's 2 GB peak and the 1 GB on the link, not its 5 GB; the
+  // other 2 GB wait on the host.
+  EXPECT_NEAR(act.activation_bytes, 3e9, 1.0);
+  EXPECT_NEAR(act.host_memory_per_node_bytes, 2e9, 1.0);
+}
+
+TEST(TrainingTest, TheNodesGpusShareTheHost) {
+  // DP 2 on one node, ZeRO-1: each GPU's CPU step covers half the 24 GB of states, and the two
+  // run on the same CPUs at once: 2 x 30 GB at 53 GB/s. The host holds both GPUs' shards of
+  // the states, of the reduce-scattered gradients and of the 16-bit parameters.
+  const ModelSpec m = testing::small_gpt(4);
+  DeviceSpec d = testing::round_device();
+  d.memory_bytes = 1e12;
+  const SystemSpec sys = round_host_system();
+  const ParallelLayout l{.dp = 2, .micro_batch = 1, .global_batch = 2, .zero = 1, .offload_optimizer = true};
+  const TrainingEstimate e = compose_training(m, {.seq = 128}, l, round_profile(), d, sys);
+  ASSERT_TRUE(e.feasible) << e.reason;
+  EXPECT_NEAR(e.host_optimizer_s, 2 * 30e9 / 53e9, 1e-12);
+  EXPECT_NEAR(e.host_memory_per_node_bytes, 2 * (12e9 + 4e9 + 2e9), 1.0);
+  // A host too small for them is a reason, not a fit.
+  SystemSpec small = sys;
+  small.host.memory_bytes = 30e9;
+  const TrainingEstimate over = compose_training(m, {.seq = 128}, l, round_profile(), d, small);
+  EXPECT_FALSE(over.feasible);
+  EXPECT_NE(over.reason.find("host memory"), std::string::npos) << over.reason;
+}
+
+TEST(TrainingTest, OffloadNeedsItsZeroStageAndAHost) {
+  const ModelSpec m = testing::small_gpt(4);
+  const DeviceSpec d = testing::round_device();
+  const BuildOptions base{.seq = 128};
+  const TrainingEstimate z0 = compose_training(
+      m, base, {.global_batch = 2, .zero = 0, .offload_optimizer = true}, round_profile(), d, round_host_system());
+  EXPECT_NE(z0.reason.find("ZeRO >= 1"), std::string::npos) << z0.reason;
+  const TrainingEstimate z2 = compose_training(
+      m, base, {.global_batch = 2, .zero = 2, .offload_parameters = true}, round_profile(), d, round_host_system());
+  EXPECT_NE(z2.reason.find("ZeRO-3"), std::string::npos) << z2.reason;
+  // Megatron-Core's activation offload: one pipeline stage, no recomputation.
+  const TrainingEstimate piped = compose_training(
+      m, base, {.pp = 2, .global_batch = 2, .zero = 0, .offload_activations = true}, round_profile(), d,
+      round_host_system());
+  EXPECT_NE(piped.reason.find("pp = 1"), std::string::npos) << piped.reason;
+  const TrainingEstimate recomputed = compose_training(
+      m, {.seq = 128, .recompute = Recompute::full}, {.global_batch = 2, .zero = 0, .offload_activations = true},
+      round_profile(), d, round_host_system());
+  EXPECT_NE(recomputed.reason.find("without recomputation"), std::string::npos) << recomputed.reason;
+  EXPECT_THROW(compose_training(m, base, {.global_batch = 2, .zero = 0, .offload_activations = true}, round_profile(),
+                                d, round_system()),
+               ConfigError);
+}
+
 TEST(TrainingTest, InterleavingKeepsMoreMicroBatchesInFlight) {
   // 8 layers on 2 stages, 8 micro-batches: 1F1B keeps pp = 2 micro-batches of 4 layers in flight
   // on the first stage; interleaving over 2 chunks of 2 layers keeps
@@ -407,6 +555,39 @@ TEST(TrainingTest, PlanKeepsTheKFastestWhateverTheOrderTheyArriveIn) {
     ASSERT_EQ(r.best.size(), 5u);
     for (size_t i = 0; i < 5; ++i) EXPECT_NEAR(r.best[i].estimate.step_s, steps[i], 1e-12) << i;
   }
+}
+
+TEST(TrainingTest, PlanSearchesOffloadWhereItFitsWhatNothingElseDoes) {
+  // One GPU whose memory holds the step only with the optimizer states on the host: the search
+  // over no offload and optimizer offload finds only the offloaded ones feasible, each as
+  // estimate_training composes it, and counts the ZeRO-0 offloads it prunes.
+  const ModelSpec m = testing::small_gpt(4);
+  DeviceSpec d = testing::round_device();
+  const SystemSpec sys = round_host_system();
+  const BuildOptions base{.seq = 128};
+  const ParallelLayout plain{.micro_batch = 1, .global_batch = 2, .zero = 0};
+  ParallelLayout offloaded{.micro_batch = 1, .global_batch = 2, .zero = 1, .offload_optimizer = true};
+  const TrainingEstimate big = estimate_training(m, base, plain, d, sys, {});
+  const TrainingEstimate small = estimate_training(m, base, offloaded, d, sys, {});
+  ASSERT_LT(small.memory_per_gpu_bytes, big.memory_per_gpu_bytes);
+  d.memory_bytes = 0.5 * (small.memory_per_gpu_bytes + big.memory_per_gpu_bytes);
+  const PlanSpace space{.gpus = 1, .global_batch = 2, .tp = {1}, .cp = {1}, .ep = {1}, .pp = {1},
+                        .micro_batch = {1}, .virtual_stages = {1}, .zero = {0, 1, 2},
+                        .recompute = {Recompute::none}, .sequence_parallel = {0}, .orders = {"tp-cp-ep-dp-pp"},
+                        .offload = {0, kOffloadOptimizer}};
+  const PlanResult r = plan_training(m, base, space, d, sys, SimulateOptions{}, 5, 1);
+  EXPECT_EQ(r.candidates, 3 * 2);
+  // ZeRO-0 without offload is infeasible; ZeRO-1 and -2 offload the optimizer; the rest pruned.
+  EXPECT_EQ(r.evaluated, 3);
+  EXPECT_EQ(r.feasible, 2);
+  ASSERT_EQ(r.best.size(), 2u);
+  for (const PlanCandidate& c : r.best) EXPECT_TRUE(c.layout.offload_optimizer);
+  EXPECT_EQ(r.pruned.at("optimizer offload needs ZeRO >= 1"), 1);
+  EXPECT_EQ(r.pruned.at("ZeRO with dp x cp = 1 is ZeRO-0"), 2);
+  offloaded.zero = r.best[0].layout.zero;
+  EXPECT_DOUBLE_EQ(r.best[0].estimate.step_s, estimate_training(m, base, offloaded, d, sys, {}).step_s);
+  // A system without a host refuses an offloading space.
+  EXPECT_THROW(plan_training(m, base, space, d, round_system(), SimulateOptions{}, 5, 1), ConfigError);
 }
 
 // The plan search of PlanFindsTheFastestOfItsSpace: 48 outer items, 18 stage profiles.

@@ -12,8 +12,9 @@ from typing import Any
 
 from accel_sim.commands.flags import COUNT, count_list, whole_up_to
 from accel_sim.progress import Progress
-from accel_sim.commands.train import (RECOMPUTE, add_run_args, recompute_policy, refuse_device_files_no_run_uses,
-                                      refuse_layout_the_stack_cannot_run, run_inputs)
+from accel_sim.commands.train import (RECOMPUTE, add_run_args, offload_bits, offload_kinds, recompute_policy,
+                                      refuse_device_files_no_run_uses, refuse_layout_the_stack_cannot_run, refuse_offload,
+                                      run_inputs)
 from accel_sim.io.fields import INT64_MAX  # the core's counts are int64
 
 _BINARY = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -51,6 +52,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--recompute", help="only these recompute policies (none,selective,full)")
     p.add_argument("--sp", choices=("on", "off"), help="only with / without sequence parallelism")
     p.add_argument("--order", help="only these rank orders (comma-separated, e.g. tp-cp-ep-dp-pp)")
+    p.add_argument("--offload", metavar="SETS",
+                   help="only these offloads to host memory, comma-separated sets of optimizer, parameters and "
+                        "activations joined by + (e.g. none,optimizer,optimizer+parameters; default: none and every "
+                        "set the --stack runs, where the system gives its host)")
     p.add_argument("--top", **COUNT, default=10, help="configurations to print (default: 10)")
     p.add_argument("--threads", **whole_up_to(MAX_THREADS, "0: all cores; the core's kMaxPlanThreads"), default=0,
                    help=f"search threads, 0 to {MAX_THREADS:,} (default 0: all cores); threads the system cannot "
@@ -63,7 +68,26 @@ def add_parser(sub: Any) -> None:
     add_run_args(p)
 
 
-def _space(args: argparse.Namespace, spec: Any, gpus: int, global_batch: int, stack: Any) -> Any:
+def _offload_sets(args: argparse.Namespace, stack: Any, system: Any) -> list[int]:
+    """The offload sets searched (core kOffload* bits): the flag's, each refused where the system or
+    the stack cannot run it, or by default nothing and every set the stack runs where the system
+    gives its host."""
+    from accel_sim.errors import UsageError
+
+    if args.offload is None:
+        sets = stack.training.offload_sets() if system.spec.host.given() else [frozenset()]
+    else:
+        sets = [offload_kinds(part, "--offload") for part in args.offload.split(",") if part.strip()]
+        if not sets:
+            raise UsageError("--offload names no set (e.g. none,optimizer)")
+        if len(set(sets)) != len(sets):
+            raise UsageError(f"--offload {args.offload}: names one set twice")
+        for kinds in sets:
+            refuse_offload(kinds, stack, system)
+    return [offload_bits(k) for k in sets]
+
+
+def _space(args: argparse.Namespace, spec: Any, gpus: int, global_batch: int, stack: Any, system: Any) -> Any:
     """The search space: the core's default for the model and GPUs, narrowed to what the stack
     runs (io/stack_file.py) and to the values the flags name."""
     from accel_sim import _core
@@ -103,6 +127,7 @@ def _space(args: argparse.Namespace, spec: Any, gpus: int, global_batch: int, st
         space.sequence_parallel = [1 if args.sp == "on" else 0]
     if args.order:
         space.orders = [o.strip() for o in args.order.split(",")]
+    space.offload = _offload_sets(args, stack, system)
     return space
 
 
@@ -139,7 +164,7 @@ def plan_runs(args: argparse.Namespace) -> list[tuple[Any, Any, int, Any, float]
     runs = []
     for entry, run in inputs:
         for gpus in args.gpus:
-            space = _space(args, run.spec, gpus, global_batch, run.stack)
+            space = _space(args, run.spec, gpus, global_batch, run.stack, entry)
             progress = Progress(f"plan {run.spec.name} on {gpus} x {entry.spec.id}", args.quiet or args.json)
             start = time.perf_counter()
             try:

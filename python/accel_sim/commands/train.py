@@ -280,8 +280,9 @@ def refuse_layout_flags(args: argparse.Namespace) -> None:
     """Refuses typed flags `train`'s layout cannot honour (accel_sim.commands.flags)."""
     from accel_sim.commands.flags import refuse
 
+    sharded_offload = bool(args.offload and args.offload & {"optimizer", "parameters"})
     if args.dp * args.cp == 1:
-        if args.zero:
+        if args.zero and not sharded_offload:
             refuse(args, ("zero",), f"{args.zero} shards optimizer states, gradients or parameters over the "
                    "data- and context-parallel ranks; with --dp 1 and --cp 1 there is nothing to shard "
                    "(ZeRO with dp x cp = 1 is ZeRO-0)")
@@ -292,6 +293,58 @@ def refuse_layout_flags(args: argparse.Namespace) -> None:
     if not (args.tp > 1 and args.sp):
         refuse(args, ("no_tp_overlap",), "exposes the TP all-gathers and reduce-scatters of sequence parallelism; "
                "this run has none (it needs --tp above 1 and --sp)")
+
+
+OFFLOAD_BITS = {"optimizer": _core.OFFLOAD_OPTIMIZER, "parameters": _core.OFFLOAD_PARAMETERS,
+                "activations": _core.OFFLOAD_ACTIVATIONS}
+
+
+def offload_kinds(text: str, flag: str = "--offload") -> frozenset[str]:
+    """The set a comma- or plus-separated --offload value names (optimizer, parameters,
+    activations); `none` is the empty set."""
+    from accel_sim.errors import UsageError
+
+    names = [n.strip() for n in text.replace("+", ",").split(",") if n.strip()]
+    if names == ["none"]:
+        return frozenset()
+    bad = [n for n in names if n not in OFFLOAD_BITS]
+    if bad or not names:
+        raise UsageError(f"{flag}: {bad[0] if bad else text!r} is not something to offload (known: "
+                         f"{', '.join(OFFLOAD_BITS)}, or none)")
+    if len(set(names)) != len(names):
+        raise UsageError(f"{flag} {text}: names one kind twice")
+    return frozenset(names)
+
+
+def _offload_arg(text: str) -> frozenset[str]:
+    """--offload's argparse type: offload_kinds, its error argparse's."""
+    from accel_sim.errors import UsageError
+
+    try:
+        return offload_kinds(text)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--offload: ").removeprefix("--offload ")) from None
+
+
+def offload_bits(kinds: frozenset[str]) -> int:
+    return sum(OFFLOAD_BITS[k] for k in kinds)
+
+
+def refuse_offload(kinds: frozenset[str], stack: Any, system: Any, flag: str = "--offload") -> None:
+    """Refuses an offload the system has no host for (its `host` block) or the stack cannot run
+    (its training.offload)."""
+    from accel_sim.errors import UsageError
+
+    if not kinds:
+        return
+    what = "+".join(sorted(kinds))
+    if not system.spec.host.given():
+        raise UsageError(f"{flag} {what}: system {system.spec.id} gives no host memory, host DRAM bandwidth and host "
+                         "link (a `host` block, docs/formats/system.md)")
+    if kinds not in stack.training.offload_sets():
+        runs = ", ".join("+".join(sorted(e)) for e in stack.training.offload) or "nothing"
+        raise UsageError(f"{flag} {what}: {stack.id} offloads {runs} "
+                         f"({stack.sources.get('training.offload', stack.path)})")
 
 
 def add_parser(sub: Any) -> None:
@@ -310,6 +363,9 @@ def add_parser(sub: Any) -> None:
                         "parameters (default: the stack's, 0 without data or context parallelism)")
     p.add_argument("--order", default="tp-cp-ep-dp-pp", help="rank order, innermost first, as Megatron-LM's (default: tp-cp-ep-dp-pp)")
     p.add_argument("--no-overlap", action="store_true", help="expose all data-parallel communication")
+    p.add_argument("--offload", type=_offload_arg, metavar="LIST",
+                   help="offload to the system's host memory: optimizer (ZeRO-Offload: states and the step on the "
+                        "CPU), parameters (ZeRO-Infinity, ZeRO-3), activations, comma-separated; as the --stack runs it")
     p.add_argument("--recompute", choices=RECOMPUTE, default="none")
     p.add_argument("--trace", metavar="FILE", help="write the step's pipeline schedule as a Perfetto / Chrome trace (JSON)")
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report: step breakdown, pipeline timeline, memory per GPU")
@@ -341,7 +397,19 @@ def train_estimate(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     t = run.stack.training
     refuse_layout_the_stack_cannot_run(run.stack, {f: [getattr(args, f)] for f in ("tp", "pp", "cp", "virtual_stages")},
                                        None if args.zero is None else [args.zero])
+    kinds = args.offload or frozenset()
+    refuse_offload(kinds, run.stack, entry)
     zero = args.zero if args.zero is not None else (t.zero if args.dp * args.cp > 1 else 0)
+    # Offload needs its ZeRO stage (optimizer: 1 or more; parameters: 3): without --zero, the
+    # least of the stack's stages that has it.
+    need = 3 if "parameters" in kinds else 1 if "optimizer" in kinds else 0
+    if zero < need:
+        if args.zero is not None:
+            raise UsageError(f"--offload {'+'.join(sorted(kinds))} needs ZeRO {'3' if need == 3 else '>= 1'} "
+                             f"(got --zero {args.zero})")
+        zero = min((z for z in t.zero_stages if z >= need), default=need)
+    for kind in kinds:
+        setattr(layout, f"offload_{kind}", True)
     layout.virtual_stages, layout.zero, layout.order = args.virtual_stages, zero, args.order
     layout.gpipe = args.schedule == "gpipe"
     layout.overlap_grad_reduce = t.overlap_grad_reduce and not args.no_overlap
@@ -369,6 +437,12 @@ def step_schedule(e: Any, layout: Any) -> tuple[Any, list[tuple[str, float, floa
     tail = [("compute slowed by overlapped collectives", end, slowed),
             ("data-parallel communication (exposed)", slowed, slowed + e.dp_comm_s),
             ("optimizer", slowed + e.dp_comm_s, slowed + e.dp_comm_s + e.optimizer_s)]
+    if layout.offloads():
+        # What offload adds (core training.h): the host link's transfers the passes wait for and
+        # the parameters' return, and the CPU's optimizer step.
+        at = tail[-1][2]
+        tail += [("host-link transfers (exposed)", at, at + e.offload_s),
+                 ("CPU optimizer step", at + e.offload_s, at + e.offload_s + e.host_optimizer_s)]
     return schedule, tail
 
 

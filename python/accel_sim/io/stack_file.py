@@ -73,7 +73,12 @@ _TRAINING_FIELDS = {
     "context_parallel": "true or false",
     "overlap_grad_reduce": "true or false",
     "overlap_param_gather": "true or false",
+    "offload": "what it can offload to host memory: a list of optimizer, parameters, activations, or "
+               "optimizer+parameters where the two go only together",
 }
+# What a training stack may offload (core ParallelLayout::offload_*), and a pair that goes together.
+OFFLOAD_KINDS = ("optimizer", "parameters", "activations")
+_OFFLOAD_ENTRIES = OFFLOAD_KINDS + ("optimizer+parameters",)
 # The optional `runtime` section: how the stack issues kernels, whatever it runs.
 _RUNTIME_FIELDS = {
     "host_overhead_per_kernel_us": "the host's microseconds to issue one kernel (Python, dispatcher, launch)",
@@ -125,6 +130,16 @@ class TrainingStack:
     context_parallel: bool
     overlap_grad_reduce: bool
     overlap_param_gather: bool
+    # What it offloads (OFFLOAD_KINDS), each entry a set that goes together.
+    offload: tuple[frozenset[str], ...] = ()
+
+    def offload_sets(self) -> list[frozenset[str]]:
+        """Every set of OFFLOAD_KINDS the stack can offload at once (unions of its entries), the empty
+        set first."""
+        sets = {frozenset()}
+        for entry in self.offload:
+            sets |= {s | entry for s in sets}
+        return sorted(sets, key=lambda s: (len(s), sorted(s)))
 
     def attention_for(self, architecture: str) -> str:
         """The attention kernel the stack runs on a device whose `architecture` names its
@@ -295,11 +310,18 @@ def _training(data: Any, where: str, sources: dict[str, str]) -> TrainingStack:
         raise UsageError(f"{at}: fp8_weight_cache and fp8_parameters need an fp8 recipe (fp8 is none)")
     if any(tp_overlap.values()) and not flag["tensor_parallel"]:
         raise UsageError(f"{at}: tp_comm_overlap needs tensor_parallel")
+    offload = []
+    for entry in fields.sequence(t["offload"], at, "offload"):
+        if entry not in _OFFLOAD_ENTRIES:
+            raise UsageError(f"{at}: 'offload' entries are {', '.join(_OFFLOAD_ENTRIES)}, got {entry!r}")
+        offload.append(frozenset(entry.split("+")))
+    if "parameters" in set().union(*offload) and 3 not in stages:
+        raise UsageError(f"{at}: parameter offload needs ZeRO-3 among its zero_stages")
     return TrainingStack(attention=attention, tp_comm_overlap=tp_overlap, fused_gated_activation=gated == "fused",
                          eager_norm=norm == "eager",
                          cross_entropy=loss, fp8=fp8,
                          gradients_in_weight_dtype=grads == "weight", optimizer_impl=optimizer, lora=lora,
-                         selective_recompute=selective, zero=zero, zero_stages=stages, **flag)
+                         selective_recompute=selective, zero=zero, zero_stages=stages, offload=tuple(offload), **flag)
 
 
 def _serving(data: Any, where: str, sources: dict[str, str]) -> ServingStack:

@@ -41,8 +41,10 @@ _KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast
 LIBRARIES = tuple(m.name for m in _core.CollectiveLibrary if m.name != "none")
 # The keys a system file and each of its `measured` entries may have (docs/formats/system.md): a
 # misspelt one is refused, not ignored.
-_TOP = ("id", "name", "device", "device_overrides", "gpus_per_node", "scaleup", "scaleout", "collective_efficiency",
+_TOP = ("id", "name", "device", "device_overrides", "gpus_per_node", "scaleup", "scaleout", "host", "collective_efficiency",
         "collective_library", "collective_launch_us", "measured", "estimated", "sources", "notes")
+# The `host` block (core SystemSpec::host): what a training step's offload needs, all three.
+_HOST_KEYS = ("memory_gb", "memory_bandwidth_gbs", "link_gbs")
 _MEASURED_KEYS = ("collective", "gpus", "algorithm", "busbw_gbs", "bytes", "split", "source")
 
 
@@ -119,6 +121,25 @@ def _measured(entries: Any, where: str) -> list[dict]:
         if out[-1]["split"] not in ("fit", "report"):
             raise UsageError(f"{at}: 'split' must be fit or report, got {out[-1]['split']!r}")
     return out
+
+
+def _host(section: dict, sources: dict, where: str) -> Any:
+    """The `host` block: one node's CPU memory (GB), its CPUs' peak DRAM bandwidth (GB/s) and each
+    GPU's host link per direction with every GPU of the node transferring (GB/s), each with its
+    `sources.host.<key>` entry."""
+    unknown = sorted(set(map(str, section)) - set(_HOST_KEYS))
+    if unknown:
+        raise UsageError(f"{where}: unknown field '{unknown[0]}' (known: {', '.join(_HOST_KEYS)})")
+    h = _core.HostSpec()
+    for key in _HOST_KEYS:
+        if key not in section:
+            raise UsageError(f"{where}: missing '{key}' (offload needs all of {', '.join(_HOST_KEYS)})")
+        if f"host.{key}" not in sources:
+            raise UsageError(f"{where}: '{key}' needs a 'sources.host.{key}' entry saying where its value comes from")
+    h.memory_bytes = fields.number(section["memory_gb"], where, "memory_gb", minimum=1e-3, maximum=1e9) * 1e9
+    h.memory_bandwidth_bytes_per_s = _rate(section, "memory_bandwidth_gbs", where) * 1e9
+    h.link_bytes_per_s = _rate(section, "link_gbs", where) * 1e9
+    return h
 
 
 _OVERRIDES = "device_overrides"
@@ -239,6 +260,8 @@ def _read_system_file(path: str | Path, device_files: Sequence[str]) -> SystemEn
     for key in ("collective_library", "collective_launch_us"):
         if key in data and key not in sources:
             raise UsageError(f"{p}: '{key}' needs a 'sources.{key}' entry")
+    if "host" in data:
+        s.host = _host(_section(data, "host", where), sources, f"{where}: host")
     try:
         s.validate()
     except ValueError as e:

@@ -19,6 +19,9 @@ def systems_json(entries: list) -> list:
             "nic_gbs": e.spec.scaleout.bandwidth_bytes_per_s / 1e9, "path": e.path,
             "collective_library": e.spec.library.name,
             "collective_launch_us": e.spec.launch_s * 1e6,
+            "host": {"memory_gb": e.spec.host.memory_bytes / 1e9,
+                     "memory_bandwidth_gbs": e.spec.host.memory_bandwidth_bytes_per_s / 1e9,
+                     "link_gbs": e.spec.host.link_bytes_per_s / 1e9} if e.spec.host.given() else None,
             "estimated_fields": list(e.estimated),
             "measured": list(e.measured)} for e in entries]
 
@@ -29,11 +32,13 @@ def systems_text(entries: list) -> str:
              f"{e.spec.scaleup.bandwidth_bytes_per_s / 1e9:g}", e.topology,
              "yes" if e.spec.in_network_reduction else "no", f"{e.spec.nics_per_gpu:g}",
              f"{e.spec.scaleout.bandwidth_bytes_per_s / 1e9:g}",
-             f"{e.spec.library.name} +{e.spec.launch_s * 1e6:g} µs" if e.spec.library.name != "none" else "alpha-beta")
+             f"{e.spec.library.name} +{e.spec.launch_s * 1e6:g} µs" if e.spec.library.name != "none" else "alpha-beta",
+             f"{e.spec.host.memory_bytes / 1e9:,.0f} GB, {e.spec.host.link_bytes_per_s / 1e9:g} GB/s"
+             if e.spec.host.given() else "-")
             for e in entries]
     lines = [table(["id", "name", "device", "GPUs/node", "scale-up domain", "GB/s per GPU", "topology", "NVLS",
-                    "NICs/GPU", "GB/s per NIC", "library"], rows,
-                   [False, False, False, True, True, True, False, False, True, True, False])]
+                    "NICs/GPU", "GB/s per NIC", "library", "host (offload)"], rows,
+                   [False, False, False, True, True, True, False, False, True, True, False, False])]
     lines += [f"  {e.spec.id}: {e.spec.device} is {e.device_variant.variant_of.spec.id} with its own "
               f"{', '.join(e.device_overrides)} (device_overrides)" for e in entries if e.device_variant is not None]
     lines += [f"  {e.spec.id}: {', '.join(e.estimated)} estimated, not published (see its sources)"

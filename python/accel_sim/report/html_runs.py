@@ -27,6 +27,9 @@ def _step_items(e: Any) -> list[tuple[str, float, str, str]]:
              ("data-parallel communication (exposed)", e.dp_comm_s, "#7b4fa0"),
              ("compute slowed by overlapped collectives", e.overlap_slowdown_s, "#b5651d"),
              ("optimizer", e.optimizer_s, "#2e8b57")]
+    if e.offload_s > 0 or e.host_optimizer_s > 0:
+        parts += [("host-link transfers of the offload (exposed)", e.offload_s, "#5a7d9a"),
+                  ("CPU optimizer step (offloaded)", e.host_optimizer_s, "#8c6d31")]
     return [(name, v, colour, f"{name}: {fmt_seconds(v)} ({v / e.step_s * 100:.1f}% of the step)")
             for name, v, colour in parts]
 
@@ -69,6 +72,7 @@ def train_html(*, title: str, e: Any, layout: dict, schedule: Any, tail: Sequenc
         kpi("verdict", "fits" if fits else "out of memory", e.reason, "ok" if fits else "bad"),
     ]) + "</div>"
     layout_rows = [(k, str(v)) for k, v in layout.items()]
+    step_items = _step_items(e)
     mem_items = [("activations", e.activation_bytes / _GIB, "#e08a00", f"activations {fmt_bytes(e.activation_bytes)}"),
                  ("everything else (weights, gradients, optimizer states, buffers)",
                   (e.memory_per_gpu_bytes - e.activation_bytes) / _GIB, "#1f5fa8",
@@ -76,8 +80,9 @@ def train_html(*, title: str, e: Any, layout: dict, schedule: Any, tail: Sequenc
                  ("device memory", device.memory_bytes / _GIB, "#c0392b", f"{fmt_bytes(device.memory_bytes)}")]
     sections = [
         card("Summary", kpis, html_table(["layout", ""], layout_rows), cls="summary"),
-        card("Where the step goes", bar_chart(_step_items(e), cls="train-breakdown", title="step time",
-                                              value_fmt=fmt_seconds, label_width=280, attrs={"data-bars": 6}), cls="breakdown"),
+        card("Where the step goes", bar_chart(step_items, cls="train-breakdown", title="step time",
+                                              value_fmt=fmt_seconds, label_width=280,
+                                              attrs={"data-bars": len(step_items)}), cls="breakdown"),
         card("Pipeline", pipeline_lanes(schedule, tail), cls="pipeline",
              note="The heaviest stage's forward and backward per micro-batch, as the core schedules them; "
                   "sends between stages on their own lanes."),

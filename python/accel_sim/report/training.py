@@ -48,14 +48,22 @@ def layout_dict(layout: Any, recompute: str, recompute_interval: int = 1) -> dic
                                          "virtual_stages", "zero", "sequence_parallel", "order", "gpipe")}
     d["recompute"] = recompute
     d["recompute_interval"] = recompute_interval
+    d["offload"] = offloaded(layout)
     return d
+
+
+def offloaded(layout: Any) -> list[str]:
+    """What the layout offloads to host memory (core ParallelLayout::offload_*)."""
+    return [k for k in ("optimizer", "parameters", "activations") if getattr(layout, f"offload_{k}")]
 
 
 def estimate_dict(e: Any) -> dict:
     return {"step_s": e.step_s, "micro_batches": e.micro_batches, "stage_layers": e.stage_layers,
             "breakdown_s": {"compute": e.compute_s, "of_which_tp_comm": e.tp_comm_s, "bubble": e.bubble_s,
                             "pp_comm": e.pp_comm_s, "dp_comm_exposed": e.dp_comm_s,
-                            "overlap_slowdown": e.overlap_slowdown_s, "optimizer": e.optimizer_s},
+                            "overlap_slowdown": e.overlap_slowdown_s, "optimizer": e.optimizer_s,
+                            "offload_exposed": e.offload_s, "host_optimizer": e.host_optimizer_s},
+            "host_memory_per_node_bytes": e.host_memory_per_node_bytes,
             "tokens_per_s": e.tokens_per_s, "tflops_per_gpu": e.tflops_per_gpu, "mfu": e.mfu,
             "memory_per_gpu_bytes": e.memory_per_gpu_bytes, "activation_bytes": e.activation_bytes,
             "reserved_per_gpu_bytes": e.reserved_per_gpu_bytes,
@@ -70,7 +78,8 @@ def short_layout(c: Any) -> str:
     l = c.layout  # noqa: E741
     return (f"TP{l.tp} PP{l.pp} DP{l.dp}" + (f" CP{l.cp}" if l.cp > 1 else "") + (f" EP{l.ep}" if l.ep > 1 else "")
             + f" mb{l.micro_batch}" + (f" v{l.virtual_stages}" if l.virtual_stages > 1 else "")
-            + f" ZeRO-{l.zero} {c.recompute.name}" + (" SP" if l.sequence_parallel else ""))
+            + f" ZeRO-{l.zero} {c.recompute.name}" + (" SP" if l.sequence_parallel else "")
+            + (" off:" + "+".join(k[:3] for k in offloaded(l)) if l.offloads() else ""))
 
 
 
@@ -108,6 +117,9 @@ def train_text(t: Any) -> str:
         f"               compute {ms(e.compute_s)} (TP/CP/EP collectives {ms(e.tp_comm_s)}) · bubble {ms(e.bubble_s)} · "
         f"pipeline sends {ms(e.pp_comm_s)} · data-parallel exposed {ms(e.dp_comm_s)} · optimizer {ms(e.optimizer_s)}",
         f"               compute slowed by the collectives it overlaps {ms(e.overlap_slowdown_s)}",
+        *([f"  offload      {', '.join(offloaded(layout))} to host memory: transfers exposed {ms(e.offload_s)} · "
+           f"CPU optimizer step {ms(e.host_optimizer_s)} · host memory {e.host_memory_per_node_bytes / 2**30:,.1f} GiB "
+           f"per node of {entry.spec.host.memory_bytes / 2**30:,.0f} GiB"] if layout.offloads() else []),
         f"  throughput   {e.tokens_per_s:,.0f} tokens/s · {e.tflops_per_gpu:,.0f} TFLOP/s per GPU · MFU {e.mfu * 100:.1f}%",
         f"  memory       {e.memory_per_gpu_bytes / 2**30:,.1f} GiB per GPU of {run.device.memory_bytes / 2**30:,.0f} GiB "
         f"(activations {e.activation_bytes / 2**30:,.1f} GiB)",
@@ -151,11 +163,11 @@ def _plan_one_text(p: Any) -> str:
     lines += [f"  searched {r.candidates:,} configurations in {secs:.1f} s: {r.evaluated:,} composed from "
               f"{r.profiles:,} stage profiles, {r.feasible:,} fit", ""]
     if r.best:
-        lines.append(f"  {'#':>2}  {'configuration':<44} {'step':>9} {'tokens/s':>12} {'TFLOP/s':>8} {'MFU':>6} {'GiB':>6}"
+        lines.append(f"  {'#':>2}  {'configuration':<52} {'step':>9} {'tokens/s':>12} {'TFLOP/s':>8} {'MFU':>6} {'GiB':>6}"
                      "   compute / bubble / TP comm / DP comm")
         for i, c in enumerate(r.best, 1):
             e = c.estimate
-            lines.append(f"  {i:>2}  {short_layout(c):<44} {e.step_s:>8.2f}s {e.tokens_per_s:>12,.0f} {e.tflops_per_gpu:>8,.0f} "
+            lines.append(f"  {i:>2}  {short_layout(c):<52} {e.step_s:>8.2f}s {e.tokens_per_s:>12,.0f} {e.tflops_per_gpu:>8,.0f} "
                          f"{e.mfu * 100:>5.1f}% {e.memory_per_gpu_bytes / 2**30:>6.1f}   "
                          f"{e.compute_s:.2f} / {e.bubble_s:.2f} / {e.tp_comm_s:.2f} / {e.dp_comm_s:.2f} s")
         lines.append(f"      order: {r.best[0].layout.order} (innermost first) · days for {args.train_tokens:,.0f} tokens: "
@@ -165,7 +177,7 @@ def _plan_one_text(p: Any) -> str:
     if r.best_infeasible:
         lines += ["", "  faster, but they do not fit:"]
         for c in r.best_infeasible[:3]:
-            lines.append(f"      {short_layout(c):<44} {c.estimate.step_s:>8.2f}s  {c.estimate.reason}")
+            lines.append(f"      {short_layout(c):<52} {c.estimate.step_s:>8.2f}s  {c.estimate.reason}")
     if r.pruned:
         lines += ["", "  not composed:"]
         for why, n in sorted(r.pruned.items(), key=lambda kv: -kv[1])[:6]:
@@ -181,14 +193,14 @@ def _plan_sweep_text(p: Any) -> str:
     if args.device or args.clock_mhz is not None or any(run.variant_of for _, run, *_ in runs):
         shown = dict.fromkeys(f"{entry.spec.id}: {run.device_label}" for entry, run, *_ in runs)
         lines.append(f"  GPUs         {' · '.join(shown)}")
-    lines += ["", f"  {'system':<22} {'GPUs':>7} {'best configuration':<44} {'step':>9} {'MFU':>6} {'days':>8}   searched"]
+    lines += ["", f"  {'system':<22} {'GPUs':>7} {'best configuration':<52} {'step':>9} {'MFU':>6} {'days':>8}   searched"]
     for entry, _, gpus, r, secs in runs:
         if not r.best:
-            lines.append(f"  {entry.spec.id:<22} {gpus:>7,} {'(nothing fits)':<44}")
+            lines.append(f"  {entry.spec.id:<22} {gpus:>7,} {'(nothing fits)':<52}")
             continue
         c = r.best[0]
         days = args.train_tokens / c.estimate.tokens_per_s / 86400
-        lines.append(f"  {entry.spec.id:<22} {gpus:>7,} {short_layout(c):<44} {c.estimate.step_s:>8.2f}s "
+        lines.append(f"  {entry.spec.id:<22} {gpus:>7,} {short_layout(c):<52} {c.estimate.step_s:>8.2f}s "
                      f"{c.estimate.mfu * 100:>5.1f}% {days:>8,.1f}   {r.candidates:,} in {secs:.1f} s")
     lines.append(f"\n  days: time to train on {args.train_tokens:,.0f} tokens at the best configuration's throughput")
     return "\n".join(lines)
