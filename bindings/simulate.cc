@@ -72,9 +72,10 @@ void bind_simulate(nb::module_& m) {
       .def_ro("live_bytes_after", &MemoryProfile::live_bytes_after)
       .def_ro("peak_allocated_bytes", &MemoryProfile::peak_allocated_bytes)
       .def_ro("peak_reserved_bytes", &MemoryProfile::peak_reserved_bytes)
-      .def_ro("peak_segment_bytes", &MemoryProfile::peak_segment_bytes);
+      .def_ro("peak_segment_bytes", &MemoryProfile::peak_segment_bytes)
+      .def_ro("host_bytes", &MemoryProfile::host_bytes);
   m.def("compute_memory_profile", &compute_memory_profile, nb::arg("graph"),
-        nb::arg("policy") = ReleasePolicy::recorded);
+        nb::arg("policy") = ReleasePolicy::recorded, nb::arg("optimizer_on_host") = false);
 
   nb::class_<SimulateOptions>(m, "SimulateOptions")
       .def(nb::init<>())

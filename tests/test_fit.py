@@ -100,3 +100,26 @@ def test_the_search_limit_stops_where_no_device_can_fit():
         fit(probe, [resolve_device("h100").spec], "batch", 2**50, "a model")
     assert str(failed.value) == ("at batch 1, a value the search probed (--max 1,125,899,906,842,624 bounds it): "
                                  "batch x seq x hidden_size x 4 bytes overflows 64-bit byte counts")
+
+
+def test_the_optimizer_offloaded_fits_what_the_device_alone_cannot():
+    # Llama-3-8B with AdamW and fp32 master weights does not train on one 80 GB H100 at any batch
+    # (18 bytes a parameter, 144.5 GB); with the optimizer on the host (ZeRO-Offload on one GPU)
+    # the host holds the states (12 bytes), the fp32 gradients (4) and a bf16 copy (2): 18 x
+    # 8,030,261,248 bytes, and the device the bf16 weights, one gradient at a time and the
+    # activations: at batch 1 it needs at least 15 bytes a parameter less (the 12 of states and
+    # the 4 of gradients, less the one gradient it holds, at most the [128256, 4096] fp32 LM
+    # head's or embedding's 2.1 GB, and the backward's activations of 2,048 tokens, about 2 GB:
+    # together under a byte a parameter).
+    n = 8_030_261_248
+    flags = ("--model", "llama-3-8b", "--devices", "h100", "--axis", "batch", "--train", "--seq", "2048",
+             "--recompute", "full")
+    plain, off = _fit(*flags), _fit(*flags, "--offload", "optimizer")
+    assert plain["rows"][0]["largest"] == 0 and plain["host_bytes"] is None
+    assert off["rows"][0]["largest"] > 1
+    assert off["host_bytes"] == 18 * n
+    at_one = {p["value"]: p["peak_bytes"] for p in off["probes"]}[1]
+    assert plain["probes"][0]["value"] == 1
+    assert plain["probes"][0]["peak_bytes"] - at_one >= 15 * n
+    refused = run_cli("fit", "--model", "llama-3-8b", "--devices", "h100", "--axis", "batch", "--offload", "optimizer")
+    assert refused.returncode == 2 and "applies to a training step" in refused.stderr

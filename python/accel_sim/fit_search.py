@@ -44,38 +44,51 @@ class FitReport:
     limit: int
     rows: list[FitRow]
     probes: dict[int, int] = field(default_factory=dict)  # value -> allocator segments at the peak
+    # With the optimizer offloaded (--offload optimizer): the host memory it takes (the states,
+    # the gradients and a copy of the trainable parameters; the same at every value); else None.
+    host_bytes: int | None = None
 
     def to_dict(self) -> dict:
         from accel_sim.report.json_report import SCHEMA_VERSION
 
         return {"schema": "accel-sim/fit", "schema_version": SCHEMA_VERSION, "axis": self.axis, "what": self.what, "limit": self.limit,
-                "rows": [vars(r) for r in self.rows],
+                "host_bytes": self.host_bytes, "rows": [vars(r) for r in self.rows],
                 "probes": [{"value": v, "peak_bytes": p} for v, p in sorted(self.probes.items())]}
 
 
-def _peak(graph: Any, free_at_last_use: bool) -> int:
-    """The caching allocator's segments in use at their peak (the device-independent part of
-    what must fit; the device adds its runtime reserve)."""
-    policy = _core.ReleasePolicy.last_use if free_at_last_use else _core.ReleasePolicy.recorded
-    return _core.compute_memory_profile(graph, policy).peak_segment_bytes
+class Probe:
+    """A probe's callable: peak bytes at a value along the axis. With the optimizer on the host it
+    also keeps the host bytes of its last graph (`host_bytes`)."""
+
+    def __init__(self, peak_at: Callable[[int], Any], free_at_last_use: bool, optimizer_on_host: bool) -> None:
+        self._graph_at, self._free, self._on_host = peak_at, free_at_last_use, optimizer_on_host
+        self.host_bytes: int | None = None
+
+    def __call__(self, value: int) -> int:
+        policy = _core.ReleasePolicy.last_use if self._free else _core.ReleasePolicy.recorded
+        profile = _core.compute_memory_profile(self._graph_at(value), policy, self._on_host)
+        if self._on_host:
+            self.host_bytes = int(profile.host_bytes)
+        # The caching allocator's segments in use at their peak (the device-independent part of
+        # what must fit; the device adds its runtime reserve).
+        return int(profile.peak_segment_bytes)
 
 
-def builder_probe(model: str, axis: str, *, free_at_last_use: bool = False, **build: Any) -> Callable[[int], int]:
-    """Peak bytes of the model builder's graph with `axis` (batch, or seq / decode context) set."""
+def builder_probe(model: str, axis: str, *, free_at_last_use: bool = False, optimizer_on_host: bool = False,
+                  **build: Any) -> Probe:
+    """Peak bytes of the model builder's graph with `axis` (batch, or seq / decode context) set;
+    `optimizer_on_host`: the training step's optimizer offloaded (core compute_memory_profile)."""
     from accel_sim.api import build_model_graph
 
     key = "batch" if axis == "batch" else ("context" if build.get("phase") == "decode" else "seq")
-
-    def probe(value: int) -> int:
-        return _peak(build_model_graph(model, **{**build, key: value}).graph, free_at_last_use)
-
-    return probe
+    return Probe(lambda value: build_model_graph(model, **{**build, key: value}).graph, free_at_last_use,
+                 optimizer_on_host)
 
 
 def script_probe(path: str, axis: str, *, dtype: str | None = None, free_at_last_use: bool = False,
                  train: bool = False, optimizer: str = "adamw",
-                 autocast: str | None = None,
-                 resize: dict[str, int] | None = None) -> tuple[Callable[[int], int], int, int | None]:
+                 autocast: str | None = None, optimizer_on_host: bool = False,
+                 resize: dict[str, int] | None = None) -> tuple[Probe, int, int | None]:
     """Peak of the script's model captured (its forward, or with `train` one training step)
     with its example inputs resized along `axis` (dim 0 for batch, dim 1 for seq, in every
     input whose size there equals the first input's), and the script's own value on that axis.
@@ -90,7 +103,7 @@ def script_probe(path: str, axis: str, *, dtype: str | None = None, free_at_last
         inputs = resize_inputs(model, inputs, fixed, value, path)
     original = axis_size(inputs, axis, path)
 
-    def probe(value: int) -> int:
+    def graph_at(value: int) -> Any:
         resized = resize_inputs(model, inputs, axis, value, path)
         if train:
             from accel_sim.capture import capture_training_step
@@ -99,9 +112,9 @@ def script_probe(path: str, axis: str, *, dtype: str | None = None, free_at_last
                                           name=Path(path).stem)
         else:
             graph = capture(model, resized, dtype=dtype, name=Path(path).stem)
-        return _peak(to_core(graph), free_at_last_use)
+        return to_core(graph)
 
-    return probe, original, position_limit(model)
+    return Probe(graph_at, free_at_last_use, optimizer_on_host), original, position_limit(model)
 
 
 def fit(probe: Callable[[int], int], devices: list[Any], axis: str, limit: int, what: str) -> FitReport:

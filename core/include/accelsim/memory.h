@@ -40,6 +40,10 @@ struct MemoryProfile {
   int64_t peak_allocated_bytes = 0;
   int64_t peak_reserved_bytes = 0;
   int64_t peak_segment_bytes = 0;
+  // With the optimizer on the host (compute_memory_profile's `optimizer_on_host`): what the host
+  // holds, the optimizer states, the parameter gradients and a copy of the trainable parameters
+  // (ZeRO-Offload's pinned buffers); 0 otherwise. Not in any of the device figures above.
+  int64_t host_bytes = 0;
 };
 
 // One allocator request or release, in execution order.
@@ -83,7 +87,13 @@ StorageLifetimes storage_lifetimes(const Graph& graph, ReleasePolicy policy = Re
 std::vector<AllocatorEvent> allocation_events(const Graph& graph, const StorageLifetimes& lifetimes,
                                               const std::vector<char>& include);
 
+// `optimizer_on_host`: a training step whose optimizer runs on the CPU (ZeRO-Offload on one GPU,
+// DeepSpeed's offload_optimizer): the optimizer states stay on the host, the optimizer pass's
+// nodes run there (their temporaries take no device memory), and each gradient and activation
+// leaves the device after the last node before the optimizer pass that touches it (the
+// gradients stream to the host behind the backward).
 MemoryProfile compute_memory_profile(const Graph& graph,
-                                     ReleasePolicy policy = ReleasePolicy::recorded);
+                                     ReleasePolicy policy = ReleasePolicy::recorded,
+                                     bool optimizer_on_host = false);
 
 }  // namespace accelsim

@@ -76,7 +76,7 @@ std::vector<AllocatorEvent> allocation_events(const Graph& graph, const StorageL
   return events;
 }
 
-MemoryProfile compute_memory_profile(const Graph& graph, ReleasePolicy policy) {
+MemoryProfile compute_memory_profile(const Graph& graph, ReleasePolicy policy, bool optimizer_on_host) {
   MemoryProfile p;
   const auto storages = graph.storages();
   const auto nodes = graph.nodes();
@@ -90,15 +90,46 @@ MemoryProfile compute_memory_profile(const Graph& graph, ReleasePolicy policy) {
       case StorageKind::input: p.input_bytes = checked_add(p.input_bytes, s.size_bytes, kOverflow); break;
       case StorageKind::optimizer_state:
         p.optimizer_state_bytes = checked_add(p.optimizer_state_bytes, s.size_bytes, kOverflow);
+        if (optimizer_on_host) p.host_bytes = checked_add(p.host_bytes, s.size_bytes, kOverflow);
         break;
       case StorageKind::activation:
       case StorageKind::gradient: break;
     }
   }
   p.resident_bytes = checked_sum(kOverflow, p.parameter_bytes, p.buffer_bytes, p.input_bytes,
-                                 p.optimizer_state_bytes);
+                                 optimizer_on_host ? 0 : p.optimizer_state_bytes);
 
-  const StorageLifetimes lifetimes = storage_lifetimes(graph, policy);
+  StorageLifetimes lifetimes = storage_lifetimes(graph, policy);
+  if (optimizer_on_host) {
+    // The device stops at the last node before the optimizer pass: what the optimizer creates is
+    // the host's, and nothing on the device lives past that node. A gradient leaves once the
+    // backward has last written it (the graph keeps gradients to its end for the step).
+    NodeId before_step = kNoNode;
+    const auto tensors = graph.tensors();
+    std::vector<NodeId> touched(storages.size(), kNoNode);
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      if (nodes[n].pass == Pass::optimizer) continue;
+      before_step = static_cast<NodeId>(n);
+      for (const auto* list : {&nodes[n].inputs, &nodes[n].outputs}) {
+        for (TensorId t : *list) touched[tensors[t].storage] = static_cast<NodeId>(n);
+      }
+    }
+    for (size_t s = 0; s < storages.size(); ++s) {
+      const StorageKind kind = storages[s].kind;
+      if (kind == StorageKind::gradient) p.host_bytes = checked_add(p.host_bytes, storages[s].size_bytes, kOverflow);
+      if (kind == StorageKind::parameter && !storages[s].frozen) {
+        p.host_bytes = checked_add(p.host_bytes, storages[s].size_bytes, kOverflow);
+      }
+      if ((kind != StorageKind::activation && kind != StorageKind::gradient) || lifetimes.first[s] == kNoNode) continue;
+      if (before_step == kNoNode || nodes[lifetimes.first[s]].pass == Pass::optimizer) {
+        lifetimes.first[s] = lifetimes.last[s] = kNoNode;  // never on the device
+      } else if (kind == StorageKind::gradient) {
+        lifetimes.last[s] = touched[s];
+      } else {
+        lifetimes.last[s] = std::min(lifetimes.last[s], before_step);
+      }
+    }
+  }
   const std::vector<NodeId>& first = lifetimes.first;
   const std::vector<NodeId>& last = lifetimes.last;
 
@@ -149,7 +180,7 @@ MemoryProfile compute_memory_profile(const Graph& graph, ReleasePolicy policy) {
     const StorageKind kind = storages[s].kind;
     if (kind == StorageKind::activation || kind == StorageKind::gradient) {
       per_node[s] = 1;
-    } else if (storages[s].size_bytes > 0) {
+    } else if (storages[s].size_bytes > 0 && !(optimizer_on_host && kind == StorageKind::optimizer_state)) {
       events.push_back({static_cast<int64_t>(s), storages[s].size_bytes, true});
     }
   }

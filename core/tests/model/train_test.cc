@@ -176,6 +176,17 @@ TEST(TrainTest, MixedPrecisionAdamHoldsEighteenBytesPerParameter) {
   // All gradients exist once backward is done; the peak holds them and at most the activations.
   EXPECT_LE(m.peak_gradient_bytes, 4 * kLlamaParams);
   EXPECT_GE(m.peak_bytes, 18 * kLlamaParams);
+  // The optimizer on the host (ZeRO-Offload on one GPU): the host holds the states (12), the
+  // fp32 gradients (4) and a bf16 copy of the parameters (2); the device keeps the parameters,
+  // and each gradient only until the backward has written it: at most the largest, the LM head's
+  // or the embedding's [128256, 4096] fp32, 2.1 GB.
+  const MemoryProfile host = compute_memory_profile(g, ReleasePolicy::recorded, true);
+  EXPECT_EQ(host.host_bytes, 18 * kLlamaParams);
+  EXPECT_EQ(host.resident_bytes, m.resident_bytes - 12 * kLlamaParams);
+  EXPECT_EQ(host.peak_gradient_bytes, int64_t{4} * 128256 * 4096);
+  // 2 bytes a parameter, one gradient (0.26) and a 128-token step's activations: under 3, where
+  // the step on the device peaks at 18.
+  EXPECT_LT(host.peak_bytes, 3 * kLlamaParams);
 
   // SGD with momentum, no master weights: bf16 gradients and one bf16 momentum buffer.
   const Graph sgd = build_graph(testing::llama3_8b(), {.phase = Phase::train, .seq = 128,

@@ -32,6 +32,10 @@ def add_parser(sub: Any, dtypes: tuple[str, ...]) -> None:
     p.add_argument("--recompute", choices=RECOMPUTE_POLICIES, default="none", help="with --phase train: activation recomputation; selective is the --stack's (default: none)")
     p.add_argument("--recompute-interval", **COUNT, default=1, metavar="N", help="with --recompute: checkpoint every N-th layer only (default: 1)")
     p.add_argument("--keep-grads", action="store_true", help="with --phase train: gradients kept between steps (zero_grad(set_to_none=False))")
+    p.add_argument("--offload", choices=("optimizer",),
+                   help="with --phase train: the optimizer on the host (ZeRO-Offload on one GPU): its states and step "
+                        "on the CPU, each gradient streamed out behind the backward; the host memory it takes is "
+                        "reported (parameter and activation offload: train and plan)")
     p.add_argument("--kernels", choices=("fused", "hf-eager"), default="fused", help="with --model: kernel style (default: fused)")
     p.add_argument("--attention-impl", choices=ATTENTION_KERNELS, default="flash2", help="with --model: eager builds the unfused attention core, whose scores take memory (default: a fused kernel)")
     p.add_argument("--stack", metavar="NAME|FILE", help="with --model: build as the framework runs it (docs/formats/stack.md): its fused or unfused SwiGLU and, in a training step, its cross-entropy (default: none)")
@@ -74,7 +78,7 @@ def _refuse_inapplicable(args: argparse.Namespace, phase: str) -> None:
 
     refuse(args, (args.axis,), f"is the axis searched (--axis {args.axis}); --max bounds the search")
     if phase != "train":
-        refuse(args, ("optimizer", "no_master_weights", "recompute", "recompute_interval", "keep_grads"),
+        refuse(args, ("optimizer", "no_master_weights", "recompute", "recompute_interval", "keep_grads", "offload"),
                "applies to a training step (--train or --phase train)")
     if args.target is None:
         refuse(args, ("timeout",), "bounds a script's import, get_model() and capture; --model runs no user code")
@@ -127,7 +131,10 @@ def fit(args: argparse.Namespace) -> FitRun:
             stack, choices = stack_builder_choices(args.stack, {"tp": [args.tp]}, args.kernels, phase, args.optimizer)
             recompute = recompute_policy(stack, args.recompute).name
             what += f", stack {stack.id}"
-        probe = builder_probe(args.model, args.axis, free_at_last_use=args.free_at_last_use, phase=phase,
+        if args.offload:
+            what += ", optimizer on the host"
+        probe = builder_probe(args.model, args.axis, free_at_last_use=args.free_at_last_use,
+                              optimizer_on_host=args.offload == "optimizer", phase=phase,
                               batch=args.batch, seq=args.seq, context=args.seq, kernels=args.kernels,
                               tensor_parallel=args.tp, sequence_parallel=args.sp, dtype=args.dtype,
                               optimizer=args.optimizer, master_weights=not args.no_master_weights,
@@ -142,6 +149,7 @@ def fit(args: argparse.Namespace) -> FitRun:
         resize = {other: getattr(args, other)} if given(args, other) else {}
         with watch_script(args.target, args.timeout, args.quiet):
             capture_at, original, positions = script_probe(args.target, args.axis, dtype=args.dtype,
+                                                           optimizer_on_host=args.offload == "optimizer",
                                                            free_at_last_use=args.free_at_last_use, train=train,
                                                            optimizer=args.optimizer, resize=resize)
 
@@ -161,4 +169,8 @@ def fit(args: argparse.Namespace) -> FitRun:
         from accel_sim.io.stack_file import resolve_stack
 
         stack = resolve_stack(args.stack)
-    return FitRun(args, search(probe, specs, args.axis, limit, what), what, stack)
+    report = search(probe, specs, args.axis, limit, what)
+    if args.offload:
+        held = capture_at if args.target is not None else probe
+        report.host_bytes = held.host_bytes
+    return FitRun(args, report, what, stack)

@@ -38,6 +38,10 @@ def fit_text(f: Any) -> str:
                  f"({'freed at last use' if args.free_at_last_use else 'freed when the program drops it'}) replayed "
                  f"through PyTorch's caching allocator, plus each device's runtime reserve (CUDA context, libraries); "
                  f"{len(report.probes)} value{'s' if len(report.probes) != 1 else ''} probed")
+    if report.host_bytes is not None:
+        lines.append(f"  optimizer on the host: its states, the gradients and a copy of the parameters take "
+                     f"{report.host_bytes / gib:,.1f} GiB of host memory, whatever the {args.axis} (the host must "
+                     f"have it; train and plan check a system's)")
     dips = [r.device for r in report.rows if not r.monotone]
     if dips:
         lines.append(f"  note ({', '.join(dips)}): a larger {args.axis} needed less than a smaller one among the probes "
