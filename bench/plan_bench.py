@@ -1,6 +1,6 @@
 """Times `accel-sim plan` for Llama-3.1-405B on 8,192 H100s (DGX H100), 16M-token batches of
-8,192-token sequences, over the whole default space and the offloads Megatron-Core runs (none,
-the optimizer, the activations, both: what `plan --stack megatron-core` searches), and compares
+8,192-token sequences, over the whole default space with 2D SUMMA beside 1D TP (on every tp x cp
+grid) and the offloads Megatron-Core runs (none, the optimizer, the activations, both), and compares
 its best configuration with the split Meta reports using (TP 8, PP 16, DP 64; Llama 3 paper,
 sec. 3.3.2) searched over the other dimensions.
 
@@ -35,6 +35,7 @@ def main() -> None:
     space = _core.default_plan_space(spec, 8192, 2048, 8192)
     space.offload = [0, _core.OFFLOAD_OPTIMIZER, _core.OFFLOAD_ACTIVATIONS,
                      _core.OFFLOAD_OPTIMIZER | _core.OFFLOAD_ACTIVATIONS]
+    space.summa = [0, 1]
     start = time.perf_counter()
     r = _core.plan_training(spec, base, space, device, system, options, 10, args.threads, None)
     secs = time.perf_counter() - start
@@ -50,7 +51,7 @@ def main() -> None:
     for label, c in (("best", best), ("Meta's TP8 PP16 DP64", meta)):
         l, e = c.layout, c.estimate  # noqa: E741
         print(f"  {label:<22} TP{l.tp} PP{l.pp} DP{l.dp} CP{l.cp} mb{l.micro_batch} v{l.virtual_stages} "
-              f"ZeRO-{l.zero} {c.recompute.name}{' SP' if l.sequence_parallel else ''}"
+              f"ZeRO-{l.zero} {c.recompute.name}{' SP' if l.sequence_parallel else ''}{' SUMMA' if l.summa else ''}"
               f"{' offload' if l.offloads() else ''}: step {e.step_s:.2f} s, "
               f"MFU {e.mfu * 100:.1f}%, {e.memory_per_gpu_bytes / 2**30:.1f} GiB")
     print(f"  best / Meta's split: {best.estimate.step_s / meta.estimate.step_s:.3f} of its step time")

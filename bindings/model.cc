@@ -165,6 +165,7 @@ void bind_model(nb::module_& m) {
       .def_rw("expert_parallel", &BuildOptions::expert_parallel)
       .def_rw("expert_imbalance", &BuildOptions::expert_imbalance)
       .def_rw("context_parallel", &BuildOptions::context_parallel)
+      .def_rw("summa", &BuildOptions::summa)
       .def_rw("moe_impl", &BuildOptions::moe_impl)
       .def_rw("optimizer", &BuildOptions::optimizer)
       .def_rw("optimizer_impl", &BuildOptions::optimizer_impl)

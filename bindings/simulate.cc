@@ -172,6 +172,7 @@ void bind_simulate(nb::module_& m) {
       .def_rw("cp", &ParallelLayout::cp)
       .def_rw("ep", &ParallelLayout::ep)
       .def_rw("sequence_parallel", &ParallelLayout::sequence_parallel)
+      .def_rw("summa", &ParallelLayout::summa)
       .def_rw("micro_batch", &ParallelLayout::micro_batch)
       .def_rw("global_batch", &ParallelLayout::global_batch)
       .def_rw("virtual_stages", &ParallelLayout::virtual_stages)
@@ -236,6 +237,7 @@ void bind_simulate(nb::module_& m) {
       .def_rw("zero", &PlanSpace::zero)
       .def_rw("recompute", &PlanSpace::recompute)
       .def_rw("sequence_parallel", &PlanSpace::sequence_parallel)
+      .def_rw("summa", &PlanSpace::summa)
       .def_rw("orders", &PlanSpace::orders)
       .def_rw("offload", &PlanSpace::offload);
   m.attr("OFFLOAD_OPTIMIZER") = kOffloadOptimizer;

@@ -143,7 +143,7 @@ def test_the_stack_sets_the_default_zero_stage():
     (("--stack", "deepspeed", "--gpus", "16", "--tp", "2"), "--tp 2: deepspeed has no tensor parallelism"),
     (("--stack", "llm-foundry", "--gpus", "16", "--pp", "2"), "--pp 2: llm-foundry has no pipeline parallelism"),
     (("--stack", "megatron-core", "--zero", "3"), "--zero 3: megatron-core runs ZeRO stages 0, 1"),
-    (("--stack", "nemo-2"), "unknown training stack 'nemo-2' (known: deepspeed, flash-attention-training, hf-accelerate, hf-trainer-2021, llm-foundry-2023, llm-foundry, megatron-core-24.07, megatron-core, megatron-lm-2022, tensorflow1-xla, torchtitan"),
+    (("--stack", "nemo-2"), "unknown training stack 'nemo-2' (known: deepspeed, flash-attention-training, hf-accelerate, hf-trainer-2021, llm-foundry-2023, llm-foundry, megatron-core-24.07, megatron-core-summa, megatron-core, megatron-lm-2022, tensorflow1-xla, torchtitan"),
 ])
 def test_a_layout_the_stack_cannot_run_is_refused(extra, message):
     r = run_cli(*TRAIN, *extra)

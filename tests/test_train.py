@@ -396,3 +396,47 @@ def test_plan_searches_the_offloads_the_stack_runs_where_the_system_has_a_host()
     assert all(c["layout"]["offload"] == [] for c in json.loads(no_host.stdout)["best"])
     refused = run_cli(*common, "--system", "dgx_h100", "--offload", "none,parameters")
     assert refused.returncode == 2 and "megatron-core offloads" in refused.stderr
+
+
+# Llama-3-8B's block linears: q and o 4096 x 4096, k and v 4096 x 1024, gate, up and down
+# 4096 x 14336, in 32 layers.
+LLAMA3_8B_BLOCK_WEIGHTS = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
+
+
+def test_2d_tensor_parallelism_summa_and_context():
+    # --cp-2d P x Q is P-way TP with SP and Q-way CP. --tp-2d P x Q is 2D SUMMA on that grid:
+    # every block weight sharded over all P Q ranks where 1D TP shards it over P. Without ZeRO,
+    # each block element a rank holds costs 2 bytes (bf16) + 2 (bf16 gradients, megatron-core's
+    # grad_reduce_in_fp32 off) + 12 (fp32 masters and moments): SUMMA 4 x 2 holds 1/4 - 1/8 of
+    # the block weights fewer, 16 / 8 = 2 bytes per block weight.
+    flags = ("--gpus", "8", "--global-batch", "1", "--seq", "4096", "--zero", "0")
+    ctx = _train_json(*flags, "--cp-2d", "4x2")
+    same = _train_json(*flags, "--tp", "4", "--cp", "2", "--sp")
+    assert ctx["step_s"] == same["step_s"] and ctx["layout"] == same["layout"]
+    summa = _train_json(*flags, "--tp-2d", "4x2", "--stack", "megatron-core-summa")
+    assert summa["layout"]["summa"] and not ctx["layout"]["summa"]
+    held = lambda d: d["memory_per_gpu_bytes"] - d["activation_bytes"]  # noqa: E731
+    assert held(ctx) - held(summa) == 2 * LLAMA3_8B_BLOCK_WEIGHTS
+    for extra, message in ((("--tp-2d", "4x2"), "megatron-core runs 1D tensor parallelism"),
+                           (("--tp-2d", "4x2", "--tp", "4", "--stack", "megatron-core-summa"), "sets --tp and --cp"),
+                           (("--tp-2d", "8x1", "--stack", "megatron-core-summa"), "needs both sides above 1"),
+                           (("--tp-2d", "4x2", "--cp-2d", "4x2"), "not both"),
+                           (("--tp-2d", "4by2"), "expected a grid P x Q")):
+        bad = run_cli("train", "--model", "llama-3-8b", "--system", "dgx_h100", *flags, *extra)
+        assert bad.returncode == 2 and message in bad.stderr, (extra, bad.stderr)
+
+
+def test_plan_searches_summa_under_a_stack_that_runs_it():
+    common = ("plan", "--model", "llama-3-8b", "--system", "dgx_h100", "--gpus", "16", "--global-batch", "16",
+              "--seq", "8192", "--pp", "1", "--microbatch", "1", "--offload", "none", "--top", "200", "--json")
+    both = json.loads(run_cli(*common, "--stack", "megatron-core-summa").stdout)
+    layouts = both["best"] + both["best_infeasible"]
+    assert {c["layout"]["summa"] for c in layouts} == {True, False}
+    assert all(c["layout"]["tp"] > 1 and c["layout"]["cp"] > 1 and c["layout"]["sequence_parallel"]
+               for c in layouts if c["layout"]["summa"])
+    only = json.loads(run_cli(*common, "--stack", "megatron-core-summa", "--summa", "on").stdout)
+    assert all(c["layout"]["summa"] for c in only["best"] + only["best_infeasible"])
+    plain = json.loads(run_cli(*common).stdout)
+    assert not any(c["layout"]["summa"] for c in plain["best"] + plain["best_infeasible"])
+    refused = run_cli(*common, "--summa", "on")
+    assert refused.returncode == 2 and "runs 1D tensor parallelism" in refused.stderr

@@ -135,6 +135,21 @@ struct BuildOptions {
   // AMD Primus' projection and Calculon do.
   double expert_imbalance = 1.0;
   int64_t context_parallel = 1;    // each sequence (and decode's cache) split across this many ranks
+  // 2D SUMMA tensor parallelism over the tensor_parallel x context_parallel grid (Xu et al. 2021,
+  // "An Efficient 2D Method for Training Super-Large Deep Learning Models", arXiv 2104.05343; the
+  // NERSC performance model's 2D TP, Subramanian et al. 2024, arXiv 2410.00273): the TP ranks (m1)
+  // split the hidden and FFN widths and the heads, the CP ranks (m2) the sequence, and each block
+  // linear's weight [out, in] over both ([out / m1, in / m2]). Before each GEMM its input is
+  // gathered over the TP ranks (a row-parallel one's too, instead of reducing its output) and
+  // its weight over the CP ranks; the backward gathers both again and reduce-scatters dX over TP
+  // and dW over CP. Attention gathers K and V over the CP ranks as context parallelism does.
+  // The collectives carry attr "summa": the simulation pipelines them with their GEMMs in
+  // max(m1, m2) panels (SimulateOptions). The residual stream [b, s / m2, h / m1] is held as
+  // sequence parallelism's [b, s / (m1 m2), h] (the same elements). Not modelled: the norms'
+  // statistics all-reduced over TP (two values a token). Needs sequence_parallel, TP and CP
+  // above 1, a dense model without MLA, 16-bit GEMMs, no LoRA; the embedding and the LM head
+  // stay 1D tensor-parallel.
+  bool summa = false;
   MoeImpl moe_impl = MoeImpl::grouped;
   // Training step only.
   Optimizer optimizer = Optimizer::adamw;

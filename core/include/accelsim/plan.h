@@ -26,6 +26,7 @@ struct PlanSpace {
   std::vector<int> zero;
   std::vector<Recompute> recompute;
   std::vector<int> sequence_parallel;  // 0 / 1 (1 only with tp > 1)
+  std::vector<int> summa{0};           // 0 / 1: 2D SUMMA on the tp x cp grid (1 only with SP, tp and cp > 1)
   std::vector<std::string> orders;
   // What each candidate offloads to host memory, a set of kOffload* bits (0: nothing).
   std::vector<int> offload{0};

@@ -470,7 +470,9 @@ class Backward {
   // gradient is produced in the weight's own [n, k] layout as dY^T A (same FLOPs).
   void matmul(TensorId dy, TensorId a, TensorId b) {
     const char* name = shape(dy).size() == 3 ? "bmm" : "mm";
-    if (needs(a)) grad_op(name, {dy, transposed(b)}, a);
+    // Under 2D SUMMA the weight was gathered over the CP ranks for the forward's GEMM only: the
+    // dgrad gathers it again (BuildOptions::summa).
+    if (needs(a)) grad_op(name, {dy, transposed(regathered(b, "cp"))}, a);
     if (!needs(b)) return;
     a = regathered(a);
     TensorId out = slot(b);

@@ -93,6 +93,12 @@ TensorId Builder::collective(const char* op, TensorId x, Shape shape, const char
   return e_.op(op, {x}, std::move(shape), e_.dtype(x), {{"group", std::string(group)}});
 }
 
+TensorId Builder::summa_gather(TensorId x, Shape shape, const char* group) {
+  const int64_t panels = std::max(o_.tensor_parallel, o_.context_parallel);
+  return e_.op("accel_sim::all_gather", {x}, std::move(shape), e_.dtype(x),
+               {{"group", std::string(group)}, {"summa", panels}});
+}
+
 TensorId Builder::gather_sequence(TensorId x) {
   if (!sp_) {
     if (train_ && o_.tensor_parallel > 1) column_inputs_.push_back(x);
@@ -100,11 +106,18 @@ TensorId Builder::gather_sequence(TensorId x) {
   }
   Shape full = e_.shape(x);
   full[1] *= o_.tensor_parallel;
-  return collective("accel_sim::all_gather", x, full, "tp");
+  return o_.summa ? summa_gather(x, full, "tp") : collective("accel_sim::all_gather", x, full, "tp");
 }
 
 TensorId Builder::reduce_output(TensorId y) {
   if (o_.tensor_parallel == 1) return y;
+  if (o_.summa && summa_rows_.count(y) > 0) {
+    // SUMMA's row-parallel GEMM left [b, s / m2, h / m1]: held as [b, s / (m1 m2), h].
+    Shape part = e_.shape(y);
+    part[1] /= o_.tensor_parallel;
+    part.back() *= o_.tensor_parallel;
+    return e_.view(y, part);
+  }
   TensorId reduced;
   if (!sp_) {
     reduced = collective("accel_sim::all_reduce", y, e_.shape(y), "tp");
@@ -253,6 +266,33 @@ TensorId Builder::lora_parameter(Shape shape, const std::string& name) {
   return e_.parameter(std::move(shape), m_.weight_dtype, name, /*adapter=*/true);
 }
 
+TensorId Builder::summa_linear(TensorId x, int64_t out, const std::string& prefix, bool bias) {
+  const int64_t m1 = o_.tensor_parallel, m2 = o_.context_parallel;
+  const std::string leaf = prefix.substr(prefix.rfind('.') + 1);
+  Shape shape = e_.shape(x);
+  // A row-parallel layer's input is this rank's [.., in / m1] (heads or FFN columns): gathered
+  // over TP first, and its output is this rank's share of the hidden width.
+  if (leaf == "o_proj" || leaf == "down_proj") {
+    shape.back() *= m1;
+    x = summa_gather(x, shape, "tp");
+    out = divided(out, m1, "the hidden size");
+  }
+  const int64_t in = shape.back();
+  const int64_t rows = e_.graph().tensor(x).numel() / in;
+  TensorId w = e_.parameter({out, divided(in, m2, prefix + "'s input width", "context-parallel (SUMMA)")},
+                            m_.weight_dtype, prefix + ".weight");
+  TensorId full = summa_gather(w, {out, in}, "cp");
+  TensorId y = e_.op("mm", {e_.view(x, {rows, in}), e_.transposed(full)}, {rows, out}, dt_);
+  if (bias) {
+    TensorId b = e_.parameter({out}, m_.weight_dtype, prefix + ".bias");
+    y = e_.op("add", {y, b}, {rows, out}, dt_);
+  }
+  shape.back() = out;
+  TensorId result = e_.view(y, shape);
+  if (leaf == "o_proj" || leaf == "down_proj") summa_rows_.insert(result);
+  return result;
+}
+
 TensorId Builder::base_linear(TensorId x, int64_t out, const std::string& prefix, bool bias,
                      bool quantizable) {
   const Shape shape = e_.shape(x);
@@ -287,6 +327,7 @@ TensorId Builder::base_linear(TensorId x, int64_t out, const std::string& prefix
   // A training step keeps fp8 parameters only with BuildOptions::fp8_parameters.
   const bool fp8_stored = fp8 && (!train_ || o_.fp8_parameters);
   const DType stored = fp8_stored ? DType::fp8_e4m3 : m_.weight_dtype;
+  if (o_.summa && prefix.rfind("model.layers.", 0) == 0) return summa_linear(x, out, prefix, bias);
   TensorId w = e_.parameter({out, in}, stored, prefix + ".weight");
   TensorId wt = e_.transposed(w);
   TensorId x2 = e_.view(x, {rows, in});
@@ -480,6 +521,18 @@ void BuildOptions::validate(const ModelSpec& model) const {
                  "expert- and context-parallel degrees must be at least 1");
   ACCELSIM_CHECK(!options.sequence_parallel || options.tensor_parallel > 1,
                  "sequence parallelism needs a tensor-parallel degree above 1");
+  if (options.summa) {
+    ACCELSIM_CHECK(options.tensor_parallel > 1 && options.context_parallel > 1 && options.sequence_parallel,
+                   "2D SUMMA tensor parallelism needs a tensor-parallel and a context-parallel degree above 1 "
+                   "(its grid) and sequence parallelism");
+    ACCELSIM_CHECK(options.phase != Phase::decode, "2D SUMMA tensor parallelism splits the sequence: not a decode step");
+    ACCELSIM_CHECK(!model.moe.enabled() && !model.mla.enabled(),
+                   "2D SUMMA tensor parallelism is modelled for dense models without MLA (model '" + model.name + "')");
+    ACCELSIM_CHECK(!options.fp8_gemms && !options.fp4_gemms && model.int4_group_size == 0 &&
+                       model.fp4_weights == Fp4Format::none && options.lora_rank == 0 &&
+                       options.kernels == KernelStyle::fused,
+                   "2D SUMMA tensor parallelism is modelled for 16-bit GEMMs with fused kernels, without LoRA");
+  }
   ACCELSIM_CHECK(options.expert_imbalance >= 1.0 && std::isfinite(options.expert_imbalance),
                  "the expert load-imbalance factor must be at least 1 (the busiest rank over the mean)");
   ACCELSIM_CHECK(options.expert_parallel == 1 || model.moe.enabled(),

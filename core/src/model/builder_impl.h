@@ -188,6 +188,11 @@ class Builder {
   TensorId dropout(TensorId x, double p);
 
   TensorId collective(const char* op, TensorId x, Shape shape, const char* group);
+  // An all-gather of 2D SUMMA (BuildOptions::summa): attr "summa" holds its panels.
+  TensorId summa_gather(TensorId x, Shape shape, const char* group);
+  // A block linear under 2D SUMMA (BuildOptions::summa): the input gathered over TP where it is
+  // row-parallel, the weight [out / m1, in / m2] gathered over CP, one GEMM.
+  TensorId summa_linear(TensorId x, int64_t out, const std::string& prefix, bool bias);
 
   // Sequence parallelism keeps the residual stream split over the TP ranks' tokens; the
   // column-parallel projections need every token: all-gather before them (Korthikanti et al.
@@ -444,6 +449,7 @@ class Builder {
   std::vector<TensorId> column_inputs_;  // training under TP: inputs of column-parallel layers
   std::set<std::string> lora_matched_;      // the LoRA targets some linear matched
   std::vector<TensorId> pending_adapters_;  // adapter outputs waiting for reduce_output()
+  std::set<TensorId> summa_rows_;  // 2D SUMMA: the row-parallel linears' outputs (reduce_output)
   // LoRA under lora_shared_input: A's output per input (storage, offset, rows, width).
   std::map<std::tuple<StorageId, int64_t, int64_t, int64_t>, TensorId> lora_inputs_;
   bool train_ = false;

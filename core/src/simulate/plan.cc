@@ -38,13 +38,13 @@ std::vector<int64_t> powers_of_two(int64_t limit) {
 // The stage-profile key of a candidate: its TP/SP/CP/EP degrees and their placement, its
 // micro-batch and recompute policy.
 struct ProfileKey {
-  int64_t tp, tp_in, cp, cp_in, ep, ep_in, sp, mb, rc;
+  int64_t tp, tp_in, cp, cp_in, ep, ep_in, sp, mb, rc, summa;
   bool operator==(const ProfileKey&) const = default;
 };
 struct ProfileKeyHash {
   size_t operator()(const ProfileKey& k) const {
     size_t h = 1469598103934665603ull;
-    for (int64_t x : {k.tp, k.tp_in, k.cp, k.cp_in, k.ep, k.ep_in, k.sp, k.mb, k.rc}) {
+    for (int64_t x : {k.tp, k.tp_in, k.cp, k.cp_in, k.ep, k.ep_in, k.sp, k.mb, k.rc, k.summa}) {
       h = (h ^ static_cast<size_t>(x)) * 1099511628211ull;
     }
     return h;
@@ -55,7 +55,7 @@ struct ProfileKeyHash {
 auto layout_tuple(const PlanCandidate& c) {
   const ParallelLayout& l = c.layout;
   return std::make_tuple(l.tp, l.pp, l.dp, l.cp, l.ep, l.micro_batch, l.virtual_stages, l.zero,
-                         recompute_rank(c.recompute), l.sequence_parallel, l.order, l.offload_optimizer,
+                         recompute_rank(c.recompute), l.sequence_parallel, l.summa, l.order, l.offload_optimizer,
                          l.offload_parameters, l.offload_activations);
 }
 bool faster(const PlanCandidate& a, const PlanCandidate& b) {
@@ -125,7 +125,7 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
     for (int64_t x : *dim) ACCELSIM_CHECK(x >= 1, "parallel degrees, micro-batches and virtual stages must be at least 1");
   }
   ACCELSIM_CHECK(!space.zero.empty() && !space.recompute.empty() && !space.sequence_parallel.empty() &&
-                     !space.orders.empty() && !space.offload.empty(),
+                     !space.orders.empty() && !space.offload.empty() && !space.summa.empty(),
                  "every dimension of the plan's space needs at least one value");
   for (int set : space.offload) {
     ACCELSIM_CHECK(set >= 0 && set <= (kOffloadOptimizer | kOffloadParameters | kOffloadActivations),
@@ -142,7 +142,7 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
   struct Outer {
     int64_t tp, cp, ep, mb;
     size_t order;
-    int sp;
+    int sp, summa;
     Recompute rc;
   };
   std::vector<Outer> outers;
@@ -151,8 +151,9 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
       for (int64_t ep : space.ep)
         for (size_t o = 0; o < space.orders.size(); ++o)
           for (int sp : space.sequence_parallel)
-            for (int64_t mb : space.micro_batch)
-              for (Recompute rc : space.recompute) outers.push_back({tp, cp, ep, mb, o, sp, rc});
+            for (int summa : space.summa)
+              for (int64_t mb : space.micro_batch)
+                for (Recompute rc : space.recompute) outers.push_back({tp, cp, ep, mb, o, sp, summa, rc});
   const auto inner = static_cast<int64_t>(space.pp.size() * space.virtual_stages.size() * space.zero.size() *
                                           space.offload.size());
 
@@ -162,9 +163,10 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
   // A candidate's layout, or the reason it is pruned before its step is composed.
   auto layout_of = [&](const Outer& o, int64_t pp, int64_t v, int zero, int offload, ParallelLayout& l) -> const char* {
     if (o.sp && o.tp == 1) return "sequence parallelism needs tp > 1";
+    if (o.summa && !(o.sp && o.tp > 1 && o.cp > 1)) return "2D SUMMA needs tp and cp above 1 with sequence parallelism";
     if (space.gpus % (o.tp * o.cp * pp) != 0) return "tp x cp x pp does not divide the GPUs";
     l = ParallelLayout{.tp = o.tp, .pp = pp, .dp = space.gpus / (o.tp * o.cp * pp), .cp = o.cp, .ep = o.ep,
-                       .sequence_parallel = o.sp != 0, .micro_batch = o.mb,
+                       .sequence_parallel = o.sp != 0, .summa = o.summa != 0, .micro_batch = o.mb,
                        .global_batch = space.global_batch, .virtual_stages = v, .zero = zero,
                        .order = space.orders[o.order]};
     if (l.dp % o.ep != 0) return "ep does not divide dp";
@@ -175,7 +177,7 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
     if ((offload & kOffloadActivations) && o.rc != Recompute::none) return "activation offload runs without recomputation";
     // With one data- and context-parallel rank, ZeRO shards nothing: only offload tells the
     // stages apart (which stage's offload, as DeepSpeed's ZeRO-Offload on one GPU).
-    if (zero > 0 && l.dp * l.cp == 1 && !(offload & (kOffloadOptimizer | kOffloadParameters))) {
+    if (zero > 0 && (o.summa ? l.dp : l.dp * l.cp) == 1 && !(offload & (kOffloadOptimizer | kOffloadParameters))) {
       return "ZeRO with dp x cp = 1 is ZeRO-0";
     }
     if (v > 1 && pp == 1) return "virtual stages need pp > 1";
@@ -205,7 +207,7 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
     const Placement p = place(l, system);
     return ProfileKey{l.tp, p.groups[0].ranks_per_domain, l.cp, p.groups[1].ranks_per_domain, l.ep,
                       p.groups[2].ranks_per_domain, l.sequence_parallel ? 1 : 0, l.micro_batch,
-                      recompute_rank(rc)};
+                      recompute_rank(rc), l.summa ? 1 : 0};
   };
 
   // Pass 1: the distinct stage profiles the unpruned candidates need.

@@ -1,11 +1,13 @@
 #include "accelsim/simulate.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 
@@ -315,8 +317,91 @@ class TpOverlap {
   std::vector<char> taken_;  // GEMMs already hiding a collective
 };
 
+// 2D SUMMA's collectives (attr "summa", BuildOptions::summa): SUMMA broadcasts its panels of X
+// and W while the previous panel's GEMM runs, and reduces each panel's partial dX or dW while the
+// next one computes, so a GEMM and the gathers feeding it (or the reduce-scatters it feeds) take
+// G + C / n + max(C - G, 0) for collectives of C seconds in n panels: one panel's exposed, the
+// rest hidden as far as the GEMM lasts (the NERSC performance model's LinearSumma, Subramanian et
+// al. 2024, arXiv 2410.00273). GEMMs that share a collective (q, k and v reading one gathered
+// input) and collectives that share a GEMM are taken together. Returns each node's hidden time.
+std::vector<double> summa_hidden(const Graph& g, const std::vector<OpResult>& ops) {
+  const auto nodes = g.nodes();
+  const auto count = static_cast<NodeId>(nodes.size());
+  std::vector<double> hidden(nodes.size(), 0.0);
+  std::vector<NodeId> parent(nodes.size());
+  for (NodeId n = 0; n < count; ++n) parent[n] = n;
+  std::function<NodeId(NodeId)> root = [&](NodeId n) { return parent[n] == n ? n : parent[n] = root(parent[n]); };
+  const StorageUses uses = storage_uses(g);
+  auto gemm = [&](NodeId k) { return ops[k].count.op_class == OpClass::matmul; };
+  std::vector<char> member(nodes.size(), 0);
+  bool any = false;
+  for (NodeId c = 0; c < count; ++c) {
+    const Node& n = nodes[c];
+    if (n.attr("summa") == nullptr) continue;
+    std::vector<NodeId> partners;
+    if (n.op == "accel_sim::all_gather") {
+      for (NodeId k : uses.readers[g.tensor(n.outputs[0]).storage]) {
+        if (k > c && nodes[k].pass == n.pass && gemm(k)) partners.push_back(k);
+      }
+    } else {
+      // The GEMMs writing the reduced input, directly or through the adds that sum several
+      // GEMMs' outputs into it.
+      std::vector<StorageId> frontier{g.tensor(n.inputs[0]).storage};
+      for (int depth = 0; depth < 3 && !frontier.empty(); ++depth) {
+        std::vector<StorageId> next;
+        for (StorageId st : frontier) {
+          for (NodeId k : uses.writers[st]) {
+            if (k >= c || nodes[k].pass != n.pass) continue;
+            if (gemm(k)) {
+              partners.push_back(k);
+            } else if (nodes[k].op == "add" || nodes[k].op == "add_") {
+              for (TensorId t : nodes[k].inputs) {
+                if (g.tensor(t).storage != st) next.push_back(g.tensor(t).storage);
+              }
+            }
+          }
+        }
+        frontier = std::move(next);
+      }
+    }
+    if (partners.empty()) continue;
+    any = true;
+    member[c] = 1;
+    for (NodeId k : partners) {
+      member[k] = 1;
+      parent[root(k)] = root(c);
+    }
+  }
+  if (!any) return hidden;
+  struct Set {
+    double comm = 0.0, gemm = 0.0;
+    int64_t panels = 1;
+  };
+  std::unordered_map<NodeId, Set> sets;
+  for (NodeId n = 0; n < count; ++n) {
+    if (!member[n]) continue;
+    Set& set = sets[root(n)];
+    if (nodes[n].attr("summa") != nullptr) {
+      set.comm += ops[n].cost.time_s;
+      set.panels = std::max(set.panels, nodes[n].attr_int("summa", 1));
+    } else {
+      set.gemm += ops[n].cost.time_s;
+    }
+  }
+  for (NodeId n = 0; n < count; ++n) {
+    if (!member[n] || nodes[n].attr("summa") == nullptr) continue;
+    const Set& set = sets[root(n)];
+    if (set.comm <= 0.0) continue;
+    const double exposed = set.comm / static_cast<double>(set.panels) + std::max(set.comm - set.gemm, 0.0);
+    const double share = std::max(0.0, set.comm - std::min(exposed, set.comm)) / set.comm;
+    hidden[n] = ops[n].cost.time_s * share;
+  }
+  return hidden;
+}
+
 bool is_tp_overlappable(const Node& node) {
   if (node.op != "accel_sim::all_gather" && node.op != "accel_sim::reduce_scatter") return false;
+  if (node.attr("summa") != nullptr) return false;  // summa_hidden's
   const AttrValue* group = node.attr("group");
   const std::string* name = group != nullptr ? std::get_if<std::string>(group) : nullptr;
   return name != nullptr && *name == "tp";
@@ -429,6 +514,14 @@ SimulationResult simulate(const Graph& graph, const DeviceSpec& device,
         r.ops[n].overlapped_s = overlap.hidden_s(n);
       }
       for (OpResult& op : r.ops) op.cost.time_s -= op.overlapped_s;
+    }
+  }
+  if (options.system.has_value()) {
+    const std::vector<double> hidden = summa_hidden(graph, r.ops);
+    for (size_t n = 0; n < hidden.size(); ++n) {
+      if (hidden[n] <= 0.0) continue;
+      r.ops[n].overlapped_s += hidden[n];
+      r.ops[n].cost.time_s -= hidden[n];
     }
   }
   if (model->queues_launches()) charge_launch_queue(r.ops, host_launch_s(device, options.cost));

@@ -240,6 +240,7 @@ BuildOptions stage_build_options(const BuildOptions& base, const ParallelLayout&
   b.sequence_parallel = layout.sequence_parallel;
   b.context_parallel = layout.cp;
   b.expert_parallel = layout.ep;
+  b.summa = layout.summa;
   b.persistent_gradients = false;
   return b;
 }
@@ -522,12 +523,15 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   // group with context parallelism (megatron/core/distributed/distributed_data_parallel.py,
   // intra_dp_cp_group), torchtitan shards FSDP2 over the flattened dp_shard x cp mesh
   // (torchtitan/distributed/parallel_dims.py, dp_shard_cp).
-  const int64_t shard_ranks = l.dp * l.cp;
+  // Under 2D SUMMA the CP ranks hold different shards of each weight (reduce-scattered inside
+  // the layer), so only the data-parallel ranks share one.
+  const int64_t shard_ranks = l.summa ? l.dp : l.dp * l.cp;
   double hidden_dp = 0.0;  // data-parallel communication behind compute, per step
   const auto shard = static_cast<double>(shard_ranks);
   if (shard_ranks > 1) {
     const int64_t shard_per_domain = std::max<int64_t>(
-        1, placed.groups[1].ranks_per_domain * placed.groups[2].ranks_per_domain * placed.groups[3].ranks_per_domain);
+        1, (l.summa ? 1 : placed.groups[1].ranks_per_domain) * placed.groups[2].ranks_per_domain *
+               placed.groups[3].ranks_per_domain);
     auto collective = [&](CollectiveKind kind, double bytes) {
       return estimate_collective({.kind = kind, .bytes = bytes, .ranks = shard_ranks,
                                   .ranks_per_domain = shard_per_domain}, system).time_s;

@@ -401,6 +401,43 @@ TEST(TrainingTest, OffloadNeedsItsZeroStageAndAHost) {
                ConfigError);
 }
 
+TEST(TrainingTest, SummaShardsTheWeightsOverTheGridAndZeroOverTheDataParallelRanks) {
+  // A 4-layer GPT without biases (e 256, f 1024) on TP 2 x CP 2 with SP, DP 2. 1D TP holds each
+  // layer's 12 e^2 weights over TP (/2), 2D SUMMA over the grid (/4): 12 x 65,536 / 4 = 196,608
+  // elements fewer a layer, 2 bytes each as weights, 4 as fp32 gradients, 12 as fp32 masters
+  // and moments.
+  ModelSpec m = testing::small_gpt(4);
+  m.qkv_bias = m.output_bias = m.ffn_bias = false;
+  const DeviceSpec d = testing::round_device();
+  const SystemSpec sys = round_system();
+  const BuildOptions base{.seq = 128};
+  const std::vector<CommGroup> groups{{.name = "tp", .size = 2, .ranks_per_domain = 2},
+                                      {.name = "cp", .size = 2, .ranks_per_domain = 2},
+                                      {.name = "ep"}};
+  ParallelLayout one_d{.tp = 2, .dp = 2, .cp = 2, .sequence_parallel = true, .global_batch = 4, .zero = 0};
+  ParallelLayout two_d = one_d;
+  two_d.summa = true;
+  const StageProfile p1 = profile_stage(m, base, one_d, groups, d, sys, {});
+  const StageProfile p2 = profile_stage(m, base, two_d, groups, d, sys, {});
+  ASSERT_TRUE(p1.feasible && p2.feasible) << p2.reason;
+  const double fewer = 12.0 * 256 * 256 / 2 - 12.0 * 256 * 256 / 4;
+  EXPECT_DOUBLE_EQ(p1.parameter_bytes.per_layer - p2.parameter_bytes.per_layer, 2 * fewer);
+  EXPECT_DOUBLE_EQ(p1.gradient_bytes.per_layer - p2.gradient_bytes.per_layer, 4 * fewer);
+  EXPECT_DOUBLE_EQ(p1.state_bytes.per_layer - p2.state_bytes.per_layer, 12 * fewer);
+  // ZeRO-1 shards the states over DP x CP (4) under 1D, over DP (2) under SUMMA, whose CP ranks
+  // hold different weights.
+  auto states_saved = [&](ParallelLayout l, const StageProfile& p) {
+    const double z0 = compose_training(m, base, l, p, d, sys).memory_per_gpu_bytes;
+    l.zero = 1;
+    return z0 - compose_training(m, base, l, p, d, sys).memory_per_gpu_bytes;
+  };
+  const auto stage_states = [](const StageProfile& p) {
+    return 4 * p.state_bytes.per_layer + p.embedding.state_bytes + p.head.state_bytes;
+  };
+  EXPECT_NEAR(states_saved(one_d, p1), 0.75 * stage_states(p1), 1.0);
+  EXPECT_NEAR(states_saved(two_d, p2), 0.5 * stage_states(p2), 1.0);
+}
+
 TEST(TrainingTest, InterleavingKeepsMoreMicroBatchesInFlight) {
   // 8 layers on 2 stages, 8 micro-batches: 1F1B keeps pp = 2 micro-batches of 4 layers in flight
   // on the first stage; interleaving over 2 chunks of 2 layers keeps

@@ -51,6 +51,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--zero", type=_ints, help="only these ZeRO stages (0-3)")
     p.add_argument("--recompute", help="only these recompute policies (none,selective,full)")
     p.add_argument("--sp", choices=("on", "off"), help="only with / without sequence parallelism")
+    p.add_argument("--summa", choices=("on", "off"),
+                   help="only with / without 2D SUMMA tensor parallelism on the tp x cp grid (default: both, under a "
+                        "--stack that runs it: megatron-core-summa)")
     p.add_argument("--order", help="only these rank orders (comma-separated, e.g. tp-cp-ep-dp-pp)")
     p.add_argument("--offload", metavar="SETS",
                    help="only these offloads to host memory, comma-separated sets of optimizer, parameters and "
@@ -125,6 +128,10 @@ def _space(args: argparse.Namespace, spec: Any, gpus: int, global_batch: int, st
         raise UsageError("--recompute-interval applies to a recompute policy (--recompute is none)")
     if args.sp:
         space.sequence_parallel = [1 if args.sp == "on" else 0]
+    if args.summa == "on" and not t.summa:
+        raise UsageError(f"--summa on: {stack.id} runs 1D tensor parallelism "
+                         f"({stack.sources.get('training.summa', stack.path)}); --stack megatron-core-summa models 2D SUMMA")
+    space.summa = [0, 1] if t.summa and args.summa is None else [1 if args.summa == "on" else 0]
     if args.order:
         space.orders = [o.strip() for o in args.order.split(",")]
     space.offload = _offload_sets(args, stack, system)

@@ -347,6 +347,36 @@ def refuse_offload(kinds: frozenset[str], stack: Any, system: Any, flag: str = "
                          f"({stack.sources.get('training.offload', stack.path)})")
 
 
+def _grid(text: str) -> tuple[int, int]:
+    """A 2D grid P x Q (e.g. 4x2) of --tp-2d and --cp-2d."""
+    parts = text.lower().replace("×", "x").split("x")
+    if len(parts) != 2 or not all(p.strip().isdigit() and int(p) >= 1 for p in parts):
+        raise argparse.ArgumentTypeError(f"expected a grid P x Q such as 4x2 (got {text!r})")
+    return int(parts[0]), int(parts[1])
+
+
+def apply_grid(args: argparse.Namespace) -> bool:
+    """Sets --tp, --cp and --sp from --tp-2d or --cp-2d (refusing a --tp or --cp given beside them);
+    True for SUMMA (--tp-2d)."""
+    from accel_sim.commands.flags import given
+    from accel_sim.errors import UsageError
+
+    if args.tp_2d and args.cp_2d:
+        raise UsageError("give --tp-2d (SUMMA) or --cp-2d (TP x CP), not both")
+    grid = args.tp_2d or args.cp_2d
+    if grid is None:
+        return False
+    flag = "--tp-2d" if args.tp_2d else "--cp-2d"
+    for name in ("tp", "cp"):
+        if given(args, name):
+            raise UsageError(f"{flag} {grid[0]}x{grid[1]} sets --tp and --cp; give one or the other")
+    if grid[0] < 2 or grid[1] < 2:
+        raise UsageError(f"{flag} {grid[0]}x{grid[1]}: a 2D grid needs both sides above 1 (a side of 1 is 1D: "
+                         "--tp or --cp)")
+    args.tp, args.cp, args.sp = grid[0], grid[1], True
+    return args.tp_2d is not None
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("train", help="one data/pipeline/tensor-parallel training step on a cluster")
     p.add_argument("--system", required=True, help="the cluster (see `accel-sim systems`)")
@@ -354,6 +384,13 @@ def add_parser(sub: Any) -> None:
     for flag, text in (("tp", "tensor"), ("pp", "pipeline"), ("dp", "data"), ("cp", "context"), ("ep", "expert (inside dp)")):
         p.add_argument(f"--{flag}", **COUNT, default=1, help=f"{text}-parallel degree (default: 1)")
     p.add_argument("--sp", action="store_true", help="sequence parallelism with TP")
+    p.add_argument("--tp-2d", type=_grid, metavar="PxQ",
+                   help="2D SUMMA tensor parallelism on a P x Q grid: P splits the widths and heads (--tp), Q the "
+                        "sequence and each weight's input (--cp); with sequence parallelism; needs a --stack that runs "
+                        "it (megatron-core-summa)")
+    p.add_argument("--cp-2d", type=_grid, metavar="PxQ",
+                   help="2D context tensor parallelism: P-way TP with sequence parallelism over the widths, Q-way "
+                        "context parallelism over the sequence (the same as --tp P --cp Q --sp)")
     p.add_argument("--global-batch", **COUNT, required=True, help="sequences per step, all data-parallel replicas")
     p.add_argument("--microbatch", **COUNT, default=1, help="sequences per micro-batch (default: 1)")
     p.add_argument("--virtual-stages", **COUNT, default=1, help="interleaved 1F1B model chunks per pipeline rank (default: 1)")
@@ -381,6 +418,7 @@ def train_estimate(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
 
     entry = with_scaleup_domain(resolve_system(args.system, device_files=args.device_file), args.scaleup_domain,
                                 args.device_file)
+    summa = apply_grid(args)
     refuse_layout_flags(args)
     run = run_inputs(args, entry)
     if args.tp_overlap and not (args.tp > 1 and args.sp):  # after run_inputs: a stack without TP says so first
@@ -395,6 +433,11 @@ def train_estimate(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     layout.sequence_parallel = args.sp
     layout.micro_batch, layout.global_batch = args.microbatch, args.global_batch
     t = run.stack.training
+    if summa and not t.summa:
+        raise UsageError(f"--tp-2d: {run.stack.id} runs 1D tensor parallelism "
+                         f"({run.stack.sources.get('training.summa', run.stack.path)}); --stack megatron-core-summa "
+                         "models 2D SUMMA")
+    layout.summa = summa
     refuse_layout_the_stack_cannot_run(run.stack, {f: [getattr(args, f)] for f in ("tp", "pp", "cp", "virtual_stages")},
                                        None if args.zero is None else [args.zero])
     kinds = args.offload or frozenset()

@@ -71,6 +71,7 @@ _TRAINING_FIELDS = {
     "tensor_parallel": "true or false",
     "pipeline_parallel": "true or false",
     "context_parallel": "true or false",
+    "summa": "true or false: 2D SUMMA tensor parallelism on the TP x CP grid (core BuildOptions::summa)",
     "overlap_grad_reduce": "true or false",
     "overlap_param_gather": "true or false",
     "offload": "what it can offload to host memory: a list of optimizer, parameters, activations, or "
@@ -128,6 +129,7 @@ class TrainingStack:
     tensor_parallel: bool
     pipeline_parallel: bool
     context_parallel: bool
+    summa: bool
     overlap_grad_reduce: bool
     overlap_param_gather: bool
     # What it offloads (OFFLOAD_KINDS), each entry a set that goes together.
@@ -305,11 +307,13 @@ def _training(data: Any, where: str, sources: dict[str, str]) -> TrainingStack:
         raise UsageError(f"{at}: 'zero' {zero} is not one of its zero_stages {list(stages)}")
     flag = {k: fields.boolean(t[k], at, k) for k in (
         "fp8_weight_cache", "fp8_parameters", "tensor_parallel", "pipeline_parallel",
-        "context_parallel", "overlap_grad_reduce", "overlap_param_gather")}
+        "context_parallel", "summa", "overlap_grad_reduce", "overlap_param_gather")}
     if fp8 == "none" and (flag["fp8_weight_cache"] or flag["fp8_parameters"]):
         raise UsageError(f"{at}: fp8_weight_cache and fp8_parameters need an fp8 recipe (fp8 is none)")
     if any(tp_overlap.values()) and not flag["tensor_parallel"]:
         raise UsageError(f"{at}: tp_comm_overlap needs tensor_parallel")
+    if flag["summa"] and not (flag["tensor_parallel"] and flag["context_parallel"]):
+        raise UsageError(f"{at}: summa needs tensor_parallel and context_parallel (its grid's two axes)")
     offload = []
     for entry in fields.sequence(t["offload"], at, "offload"):
         if entry not in _OFFLOAD_ENTRIES:

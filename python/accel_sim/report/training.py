@@ -45,7 +45,7 @@ def lora_line(run: Any) -> str | None:
 
 def layout_dict(layout: Any, recompute: str, recompute_interval: int = 1) -> dict:
     d = {n: getattr(layout, n) for n in ("tp", "pp", "dp", "cp", "ep", "micro_batch", "global_batch",
-                                         "virtual_stages", "zero", "sequence_parallel", "order", "gpipe")}
+                                         "virtual_stages", "zero", "sequence_parallel", "summa", "order", "gpipe")}
     d["recompute"] = recompute
     d["recompute_interval"] = recompute_interval
     d["offload"] = offloaded(layout)
@@ -79,6 +79,7 @@ def short_layout(c: Any) -> str:
     return (f"TP{l.tp} PP{l.pp} DP{l.dp}" + (f" CP{l.cp}" if l.cp > 1 else "") + (f" EP{l.ep}" if l.ep > 1 else "")
             + f" mb{l.micro_batch}" + (f" v{l.virtual_stages}" if l.virtual_stages > 1 else "")
             + f" ZeRO-{l.zero} {c.recompute.name}" + (" SP" if l.sequence_parallel else "")
+            + (" SUMMA" if l.summa else "")
             + (" off:" + "+".join(k[:3] for k in offloaded(l)) if l.offloads() else ""))
 
 
@@ -99,7 +100,8 @@ def train_text(t: Any) -> str:
     ms = lambda s: f"{s * 1e3:,.1f} ms"  # noqa: E731
     lines = [f"accel-sim train · {run.spec.name} on {args.gpus} x {run.device_label} ({entry.spec.name}) · "
              f"TP {args.tp} PP {args.pp} DP {args.dp}" + (f" CP {args.cp}" if args.cp > 1 else "")
-             + (f" EP {args.ep}" if args.ep > 1 else "") + (" SP" if args.sp else "") + f" · ZeRO-{layout.zero}",
+             + (f" EP {args.ep}" if args.ep > 1 else "") + (" SP" if args.sp else "")
+             + (f" · 2D SUMMA {layout.tp}x{layout.cp}" if layout.summa else "") + f" · ZeRO-{layout.zero}",
              f"  stack        {run.stack.id}: {run.stack.version}"]
     if clock_line(run, e):
         lines.append(f"  clock        {clock_line(run, e)}")
