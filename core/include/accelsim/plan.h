@@ -39,8 +39,8 @@ void apply_offload(ParallelLayout& layout, int set);
 
 // Powers of two for tp (up to 128), cp (up to 32, dividing seq / 2), ep (MoE: up to the experts)
 // and pp (up to the layers), micro-batches 1 to 32, virtual stages 1 to 16, ZeRO 0 to 3, the three
-// recompute policies, SP on and off, and three rank orders (TP, CP or PP placed before DP); no
-// offload.
+// recompute policies, SP on and off, the 24 rank orders of tp, cp, dp and pp (ep inside dp;
+// Megatron-LM's tp-cp-ep-dp-pp first); no offload, no SUMMA.
 PlanSpace default_plan_space(const ModelSpec& model, int64_t gpus, int64_t global_batch, int64_t seq);
 
 struct PlanCandidate {

@@ -10,6 +10,7 @@
 #include <new>
 #include <numeric>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -104,7 +105,22 @@ PlanSpace default_plan_space(const ModelSpec& model, int64_t gpus, int64_t globa
   s.zero = {0, 1, 2, 3};
   s.recompute = {Recompute::none, Recompute::selective, Recompute::full};
   s.sequence_parallel = {0, 1};
-  s.orders = {"tp-cp-ep-dp-pp", "cp-tp-ep-dp-pp", "tp-cp-ep-pp-dp"};
+  // Every order of tp, cp, dp and pp (ep just inside dp, as Megatron-LM nests it): which groups
+  // the scale-up domain holds first, and how much of the one it splits, as the NERSC model
+  // searches the assignment of its groups to the NVLink domain (arXiv 2410.00273). Orders that
+  // place a layout as an earlier one does are pruned before composing.
+  std::array<std::string, 4> groups{"tp", "cp", "dp", "pp"};
+  std::sort(groups.begin(), groups.end());
+  do {
+    std::string order;
+    for (const std::string& g : groups) order += (order.empty() ? "" : "-") + (g == "dp" ? "ep-dp" : g);
+    s.orders.push_back(order);
+  } while (std::next_permutation(groups.begin(), groups.end()));
+  // The usual first: TP innermost, then CP (Megatron-LM's default), CP innermost, PP before DP.
+  for (const char* first : {"tp-cp-pp-ep-dp", "cp-tp-ep-dp-pp", "tp-cp-ep-dp-pp"}) {
+    const auto it = std::find(s.orders.begin(), s.orders.end(), first);
+    if (it != s.orders.end()) std::rotate(s.orders.begin(), it, it + 1);
+  }
   return s;
 }
 
@@ -193,15 +209,31 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
     for (size_t i = 0; i < 5; ++i) k[i] = p.groups[i].ranks_per_domain;
     return k;
   };
+  // Which orders place a layout's groups as an earlier order does, by its (tp, cp, ep, pp) (dp
+  // follows), worked out once for every combination the space holds.
+  std::map<std::array<int64_t, 4>, std::vector<char>> duplicates;
+  for (int64_t tp : space.tp) {
+    for (int64_t cp : space.cp) {
+      for (int64_t ep : space.ep) {
+        for (int64_t pp : space.pp) {
+          if (space.gpus % (tp * cp * pp) != 0) continue;
+          ParallelLayout l{.tp = tp, .pp = pp, .dp = space.gpus / (tp * cp * pp), .cp = cp, .ep = ep};
+          std::vector<std::array<int64_t, 5>> keys;
+          std::vector<char> dup(space.orders.size(), 0);
+          for (size_t o = 0; o < space.orders.size(); ++o) {
+            l.order = space.orders[o];
+            keys.push_back(placement_key(l));
+            dup[o] = std::find(keys.begin(), keys.end() - 1, keys.back()) != keys.end() - 1;
+          }
+          duplicates.emplace(std::array<int64_t, 4>{tp, cp, ep, pp}, std::move(dup));
+        }
+      }
+    }
+  }
   auto duplicate_order = [&](const ParallelLayout& l, size_t order) {
     if (order == 0) return false;
-    const auto key = placement_key(l);
-    for (size_t earlier = 0; earlier < order; ++earlier) {
-      ParallelLayout other = l;
-      other.order = space.orders[earlier];
-      if (placement_key(other) == key) return true;
-    }
-    return false;
+    const auto it = duplicates.find({l.tp, l.cp, l.ep, l.pp});
+    return it != duplicates.end() && it->second[order] != 0;
   };
   auto key_of = [&](const ParallelLayout& l, Recompute rc) {
     const Placement p = place(l, system);
@@ -275,44 +307,68 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
     TopK best, over;
     int64_t evaluated = 0, feasible = 0;
     std::map<std::string, int64_t> pruned;
+    std::vector<std::pair<const char*, int64_t>> fixed;  // pruned under layout_of's fixed reasons
   };
   const auto k = static_cast<size_t>(std::max<int64_t>(1, top));
-  std::vector<Partial> partials(static_cast<size_t>(workers), Partial{TopK{k, {}}, TopK{k, {}}, 0, 0, {}});
+  std::vector<Partial> partials(static_cast<size_t>(workers), Partial{TopK{k, {}}, TopK{k, {}}, 0, 0, {}, {}});
   run(outers.size(), [&](size_t i, int worker) {
     Partial& part = partials[static_cast<size_t>(worker)];
     const Outer& o = outers[i];
     BuildOptions b = base;
     b.recompute = o.rc;
-    auto consider = [&](int64_t pp, int64_t v, int zero, int offload) {
-      ParallelLayout l;
-      if (const char* why = layout_of(o, pp, v, zero, offload, l)) {
-        ++part.pruned[why];
-        return;
+    // Counts a pruned candidate under a fixed reason (compared by address: no string per count).
+    auto prune = [&](const char* why) {
+      for (auto& [reason, n] : part.fixed) {
+        if (reason == why) {
+          ++n;
+          return;
+        }
       }
-      if (duplicate_order(l, o.order)) {
-        ++part.pruned["the same placement as an earlier rank order"];
-        return;
-      }
-      const StageProfile& profile = profiles[index.at(key_of(l, o.rc))];
-      if (!profile.feasible) {
-        ++part.pruned["the stage does not build: " + profile.reason];
-        return;
-      }
-      PlanCandidate c{l, o.rc, compose_training(model, b, l, profile, device, system)};
-      ++part.evaluated;
-      if (c.estimate.feasible) {
-        ++part.feasible;
-        part.best.push(std::move(c));
-      } else if (c.estimate.step_s > 0) {
-        part.over.push(std::move(c));
-      } else {
-        ++part.pruned[c.estimate.reason];
-      }
+      part.fixed.emplace_back(why, 1);
     };
     for (int64_t pp : space.pp) {
+      // What depends only on pp beside the outer item: whether an earlier order places the
+      // groups so, and the stage profile.
+      const StageProfile* profile = nullptr;
+      bool duplicate = false;
+      if (space.gpus % (o.tp * o.cp * pp) == 0) {
+        ParallelLayout l{.tp = o.tp, .pp = pp, .dp = space.gpus / (o.tp * o.cp * pp), .cp = o.cp, .ep = o.ep,
+                         .sequence_parallel = o.sp != 0, .summa = o.summa != 0, .micro_batch = o.mb,
+                         .order = space.orders[o.order]};
+        duplicate = duplicate_order(l, o.order);
+        const auto it = index.find(key_of(l, o.rc));
+        if (it != index.end()) profile = &profiles[it->second];
+      }
       for (int64_t v : space.virtual_stages) {
         for (int zero : space.zero) {
-          for (int offload : space.offload) consider(pp, v, zero, offload);
+          for (int offload : space.offload) {
+            ParallelLayout l;
+            if (const char* why = layout_of(o, pp, v, zero, offload, l)) {
+              prune(why);
+              continue;
+            }
+            if (duplicate) {
+              prune("the same placement as an earlier rank order");
+              continue;
+            }
+            if (profile == nullptr) {  // pass 1 profiles every layout that passes layout_of
+              throw std::logic_error("plan_training: a candidate without its stage profile");
+            }
+            if (!profile->feasible) {
+              ++part.pruned["the stage does not build: " + profile->reason];
+              continue;
+            }
+            PlanCandidate c{l, o.rc, compose_training(model, b, l, *profile, device, system)};
+            ++part.evaluated;
+            if (c.estimate.feasible) {
+              ++part.feasible;
+              part.best.push(std::move(c));
+            } else if (c.estimate.step_s > 0) {
+              part.over.push(std::move(c));
+            } else {
+              ++part.pruned[c.estimate.reason];
+            }
+          }
         }
       }
     }
@@ -324,6 +380,7 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
     result.evaluated += part.evaluated;
     result.feasible += part.feasible;
     for (auto& [why, count] : part.pruned) result.pruned[why] += count;
+    for (auto& [why, count] : part.fixed) result.pruned[why] += count;
     for (PlanCandidate& c : part.best.items) best.push(std::move(c));
     for (PlanCandidate& c : part.over.items) over.push(std::move(c));
   }

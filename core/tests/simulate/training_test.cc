@@ -594,6 +594,40 @@ TEST(TrainingTest, PlanKeepsTheKFastestWhateverTheOrderTheyArriveIn) {
   }
 }
 
+TEST(TrainingTest, PlanPlacesEveryOrderOfTheGroupsAndPrunesTheSamePlacement) {
+  // The default space's 24 rank orders (tp, cp, dp, pp in every order, ep inside dp). With one
+  // layout of pure data parallelism every order places it alike: 23 are pruned as the same
+  // placement. With TP 2 x CP 2 x DP 2 on 2-GPU domains, the order decides which group the
+  // domain holds: every distinct placement is composed, and the fastest holds TP or CP there,
+  // whose collectives run every layer, not DP, whose run once a step.
+  const ModelSpec m = testing::small_gpt(4);
+  const DeviceSpec d = testing::round_device();
+  SystemSpec sys = round_system();
+  const PlanSpace all = default_plan_space(m, 8, 8, 128);
+  ASSERT_EQ(all.orders.size(), 24u);
+  EXPECT_EQ(all.orders[0], "tp-cp-ep-dp-pp");
+  PlanSpace one = all;
+  one.tp = one.cp = one.ep = one.pp = one.micro_batch = one.virtual_stages = {1};
+  one.zero = {0};
+  one.recompute = {Recompute::none};
+  one.sequence_parallel = {0};
+  const PlanResult r = plan_training(m, {.seq = 128}, one, d, sys, SimulateOptions{}, 3, 1);
+  EXPECT_EQ(r.candidates, 24);
+  EXPECT_EQ(r.evaluated, 1);
+  EXPECT_EQ(r.pruned.at("the same placement as an earlier rank order"), 23);
+  sys.scaleup_domain = 2;
+  PlanSpace grid = one;
+  grid.tp = grid.cp = {2};
+  grid.sequence_parallel = {1};
+  const PlanResult g = plan_training(m, {.seq = 128}, grid, d, sys, SimulateOptions{}, 24, 1);
+  // Three placements: TP, CP or DP in the domain (PP is 1).
+  EXPECT_EQ(g.evaluated, 3);
+  double slowest = 0;
+  for (const PlanCandidate& c : g.best) slowest = std::max(slowest, c.estimate.step_s);
+  EXPECT_LT(g.best[0].estimate.step_s, slowest);
+  EXPECT_NE(g.best[0].layout.order.rfind("ep-dp", 0), 0u);  // a model-parallel group inside, not DP
+}
+
 TEST(TrainingTest, PlanSearchesOffloadWhereItFitsWhatNothingElseDoes) {
   // One GPU whose memory holds the step only with the optimizer states on the host: the search
   // over no offload and optimizer offload finds only the offloaded ones feasible, each as
