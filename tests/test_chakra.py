@@ -22,7 +22,8 @@ def _classes():
     attr.oneof_decl.add(name="value")
     for name, number, kind in (("name", 1, _F.TYPE_STRING), ("doc_string", 2, _F.TYPE_STRING)):
         attr.field.add(name=name, number=number, type=kind, label=_F.LABEL_OPTIONAL)
-    for name, number, kind in (("int64_val", 9, _F.TYPE_INT64), ("uint64_val", 13, _F.TYPE_UINT64),
+    for name, number, kind in (("int32_val", 7, _F.TYPE_INT32), ("int64_val", 9, _F.TYPE_INT64),
+                               ("uint64_val", 13, _F.TYPE_UINT64),
                                ("bool_val", 27, _F.TYPE_BOOL), ("string_val", 29, _F.TYPE_STRING)):
         attr.field.add(name=name, number=number, type=kind, label=_F.LABEL_OPTIONAL, oneof_index=0)
     meta = f.message_type.add(name="GlobalMetadata")
@@ -130,3 +131,43 @@ def test_a_training_step_carries_its_backward_collectives(tmp_path):
     for n in nodes:
         assert all(d in seen for d in n.data_deps), n.name
         seen.add(n.id)
+
+
+def test_a_pipelined_training_step_is_one_trace_per_stage(tmp_path):
+    """GPT-2 on 4 H100s, PP 2 x DP 2, 8 sequences of 1,024 in micro-batches of 1: 4 micro-batches
+    per data-parallel replica. Each stage's trace holds its 4 forwards and 4 backwards and the
+    optimizer (compute), the 4 activations it sends or receives forward and the 4 gradients
+    backward, each 1 x 1,024 x 768 bf16 = 1,572,864 bytes, and the distributed optimizer's
+    reduce-scatter of the gradients and all-gather of the parameters over DP. The first stage
+    holds 6 layers (12 e^2 + 13 e = 7,087,872 parameters each) and the token and position tables
+    (50,257 x 768 + 1,024 x 768): 81,911,040 parameters, their bf16 gradients (megatron-core's
+    grad_reduce_in_fp32 off) 163,822,080 bytes."""
+    prefix = tmp_path / "gpt2"
+    result = run_cli("train", "--model", "gpt2", "--system", "dgx_h100", "--gpus", "4", "--pp", "2", "--dp", "2",
+                     "--global-batch", "8", "--seq", "1024", "--zero", "1", "--chakra", str(prefix))
+    assert result.returncode == 0, result.stderr
+    assert f"{prefix}.0.et" in result.stdout and f"{prefix}.1.et" in result.stdout
+    for stage in (0, 1):
+        meta, nodes = _read(tmp_path / f"gpt2.{stage}.et")
+        assert {a.name: a.int64_val for a in meta.attr} == {"pipeline_stage": stage, "pipeline_stages": 2}
+        by_type = {t: [n for n in nodes if n.type == t] for t in (4, 5, 6, 7)}
+        assert len(by_type[4]) == 2 * 4 + 1
+        assert len(by_type[5]) == 4 and len(by_type[6]) == 4
+        for n in by_type[5] + by_type[6]:
+            a = _attrs(n)
+            assert a["comm_size"] == 1024 * 768 * 2
+            assert {a["comm_src"], a["comm_dst"]} == {0, 1}
+        kinds = sorted(_attrs(n)["comm_type"] for n in by_type[7])
+        assert kinds == [2, 7]  # ALL_GATHER, REDUCE_SCATTER
+        seen = set()
+        for n in nodes:
+            assert all(d in seen for d in list(n.data_deps) + list(n.ctrl_deps)), n.name
+            seen.add(n.id)
+    _, first = _read(tmp_path / "gpt2.0.et")
+    scatter = next(n for n in first if n.type == 7 and _attrs(n)["comm_type"] == 7)
+    assert _attrs(scatter)["comm_size"] == 2 * (6 * 7_087_872 + 50_257 * 768 + 1_024 * 768)
+    # Stage 1's forwards each wait for the activations they receive.
+    _, second = _read(tmp_path / "gpt2.1.et")
+    recv = {n.id for n in second if n.type == 6 and n.name.startswith("recv forward")}
+    forwards = [n for n in second if n.type == 4 and n.name.startswith("forward")]
+    assert len(forwards) == 4 and all(set(n.data_deps) & recv for n in forwards)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 # Options of the command line that choose its output, not the run.
-_OUTPUT = {"json", "html", "trace", "plot", "debug", "command"}
+_OUTPUT = {"json", "html", "trace", "plot", "chakra", "debug", "command"}
 
 
 def _options(command: str, options: dict[str, Any]) -> Any:  # command: "train", or "kernel matmul"

@@ -163,6 +163,15 @@ struct TrainingEstimate {
   double offload_s = 0.0;
   double host_optimizer_s = 0.0;
   double host_memory_per_node_bytes = 0.0;
+  // What the data-parallel collectives and the pipeline sends move, for a trace of the step
+  // (Chakra): the heaviest stage's parameters, gradients and the trainable parameters of one
+  // rank before any ZeRO sharding (the gathers and reductions over the dp_ranks ranks move
+  // these), and one micro-batch's activations sent to the next stage.
+  double stage_parameter_bytes = 0.0;
+  double stage_gradient_bytes = 0.0;
+  double stage_trainable_bytes = 0.0;
+  int64_t dp_ranks = 1;  // the ranks the data-parallel collectives span (dp x cp; dp under SUMMA)
+  double p2p_bytes = 0.0;
   double forward_s = 0.0;    // one micro-batch through the heaviest stage
   double backward_s = 0.0;
   double tokens_per_s = 0.0;

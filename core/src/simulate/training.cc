@@ -204,6 +204,9 @@ void require_physical(const TrainingEstimate& e) {
       {"offload_s", e.offload_s},
       {"host_optimizer_s", e.host_optimizer_s},
       {"host_memory_per_node_bytes", e.host_memory_per_node_bytes},
+      {"stage_parameter_bytes", e.stage_parameter_bytes},
+      {"stage_gradient_bytes", e.stage_gradient_bytes},
+      {"p2p_bytes", e.p2p_bytes},
       {"forward_s", e.forward_s},
       {"backward_s", e.backward_s},
       {"tokens_per_s", e.tokens_per_s},
@@ -486,6 +489,7 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
          .ranks_per_domain = placed.groups[4].ranks_per_domain >= 2 ? 2 : 1},
         system);
     e.p2p_send_s = p2p.time_s;
+    e.p2p_bytes = act;
     e.pp_comm_s = 2.0 * static_cast<double>(l.pp - 1) * static_cast<double>(v) * p2p.time_s;
   }
 
@@ -499,15 +503,25 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   struct StageState {
     double params, grads, states, trainable;
   };
+  // The copy is of the word table alone: the embedding's learned position and token-type tables
+  // (GPT-2's wpe, BERT's) stay on the first stage. Its share of the embedding's rows:
+  double word_share = 1.0;
+  if (tied_copy && !model.vision()) {
+    const auto words = static_cast<double>(model.vocab_size);
+    const auto others = static_cast<double>((model.learned_positions ? model.max_position_embeddings : 0) +
+                                            model.type_vocab_size);
+    word_share = words / (words + others);
+  }
   auto stage_state = [&](bool first, bool last) {
     StageState st{p.parameter_bytes.per_layer * layers, p.gradient_bytes.per_layer * layers,
                   p.state_bytes.per_layer * layers, p.trainable_parameter_bytes.per_layer * layers};
-    for (const auto& [holds, part] : {std::pair{first || (last && tied_copy), p.embedding}, std::pair{last, p.head}}) {
-      if (!holds) continue;
-      st.params += part.parameter_bytes;
-      st.grads += part.gradient_bytes;
-      st.states += part.state_bytes;
-      st.trainable += part.trainable_parameter_bytes;
+    const double embedding_share = first ? 1.0 : last && tied_copy ? word_share : 0.0;
+    for (const auto& [share, part] : {std::pair{embedding_share, p.embedding}, std::pair{last ? 1.0 : 0.0, p.head}}) {
+      if (share <= 0.0) continue;
+      st.params += share * part.parameter_bytes;
+      st.grads += share * part.gradient_bytes;
+      st.states += share * part.state_bytes;
+      st.trainable += share * part.trainable_parameter_bytes;
     }
     return st;
   };
@@ -526,6 +540,10 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   // Under 2D SUMMA the CP ranks hold different shards of each weight (reduce-scattered inside
   // the layer), so only the data-parallel ranks share one.
   const int64_t shard_ranks = l.summa ? l.dp : l.dp * l.cp;
+  e.dp_ranks = shard_ranks;
+  e.stage_parameter_bytes = params;
+  e.stage_gradient_bytes = grads;
+  e.stage_trainable_bytes = trainable;
   double hidden_dp = 0.0;  // data-parallel communication behind compute, per step
   const auto shard = static_cast<double>(shard_ranks);
   if (shard_ranks > 1) {

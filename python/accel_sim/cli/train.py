@@ -25,10 +25,23 @@ def cmd_train(args: argparse.Namespace) -> int:
         write_html(args.html, train_html(title=f"{title} ({entry.spec.name})", e=e,
                                          layout=layout_dict(layout, run.base.recompute.name, run.base.recompute_interval),
                                          schedule=schedule, tail=tail, device=run.device))
+    written = []
+    if args.chakra:
+        from accel_sim.errors import UsageError
+        from accel_sim.report.chakra import write_step_chakra
+
+        schedule, _ = step_schedule(e, layout)
+        try:
+            written = write_step_chakra(args.chakra, e, layout, schedule)
+        except OSError as err:
+            raise UsageError(f"cannot write the Chakra traces to {args.chakra}.*.et: {err.strerror}") from None
     if args.json:
         print(json.dumps(t.to_dict(), indent=1))
         return 0
     print(t.text())
+    for path, counts in written:
+        print(f"  chakra       {path} ({counts['nodes']} nodes: {counts['compute']} compute, {counts['sends']} sends, "
+              f"{counts['receives']} receives, {counts['collectives']} collectives)")
     if args.trace:
         print(f"  trace        {args.trace} (open in ui.perfetto.dev)")
     if args.html:

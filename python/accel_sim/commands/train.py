@@ -406,6 +406,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--recompute", choices=RECOMPUTE, default="none")
     p.add_argument("--trace", metavar="FILE", help="write the step's pipeline schedule as a Perfetto / Chrome trace (JSON)")
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report: step breakdown, pipeline timeline, memory per GPU")
+    p.add_argument("--chakra", metavar="PREFIX",
+                   help="write the step as Chakra execution traces for ASTRA-sim, PREFIX.{stage}.et for each pipeline "
+                        "stage (every rank of stage r runs PREFIX.r.et)")
     add_run_args(p)
 
 

@@ -133,3 +133,131 @@ def write_chakra(path: str | Path, report: Any) -> dict:
     Path(path).write_bytes(data)
     return counts
 
+
+
+# ---- a training step, one trace per pipeline stage (`train --chakra PREFIX`) ----------------
+
+MEM_LOAD_NODE, COMM_SEND_NODE, COMM_RECV_NODE = 2, 5, 6
+_INT32 = (7, 0)
+_ALL_REDUCE, _ALL_GATHER, _REDUCE_SCATTER = 0, 2, 7
+
+
+def _us(seconds: float) -> int:
+    return max(1, int(round(seconds * 1e6))) if seconds > 0 else 0
+
+
+def step_traces(e: Any, layout: Any, schedule: Any) -> list[tuple[bytes, dict]]:
+    """One training step (the core's TrainingEstimate `e` of `layout`, its pipeline `schedule`
+    from schedule_pipeline) as one Chakra trace per pipeline stage: what every rank of that stage
+    runs. Each pass (a micro-batch's forward or backward of a model chunk) is a COMP_NODE of its
+    scheduled time (its TP/CP/EP collectives inside, as the stage profile costs them); an input
+    from another stage a COMM_RECV_NODE and an output to one a COMM_SEND_NODE (comm_src and
+    comm_dst the pipeline stages, comm_tag the micro-batch and chunk, comm_size the activations);
+    then the data-parallel collectives over pg_name "dp" as the ZeRO stage runs them (ZeRO-0: an
+    all-reduce of the gradients; 1 and 2: a reduce-scatter, the optimizer, an all-gather of the
+    trainable parameters; 3: a gather of the parameters before each pass and a reduce-scatter after
+    each backward), the optimizer as a COMP_NODE (is_cpu_op when it is offloaded), and offload's
+    exposed transfers as a MEM_LOAD_NODE. Returns (bytes, counts) per stage."""
+    traces = []
+    v = layout.virtual_stages
+    per_chunk_params = e.stage_parameter_bytes / v
+    per_chunk_grads = e.stage_gradient_bytes / v
+    events = sorted(schedule.events, key=lambda ev: (ev.start_s, ev.stage))
+    for stage in range(layout.pp):
+        out = [_message(_bytes(1, CHAKRA_VERSION.encode())
+                        + _bytes(2, _attr("pipeline_stage", _INT64, stage))
+                        + _bytes(2, _attr("pipeline_stages", _INT64, layout.pp)))]
+        counts = {"nodes": 0, "compute": 0, "sends": 0, "receives": 0, "collectives": 0, "memory": 0}
+        ids = iter(range(1 << 62))
+        passes: dict[tuple, int] = {}  # (work, chunk, micro-batch) -> node id of the pass on this stage
+        previous: int | None = None
+
+        def emit(node_type: int, name: str, ctrl: list[int], data: list[int], start_s: float, duration_s: float,
+                 attrs: list[bytes], kind: str) -> int:
+            node_id = next(ids)
+            out.append(_message(_node(node_id, name, node_type, ctrl, data, int(round(start_s * 1e6)),
+                                      _us(duration_s), attrs)))
+            counts["nodes"] += 1
+            counts[kind] += 1
+            return node_id
+
+        def collective(name: str, comm_type: int, size: float, deps: list[int], start_s: float) -> int:
+            return emit(COMM_COLL_NODE, name, [], deps, start_s, 0.0,
+                        [_attr("comm_type", _INT64, comm_type), _attr("comm_size", _UINT64, int(size)),
+                         _attr("pg_name", _STRING, "dp"), _attr("is_cpu_op", _BOOL, 0)], "collectives")
+
+        pending_recv: dict[tuple, int] = {}
+        last = None
+        for ev in events:
+            work = ev.work.name
+            if work == "send" and ev.to_stage == stage:
+                # The chunk that reads it: the next model stage's (forward) or the previous one's
+                # (backward), one chunk on when the send wraps around the pipeline.
+                forward = ev.payload.name == "forward"
+                wraps = ev.to_stage < ev.stage if forward else ev.to_stage > ev.stage
+                chunk = ev.chunk + ((1 if forward else -1) if wraps else 0)
+                tag = ev.micro_batch * v + ev.chunk
+                pending_recv[(ev.payload.name, chunk, ev.micro_batch)] = emit(
+                    COMM_RECV_NODE, f"recv {ev.payload.name} mb{ev.micro_batch} from stage {ev.stage}", [], [],
+                    ev.start_s, ev.end_s - ev.start_s,
+                    [_attr("comm_src", _INT32, ev.stage), _attr("comm_dst", _INT32, stage),
+                     _attr("comm_tag", _INT32, tag), _attr("comm_size", _UINT64, int(e.p2p_bytes))], "receives")
+            if ev.stage != stage:
+                continue
+            if work == "send":
+                source = passes.get((ev.payload.name, ev.chunk, ev.micro_batch))
+                emit(COMM_SEND_NODE, f"send {ev.payload.name} mb{ev.micro_batch} to stage {ev.to_stage}", [],
+                     [source] if source is not None else [], ev.start_s, ev.end_s - ev.start_s,
+                     [_attr("comm_src", _INT32, stage), _attr("comm_dst", _INT32, ev.to_stage),
+                      _attr("comm_tag", _INT32, ev.micro_batch * v + ev.chunk),
+                      _attr("comm_size", _UINT64, int(e.p2p_bytes))], "sends")
+                continue
+            data = []
+            # Its input from another stage: the matching receive (forward: activations; backward:
+            # their gradients), when one came.
+            recv = pending_recv.pop((work, ev.chunk, ev.micro_batch), None)
+            if recv is not None:
+                data.append(recv)
+            if work == "backward" and ("forward", ev.chunk, ev.micro_batch) in passes:
+                data.append(passes[("forward", ev.chunk, ev.micro_batch)])
+            if layout.zero >= 3:  # FSDP: this chunk's parameters gathered before the pass
+                data.append(collective(f"all_gather params {work} mb{ev.micro_batch}", _ALL_GATHER,
+                                       per_chunk_params, [], ev.start_s))
+            node = emit(COMP_NODE, f"{work} chunk{ev.chunk} mb{ev.micro_batch}",
+                        [previous] if previous is not None else [], data, ev.start_s, ev.end_s - ev.start_s,
+                        [_attr("is_cpu_op", _BOOL, 0)], "compute")
+            passes[(work, ev.chunk, ev.micro_batch)] = node
+            previous = last = node
+            if work == "backward" and layout.zero >= 2 and e.dp_ranks > 1:
+                collective(f"reduce_scatter grads mb{ev.micro_batch}", _REDUCE_SCATTER, per_chunk_grads, [node],
+                           ev.end_s)
+        end = schedule.makespan_s
+        tail = [last] if last is not None else []
+        if e.dp_ranks > 1 and layout.zero == 0:
+            tail = [collective("all_reduce grads", _ALL_REDUCE, e.stage_gradient_bytes, tail, end)]
+        elif e.dp_ranks > 1 and layout.zero == 1:
+            tail = [collective("reduce_scatter grads", _REDUCE_SCATTER, e.stage_gradient_bytes, tail, end)]
+        on_host = e.host_optimizer_s > 0
+        step = emit(COMP_NODE, "optimizer (CPU)" if on_host else "optimizer", [previous] if previous is not None else [],
+                    tail, end, e.host_optimizer_s if on_host else e.optimizer_s,
+                    [_attr("is_cpu_op", _BOOL, 1 if on_host else 0)], "compute")
+        tail = [step]
+        if e.offload_s > 0:
+            tail = [emit(MEM_LOAD_NODE, "host-link transfers (exposed)", [], tail, end, e.offload_s,
+                         [_attr("tensor_size", _UINT64, int(e.stage_trainable_bytes / max(1, e.dp_ranks)))],
+                         "memory")]
+        if e.dp_ranks > 1 and layout.zero in (1, 2):
+            collective("all_gather params", _ALL_GATHER, e.stage_trainable_bytes, tail, end)
+        traces.append((b"".join(out), counts))
+    return traces
+
+
+def write_step_chakra(prefix: str, e: Any, layout: Any, schedule: Any) -> list[tuple[str, dict]]:
+    """Writes PREFIX.{stage}.et for each pipeline stage (Chakra's per-rank naming: every rank of
+    stage r runs PREFIX.r.et); returns (path, counts) per file."""
+    written = []
+    for stage, (data, counts) in enumerate(step_traces(e, layout, schedule)):
+        path = f"{prefix}.{stage}.et"
+        Path(path).write_bytes(data)
+        written.append((path, counts))
+    return written
