@@ -171,3 +171,26 @@ def test_a_pipelined_training_step_is_one_trace_per_stage(tmp_path):
     recv = {n.id for n in second if n.type == 6 and n.name.startswith("recv forward")}
     forwards = [n for n in second if n.type == 4 and n.name.startswith("forward")]
     assert len(forwards) == 4 and all(set(n.data_deps) & recv for n in forwards)
+
+
+def test_interleaved_stages_tag_every_message_apart(tmp_path):
+    """PP 2 with 2 virtual stages: activations and gradients cross between the stages both ways
+    (a chunk's forward wraps from stage 1 back to stage 0), so a message is told apart by its
+    direction in comm_tag: every send has a distinct (src, dst, tag), and every receive on one
+    stage matches exactly one send of the other."""
+    prefix = tmp_path / "inter"
+    result = run_cli("train", "--model", "gpt2", "--system", "dgx_h100", "--gpus", "2", "--pp", "2",
+                     "--virtual-stages", "2", "--global-batch", "4", "--seq", "1024", "--chakra", str(prefix))
+    assert result.returncode == 0, result.stderr
+    sends, recvs = [], []
+    for stage in (0, 1):
+        _, nodes = _read(tmp_path / f"inter.{stage}.et")
+        key = lambda n: (_attrs(n)["comm_src"], _attrs(n)["comm_dst"], _attrs(n)["comm_tag"])  # noqa: E731
+        sends += [key(n) for n in nodes if n.type == 5]
+        recvs += [key(n) for n in nodes if n.type == 6]
+        # No data-parallel collectives with one data-parallel rank.
+        assert not [n for n in nodes if n.type == 7]
+    assert len(sends) == len(set(sends)) and sorted(sends) == sorted(recvs)
+    # 4 micro-batches (global batch 4 of 1) x the 3 boundaries between the 4 model stages x
+    # (activations forward, gradients backward).
+    assert len(sends) == 4 * 3 * 2

@@ -123,3 +123,9 @@ def test_the_optimizer_offloaded_fits_what_the_device_alone_cannot():
     assert plain["probes"][0]["peak_bytes"] - at_one >= 15 * n
     refused = run_cli("fit", "--model", "llama-3-8b", "--devices", "h100", "--axis", "batch", "--offload", "optimizer")
     assert refused.returncode == 2 and "applies to a training step" in refused.stderr
+
+
+def test_the_optimizer_offloaded_needs_an_optimizer():
+    bad = run_cli("fit", "--model", "gpt2", "--devices", "h100", "--axis", "batch", "--train", "--optimizer", "none",
+                  "--offload", "optimizer")
+    assert bad.returncode == 2 and "--optimizer none runs no optimizer" in bad.stderr

@@ -147,8 +147,9 @@ struct BuildOptions {
   // max(m1, m2) panels (SimulateOptions). The residual stream [b, s / m2, h / m1] is held as
   // sequence parallelism's [b, s / (m1 m2), h] (the same elements). Not modelled: the norms'
   // statistics all-reduced over TP (two values a token). Needs sequence_parallel, TP and CP
-  // above 1, a dense model without MLA, 16-bit GEMMs, no LoRA; the embedding and the LM head
-  // stay 1D tensor-parallel.
+  // above 1, a dense model of sequential blocks (no parallel attention + FFN block) without MLA,
+  // 16-bit GEMMs with fused kernels, no LoRA, and not a decode step; the embedding, the LM head,
+  // the norms and the biases stay whole on every CP rank (1D tensor-parallel).
   bool summa = false;
   MoeImpl moe_impl = MoeImpl::grouped;
   // Training step only.

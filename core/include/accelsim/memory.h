@@ -91,7 +91,8 @@ std::vector<AllocatorEvent> allocation_events(const Graph& graph, const StorageL
 // DeepSpeed's offload_optimizer): the optimizer states stay on the host, the optimizer pass's
 // nodes run there (their temporaries take no device memory), and each gradient and activation
 // leaves the device after the last node before the optimizer pass that touches it (the
-// gradients stream to the host behind the backward).
+// gradients stream to the host behind the backward). ConfigError for a graph without an
+// optimizer pass.
 MemoryProfile compute_memory_profile(const Graph& graph,
                                      ReleasePolicy policy = ReleasePolicy::recorded,
                                      bool optimizer_on_host = false);

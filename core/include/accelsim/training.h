@@ -87,9 +87,10 @@ namespace accelsim {
 struct ParallelLayout {
   int64_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;  // ep: expert parallelism inside dp
   bool sequence_parallel = false;
-  // 2D SUMMA tensor parallelism on the tp x cp grid (BuildOptions::summa): the weights sharded
-  // over both, gathered over CP before each GEMM; the data-parallel collectives and ZeRO then
-  // span the data-parallel ranks only. Needs sequence_parallel and tp, cp above 1.
+  // 2D SUMMA tensor parallelism on the tp x cp grid (BuildOptions::summa): the blocks' weights
+  // sharded over both, gathered over CP before each GEMM; their data-parallel collectives and
+  // ZeRO then span the data-parallel ranks only, the embedding's and the head's (whole on every
+  // CP rank) still DP x CP. Needs sequence_parallel and tp, cp above 1.
   bool summa = false;
   int64_t micro_batch = 1;    // sequences per micro-batch
   int64_t global_batch = 1;   // sequences per step, all data-parallel ranks together

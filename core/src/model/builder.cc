@@ -526,8 +526,9 @@ void BuildOptions::validate(const ModelSpec& model) const {
                    "2D SUMMA tensor parallelism needs a tensor-parallel and a context-parallel degree above 1 "
                    "(its grid) and sequence parallelism");
     ACCELSIM_CHECK(options.phase != Phase::decode, "2D SUMMA tensor parallelism splits the sequence: not a decode step");
-    ACCELSIM_CHECK(!model.moe.enabled() && !model.mla.enabled(),
-                   "2D SUMMA tensor parallelism is modelled for dense models without MLA (model '" + model.name + "')");
+    ACCELSIM_CHECK(!model.moe.enabled() && !model.mla.enabled() && !model.parallel_block,
+                   "2D SUMMA tensor parallelism is modelled for dense sequential blocks without MLA (model '" +
+                       model.name + "')");
     ACCELSIM_CHECK(!options.fp8_gemms && !options.fp4_gemms && model.int4_group_size == 0 &&
                        model.fp4_weights == Fp4Format::none && options.lora_rank == 0 &&
                        options.kernels == KernelStyle::fused,

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "accelsim/checked_arithmetic.h"
+#include "accelsim/error.h"
 #include "accelsim/memory.h"
 
 namespace accelsim {
@@ -105,15 +106,27 @@ MemoryProfile compute_memory_profile(const Graph& graph, ReleasePolicy policy, b
     // the host's, and nothing on the device lives past that node. A gradient leaves once the
     // backward has last written it (the graph keeps gradients to its end for the step).
     NodeId before_step = kNoNode;
+    bool has_step = false;
     const auto tensors = graph.tensors();
-    std::vector<NodeId> touched(storages.size(), kNoNode);
+    // Each storage's first and last node outside the optimizer pass (a step that keeps its
+    // gradients zeroes them in the optimizer pass before the forward: not on the device then).
+    std::vector<NodeId> first_touch(storages.size(), kNoNode), touched(storages.size(), kNoNode);
     for (size_t n = 0; n < nodes.size(); ++n) {
-      if (nodes[n].pass == Pass::optimizer) continue;
+      if (nodes[n].pass == Pass::optimizer) {
+        has_step = true;
+        continue;
+      }
       before_step = static_cast<NodeId>(n);
       for (const auto* list : {&nodes[n].inputs, &nodes[n].outputs}) {
-        for (TensorId t : *list) touched[tensors[t].storage] = static_cast<NodeId>(n);
+        for (TensorId t : *list) {
+          const StorageId st = tensors[t].storage;
+          if (first_touch[st] == kNoNode) first_touch[st] = static_cast<NodeId>(n);
+          touched[st] = static_cast<NodeId>(n);
+        }
       }
     }
+    ACCELSIM_CHECK(has_step, "the optimizer on the host needs a training step with an optimizer (the graph has no "
+                             "optimizer pass)");
     for (size_t s = 0; s < storages.size(); ++s) {
       const StorageKind kind = storages[s].kind;
       if (kind == StorageKind::gradient) p.host_bytes = checked_add(p.host_bytes, storages[s].size_bytes, kOverflow);
@@ -121,10 +134,11 @@ MemoryProfile compute_memory_profile(const Graph& graph, ReleasePolicy policy, b
         p.host_bytes = checked_add(p.host_bytes, storages[s].size_bytes, kOverflow);
       }
       if ((kind != StorageKind::activation && kind != StorageKind::gradient) || lifetimes.first[s] == kNoNode) continue;
-      if (before_step == kNoNode || nodes[lifetimes.first[s]].pass == Pass::optimizer) {
+      if (kind == StorageKind::gradient) {
+        lifetimes.first[s] = first_touch[s];  // kNoNode: never on the device
+        lifetimes.last[s] = first_touch[s] == kNoNode ? kNoNode : touched[s];
+      } else if (before_step == kNoNode || nodes[lifetimes.first[s]].pass == Pass::optimizer) {
         lifetimes.first[s] = lifetimes.last[s] = kNoNode;  // never on the device
-      } else if (kind == StorageKind::gradient) {
-        lifetimes.last[s] = touched[s];
       } else {
         lifetimes.last[s] = std::min(lifetimes.last[s], before_step);
       }

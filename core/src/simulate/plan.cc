@@ -193,7 +193,7 @@ PlanResult plan_training(const ModelSpec& model, const BuildOptions& base, const
     if ((offload & kOffloadActivations) && o.rc != Recompute::none) return "activation offload runs without recomputation";
     // With one data- and context-parallel rank, ZeRO shards nothing: only offload tells the
     // stages apart (which stage's offload, as DeepSpeed's ZeRO-Offload on one GPU).
-    if (zero > 0 && (o.summa ? l.dp : l.dp * l.cp) == 1 && !(offload & (kOffloadOptimizer | kOffloadParameters))) {
+    if (zero > 0 && l.dp * l.cp == 1 && !(offload & (kOffloadOptimizer | kOffloadParameters))) {
       return "ZeRO with dp x cp = 1 is ZeRO-0";
     }
     if (v > 1 && pp == 1) return "virtual stages need pp > 1";

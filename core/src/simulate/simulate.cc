@@ -319,10 +319,10 @@ class TpOverlap {
 
 // 2D SUMMA's collectives (attr "summa", BuildOptions::summa): SUMMA broadcasts its panels of X
 // and W while the previous panel's GEMM runs, and reduces each panel's partial dX or dW while the
-// next one computes, so a GEMM and the gathers feeding it (or the reduce-scatters it feeds) take
-// G + C / n + max(C - G, 0) for collectives of C seconds in n panels: one panel's exposed, the
-// rest hidden as far as the GEMM lasts (the NERSC performance model's LinearSumma, Subramanian et
-// al. 2024, arXiv 2410.00273). GEMMs that share a collective (q, k and v reading one gathered
+// next one computes, so a GEMM of G seconds and the gathers feeding it (or the reduce-scatters it
+// feeds) of C seconds, in n panels, take G + C / n while G >= C (one panel exposed: the NERSC
+// performance model's LinearSumma, Subramanian et al. 2024, arXiv 2410.00273) and C + G / n
+// once the collectives outlast the GEMM (the model's code charges C + C / n there). GEMMs that share a collective (q, k and v reading one gathered
 // input) and collectives that share a GEMM are taken together. Returns each node's hidden time.
 std::vector<double> summa_hidden(const Graph& g, const std::vector<OpResult>& ops) {
   const auto nodes = g.nodes();
@@ -392,7 +392,12 @@ std::vector<double> summa_hidden(const Graph& g, const std::vector<OpResult>& op
     if (!member[n] || nodes[n].attr("summa") == nullptr) continue;
     const Set& set = sets[root(n)];
     if (set.comm <= 0.0) continue;
-    const double exposed = set.comm / static_cast<double>(set.panels) + std::max(set.comm - set.gemm, 0.0);
+    // n panels of c = C / n collectives and g = G / n GEMMs, each panel's collectives beside the
+    // previous panel's GEMM: c + (n - 1) max(c, g) + g in all, G + C / n while the GEMMs
+    // outlast the collectives, C + G / n once they do not.
+    const auto panels = static_cast<double>(set.panels);
+    const double c = set.comm / panels, g = set.gemm / panels;
+    const double exposed = c + (panels - 1.0) * std::max(c, g) + g - set.gemm;
     const double share = std::max(0.0, set.comm - std::min(exposed, set.comm)) / set.comm;
     hidden[n] = ops[n].cost.time_s * share;
   }

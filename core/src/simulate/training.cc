@@ -505,9 +505,13 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   };
   // The copy is of the word table alone: the embedding's learned position and token-type tables
   // (GPT-2's wpe, BERT's) stay on the first stage. Its share of the embedding's rows:
+  // This rank's word rows are the vocabulary split over TP (padded as the builder pads it, to
+  // 128 x TP rows); the other tables are whole on every rank.
   double word_share = 1.0;
   if (tied_copy && !model.vision()) {
-    const auto words = static_cast<double>(model.vocab_size);
+    const int64_t tp = l.tp;
+    const int64_t rows = model.vocab_size % tp == 0 ? model.vocab_size / tp : ceil_div(model.vocab_size, 128 * tp) * 128;
+    const auto words = static_cast<double>(rows);
     const auto others = static_cast<double>((model.learned_positions ? model.max_position_embeddings : 0) +
                                             model.type_vocab_size);
     word_share = words / (words + others);
@@ -537,47 +541,74 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   // group with context parallelism (megatron/core/distributed/distributed_data_parallel.py,
   // intra_dp_cp_group), torchtitan shards FSDP2 over the flattened dp_shard x cp mesh
   // (torchtitan/distributed/parallel_dims.py, dp_shard_cp).
-  // Under 2D SUMMA the CP ranks hold different shards of each weight (reduce-scattered inside
-  // the layer), so only the data-parallel ranks share one.
-  const int64_t shard_ranks = l.summa ? l.dp : l.dp * l.cp;
+  // Under 2D SUMMA the CP ranks hold different shards of the blocks' weights (reduce-scattered
+  // inside each layer), so only the data-parallel ranks share those; the embedding and the head,
+  // whole on every CP rank, are still reduced and sharded over DP x CP. (The blocks' norms and
+  // biases, whole on every CP rank too, are taken with the weights.)
+  const int64_t shard_ranks = l.dp * l.cp, block_ranks = l.summa ? l.dp : shard_ranks;
   e.dp_ranks = shard_ranks;
   e.stage_parameter_bytes = params;
   e.stage_gradient_bytes = grads;
   e.stage_trainable_bytes = trainable;
+  // Each quantity's share held by the blocks, whose ranks are block_ranks (the rest's shard_ranks).
+  const double block_params = p.parameter_bytes.per_layer * layers, block_grads = p.gradient_bytes.per_layer * layers;
+  const double block_trainable = p.trainable_parameter_bytes.per_layer * layers;
+  const double block_states = p.state_bytes.per_layer * layers;
+  auto block_share = [&](double block, double total) { return l.summa && total > 0 ? std::min(1.0, block / total) : 0.0; };
+  // The divisor that takes a quantity to one rank's shard: its blocks over block_ranks, the rest
+  // over shard_ranks.
+  auto divisor = [&](double share) {
+    return 1.0 / (share / static_cast<double>(block_ranks) + (1.0 - share) / static_cast<double>(shard_ranks));
+  };
+  const double params_share = block_share(block_params, params), grads_share = block_share(block_grads, grads);
+  const double trainable_share = block_share(block_trainable, trainable);
+  const double states_share = block_share(block_states, std::max(first_state.states, last_state.states));
   double hidden_dp = 0.0;  // data-parallel communication behind compute, per step
-  const auto shard = static_cast<double>(shard_ranks);
   if (shard_ranks > 1) {
     const int64_t shard_per_domain = std::max<int64_t>(
-        1, (l.summa ? 1 : placed.groups[1].ranks_per_domain) * placed.groups[2].ranks_per_domain *
-               placed.groups[3].ranks_per_domain);
-    auto collective = [&](CollectiveKind kind, double bytes) {
-      return estimate_collective({.kind = kind, .bytes = bytes, .ranks = shard_ranks,
+        1, placed.groups[1].ranks_per_domain * placed.groups[2].ranks_per_domain * placed.groups[3].ranks_per_domain);
+    const int64_t block_per_domain =
+        l.summa ? std::max<int64_t>(1, placed.groups[2].ranks_per_domain * placed.groups[3].ranks_per_domain)
+                : shard_per_domain;
+    // A collective of `bytes`, the `share` of them the blocks' over block_ranks and the rest
+    // over shard_ranks, one after the other.
+    auto collective = [&](CollectiveKind kind, double bytes, double share) {
+      double t = 0.0;
+      if (share > 0.0 && block_ranks > 1) {
+        t += estimate_collective({.kind = kind, .bytes = bytes * share, .ranks = block_ranks,
+                                  .ranks_per_domain = block_per_domain}, system).time_s;
+      }
+      if (share < 1.0) {
+        t += estimate_collective({.kind = kind, .bytes = bytes * (1.0 - share), .ranks = shard_ranks,
                                   .ranks_per_domain = shard_per_domain}, system).time_s;
+      }
+      return t;
     };
     const double hide_bwd = l.overlap_grad_reduce ? e.backward_s : 0.0;
     const double hide_fwd = l.overlap_param_gather ? e.forward_s : 0.0;
     if (l.zero == 0) {
-      const double ar = collective(CollectiveKind::all_reduce, grads);
+      const double ar = collective(CollectiveKind::all_reduce, grads, grads_share);
       e.dp_comm_s = std::max(0.0, ar - hide_bwd);
       hidden_dp = ar - e.dp_comm_s;
     } else if (l.zero <= 2) {
-      const double rs = collective(CollectiveKind::reduce_scatter, grads);
+      const double rs = collective(CollectiveKind::reduce_scatter, grads, grads_share);
       // The updated parameters are gathered back: those not frozen (under LoRA the adapters).
-      const double ag = collective(CollectiveKind::all_gather, trainable);
+      const double ag = collective(CollectiveKind::all_gather, trainable, trainable_share);
       const double rs_exposed = std::max(0.0, rs - hide_bwd), ag_exposed = std::max(0.0, ag - hide_fwd);
       const double times = l.zero == 2 ? md : 1.0;
       e.dp_comm_s = times * rs_exposed + ag_exposed;
       hidden_dp = times * (rs - rs_exposed) + (ag - ag_exposed);
     } else {
-      const double ag = collective(CollectiveKind::all_gather, params);
-      const double rs = collective(CollectiveKind::reduce_scatter, grads);
+      const double ag = collective(CollectiveKind::all_gather, params, params_share);
+      const double rs = collective(CollectiveKind::reduce_scatter, grads, grads_share);
       double per = 2.0 * ag + rs, hidden = 0.0;
       if (l.overlap_param_gather) {
         // The first layer's gather (forward) and the last layer's reduce-scatter (backward) wait
         // for nothing to hide behind; the rest overlaps the passes as far as they last.
         const double fwd = std::min(ag, e.forward_s), bwd = std::min(ag + rs, e.backward_s);
-        per = (ag - fwd) + collective(CollectiveKind::all_gather, layer_params) + (ag + rs - bwd) +
-              collective(CollectiveKind::reduce_scatter, layer_grads);
+        const double layer_share = l.summa ? 1.0 : 0.0;
+        per = (ag - fwd) + collective(CollectiveKind::all_gather, layer_params, layer_share) + (ag + rs - bwd) +
+              collective(CollectiveKind::reduce_scatter, layer_grads, layer_share);
         hidden = fwd + bwd;
       }
       e.dp_comm_s = md * per;
@@ -585,9 +616,10 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
     }
   }
   e.overlap_slowdown_s = kOverlapComputeSlowdown * (md * p.overlapped_communication_s.at(n) + hidden_dp);
-  e.optimizer_s = l.offload_optimizer ? 0.0 : p.optimizer_s.at(n) / (l.zero >= 1 ? shard : 1.0);
-  const double param_shard = l.zero >= 3 ? shard : 1.0, grad_shard = l.zero >= 2 ? shard : 1.0;
-  const double state_shard = l.zero >= 1 ? shard : 1.0;
+  const double param_shard = l.zero >= 3 ? divisor(params_share) : 1.0;
+  const double grad_shard = l.zero >= 2 ? divisor(grads_share) : 1.0;
+  const double state_shard = l.zero >= 1 ? divisor(states_share) : 1.0;
+  e.optimizer_s = l.offload_optimizer ? 0.0 : p.optimizer_s.at(n) / state_shard;
   const double states = std::max(first_state.states, last_state.states);
   if (l.offloads()) {
     // What each pass moves over this GPU's host link, per direction (see the top of training.h).
@@ -611,6 +643,9 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
       e.host_optimizer_s = node_gpus * kCpuOptimizerBytesPerParameterState * states / state_shard /
                            (system.host.memory_bandwidth_bytes_per_s * kCpuOptimizerBandwidthEfficiency);
       if (!l.offload_parameters) e.offload_s += trainable / state_shard / link;
+    } else if (l.offload_parameters) {
+      // The GPU's optimizer step updated the shard: it goes back to the host it lives in.
+      e.offload_s += trainable / state_shard / link;
     }
   }
   e.step_s = e.compute_s + e.bubble_s + e.pp_comm_s + e.dp_comm_s + e.overlap_slowdown_s + e.optimizer_s +
@@ -687,7 +722,8 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
     // The host keeps, for this GPU: the optimizer states, the gradient shard and a 16-bit copy of
     // the parameter shard (ZeRO-Offload's pinned buffers); the parameter shard (ZeRO-Infinity);
     // the saved activations moved out.
-    if (l.offload_optimizer) host += (st.states + st.grads + st.trainable) / state_shard;
+    // (Under ZeRO-Infinity the parameter shard on the host is the copy the CPU step writes.)
+    if (l.offload_optimizer) host += (st.states + st.grads + (l.offload_parameters ? 0.0 : st.trainable)) / state_shard;
     if (l.offload_parameters) host += st.params / param_shard;
     host_bytes = std::max(host_bytes, host);
     reserved = resident + std::max(kept + std::max(0.0, own) + slack, optimizer);

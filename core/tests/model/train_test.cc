@@ -187,6 +187,15 @@ TEST(TrainTest, MixedPrecisionAdamHoldsEighteenBytesPerParameter) {
   // 2 bytes a parameter, one gradient (0.26) and a 128-token step's activations: under 3, where
   // the step on the device peaks at 18.
   EXPECT_LT(host.peak_bytes, 3 * kLlamaParams);
+  // Gradients kept between steps are zeroed in the optimizer pass before the forward: on the
+  // device they still live from the backward's first write to its last, the largest at the
+  // peak. A forward has no optimizer to offload.
+  const Graph kept = build_graph(testing::llama3_8b(), {.phase = Phase::train, .seq = 128,
+                                                        .persistent_gradients = true});
+  EXPECT_EQ(compute_memory_profile(kept, ReleasePolicy::recorded, true).peak_gradient_bytes,
+            int64_t{4} * 128256 * 4096);
+  EXPECT_THROW(compute_memory_profile(build_graph(testing::llama3_8b(), {.seq = 128}), ReleasePolicy::recorded, true),
+               ConfigError);
 
   // SGD with momentum, no master weights: bf16 gradients and one bf16 momentum buffer.
   const Graph sgd = build_graph(testing::llama3_8b(), {.phase = Phase::train, .seq = 128,

@@ -351,9 +351,18 @@ TEST(TrainingTest, ParameterAndActivationOffloadFetchEachPass) {
   ASSERT_TRUE(e.feasible) << e.reason;
   EXPECT_NEAR(e.offload_s, 2 * (1.0 + 2.0 + 1.0), 1e-12);
   // The GPU keeps two gathered layers (2 GB) and a layer's gradient bucket (2 GB), beside the
-  // 5 GB of activations; the host the states, gradients, a 16-bit copy and the parameters.
+  // 5 GB of activations; the host the states, the gradients and the parameters, which are the
+  // copy the CPU step writes.
   EXPECT_NEAR(e.memory_per_gpu_bytes, 2e9 + 2e9 + 5e9, 1.0);
-  EXPECT_NEAR(e.host_memory_per_node_bytes, 24e9 + 8e9 + 4e9 + 4e9, 1.0);
+  EXPECT_NEAR(e.host_memory_per_node_bytes, 24e9 + 8e9 + 4e9, 1.0);
+  // Parameters alone: the GPU's optimizer updates the shard and sends it back, 4 GB at 2 GB/s.
+  ParallelLayout params_only = l;
+  params_only.offload_optimizer = false;
+  const TrainingEstimate p = compose_training(m, base, params_only, round_profile(), d, sys);
+  ASSERT_TRUE(p.feasible) << p.reason;
+  // Each pass fetches 4 GB (2 s: the forward waits 1 s; the backward's 2 s covers it), the first
+  // layer twice (0.5 s each), twice; then 2 s back.
+  EXPECT_NEAR(p.offload_s, 2 * (1.0 + 0.0 + 1.0) + 2.0, 1e-12);
 
   // Activation offload alone (ZeRO-0): the forward sends 4 layers' 1 GB (2 s, 1 s of wait),
   // the backward brings them back (2 s, covered).
@@ -435,8 +444,9 @@ TEST(TrainingTest, SummaShardsTheWeightsOverTheGridAndZeroOverTheDataParallelRan
   EXPECT_DOUBLE_EQ(p1.parameter_bytes.per_layer - p2.parameter_bytes.per_layer, 2 * fewer);
   EXPECT_DOUBLE_EQ(p1.gradient_bytes.per_layer - p2.gradient_bytes.per_layer, 4 * fewer);
   EXPECT_DOUBLE_EQ(p1.state_bytes.per_layer - p2.state_bytes.per_layer, 12 * fewer);
-  // ZeRO-1 shards the states over DP x CP (4) under 1D, over DP (2) under SUMMA, whose CP ranks
-  // hold different weights.
+  // ZeRO-1 shards the states over DP x CP (4) under 1D; under SUMMA the blocks' over DP (2),
+  // their CP ranks holding different weights, and the embedding's and head's, whole on every CP
+  // rank, over DP x CP.
   auto states_saved = [&](ParallelLayout l, const StageProfile& p) {
     const double z0 = compose_training(m, base, l, p, d, sys).memory_per_gpu_bytes;
     l.zero = 1;
@@ -446,7 +456,20 @@ TEST(TrainingTest, SummaShardsTheWeightsOverTheGridAndZeroOverTheDataParallelRan
     return 4 * p.state_bytes.per_layer + p.embedding.state_bytes + p.head.state_bytes;
   };
   EXPECT_NEAR(states_saved(one_d, p1), 0.75 * stage_states(p1), 1.0);
-  EXPECT_NEAR(states_saved(two_d, p2), 0.5 * stage_states(p2), 1.0);
+  const double blocks = 4 * p2.state_bytes.per_layer;
+  EXPECT_NEAR(states_saved(two_d, p2), 0.5 * blocks + 0.75 * (stage_states(p2) - blocks), 1.0);
+  // With no data parallelism SUMMA still all-reduces the embedding's gradients (whole on both
+  // CP ranks) over CP: halving-doubling over 2 ranks in the domain, 2 alpha + S / B, nothing
+  // hidden; the blocks' need nothing.
+  ParallelLayout alone = two_d;
+  alone.dp = 1;
+  alone.global_batch = 2;
+  alone.overlap_grad_reduce = alone.overlap_param_gather = false;
+  const TrainingEstimate e = compose_training(m, base, alone, p2, d, sys);
+  ASSERT_TRUE(e.feasible) << e.reason;
+  const double rest = p2.embedding.gradient_bytes + p2.head.gradient_bytes;
+  ASSERT_GT(rest, 0.0);
+  EXPECT_NEAR(e.dp_comm_s, 2e-6 + rest / 100e9, 1e-12);
 }
 
 TEST(TrainingTest, InterleavingKeepsMoreMicroBatchesInFlight) {

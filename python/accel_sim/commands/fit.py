@@ -77,6 +77,10 @@ def _refuse_inapplicable(args: argparse.Namespace, phase: str) -> None:
     from accel_sim.commands.flags import refuse
 
     refuse(args, (args.axis,), f"is the axis searched (--axis {args.axis}); --max bounds the search")
+    if args.offload and args.optimizer == "none":
+        from accel_sim.errors import UsageError
+
+        raise UsageError("--offload optimizer: --optimizer none runs no optimizer to put on the host")
     if phase != "train":
         refuse(args, ("optimizer", "no_master_weights", "recompute", "recompute_interval", "keep_grads", "offload"),
                "applies to a training step (--train or --phase train)")

@@ -407,8 +407,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--trace", metavar="FILE", help="write the step's pipeline schedule as a Perfetto / Chrome trace (JSON)")
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report: step breakdown, pipeline timeline, memory per GPU")
     p.add_argument("--chakra", metavar="PREFIX",
-                   help="write the step as Chakra execution traces for ASTRA-sim, PREFIX.{stage}.et for each pipeline "
-                        "stage (every rank of stage r runs PREFIX.r.et)")
+                   help="write the step as Chakra execution traces, PREFIX.{stage}.et for each pipeline stage: what "
+                        "every rank of stage r runs (for ASTRA-sim, copy it to each of those ranks' NPU files and map "
+                        "the stage numbers in comm_src/comm_dst to their NPU ids)")
     add_run_args(p)
 
 

@@ -149,10 +149,13 @@ def _us(seconds: float) -> int:
 def step_traces(e: Any, layout: Any, schedule: Any) -> list[tuple[bytes, dict]]:
     """One training step (the core's TrainingEstimate `e` of `layout`, its pipeline `schedule`
     from schedule_pipeline) as one Chakra trace per pipeline stage: what every rank of that stage
-    runs. Each pass (a micro-batch's forward or backward of a model chunk) is a COMP_NODE of its
-    scheduled time (its TP/CP/EP collectives inside, as the stage profile costs them); an input
-    from another stage a COMM_RECV_NODE and an output to one a COMM_SEND_NODE (comm_src and
-    comm_dst the pipeline stages, comm_tag the micro-batch and chunk, comm_size the activations);
+    runs, a template. ASTRA-sim reads one trace per NPU with NPU ids: a user copies stage r's to
+    each rank of that stage and maps the stage numbers in comm_src and comm_dst, and the "dp"
+    group, to that rank order's NPUs. Each pass (a micro-batch's forward or backward of a model
+    chunk) is a COMP_NODE of its scheduled time (its TP/CP/EP collectives inside, as the stage
+    profile costs them); an input from another stage a COMM_RECV_NODE and an output to one a
+    COMM_SEND_NODE (comm_src and comm_dst the pipeline stages, comm_tag 2 (micro-batch x chunks +
+    chunk) + 1 for gradients, comm_size the activations);
     then the data-parallel collectives over pg_name "dp" as the ZeRO stage runs them (ZeRO-0: an
     all-reduce of the gradients; 1 and 2: a reduce-scatter, the optimizer, an all-gather of the
     trainable parameters; 3: a gather of the parameters before each pass and a reduce-scatter after
@@ -187,6 +190,7 @@ def step_traces(e: Any, layout: Any, schedule: Any) -> list[tuple[bytes, dict]]:
                          _attr("pg_name", _STRING, "dp"), _attr("is_cpu_op", _BOOL, 0)], "collectives")
 
         pending_recv: dict[tuple, int] = {}
+        reductions: list[int] = []
         last = None
         for ev in events:
             work = ev.work.name
@@ -196,7 +200,7 @@ def step_traces(e: Any, layout: Any, schedule: Any) -> list[tuple[bytes, dict]]:
                 forward = ev.payload.name == "forward"
                 wraps = ev.to_stage < ev.stage if forward else ev.to_stage > ev.stage
                 chunk = ev.chunk + ((1 if forward else -1) if wraps else 0)
-                tag = ev.micro_batch * v + ev.chunk
+                tag = 2 * (ev.micro_batch * v + ev.chunk) + (0 if forward else 1)
                 pending_recv[(ev.payload.name, chunk, ev.micro_batch)] = emit(
                     COMM_RECV_NODE, f"recv {ev.payload.name} mb{ev.micro_batch} from stage {ev.stage}", [], [],
                     ev.start_s, ev.end_s - ev.start_s,
@@ -209,7 +213,8 @@ def step_traces(e: Any, layout: Any, schedule: Any) -> list[tuple[bytes, dict]]:
                 emit(COMM_SEND_NODE, f"send {ev.payload.name} mb{ev.micro_batch} to stage {ev.to_stage}", [],
                      [source] if source is not None else [], ev.start_s, ev.end_s - ev.start_s,
                      [_attr("comm_src", _INT32, stage), _attr("comm_dst", _INT32, ev.to_stage),
-                      _attr("comm_tag", _INT32, ev.micro_batch * v + ev.chunk),
+                      _attr("comm_tag", _INT32, 2 * (ev.micro_batch * v + ev.chunk)
+                            + (0 if ev.payload.name == "forward" else 1)),
                       _attr("comm_size", _UINT64, int(e.p2p_bytes))], "sends")
                 continue
             data = []
@@ -220,7 +225,7 @@ def step_traces(e: Any, layout: Any, schedule: Any) -> list[tuple[bytes, dict]]:
                 data.append(recv)
             if work == "backward" and ("forward", ev.chunk, ev.micro_batch) in passes:
                 data.append(passes[("forward", ev.chunk, ev.micro_batch)])
-            if layout.zero >= 3:  # FSDP: this chunk's parameters gathered before the pass
+            if layout.zero >= 3 and e.dp_ranks > 1:  # FSDP: this chunk's parameters gathered before the pass
                 data.append(collective(f"all_gather params {work} mb{ev.micro_batch}", _ALL_GATHER,
                                        per_chunk_params, [], ev.start_s))
             node = emit(COMP_NODE, f"{work} chunk{ev.chunk} mb{ev.micro_batch}",
@@ -229,10 +234,11 @@ def step_traces(e: Any, layout: Any, schedule: Any) -> list[tuple[bytes, dict]]:
             passes[(work, ev.chunk, ev.micro_batch)] = node
             previous = last = node
             if work == "backward" and layout.zero >= 2 and e.dp_ranks > 1:
-                collective(f"reduce_scatter grads mb{ev.micro_batch}", _REDUCE_SCATTER, per_chunk_grads, [node],
-                           ev.end_s)
+                reductions.append(collective(f"reduce_scatter grads mb{ev.micro_batch}", _REDUCE_SCATTER,
+                                             per_chunk_grads, [node], ev.end_s))
         end = schedule.makespan_s
-        tail = [last] if last is not None else []
+        # The optimizer waits for the last backward and every reduce-scatter issued behind one.
+        tail = ([last] if last is not None else []) + reductions
         if e.dp_ranks > 1 and layout.zero == 0:
             tail = [collective("all_reduce grads", _ALL_REDUCE, e.stage_gradient_bytes, tail, end)]
         elif e.dp_ranks > 1 and layout.zero == 1:
@@ -253,8 +259,9 @@ def step_traces(e: Any, layout: Any, schedule: Any) -> list[tuple[bytes, dict]]:
 
 
 def write_step_chakra(prefix: str, e: Any, layout: Any, schedule: Any) -> list[tuple[str, dict]]:
-    """Writes PREFIX.{stage}.et for each pipeline stage (Chakra's per-rank naming: every rank of
-    stage r runs PREFIX.r.et); returns (path, counts) per file."""
+    """Writes PREFIX.{stage}.et for each pipeline stage, the trace every rank of that stage runs
+    (step_traces: ASTRA-sim's per-NPU files are copies of these, one per rank, their stage
+    numbers mapped to NPU ids); returns (path, counts) per file."""
     written = []
     for stage, (data, counts) in enumerate(step_traces(e, layout, schedule)):
         path = f"{prefix}.{stage}.et"
