@@ -328,6 +328,9 @@ std::vector<double> summa_hidden(const Graph& g, const std::vector<OpResult>& op
   const auto nodes = g.nodes();
   const auto count = static_cast<NodeId>(nodes.size());
   std::vector<double> hidden(nodes.size(), 0.0);
+  if (std::none_of(nodes.begin(), nodes.end(), [](const Node& n) { return n.attr("summa") != nullptr; })) {
+    return hidden;
+  }
   std::vector<NodeId> parent(nodes.size());
   for (NodeId n = 0; n < count; ++n) parent[n] = n;
   std::function<NodeId(NodeId)> root = [&](NodeId n) { return parent[n] == n ? n : parent[n] = root(parent[n]); };
