@@ -261,4 +261,10 @@ Graph build_graph(const ModelSpec& model, const BuildOptions& options);
 // with KV heads split by the tensor-parallel degree (replicated when fewer than the degree).
 int64_t step_kv_cache_bytes(const ModelSpec& model, const BuildOptions& options);
 
+// One tensor-parallel rank's rows of the word embedding and LM head: the vocabulary over the
+// degree, or, when the degree does not divide it, padded as Megatron-LM pads it to a multiple of
+// 128 x TP (make_vocab_size_divisible_by = 128): 128 rows of each of ceil(vocab / (128 x TP))
+// units. The padded rows are never looked up.
+int64_t vocab_rows_per_rank(int64_t vocab_size, int64_t tensor_parallel);
+
 }  // namespace accelsim

@@ -512,6 +512,12 @@ int64_t step_kv_cache_bytes(const ModelSpec& model, const BuildOptions& options)
                          size_bytes(model.kv_cache_dtype));
 }
 
+int64_t vocab_rows_per_rank(int64_t vocab_size, int64_t tensor_parallel) {
+  if (vocab_size % tensor_parallel == 0) return vocab_size / tensor_parallel;
+  const int64_t unit = checked_mul(128, tensor_parallel, "128 x the tensor-parallel degree");
+  return ceil_div(vocab_size, unit) * 128;
+}
+
 void BuildOptions::validate(const ModelSpec& model) const {
   model.validate();
   const BuildOptions& options = *this;

@@ -148,11 +148,7 @@ class Builder {
     r_.heads = divided(m.num_heads, tp, "num_heads");
     r_.kv_heads = m.num_kv_heads >= tp ? divided(m.num_kv_heads, tp, "num_kv_heads") : 1;
     r_.ffn = divided(m.ffn_size, tp, "ffn_size");
-    // A vocabulary the TP degree does not divide is padded as Megatron-LM pads it, to a multiple
-    // of 128 x TP (make_vocab_size_divisible_by = 128); the padded rows are never looked up.
-    // Each rank holds 128 rows of each of ceil(vocab / (128 x TP)) units.
-    const int64_t unit = checked_mul(128, tp, "128 x the tensor-parallel degree");
-    r_.vocab = m.vocab_size % tp == 0 ? m.vocab_size / tp : ceil_div(m.vocab_size, unit) * 128;
+    r_.vocab = vocab_rows_per_rank(m.vocab_size, tp);
     b_ = o.batch;
     cp_ = o.context_parallel;
     sp_ = o.sequence_parallel;

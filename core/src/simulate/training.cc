@@ -505,13 +505,11 @@ TrainingEstimate compose_training(const ModelSpec& model, const BuildOptions& ba
   };
   // The copy is of the word table alone: the embedding's learned position and token-type tables
   // (GPT-2's wpe, BERT's) stay on the first stage. Its share of the embedding's rows:
-  // This rank's word rows are the vocabulary split over TP (padded as the builder pads it, to
-  // 128 x TP rows); the other tables are whole on every rank.
+  // This rank's word rows are the vocabulary split over TP, as the builder splits it; the other
+  // tables are whole on every rank.
   double word_share = 1.0;
   if (tied_copy && !model.vision()) {
-    const int64_t tp = l.tp;
-    const int64_t rows = model.vocab_size % tp == 0 ? model.vocab_size / tp : ceil_div(model.vocab_size, 128 * tp) * 128;
-    const auto words = static_cast<double>(rows);
+    const auto words = static_cast<double>(vocab_rows_per_rank(model.vocab_size, l.tp));
     const auto others = static_cast<double>((model.learned_positions ? model.max_position_embeddings : 0) +
                                             model.type_vocab_size);
     word_share = words / (words + others);

@@ -101,17 +101,22 @@ TEST(SummaTest, EachGemmHidesItsPanelsButOne) {
   options.system = testing::round_system();
   options.groups = {{.name = "tp", .size = 2, .ranks_per_domain = 2}, {.name = "cp", .size = 2, .ranks_per_domain = 2}};
   const SimulationResult r = simulate(g, d, options);
-  double comm = 0, charged = 0, gemm = 0;
+  // The down projection's forward: its gathers' whole time, what they are charged, its GEMM.
   const auto nodes = g.nodes();
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    if (nodes[n].module_path != "model.layers.0.mlp.down_proj" || nodes[n].pass != Pass::forward) continue;
-    if (nodes[n].op == "accel_sim::all_gather") {
-      comm += r.ops[n].cost.time_s + r.ops[n].overlapped_s;
-      charged += r.ops[n].cost.time_s;
-    } else if (nodes[n].op == "mm") {
-      gemm += r.ops[n].cost.time_s;
+  auto down_proj = [&](const SimulationResult& res, double& comm, double& charged, double& gemm) {
+    comm = charged = gemm = 0;
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      if (nodes[n].module_path != "model.layers.0.mlp.down_proj" || nodes[n].pass != Pass::forward) continue;
+      if (nodes[n].op == "accel_sim::all_gather") {
+        comm += res.ops[n].cost.time_s + res.ops[n].overlapped_s;
+        charged += res.ops[n].cost.time_s;
+      } else if (nodes[n].op == "mm") {
+        gemm += res.ops[n].cost.time_s;
+      }
     }
-  }
+  };
+  double comm = 0, charged = 0, gemm = 0;
+  down_proj(r, comm, charged, gemm);
   ASSERT_GT(comm, 0.0);
   ASSERT_GT(gemm, 0.0);
   EXPECT_GT(gemm, comm);
@@ -119,17 +124,7 @@ TEST(SummaTest, EachGemmHidesItsPanelsButOne) {
   // On a device of 1 PFLOP/s the collectives outlast the GEMM: the pair takes C + G / 2, the
   // collectives are charged C - G / 2.
   d.bf16_matrix_flops_per_s = 1e15;
-  const SimulationResult fast = simulate(g, d, options);
-  comm = charged = gemm = 0;
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    if (nodes[n].module_path != "model.layers.0.mlp.down_proj" || nodes[n].pass != Pass::forward) continue;
-    if (nodes[n].op == "accel_sim::all_gather") {
-      comm += fast.ops[n].cost.time_s + fast.ops[n].overlapped_s;
-      charged += fast.ops[n].cost.time_s;
-    } else if (nodes[n].op == "mm") {
-      gemm += fast.ops[n].cost.time_s;
-    }
-  }
+  down_proj(simulate(g, d, options), comm, charged, gemm);
   ASSERT_GT(comm, gemm);
   EXPECT_NEAR(charged, comm - gemm / 2, 1e-15);
 }

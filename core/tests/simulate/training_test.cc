@@ -541,6 +541,33 @@ TEST(TrainingTest, AForeachOptimizersTemporariesAreApartFromTheMicroBatchAndShar
   EXPECT_DOUBLE_EQ(ef.activation_bytes, eu.activation_bytes);
 }
 
+// Every feasible layout of `space` (its first rank order; cp and ep 1) through
+// estimate_training, one by one: their step times, fastest first.
+std::vector<double> feasible_steps(const ModelSpec& m, const BuildOptions& base, const PlanSpace& space,
+                                   const DeviceSpec& d, const SystemSpec& sys) {
+  std::vector<double> steps;
+  for (int64_t tp : space.tp)
+    for (int64_t pp : space.pp)
+      for (int64_t mb : space.micro_batch)
+        for (int64_t v : space.virtual_stages)
+          for (int zero : space.zero)
+            for (Recompute rc : space.recompute)
+              for (int sp : space.sequence_parallel) {
+                if ((sp && tp == 1) || (v > 1 && pp == 1)) continue;
+                const int64_t dp = space.gpus / (tp * pp);
+                const ParallelLayout l{.tp = tp, .pp = pp, .dp = dp, .sequence_parallel = sp != 0,
+                                       .micro_batch = mb, .global_batch = space.global_batch,
+                                       .virtual_stages = v, .zero = zero};
+                if (dp < 1 || (zero > 0 && dp == 1)) continue;
+                BuildOptions b = base;
+                b.recompute = rc;
+                const TrainingEstimate e = estimate_training(m, b, l, d, sys, SimulateOptions{});
+                if (e.feasible) steps.push_back(e.step_s);
+              }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
 TEST(TrainingTest, PlanFindsTheFastestOfItsSpace) {
   // 8 GPUs, a 4-layer model: every layout of the space through estimate_training, one by one,
   // against the search's answer.
@@ -556,26 +583,10 @@ TEST(TrainingTest, PlanFindsTheFastestOfItsSpace) {
   // tp x pp x micro_batch x virtual_stages x zero x recompute x sequence_parallel x orders.
   EXPECT_EQ(r.candidates, 3 * 3 * 2 * 2 * 3 * 2 * 2 * 2);
   ASSERT_FALSE(r.best.empty());
-  double fastest = 1e30;
-  int64_t feasible = 0;
-  for (int64_t tp : space.tp)
-    for (int64_t pp : space.pp)
-      for (int64_t mb : space.micro_batch)
-        for (int64_t v : space.virtual_stages)
-          for (int zero : space.zero)
-            for (Recompute rc : space.recompute)
-              for (int sp : space.sequence_parallel) {
-                if (sp && tp == 1) continue;
-                const ParallelLayout l{.tp = tp, .pp = pp, .dp = 8 / (tp * pp), .sequence_parallel = sp != 0,
-                                       .micro_batch = mb, .global_batch = 16, .virtual_stages = v, .zero = zero};
-                if (l.dp < 1 || (zero > 0 && l.dp == 1)) continue;
-                BuildOptions b = base;
-                b.recompute = rc;
-                const TrainingEstimate e = estimate_training(m, b, l, d, sys, SimulateOptions{});
-                if (!e.feasible) continue;
-                ++feasible;
-                fastest = std::min(fastest, e.step_s);
-              }
+  const std::vector<double> steps = feasible_steps(m, base, space, d, sys);
+  ASSERT_FALSE(steps.empty());
+  const double fastest = steps.front();
+  const auto feasible = static_cast<int64_t>(steps.size());
   EXPECT_NEAR(r.best[0].estimate.step_s, fastest, 1e-12);
   EXPECT_LE(r.best[0].estimate.step_s, r.best[1].estimate.step_s);
   EXPECT_GE(r.feasible, feasible);  // the second rank order adds its own where placement differs
@@ -602,24 +613,7 @@ TEST(TrainingTest, PlanKeepsTheKFastestWhateverTheOrderTheyArriveIn) {
                         .micro_batch = {1, 2}, .virtual_stages = {1, 2}, .zero = {0, 1, 3},
                         .recompute = {Recompute::none, Recompute::full}, .sequence_parallel = {0, 1},
                         .orders = {"tp-cp-ep-dp-pp"}};
-  std::vector<double> steps;
-  for (int64_t tp : space.tp)
-    for (int64_t pp : space.pp)
-      for (int64_t mb : space.micro_batch)
-        for (int64_t v : space.virtual_stages)
-          for (int zero : space.zero)
-            for (Recompute rc : space.recompute)
-              for (int sp : space.sequence_parallel) {
-                if ((sp && tp == 1) || (v > 1 && pp == 1)) continue;
-                const ParallelLayout l{.tp = tp, .pp = pp, .dp = 8 / (tp * pp), .sequence_parallel = sp != 0,
-                                       .micro_batch = mb, .global_batch = 16, .virtual_stages = v, .zero = zero};
-                if (l.dp < 1 || (zero > 0 && l.dp == 1)) continue;
-                BuildOptions b = base;
-                b.recompute = rc;
-                const TrainingEstimate e = estimate_training(m, b, l, d, sys, SimulateOptions{});
-                if (e.feasible) steps.push_back(e.step_s);
-              }
-  std::sort(steps.begin(), steps.end());
+  const std::vector<double> steps = feasible_steps(m, base, space, d, sys);
   ASSERT_GT(steps.size(), 40u);  // more than a trim's worth, so the kept k-th is tested
   for (int threads : {1, 2}) {
     const PlanResult r = plan_training(m, base, space, d, sys, SimulateOptions{}, 5, threads);
